@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package kvnode needs to build, test and run. Idempotent: packages
+# already present are left alone, and a second run changes nothing.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake ninja-build pkg-config git
+  # libraries
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
+  libspdlog-dev libfmt-dev libyaml-cpp-dev libxml2-dev libsqlite3-dev libsystemd-dev
+  libvirt-dev libpugixml-dev libgtest-dev libgmock-dev libbenchmark-dev
+  # fuzzing (libFuzzer with ASan/UBSan)
+  clang libclang-rt-14-dev
+  # virtualization runtime
+  libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils ovmf
+  seabios ipxe-qemu libxml2-utils
+  # networking
+  iproute2 nftables dnsmasq-base
+  # test guest
+  busybox-static cpio dosfstools mtools syslinux syslinux-common
+  # tests
+  python3 curl procps psmisc
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  if [ ! -f /var/lib/kvnode-apt-updated ] || [ -n "$(find /var/lib/apt/lists -maxdepth 0 -mmin +1440)" ]; then
+    apt-get update -qq
+    touch /var/lib/kvnode-apt-updated
+  fi
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The unprivileged identity launchers, libvirtd and QEMU run as.
+getent group kvm >/dev/null || groupadd --system kvm
+getent group kvnode >/dev/null || groupadd --system kvnode
+if ! getent passwd kvnode >/dev/null; then
+  useradd --system --gid kvnode --groups kvm --home-dir /nonexistent --shell /usr/sbin/nologin kvnode
+fi
