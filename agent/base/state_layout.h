@@ -1,0 +1,70 @@
+// Where things live under a handler's state dir. One definition shared by the handler, the
+// launcher and the converter, so that a path is spelled in one place.
+//
+//   <state>/kvnode.db                     SQLite (WAL)
+//   <state>/notify.sock                   the handler's LauncherNotify socket
+//   <state>/volumes/<ns>/<claim>/disk.img node-local PVCs
+//   <state>/images/                       containerDisk image cache
+//   <state>/vmis/<uid>/                   one VMI ("pod"), 0700, owned by the launcher's user
+//       launcher.sock  launcher.log  libvirt/ (HOME, XDG dirs)  run/ (serial, VNC, NVRAM)
+//       disks/<volume>/                   per-VMI disks: overlays, emptyDisk, cloud-init ISO
+//
+// Unix socket paths must stay under 108 bytes; VmiPaths keeps names short for that reason.
+#ifndef KVNODE_AGENT_BASE_STATE_LAYOUT_H_
+#define KVNODE_AGENT_BASE_STATE_LAYOUT_H_
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace kvnode {
+
+class VmiPaths {
+ public:
+  VmiPaths(absl::string_view state_dir, absl::string_view uid)
+      : root_(absl::StrCat(state_dir, "/vmis/", uid)) {}
+  explicit VmiPaths(std::string root) : root_(std::move(root)) {}
+
+  const std::string& root() const { return root_; }
+  std::string launcher_socket() const { return root_ + "/launcher.sock"; }
+  std::string log_file() const { return root_ + "/launcher.log"; }
+  std::string lock_file() const { return root_ + "/launcher.lock"; }
+  std::string libvirt_home() const { return root_ + "/libvirt"; }
+  std::string runtime_dir() const { return root_ + "/run"; }
+  std::string serial_socket() const { return runtime_dir() + "/serial0"; }
+  std::string serial_log() const { return runtime_dir() + "/serial0.log"; }
+  std::string vnc_socket() const { return runtime_dir() + "/vnc"; }
+  std::string disks_dir() const { return root_ + "/disks"; }
+  std::string disk_dir(absl::string_view volume) const {
+    return absl::StrCat(disks_dir(), "/", volume);
+  }
+
+ private:
+  std::string root_;
+};
+
+class NodePaths {
+ public:
+  explicit NodePaths(std::string state_dir) : state_dir_(std::move(state_dir)) {}
+
+  const std::string& state_dir() const { return state_dir_; }
+  std::string database() const { return state_dir_ + "/kvnode.db"; }
+  std::string notify_socket() const { return state_dir_ + "/notify.sock"; }
+  std::string vmis_dir() const { return state_dir_ + "/vmis"; }
+  std::string images_dir() const { return state_dir_ + "/images"; }
+  std::string volume_dir(absl::string_view ns, absl::string_view claim) const {
+    return absl::StrCat(state_dir_, "/volumes/", ns, "/", claim);
+  }
+  std::string volume_image(absl::string_view ns, absl::string_view claim) const {
+    return volume_dir(ns, claim) + "/disk.img";
+  }
+  VmiPaths vmi(absl::string_view uid) const { return VmiPaths(state_dir_, uid); }
+
+ private:
+  std::string state_dir_;
+};
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_BASE_STATE_LAYOUT_H_

@@ -1,0 +1,75 @@
+// Admission: kvnode's validating webhook. Runs in the handler (and in `kvctl apply --dry-run`
+// and `kvnode-launcher convert`) on a defaulted object, before anything is stored. Every
+// rejection names the field path, as KubeVirt's validating webhooks do
+// (pkg/virt-api/webhooks/validating-webhook/admitters/vmi-create-admitter.go).
+//
+// Pure apart from PathResolver, which resolves hostDisk paths (symlinks, "..") so that a path
+// outside the configured roots is refused for what it really names.
+#ifndef KVNODE_AGENT_MANIFEST_ADMISSION_H_
+#define KVNODE_AGENT_MANIFEST_ADMISSION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/manifest/field_errors.h"
+#include "kvnode/v1/kubevirt.pb.h"
+
+namespace kvnode {
+
+// Resolves a path to what it names, as realpath(3): symlinks followed, "." and ".." removed.
+// For a path that does not exist yet (hostDisk DiskOrCreate) it resolves the longest existing
+// prefix and appends the rest.
+class PathResolver {
+ public:
+  virtual ~PathResolver() = default;
+  virtual absl::StatusOr<std::string> Resolve(const std::string& path) const = 0;
+
+  // The real filesystem. Thread-safe.
+  static const PathResolver* Real();
+};
+
+// What this node can give, and its policy.
+struct NodeLimits {
+  int64_t memory_bytes = 0;  // physical memory; 0 disables the check
+  int cpus = 0;              // online CPUs; 0 disables the check
+  // Directories under which hostDisk paths may live (after resolution). Empty refuses every
+  // hostDisk.
+  std::vector<std::string> host_disk_roots;
+  // Networking (masquerade on the pod network) is available on this node.
+  bool pod_network_supported = true;
+};
+
+struct AdmissionReview {
+  FieldErrors errors;
+  // Not fatal; returned to the client, like kubectl's "Warning:" lines.
+  std::vector<std::string> warnings;
+
+  bool allowed() const { return errors.empty(); }
+};
+
+// Validates a defaulted VMI.
+AdmissionReview AdmitVmi(const kvnode::v1::VirtualMachineInstance& vmi, const NodeLimits& node,
+                         const PathResolver& paths);
+
+// Validates a defaulted VM, its template under spec.template.spec.
+AdmissionReview AdmitVm(const kvnode::v1::VirtualMachine& vm, const NodeLimits& node,
+                        const PathResolver& paths);
+
+// Validates a VMI spec; errors are under `path` ("spec" or "spec.template.spec").
+void AdmitVmiSpec(const kvnode::v1::VirtualMachineInstanceSpec& spec, const FieldPath& path,
+                  const NodeLimits& node, const PathResolver& paths, AdmissionReview* review);
+
+// Metadata: name (DNS-1123 label, required unless generateName), namespace, label keys.
+void AdmitObjectMeta(const kvnode::v1::ObjectMeta& meta, const FieldPath& path,
+                     AdmissionReview* review);
+
+// True when `s` is a DNS-1123 label: at most 63 of [a-z0-9-], starting and ending alphanumeric.
+bool IsDns1123Label(absl::string_view s);
+// DNS-1123 subdomain: dot-separated labels, at most 253 characters.
+bool IsDns1123Subdomain(absl::string_view s);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_MANIFEST_ADMISSION_H_

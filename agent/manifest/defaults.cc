@@ -1,0 +1,131 @@
+#include "agent/manifest/defaults.h"
+
+#include "absl/strings/str_cat.h"
+#include "agent/base/uuid.h"
+#include "agent/manifest/quantity.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::VirtualMachineInstanceSpec;
+
+void DefaultDisks(VirtualMachineInstanceSpec* spec) {
+  for (auto& disk : *spec->mutable_domain()->mutable_devices()->mutable_disks()) {
+    switch (disk.target_case()) {
+      case kvnode::v1::Disk::TARGET_NOT_SET:
+        disk.mutable_disk()->set_bus("sata");
+        break;
+      case kvnode::v1::Disk::kDisk:
+        if (disk.disk().bus().empty()) disk.mutable_disk()->set_bus("sata");
+        break;
+      case kvnode::v1::Disk::kLun:
+        if (disk.lun().bus().empty()) disk.mutable_lun()->set_bus("sata");
+        break;
+      case kvnode::v1::Disk::kCdrom:
+        if (disk.cdrom().bus().empty()) disk.mutable_cdrom()->set_bus("sata");
+        if (!disk.cdrom().has_readonly()) disk.mutable_cdrom()->set_readonly(true);
+        break;
+    }
+  }
+}
+
+void DefaultCpuAndMemory(VirtualMachineInstanceSpec* spec) {
+  auto* domain = spec->mutable_domain();
+  auto* cpu = domain->mutable_cpu();
+  if (cpu->cores() == 0 && cpu->sockets() == 0 && cpu->threads() == 0) {
+    // KubeVirt: with no topology, sockets follow the CPU limit, else the request (rounded up).
+    const auto& res = domain->resources();
+    const auto* qty = res.limits().count("cpu")     ? &res.limits().at("cpu")
+                      : res.requests().count("cpu") ? &res.requests().at("cpu")
+                                                    : nullptr;
+    uint32_t sockets = 1;
+    if (qty != nullptr) {
+      auto q = Quantity::Parse(*qty);
+      if (q.ok() && q->Value() > 1 && q->Value() <= 512) sockets = static_cast<uint32_t>(q->Value());
+    }
+    cpu->set_sockets(sockets);
+  }
+  if (cpu->cores() == 0) cpu->set_cores(1);
+  if (cpu->sockets() == 0) cpu->set_sockets(1);
+  if (cpu->threads() == 0) cpu->set_threads(1);
+  if (domain->memory().guest().empty()) {
+    const auto& res = domain->resources();
+    if (res.requests().count("memory")) {
+      domain->mutable_memory()->set_guest(res.requests().at("memory"));
+    } else if (res.limits().count("memory")) {
+      domain->mutable_memory()->set_guest(res.limits().at("memory"));
+    }
+  }
+}
+
+void DefaultNetworking(VirtualMachineInstanceSpec* spec) {
+  auto* devices = spec->mutable_domain()->mutable_devices();
+  bool autoattach = !devices->has_autoattach_pod_interface() || devices->autoattach_pod_interface();
+  if (devices->interfaces_size() == 0 && spec->networks_size() == 0 && autoattach) {
+    auto* iface = devices->add_interfaces();
+    iface->set_name("default");
+    iface->mutable_masquerade();
+    auto* net = spec->add_networks();
+    net->set_name("default");
+    net->mutable_pod();
+  }
+  for (auto& iface : *devices->mutable_interfaces()) {
+    if (iface.model().empty()) iface.set_model("virtio");
+    if (iface.binding_method_case() == kvnode::v1::Interface::BINDING_METHOD_NOT_SET) {
+      iface.mutable_masquerade();
+    }
+    for (auto& port : *iface.mutable_ports()) {
+      if (port.protocol().empty()) port.set_protocol("TCP");
+    }
+  }
+}
+
+}  // namespace
+
+std::string DefaultFirmwareUuid(absl::string_view ns, absl::string_view name) {
+  return NameBasedUuid(kFirmwareUuidNamespace, absl::StrCat(ns, "/", name));
+}
+
+void ApplyVmiSpecDefaults(absl::string_view ns, absl::string_view name,
+                          VirtualMachineInstanceSpec* spec) {
+  auto* domain = spec->mutable_domain();
+  domain->mutable_features();  // present ⇒ ACPI on unless acpi.enabled is false
+  if (domain->machine().type().empty()) domain->mutable_machine()->set_type(kDefaultMachineType);
+  if (domain->firmware().uuid().empty()) {
+    domain->mutable_firmware()->set_uuid(DefaultFirmwareUuid(ns, name));
+  }
+  DefaultCpuAndMemory(spec);
+  DefaultDisks(spec);
+  DefaultNetworking(spec);
+  if (!spec->has_termination_grace_period_seconds()) {
+    spec->set_termination_grace_period_seconds(kDefaultGracePeriodSeconds);
+  }
+  if (spec->architecture().empty()) spec->set_architecture("amd64");
+}
+
+void ApplyVmiDefaults(kvnode::v1::VirtualMachineInstance* vmi) {
+  if (vmi->api_version().empty()) vmi->set_api_version("kubevirt.io/v1");
+  if (vmi->kind().empty()) vmi->set_kind("VirtualMachineInstance");
+  auto* meta = vmi->mutable_metadata();
+  if (meta->namespace_().empty()) meta->set_namespace_("default");
+  ApplyVmiSpecDefaults(meta->namespace_(), meta->name(), vmi->mutable_spec());
+}
+
+void ApplyVmDefaults(kvnode::v1::VirtualMachine* vm) {
+  if (vm->api_version().empty()) vm->set_api_version("kubevirt.io/v1");
+  if (vm->kind().empty()) vm->set_kind("VirtualMachine");
+  auto* meta = vm->mutable_metadata();
+  if (meta->namespace_().empty()) meta->set_namespace_("default");
+  auto* spec = vm->mutable_spec();
+  if (!spec->has_running() && spec->run_strategy().empty()) spec->set_run_strategy("Halted");
+  ApplyVmiSpecDefaults(meta->namespace_(), meta->name(),
+                       spec->mutable_template_()->mutable_spec());
+}
+
+std::string EffectiveRunStrategy(const kvnode::v1::VirtualMachineSpec& spec) {
+  if (!spec.run_strategy().empty()) return spec.run_strategy();
+  if (spec.has_running()) return spec.running() ? "Always" : "Halted";
+  return "Halted";
+}
+
+}  // namespace kvnode

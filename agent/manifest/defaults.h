@@ -1,0 +1,49 @@
+// KubeVirt's defaulter (api/defaults.go SetDefaults_VirtualMachineInstance and virt-api's
+// mutating webhook), applied before admission and before anything is stored:
+//   - an empty `features` block when none is given, so ACPI is on and graceful shutdown works;
+//   - disks without a target become `disk: {}`; an unset disk or lun bus is sata (amd64), cdrom
+//     bus sata and cdrom readonly;
+//   - firmware.uuid derived by name (UUIDv5 of "<namespace>/<name>"), stable across restarts;
+//   - machine.type q35; cpu topology 1/1/1 where unset (sockets from a cpu request when no
+//     topology is given); memory.guest from requests.memory, else limits.memory;
+//   - terminationGracePeriodSeconds 30;
+//   - the default pod network with a masquerade interface when a VMI has neither interfaces nor
+//     networks and autoattachPodInterface is not false; interface model virtio; port protocol TCP.
+//
+// Pure functions. Idempotent: defaulting twice changes nothing.
+#ifndef KVNODE_AGENT_MANIFEST_DEFAULTS_H_
+#define KVNODE_AGENT_MANIFEST_DEFAULTS_H_
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "kvnode/v1/kubevirt.pb.h"
+
+namespace kvnode {
+
+// KubeVirt's namespace UUID for firmware UUIDs (pkg/virt-controller/watch/vm.go).
+inline constexpr char kFirmwareUuidNamespace[] = "6a1a24a1-4061-4607-8bf4-a3963d0c5895";
+inline constexpr int64_t kDefaultGracePeriodSeconds = 30;
+inline constexpr char kDefaultMachineType[] = "q35";
+
+// The firmware UUID a VM or VMI named `name` in `ns` gets when it sets none.
+std::string DefaultFirmwareUuid(absl::string_view ns, absl::string_view name);
+
+// Defaults a VMI spec. `ns` and `name` are the owning VM's (for a VMI made from a VM) or the
+// VMI's own; they seed the firmware UUID.
+void ApplyVmiSpecDefaults(absl::string_view ns, absl::string_view name,
+                          kvnode::v1::VirtualMachineInstanceSpec* spec);
+
+// Defaults a VMI object: namespace "default" when empty, apiVersion and kind, then its spec.
+void ApplyVmiDefaults(kvnode::v1::VirtualMachineInstance* vmi);
+
+// Defaults a VM: runStrategy Halted when neither running nor runStrategy is set (admission
+// rejects both set); the template spec is defaulted with the VM's namespace and name.
+void ApplyVmDefaults(kvnode::v1::VirtualMachine* vm);
+
+// The run strategy a VM means: spec.running maps true→Always, false→Halted.
+std::string EffectiveRunStrategy(const kvnode::v1::VirtualMachineSpec& spec);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_MANIFEST_DEFAULTS_H_
