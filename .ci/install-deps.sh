@@ -18,7 +18,7 @@ packages=(
   # networking
   iproute2 nftables dnsmasq-base
   # test guest
-  busybox-static cpio dosfstools mtools syslinux syslinux-common
+  busybox-static cpio dosfstools mtools syslinux syslinux-common genisoimage
   # tests
   python3 curl procps psmisc
 )

@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# build-guest.sh OUTDIR — builds the kvnode test guest, OUTDIR/guest.img: a raw disk holding one
+# FAT filesystem (label KVNODEBOOT) with syslinux, a Debian cloud kernel and a busybox initramfs
+# whose /init is tests/guest/rootfs/init. See tests/guest/README.md.
+#
+# Needs only Debian's apt mirror: the kernel .deb is fetched with `apt-get download` (never
+# installed) and cached in ${KVNODE_GUEST_CACHE:-/var/cache/kvnode-guest}. A second run with
+# nothing changed returns at once.
+#
+# Also leaves OUTDIR/vmlinuz, OUTDIR/initrd.gz and OUTDIR/cmdline (for direct kernel boot) and
+# OUTDIR/guest.manifest (kernel, modules and their load order).
+#
+# Environment:
+#   KVNODE_GUEST_CACHE             .deb cache (default /var/cache/kvnode-guest)
+#   KVNODE_GUEST_KERNEL_FLAVOUR    cloud (default) or generic (linux-image-amd64: bigger, but has
+#                                  the AHCI driver, i.e. SATA cdroms on q35)
+#   KVNODE_GUEST_KERNEL_DEB        use this kernel .deb instead of asking apt
+#   KVNODE_GUEST_IMAGE_MB          size of the image (default 64)
+#   KVNODE_GUEST_CMDLINE_EXTRA     appended to the kernel command line
+#   KVNODE_GUEST_FORCE=1           rebuild even if the image is up to date
+set -euo pipefail
+
+die() { echo "build-guest: $*" >&2; exit 1; }
+log() { echo "build-guest: $*" >&2; }
+
+[ $# -eq 1 ] || die "usage: $0 OUTDIR"
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+self="$here/$(basename "${BASH_SOURCE[0]}")"
+mkdir -p "$1"
+out=$(cd "$1" && pwd)
+img="$out/guest.img"
+cache=${KVNODE_GUEST_CACHE:-/var/cache/kvnode-guest}
+flavour=${KVNODE_GUEST_KERNEL_FLAVOUR:-cloud}
+img_mb=${KVNODE_GUEST_IMAGE_MB:-64}
+busybox=/bin/busybox
+cmdline="console=ttyS0,115200 panic=0 quiet ${KVNODE_GUEST_CMDLINE_EXTRA:-}"
+cmdline=${cmdline% }
+
+for tool in apt-cache apt-get dpkg-deb cpio gzip mkfs.vfat mcopy syslinux flock; do
+	command -v "$tool" >/dev/null || die "missing $tool (apt-get install busybox-static cpio dosfstools mtools syslinux syslinux-common)"
+done
+if ! [ -x "$busybox" ] || ! "$busybox" --list | grep -qx udhcpc; then die "$busybox is not busybox-static"; fi
+
+# Builds of the same OUTDIR (parallel tests) wait for each other.
+exec 9>"$out/.guest.lock"
+flock 9
+
+# --- the kernel .deb ------------------------------------------------------------------------------
+case "$flavour" in
+cloud) meta=linux-image-cloud-amd64; pattern='linux-image-*-cloud-amd64_*_amd64.deb' ;;
+generic) meta=linux-image-amd64; pattern='linux-image-[0-9]*[0-9]-amd64_*_amd64.deb' ;;
+*) die "KVNODE_GUEST_KERNEL_FLAVOUR must be cloud or generic, not '$flavour'" ;;
+esac
+mkdir -p "$cache/debs"
+deb=${KVNODE_GUEST_KERNEL_DEB:-}
+if [ -z "$deb" ]; then
+	# The metapackage depends on exactly one real kernel package at one version, e.g.
+	# "Depends: linux-image-6.1.0-57-cloud-amd64 (= 6.1.192-3)". (One apt-cache call: without a
+	# pkgcache.bin each call costs half a second.)
+	read -r pkg ver < <(apt-cache show --no-all-versions "$meta" 2>/dev/null |
+		sed -n 's/^Depends:.*\(linux-image-[0-9][^ ,]*\) (= \([^)]*\)).*/\1 \2/p' | head -n 1) || true
+	if [ -n "${pkg:-}" ]; then
+		file="${pkg}_${ver//:/%3a}_amd64.deb"
+		if [ ! -s "$cache/debs/$file" ]; then
+			log "downloading $pkg $ver"
+			(cd "$cache/debs" && apt-get download -q -o APT::Sandbox::User=root "$pkg=$ver" >&2) ||
+				log "apt-get download $pkg failed; trying the cache"
+		fi
+		if [ -s "$cache/debs/$file" ]; then deb="$cache/debs/$file"; fi
+	fi
+	if [ -z "$deb" ]; then
+		# No apt lists, or no mirror: the newest cached kernel of this flavour.
+		# shellcheck disable=SC2086,SC2012 # $pattern is a glob; names are Debian package names
+		deb=$(cd "$cache/debs" && ls -t $pattern 2>/dev/null |
+			{ if [ "$flavour" = cloud ]; then cat; else grep -v -e '-cloud-amd64_' -e '-rt-amd64_'; fi; } |
+			head -n 1 || true)
+		[ -n "$deb" ] || die "no kernel: apt cannot get $meta (run apt-get update) and $cache/debs has none"
+		deb="$cache/debs/$deb"
+	fi
+fi
+[ -s "$deb" ] || die "kernel package $deb is missing"
+
+# --- up to date? -----------------------------------------------------------------------------------
+stamp="flavour=$flavour deb=$(basename "$deb") size_mb=$img_mb busybox=$(dpkg-query -W -f='${Version}' busybox-static 2>/dev/null || echo unknown) cmdline=$cmdline"
+inputs=("$self" "$here/rootfs" "$busybox" "$deb")
+if [ -z "${KVNODE_GUEST_FORCE:-}" ] && [ -s "$img" ] && [ -f "$img.stamp" ] &&
+	[ "$(cat "$img.stamp")" = "$stamp" ] &&
+	[ -z "$(find -L "${inputs[@]}" -newer "$img" -print -quit)" ]; then
+	log "$img is up to date"
+	exit 0
+fi
+
+log "building $img from $(basename "$deb")"
+work=$(mktemp -d "${TMPDIR:-/tmp}/kvnode-guest.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# --- kernel and modules ----------------------------------------------------------------------------
+dpkg-deb -x "$deb" "$work/k"
+kver=$(find "$work/k/lib/modules" -mindepth 1 -maxdepth 1 -printf "%f\n" | head -n 1)
+if [ -z "$kver" ] || [ ! -s "$work/k/boot/vmlinuz-$kver" ]; then die "$deb has no kernel"; fi
+moddir="$work/k/lib/modules/$kver"
+
+declare -A modpath=() builtin=() state=()
+while IFS= read -r -d '' f; do
+	n=$(basename "$f")
+	n=${n%%.ko*}
+	modpath[${n//-/_}]=$f
+done < <(find "$moddir/kernel" -name '*.ko*' -print0)
+if [ -f "$moddir/modules.builtin" ]; then
+	while read -r f; do
+		n=$(basename "$f" .ko)
+		builtin[${n//-/_}]=1
+	done < "$moddir/modules.builtin"
+fi
+
+# Modules the guest needs, in load order; each one's dependencies (from its .modinfo) are loaded
+# before it. "?" marks modules that may be missing from a flavour. "name args" passes parameters.
+wanted=(
+	# virtio core and devices
+	virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci
+	virtio_blk failover net_failover virtio_net virtio_console
+	virtio_scsi '?virtio_rng' '?virtio_balloon'
+	# SCSI disks and cdroms (virtio-scsi, IDE on pc, AHCI on q35 if the kernel has it)
+	scsi_mod sd_mod cdrom sr_mod '?libata' '?ata_piix' '?ahci'
+	# filesystems: FAT boot disk, cloud-init iso9660 or vfat
+	fat vfat nls_cp437 nls_ascii nls_iso8859_1 nls_utf8 isofs
+	# ACPI power button as an input device, read by busybox acpid
+	button evdev
+	# pvpanic (libvirt <panic>): lets QEMU see a guest panic
+	'?pvpanic_pci' '?pvpanic_mmio'
+)
+order=()
+modinfo_depends() { # prints the dependencies of module file $1, one per line
+	local f=$1
+	case "$f" in
+	*.ko) tr '\0' '\n' < "$f" ;;
+	*.ko.xz) xz -dc "$f" | tr '\0' '\n' ;;
+	*.ko.zst) zstd -dcq "$f" | tr '\0' '\n' ;;
+	*.ko.gz) gzip -dc "$f" | tr '\0' '\n' ;;
+	esac | sed -n 's/^depends=//p' | head -n 1 | tr ',' '\n'
+}
+resolve() { # resolve NAME OPTIONAL
+	local n=${1//-/_} d
+	[ "${state[$n]:-}" = resolved ] && return 0
+	[ "${state[$n]:-}" = visiting ] && die "module dependency cycle at $n"
+	if [ -z "${modpath[$n]:-}" ]; then
+		state[$n]=resolved
+		[ -n "${builtin[$n]:-}" ] && return 0
+		[ "$2" = optional ] && { log "note: kernel $kver has no module $n (skipped)"; return 0; }
+		die "kernel $kver has no module $n, neither loadable nor built in"
+	fi
+	state[$n]=visiting
+	for d in $(modinfo_depends "${modpath[$n]}"); do
+		resolve "$d" required
+	done
+	state[$n]=resolved
+	order+=("$n")
+}
+declare -A modargs=()
+for w in "${wanted[@]}"; do
+	opt=required
+	[ "${w#\?}" != "$w" ] && { opt=optional; w=${w#\?}; }
+	resolve "${w%% *}" "$opt"
+	[ "${w#* }" != "$w" ] && modargs[${w%% *}]=${w#* }
+done
+
+# --- initramfs ------------------------------------------------------------------------------------
+root="$work/root"
+mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,run,tmp,mnt,var,etc,lib/modules/kvnode,www}
+cp "$busybox" "$root/bin/busybox"
+while read -r applet; do
+	[ -e "$root/$applet" ] || [ -L "$root/$applet" ] || ln -s /bin/busybox "$root/$applet"
+done < <("$busybox" --list-full)
+cp -R "$here/rootfs/." "$root/"
+chmod 0755 "$root/init" "$root/etc/kvnode/udhcpc.sh" "$root/etc/acpi/PWRF/00000080"
+: > "$root/etc/kvnode/modules"
+for n in "${order[@]}"; do
+	f=${modpath[$n]}
+	case "$f" in
+	*.ko) cp "$f" "$root/lib/modules/kvnode/$n.ko" ;;
+	*.ko.xz) xz -dc "$f" > "$root/lib/modules/kvnode/$n.ko" ;;
+	*.ko.zst) zstd -dcq "$f" > "$root/lib/modules/kvnode/$n.ko" ;;
+	*.ko.gz) gzip -dc "$f" > "$root/lib/modules/kvnode/$n.ko" ;;
+	esac
+	echo "$n${modargs[$n]:+ ${modargs[$n]}}" >> "$root/etc/kvnode/modules"
+done
+echo "root:x:0:0:root:/:/bin/sh" > "$root/etc/passwd"
+echo "root:x:0:" > "$root/etc/group"
+echo "127.0.0.1 localhost" > "$root/etc/hosts"
+(cd "$root" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc -R 0:0 --quiet) |
+	gzip -n -6 > "$work/initrd.gz"
+
+# --- the disk -------------------------------------------------------------------------------------
+export MTOOLS_SKIP_CHECK=1
+cat > "$work/syslinux.cfg" <<EOF
+SERIAL 0 115200
+DEFAULT kvnode
+PROMPT 0
+TIMEOUT 1
+LABEL kvnode
+  LINUX /vmlinuz
+  INITRD /initrd.gz
+  APPEND $cmdline
+EOF
+tmpimg="$out/.guest.img.tmp.$$"
+rm -f "$tmpimg"
+truncate -s "${img_mb}M" "$tmpimg"
+mkfs.vfat -n KVNODEBOOT -i 4b564e44 "$tmpimg" >/dev/null
+syslinux --install "$tmpimg"
+mcopy -i "$tmpimg" "$work/k/boot/vmlinuz-$kver" ::vmlinuz
+mcopy -i "$tmpimg" "$work/initrd.gz" ::initrd.gz
+mcopy -i "$tmpimg" "$work/syslinux.cfg" ::syslinux.cfg
+
+cp "$work/k/boot/vmlinuz-$kver" "$out/vmlinuz"
+cp "$work/initrd.gz" "$out/initrd.gz"
+echo "$cmdline" > "$out/cmdline"
+{
+	echo "kernel: $(basename "$deb") ($kver)"
+	echo "cmdline: $cmdline"
+	echo "modules (load order):"
+	sed 's/^/  /' "$root/etc/kvnode/modules"
+} > "$out/guest.manifest"
+echo "$stamp" > "$img.stamp"
+mv -f "$tmpimg" "$img"
+log "built $img ($(du -k --apparent-size "$img" | cut -f1) KiB, kernel $kver, ${#order[@]} modules)"
