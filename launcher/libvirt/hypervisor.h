@@ -1,0 +1,58 @@
+// The hypervisor as the launcher needs it: one domain, its lifecycle operations, its state,
+// and a stream of lifecycle events. LibvirtHypervisor is the real thing (a private session
+// libvirtd); tests of the launcher's lifecycle logic use a hand-written fake.
+//
+// Implementations are thread-safe. The event callback runs on the implementation's event
+// thread and must not block.
+#ifndef KVNODE_LAUNCHER_LIBVIRT_HYPERVISOR_H_
+#define KVNODE_LAUNCHER_LIBVIRT_HYPERVISOR_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kvnode/v1/launcher.pb.h"
+
+namespace kvnode {
+
+// A lifecycle event as libvirt names it: event "Started", "Stopped", "Suspended", "Resumed",
+// "Crashed", "Shutdown", "Defined", "Undefined", "Reboot", "AgentConnected",
+// "AgentDisconnected"; detail such as "Booted", "Shutdown", "Destroyed", "Failed", "Panicked".
+struct DomainLifecycleEvent {
+  std::string event;
+  std::string detail;
+};
+
+class Hypervisor {
+ public:
+  using EventCallback = std::function<void(const DomainLifecycleEvent&)>;
+  virtual ~Hypervisor() = default;
+
+  // Defines the domain (persistent, as KubeVirt) and starts it, paused when asked.
+  virtual absl::Status DefineAndStart(const std::string& domain_xml, bool paused) = 0;
+  // ACPI power button press.
+  virtual absl::Status Shutdown() = 0;
+  // Hard power off.
+  virtual absl::Status Destroy() = 0;
+  virtual absl::Status Pause() = 0;
+  virtual absl::Status Resume() = 0;
+  // Reboot through the ACPI power button path (guest cooperates).
+  virtual absl::Status SoftReboot() = 0;
+  // Hard reset.
+  virtual absl::Status Reset() = 0;
+  // Removes the persistent definition (and NVRAM).
+  virtual absl::Status Undefine() = 0;
+  // Current state; exists=false when no domain is defined.
+  virtual absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool include_xml) = 0;
+  virtual void SetEventCallback(EventCallback callback) = 0;
+};
+
+// virDomainState / reason names as strings, for DomainStatus.
+std::string DomainStateName(int state);
+std::string DomainStateReasonName(int state, int reason);
+std::string LifecycleEventName(int event);
+std::string LifecycleDetailName(int event, int detail);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_LAUNCHER_LIBVIRT_HYPERVISOR_H_

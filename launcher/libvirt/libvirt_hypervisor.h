@@ -1,0 +1,71 @@
+// Hypervisor over a libvirt connection to one session daemon. Runs libvirt's default event
+// loop on its own thread and registers lifecycle, reboot and agent-lifecycle callbacks there,
+// so domain events arrive as they happen (no polling).
+//
+// Thread-safe: libvirt connections may be used from any thread.
+#ifndef KVNODE_LAUNCHER_LIBVIRT_LIBVIRT_HYPERVISOR_H_
+#define KVNODE_LAUNCHER_LIBVIRT_LIBVIRT_HYPERVISOR_H_
+
+#include <libvirt/libvirt.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "launcher/libvirt/hypervisor.h"
+
+namespace kvnode {
+
+class LibvirtHypervisor : public Hypervisor {
+ public:
+  // Connects to `uri`; `domain_name` is the one domain this launcher manages.
+  static absl::StatusOr<std::unique_ptr<LibvirtHypervisor>> Connect(const std::string& uri,
+                                                                    const std::string& domain_name);
+  ~LibvirtHypervisor() override;
+
+  absl::Status DefineAndStart(const std::string& domain_xml, bool paused) override;
+  absl::Status Shutdown() override;
+  absl::Status Destroy() override;
+  absl::Status Pause() override;
+  absl::Status Resume() override;
+  absl::Status SoftReboot() override;
+  absl::Status Reset() override;
+  absl::Status Undefine() override;
+  absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool include_xml) override;
+  void SetEventCallback(EventCallback callback) override;
+
+  // Called from libvirt's event thread.
+  void Deliver(const DomainLifecycleEvent& event);
+
+  // Where libvirt writes this domain's QEMU pid ("" if unknown).
+  void set_pid_file(std::string path) { pid_file_ = std::move(path); }
+
+  virConnectPtr connection() const { return conn_; }
+
+ private:
+  LibvirtHypervisor(virConnectPtr conn, std::string domain_name)
+      : conn_(conn), domain_name_(std::move(domain_name)) {}
+  absl::Status RegisterCallbacks();
+  // Looks the domain up; NotFound when it is not defined.
+  absl::StatusOr<virDomainPtr> Lookup();
+  absl::Status WithDomain(const char* what, int (*op)(virDomainPtr));
+
+  virConnectPtr conn_;  // constant after construction
+  const std::string domain_name_;
+  std::string pid_file_;
+  std::vector<int> callback_ids_;
+  absl::Mutex mu_;
+  EventCallback callback_ ABSL_GUARDED_BY(mu_);
+};
+
+// The last libvirt error as a Status, with `what` in front.
+absl::Status LibvirtError(const std::string& what);
+
+// Starts libvirt's default event loop on a detached thread, once per process.
+void EnsureLibvirtEventLoop();
+
+}  // namespace kvnode
+
+#endif  // KVNODE_LAUNCHER_LIBVIRT_LIBVIRT_HYPERVISOR_H_

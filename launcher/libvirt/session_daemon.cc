@@ -1,0 +1,150 @@
+#include "launcher/libvirt/session_daemon.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "agent/base/status_macros.h"
+#include "agent/base/subprocess.h"
+
+namespace kvnode {
+namespace {
+
+absl::Status MakeDirs(const std::string& path, mode_t mode) {
+  std::string cur;
+  for (size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || (path[i] == '/' && i > 0)) {
+      cur = path.substr(0, i);
+      if (mkdir(cur.c_str(), mode) < 0 && errno != EEXIST) {
+        return absl::ErrnoToStatus(errno, "mkdir " + cur);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& content) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << content;
+    if (!f) return absl::InternalError("write " + tmp);
+  }
+  if (rename(tmp.c_str(), path.c_str()) < 0) return absl::ErrnoToStatus(errno, "rename " + tmp);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::string> SessionDaemon::Environment(const std::string& base_dir) {
+  return {
+      "HOME=" + base_dir + "/home",
+      "XDG_RUNTIME_DIR=" + base_dir + "/run",
+      "XDG_CONFIG_HOME=" + base_dir + "/config",
+      "XDG_CACHE_HOME=" + base_dir + "/cache",
+      "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+      "LC_ALL=C",
+  };
+}
+
+absl::Status LinkCapabilitiesCache(const std::string& from, const std::string& cache_home) {
+  if (from.empty()) return absl::OkStatus();
+  DIR* dir = opendir(from.c_str());
+  if (dir == nullptr) return absl::OkStatus();
+  std::string to = cache_home + "/libvirt/qemu/cache/capabilities";
+  absl::Status status = MakeDirs(to, 0700);
+  while (status.ok()) {
+    struct dirent* e = readdir(dir);
+    if (e == nullptr) break;
+    std::string name = e->d_name;
+    if (name.size() < 5 || name.substr(name.size() - 4) != ".xml") continue;
+    std::string src = from + "/" + name, dst = to + "/" + name;
+    if (link(src.c_str(), dst.c_str()) == 0 || errno == EEXIST) continue;
+    // Another filesystem or no permission to link: copy instead.
+    std::ifstream in(src, std::ios::binary);
+    std::ofstream out(dst, std::ios::binary | std::ios::trunc);
+    out << in.rdbuf();
+    if (!out) status = absl::InternalError("copy capabilities cache file " + src);
+  }
+  closedir(dir);
+  return status;
+}
+
+absl::StatusOr<std::unique_ptr<SessionDaemon>> SessionDaemon::Start(
+    const SessionDaemonOptions& options) {
+  const std::string& base = options.base_dir;
+  for (const char* sub : {"/home", "/run", "/config/libvirt", "/cache"}) {
+    RETURN_IF_ERROR(MakeDirs(base + sub, 0700));
+  }
+  // No virtlogd per VMI: QEMU writes its log file itself. One daemon less per VMI.
+  RETURN_IF_ERROR(WriteFile(base + "/config/libvirt/qemu.conf", "stdio_handler = \"file\"\n"));
+  std::string conf = "log_outputs = \"3:stderr\"\n";
+  if (!options.host_uuid.empty()) absl::StrAppend(&conf, "host_uuid = \"", options.host_uuid, "\"\n");
+  RETURN_IF_ERROR(WriteFile(base + "/config/libvirt/libvirtd.conf", conf));
+  RETURN_IF_ERROR(LinkCapabilitiesCache(options.capabilities_cache, base + "/cache"));
+
+  std::string socket_path = base + "/run/libvirt/libvirt-sock";
+  unlink(socket_path.c_str());
+  SpawnOptions spawn;
+  spawn.argv = {options.libvirtd_path, "--timeout", "0"};
+  spawn.env = Environment(base);
+  spawn.cwd = base + "/home";
+  spawn.stdout_fd = options.log_fd;
+  spawn.pdeath_signal = SIGTERM;
+  ASSIGN_OR_RETURN(pid_t pid, Spawn(spawn));
+  auto daemon = std::unique_ptr<SessionDaemon>(new SessionDaemon(base, socket_path, pid));
+
+  // Ready when the socket exists; libvirtd creates it only after its drivers initialised.
+  absl::Time deadline = absl::Now() + options.ready_timeout;
+  while (true) {
+    struct stat st;
+    if (stat(socket_path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) break;
+    int status;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      daemon->MarkExited();
+      return absl::InternalError("libvirtd " + DescribeWaitStatus(status) + " before it was ready");
+    }
+    if (absl::Now() > deadline) {
+      daemon->Stop(absl::ZeroDuration());
+      return absl::DeadlineExceededError("libvirtd did not create " + socket_path);
+    }
+    usleep(2000);
+  }
+  return daemon;
+}
+
+std::string SessionDaemon::uri() const {
+  return "qemu+unix:///session?socket=" + socket_path_;
+}
+
+std::string SessionDaemon::qemu_run_dir() const { return base_dir_ + "/run/libvirt/qemu/run"; }
+
+void SessionDaemon::Stop(absl::Duration grace) {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  absl::Time deadline = absl::Now() + grace;
+  int status;
+  while (true) {
+    pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_ || (r < 0 && errno == ECHILD)) break;
+    if (absl::Now() >= deadline) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+      break;
+    }
+    usleep(5000);
+  }
+  pid_ = -1;
+}
+
+SessionDaemon::~SessionDaemon() { Stop(); }
+
+}  // namespace kvnode

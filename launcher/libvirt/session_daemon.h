@@ -1,0 +1,76 @@
+// A private libvirtd in session mode for one VMI: HOME and the XDG dirs inside the VMI state
+// dir, so that nothing is shared with another VMI or the host's libvirt. Started as the
+// current (unprivileged) user, as a child with PR_SET_PDEATHSIG so that it never outlives its
+// launcher by accident.
+//
+// The QEMU capabilities probe makes a cold libvirtd take seconds to answer; the handler primes
+// one capabilities cache, and Start() hard-links it into this daemon's cache so every daemon
+// starts warm (about 0.1 s).
+//
+// Thread-compatible: Start/Stop from one thread.
+#ifndef KVNODE_LAUNCHER_LIBVIRT_SESSION_DAEMON_H_
+#define KVNODE_LAUNCHER_LIBVIRT_SESSION_DAEMON_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace kvnode {
+
+struct SessionDaemonOptions {
+  // Everything of the daemon lives here: home/, run/ (XDG_RUNTIME_DIR), config/, cache/.
+  std::string base_dir;
+  std::string libvirtd_path = "/usr/sbin/libvirtd";
+  // A primed capabilities cache dir (.../libvirt/qemu/cache/capabilities) to link from, or "".
+  std::string capabilities_cache;
+  // libvirtd.conf host_uuid; migration between two daemons needs distinct ones. "" for none.
+  std::string host_uuid;
+  // Where libvirtd's stdout/stderr go (-1: /dev/null).
+  int log_fd = -1;
+  absl::Duration ready_timeout = absl::Seconds(30);
+};
+
+class SessionDaemon {
+ public:
+  static absl::StatusOr<std::unique_ptr<SessionDaemon>> Start(const SessionDaemonOptions& options);
+  ~SessionDaemon();
+
+  SessionDaemon(const SessionDaemon&) = delete;
+  SessionDaemon& operator=(const SessionDaemon&) = delete;
+
+  // qemu+unix:///session?socket=... — connects to exactly this daemon, never autostarts one.
+  std::string uri() const;
+  const std::string& socket_path() const { return socket_path_; }
+  pid_t pid() const { return pid_; }
+  // The runtime dir libvirt uses for this daemon's QEMU pid files (run/libvirt/qemu/run).
+  std::string qemu_run_dir() const;
+
+  // SIGTERM, then SIGKILL after `grace`; reaps the daemon. Idempotent.
+  void Stop(absl::Duration grace = absl::Seconds(5));
+
+  // Called by the launcher's child reaper when it reaped `pid`.
+  void MarkExited() { pid_ = -1; }
+
+  // The environment a libvirt client or daemon of this instance needs.
+  static std::vector<std::string> Environment(const std::string& base_dir);
+
+ private:
+  SessionDaemon(std::string base_dir, std::string socket_path, pid_t pid)
+      : base_dir_(std::move(base_dir)), socket_path_(std::move(socket_path)), pid_(pid) {}
+
+  std::string base_dir_;
+  std::string socket_path_;
+  pid_t pid_;
+};
+
+// Makes `dir`/.../capabilities hold hard links (or copies across filesystems) of every file in
+// `from`. Missing `from` is not an error: the daemon then probes cold.
+absl::Status LinkCapabilitiesCache(const std::string& from, const std::string& cache_home);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_LAUNCHER_LIBVIRT_SESSION_DAEMON_H_

@@ -1,0 +1,296 @@
+#include "launcher/server/domain_manager.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "agent/base/status_macros.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace kvnode {
+
+using kvnode::v1::DomainStatus;
+
+absl::Status WriteFinalStatus(const std::string& path, const DomainStatus& status) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.add_whitespace = true;
+  if (!google::protobuf::util::MessageToJsonString(status, &json, opts).ok()) {
+    return absl::InternalError("encode final status");
+  }
+  std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "open " + tmp);
+  bool ok = write(fd, json.data(), json.size()) == static_cast<ssize_t>(json.size()) &&
+            fsync(fd) == 0;
+  close(fd);
+  if (!ok || rename(tmp.c_str(), path.c_str()) < 0) {
+    return absl::ErrnoToStatus(errno, "write " + path);
+  }
+  return absl::OkStatus();
+}
+
+DomainManager::DomainManager(DomainManagerOptions options, Hypervisor* hypervisor,
+                             DomainConverter converter, EventSink* sink, Clock* clock)
+    : options_(std::move(options)),
+      hypervisor_(hypervisor),
+      converter_(std::move(converter)),
+      sink_(sink),
+      clock_(clock) {
+  hypervisor_->SetEventCallback([this](const DomainLifecycleEvent& e) { OnEvent(e); });
+  worker_ = std::thread([this] { WorkerLoop(); });
+}
+
+DomainManager::~DomainManager() {
+  hypervisor_->SetEventCallback(nullptr);
+  {
+    absl::MutexLock lock(&mu_);
+    quit_ = true;
+    cv_.SignalAll();
+  }
+  worker_.join();
+}
+
+absl::Status DomainManager::Sync(const kvnode::v1::VirtualMachineInstance& vmi,
+                                 const kvnode::v1::DomainOptions& options) {
+  absl::MutexLock lock(&mu_);
+  if (done_ || stopped_) return absl::FailedPreconditionError("the domain has already ended");
+  if (synced_) return absl::OkStatus();
+  const auto& features = vmi.spec().domain().features();
+  acpi_enabled_ = !(features.has_acpi() && features.acpi().has_enabled() &&
+                    !features.acpi().enabled());
+  vmi_grace_ = vmi.spec().has_termination_grace_period_seconds()
+                   ? vmi.spec().termination_grace_period_seconds()
+                   : 30;
+  auto xml = converter_(vmi, options);
+  absl::Status status = xml.ok() ? absl::OkStatus() : Annotate(xml.status(), "convert");
+  if (status.ok()) {
+    // libvirt may deliver Started before DefineAndStart returns; the event thread then waits
+    // on mu_, which is fine: synced_ is set before we release it.
+    status = hypervisor_->DefineAndStart(*xml, options.start_paused());
+  }
+  if (!status.ok()) {
+    LauncherEventLocked("Warning", "SyncFailed", std::string(status.message()));
+    DomainStatus failed;
+    failed.set_state("Shutoff");
+    failed.set_reason("Failed");
+    FinishLocked(failed);
+    return status;
+  }
+  synced_ = true;
+  LauncherEventLocked("Normal", "Created", "VirtualMachineInstance defined.");
+  return absl::OkStatus();
+}
+
+absl::Status DomainManager::Shutdown(int64_t grace_period_seconds) {
+  absl::MutexLock lock(&mu_);
+  if (done_ || stopped_) return absl::OkStatus();
+  if (!synced_) {
+    // Nothing runs yet: end without a domain.
+    shutdown_requested_ = true;
+    DomainStatus s;
+    s.set_state("Shutoff");
+    s.set_reason("Shutdown");
+    FinishLocked(s);
+    return absl::OkStatus();
+  }
+  bool first = !shutdown_requested_;
+  shutdown_requested_ = true;
+  absl::Time deadline = clock_->Now() + absl::Seconds(std::max<int64_t>(0, grace_period_seconds));
+  if (deadline < grace_deadline_) grace_deadline_ = deadline;
+  if (grace_period_seconds <= 0) {
+    destroy_requested_ = true;
+  } else if (first) {
+    LauncherEventLocked("Normal", "ShuttingDown", "Signaled Graceful Shutdown");
+    next_acpi_ = clock_->Now();  // the worker presses the button now
+  }
+  cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::Status DomainManager::Kill() {
+  absl::MutexLock lock(&mu_);
+  if (done_ || stopped_) return absl::OkStatus();
+  shutdown_requested_ = true;
+  destroy_requested_ = true;
+  grace_deadline_ = clock_->Now();
+  cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::Status DomainManager::Pause() { return hypervisor_->Pause(); }
+absl::Status DomainManager::Unpause() { return hypervisor_->Resume(); }
+absl::Status DomainManager::SoftReboot() { return hypervisor_->SoftReboot(); }
+absl::Status DomainManager::Reset() { return hypervisor_->Reset(); }
+
+absl::StatusOr<DomainStatus> DomainManager::GetStatus(bool include_xml) {
+  ASSIGN_OR_RETURN(DomainStatus base, hypervisor_->GetStatus(include_xml));
+  absl::MutexLock lock(&mu_);
+  return StatusLocked(base);
+}
+
+bool DomainManager::Done() {
+  absl::MutexLock lock(&mu_);
+  return done_;
+}
+
+bool DomainManager::WaitDone(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  absl::Time deadline = absl::Now() + timeout;
+  while (!done_ && absl::Now() < deadline) cv_.WaitWithDeadline(&mu_, deadline);
+  return done_;
+}
+
+int64_t DomainManager::vmi_grace_period_seconds() {
+  absl::MutexLock lock(&mu_);
+  return vmi_grace_;
+}
+
+void DomainManager::Abort(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  if (done_) return;
+  LauncherEventLocked("Warning", "LauncherFailed", reason);
+  DomainStatus s;
+  s.set_state("Shutoff");
+  s.set_reason("Failed");
+  FinishLocked(s);
+}
+
+DomainStatus DomainManager::StatusLocked(const DomainStatus& base) {
+  DomainStatus s = base;
+  s.set_shutdown_requested(shutdown_requested_);
+  s.set_destroyed_after_grace(destroyed_after_grace_);
+  s.set_acpi_enabled(acpi_enabled_);
+  s.set_guest_panicked(guest_panicked_);
+  s.set_observed_at_unix_nano(absl::ToUnixNanos(clock_->Now()));
+  return s;
+}
+
+void DomainManager::PublishLocked(const std::string& type, const DomainStatus& status,
+                                  const std::string& libvirt_event) {
+  kvnode::v1::DomainEvent e;
+  e.set_vmi_uid(options_.vmi_uid);
+  e.set_type(type);
+  *e.mutable_status() = status;
+  e.set_libvirt_event(libvirt_event);
+  sink_->PublishDomainEvent(e);
+}
+
+void DomainManager::LauncherEventLocked(const std::string& type, const std::string& reason,
+                                        const std::string& message) {
+  kvnode::v1::LauncherEvent e;
+  e.set_vmi_uid(options_.vmi_uid);
+  e.set_type(type);
+  e.set_reason(reason);
+  e.set_message(message);
+  sink_->PublishLauncherEvent(e);
+}
+
+void DomainManager::FinishLocked(DomainStatus final_status) {
+  if (done_) return;
+  DomainStatus s = StatusLocked(final_status);
+  s.set_exists(false);
+  s.set_final(true);
+  if (!options_.final_status_path.empty()) {
+    absl::Status w = WriteFinalStatus(options_.final_status_path, s);
+    if (!w.ok()) LauncherEventLocked("Warning", "FinalStatusNotWritten", std::string(w.message()));
+  }
+  PublishLocked("DELETED", s, "");
+  done_ = true;
+  cv_.SignalAll();
+}
+
+void DomainManager::OnEvent(const DomainLifecycleEvent& event) {
+  absl::MutexLock lock(&mu_);
+  if (done_) return;
+  std::string name = event.detail.empty() ? event.event : event.event + "/" + event.detail;
+  if (event.event == "Crashed") guest_panicked_ = true;
+  if (event.event == "Stopped") {
+    // Undefine and finish on the worker: no libvirt calls on libvirt's event thread.
+    stopped_ = true;
+    stop_detail_ = event.detail;
+    cv_.SignalAll();
+    return;
+  }
+  if (event.event == "Defined" || event.event == "Undefined") return;
+  DomainStatus base;
+  base.set_exists(true);
+  // The state itself is read by the worker-free path below; events carry enough to map the
+  // phase, and the handler asks GetStatus when it needs more.
+  if (event.event == "Started" || event.event == "Resumed") {
+    base.set_state("Running");
+    base.set_reason(event.detail == "Unpaused" ? "Unpaused" : event.detail);
+  } else if (event.event == "Suspended") {
+    base.set_state("Paused");
+    base.set_reason(event.detail == "Paused" ? "User" : event.detail);
+  } else if (event.event == "Crashed") {
+    base.set_state("Crashed");
+    base.set_reason("Panicked");
+  } else if (event.event == "Shutdown") {
+    base.set_state("Shutdown");
+    base.set_reason(event.detail);
+  } else {
+    // Reboot, agent lifecycle: the state is unchanged; say Running when the domain runs.
+    base.set_state("Running");
+    base.set_reason("Unknown");
+  }
+  PublishLocked("MODIFIED", StatusLocked(base), name);
+}
+
+void DomainManager::WorkerLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!quit_) {
+    if (stopped_ && !done_) {
+      std::string detail = stop_detail_;
+      mu_.Unlock();
+      absl::Status u = hypervisor_->Undefine();
+      mu_.Lock();
+      if (!u.ok() && !absl::IsNotFound(u)) {
+        LauncherEventLocked("Warning", "UndefineFailed", std::string(u.message()));
+      }
+      DomainStatus s;
+      s.set_state("Shutoff");
+      s.set_reason(detail.empty() ? "Unknown" : detail);
+      FinishLocked(s);
+      continue;
+    }
+    absl::Time now = clock_->Now();
+    if (!done_ && !stopped_ && synced_ && shutdown_requested_ &&
+        (destroy_requested_ || now >= grace_deadline_)) {
+      if (!destroy_requested_) destroyed_after_grace_ = true;
+      destroy_requested_ = false;
+      grace_deadline_ = absl::InfiniteFuture();
+      next_acpi_ = absl::InfiniteFuture();
+      LauncherEventLocked(destroyed_after_grace_ ? "Warning" : "Normal", "Destroying",
+                          destroyed_after_grace_
+                              ? "Grace period expired, destroying the domain"
+                              : "Destroying the domain");
+      mu_.Unlock();
+      absl::Status d = hypervisor_->Destroy();
+      mu_.Lock();
+      if (!d.ok() && !absl::IsNotFound(d) && !absl::IsFailedPrecondition(d)) {
+        LauncherEventLocked("Warning", "DestroyFailed", std::string(d.message()));
+      }
+      continue;
+    }
+    if (!done_ && !stopped_ && synced_ && now >= next_acpi_) {
+      next_acpi_ = now + options_.shutdown_repeat;
+      mu_.Unlock();
+      absl::Status s = hypervisor_->Shutdown();
+      mu_.Lock();
+      if (!s.ok() && !absl::IsFailedPrecondition(s) && !absl::IsNotFound(s)) {
+        LauncherEventLocked("Warning", "ShutdownFailed", std::string(s.message()));
+      }
+      continue;
+    }
+    absl::Time wake = std::min(grace_deadline_, next_acpi_);
+    if (wake == absl::InfiniteFuture()) {
+      cv_.Wait(&mu_);
+    } else {
+      // The clock may be fake; wake at least every 50 ms to re-read it.
+      cv_.WaitWithTimeout(&mu_, std::min(absl::Milliseconds(50), std::max(wake - now, absl::ZeroDuration())));
+    }
+  }
+}
+
+}  // namespace kvnode

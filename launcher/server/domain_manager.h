@@ -1,0 +1,119 @@
+// The launcher's lifecycle logic for its one domain, after KubeVirt's virt-launcher
+// (pkg/virt-launcher/virtwrap/manager.go, monitor.go):
+//   - Sync converts the VMI and defines+starts the domain (idempotent).
+//   - Shutdown(grace) presses the ACPI power button now and every 5 s, and destroys the domain
+//     when the grace period ends; grace 0 destroys at once. The final status says which.
+//   - Every libvirt event is pushed to the handler at once through the EventSink.
+//   - When the domain stops, the manager undefines it, records the final status in a file
+//     (so a handler that was down still learns how the VMI ended), pushes the final event, and
+//     reports Done() so the launcher can exit.
+//
+// Thread-safe. Events arrive on the hypervisor's event thread; timed actions and the
+// end-of-domain work run on the manager's own worker thread.
+#ifndef KVNODE_LAUNCHER_SERVER_DOMAIN_MANAGER_H_
+#define KVNODE_LAUNCHER_SERVER_DOMAIN_MANAGER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/base/clock.h"
+#include "kvnode/v1/launcher.pb.h"
+#include "launcher/libvirt/hypervisor.h"
+
+namespace kvnode {
+
+// Where the manager sends what the handler must hear. Implementations queue and deliver in
+// order; Publish never blocks for long.
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  virtual void PublishDomainEvent(const kvnode::v1::DomainEvent& event) = 0;
+  virtual void PublishLauncherEvent(const kvnode::v1::LauncherEvent& event) = 0;
+};
+
+using DomainConverter = std::function<absl::StatusOr<std::string>(
+    const kvnode::v1::VirtualMachineInstance&, const kvnode::v1::DomainOptions&)>;
+
+struct DomainManagerOptions {
+  std::string vmi_uid;
+  // Where the final status is written (JSON, atomically); "" to skip.
+  std::string final_status_path;
+  // How often the ACPI power button is pressed again during a graceful shutdown.
+  absl::Duration shutdown_repeat = absl::Seconds(5);
+};
+
+class DomainManager {
+ public:
+  DomainManager(DomainManagerOptions options, Hypervisor* hypervisor, DomainConverter converter,
+                EventSink* sink, Clock* clock);
+  ~DomainManager();
+
+  absl::Status Sync(const kvnode::v1::VirtualMachineInstance& vmi,
+                    const kvnode::v1::DomainOptions& options);
+  // Starts a graceful shutdown (or shortens a running one's deadline). Returns at once.
+  absl::Status Shutdown(int64_t grace_period_seconds);
+  absl::Status Kill();
+  absl::Status Pause();
+  absl::Status Unpause();
+  absl::Status SoftReboot();
+  absl::Status Reset();
+  absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool include_xml);
+
+  // True once the domain has ended and the final event was handed to the sink.
+  bool Done();
+  // Blocks until Done() or the timeout; returns Done().
+  bool WaitDone(absl::Duration timeout);
+  // The grace period the VMI asked for (terminationGracePeriodSeconds), for SIGTERM.
+  int64_t vmi_grace_period_seconds();
+
+  // Ends the VMI without a domain (e.g. libvirtd died): final status Failed with `reason`.
+  void Abort(const std::string& reason);
+
+ private:
+  void OnEvent(const DomainLifecycleEvent& event);
+  void WorkerLoop();
+  kvnode::v1::DomainStatus StatusLocked(const kvnode::v1::DomainStatus& base)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishLocked(const std::string& type, const kvnode::v1::DomainStatus& status,
+                     const std::string& libvirt_event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishLocked(kvnode::v1::DomainStatus final_status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LauncherEventLocked(const std::string& type, const std::string& reason,
+                           const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const DomainManagerOptions options_;
+  Hypervisor* const hypervisor_;
+  const DomainConverter converter_;
+  EventSink* const sink_;
+  Clock* const clock_;
+
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool synced_ ABSL_GUARDED_BY(mu_) = false;
+  bool acpi_enabled_ ABSL_GUARDED_BY(mu_) = true;
+  int64_t vmi_grace_ ABSL_GUARDED_BY(mu_) = 30;
+  bool shutdown_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool destroy_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool destroyed_after_grace_ ABSL_GUARDED_BY(mu_) = false;
+  bool guest_panicked_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time grace_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  absl::Time next_acpi_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  // Set by the Stopped event; the worker then undefines and finishes.
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::string stop_detail_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool quit_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread worker_;
+};
+
+// Writes `status` as JSON to `path` atomically (temp file, fsync, rename).
+absl::Status WriteFinalStatus(const std::string& path, const kvnode::v1::DomainStatus& status);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_LAUNCHER_SERVER_DOMAIN_MANAGER_H_

@@ -1,0 +1,254 @@
+#include "launcher/server/domain_manager.h"
+
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::DomainEvent;
+using kvnode::v1::LauncherEvent;
+
+// A hypervisor whose guest behaves as the test says: it powers off on the ACPI button unless
+// told to ignore it. Destroy and power-off deliver the Stopped event as libvirt does.
+class FakeHypervisor : public Hypervisor {
+ public:
+  absl::Status DefineAndStart(const std::string& xml, bool paused) override {
+    absl::MutexLock lock(&mu_);
+    if (fail_start) return absl::InternalError("qemu: cannot start");
+    xml_ = xml;
+    running_ = true;
+    paused_ = paused;
+    return absl::OkStatus();
+  }
+  absl::Status Shutdown() override {
+    bool power_off;
+    {
+      absl::MutexLock lock(&mu_);
+      ++acpi_presses_;
+      power_off = !ignore_acpi;
+    }
+    if (power_off) Stop("Shutdown");
+    return absl::OkStatus();
+  }
+  absl::Status Destroy() override {
+    {
+      absl::MutexLock lock(&mu_);
+      ++destroys_;
+    }
+    Stop("Destroyed");
+    return absl::OkStatus();
+  }
+  absl::Status Pause() override { return absl::OkStatus(); }
+  absl::Status Resume() override { return absl::OkStatus(); }
+  absl::Status SoftReboot() override { return absl::OkStatus(); }
+  absl::Status Reset() override { return absl::OkStatus(); }
+  absl::Status Undefine() override {
+    absl::MutexLock lock(&mu_);
+    ++undefines_;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool) override {
+    absl::MutexLock lock(&mu_);
+    kvnode::v1::DomainStatus s;
+    s.set_exists(running_);
+    if (running_) s.set_state(paused_ ? "Paused" : "Running");
+    return s;
+  }
+  void SetEventCallback(EventCallback cb) override {
+    absl::MutexLock lock(&mu_);
+    cb_ = std::move(cb);
+  }
+  void Emit(const std::string& event, const std::string& detail) {
+    EventCallback cb;
+    {
+      absl::MutexLock lock(&mu_);
+      cb = cb_;
+    }
+    if (cb) cb({event, detail});
+  }
+  void Stop(const std::string& detail) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!running_) return;
+      running_ = false;
+    }
+    Emit("Stopped", detail);
+  }
+  int acpi_presses() {
+    absl::MutexLock lock(&mu_);
+    return acpi_presses_;
+  }
+  int destroys() {
+    absl::MutexLock lock(&mu_);
+    return destroys_;
+  }
+  int undefines() {
+    absl::MutexLock lock(&mu_);
+    return undefines_;
+  }
+
+  bool ignore_acpi = false;
+  bool fail_start = false;
+
+ private:
+  absl::Mutex mu_;
+  EventCallback cb_;
+  std::string xml_;
+  bool running_ = false, paused_ = false;
+  int acpi_presses_ = 0, destroys_ = 0, undefines_ = 0;
+};
+
+class RecordingSink : public EventSink {
+ public:
+  void PublishDomainEvent(const DomainEvent& e) override {
+    absl::MutexLock lock(&mu_);
+    domain_events_.push_back(e);
+  }
+  void PublishLauncherEvent(const LauncherEvent& e) override {
+    absl::MutexLock lock(&mu_);
+    launcher_events_.push_back(e.reason());
+  }
+  std::vector<DomainEvent> domain_events() {
+    absl::MutexLock lock(&mu_);
+    return domain_events_;
+  }
+  std::vector<std::string> launcher_events() {
+    absl::MutexLock lock(&mu_);
+    return launcher_events_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<DomainEvent> domain_events_;
+  std::vector<std::string> launcher_events_;
+};
+
+absl::StatusOr<std::string> FakeConvert(const kvnode::v1::VirtualMachineInstance& vmi,
+                                        const kvnode::v1::DomainOptions&) {
+  if (vmi.metadata().name() == "unconvertible") return absl::InvalidArgumentError("bad disk");
+  return "<domain/>";
+}
+
+class DomainManagerTest : public ::testing::Test {
+ protected:
+  DomainManagerTest() : clock_(absl::FromUnixSeconds(1000000)) {
+    final_path_ = ::testing::TempDir() + "/final-status-" +
+                  ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json";
+    std::remove(final_path_.c_str());
+    DomainManagerOptions o;
+    o.vmi_uid = "uid-1";
+    o.final_status_path = final_path_;
+    manager_ = std::make_unique<DomainManager>(o, &hv_, FakeConvert, &sink_, &clock_);
+    vmi_.mutable_metadata()->set_name("vmi1");
+    vmi_.mutable_spec()->set_termination_grace_period_seconds(30);
+  }
+
+  kvnode::v1::DomainEvent FinalEvent() {
+    EXPECT_TRUE(manager_->WaitDone(absl::Seconds(5)));
+    auto events = sink_.domain_events();
+    EXPECT_FALSE(events.empty());
+    return events.empty() ? DomainEvent() : events.back();
+  }
+
+  FakeHypervisor hv_;
+  RecordingSink sink_;
+  FakeClock clock_;
+  std::string final_path_;
+  std::unique_ptr<DomainManager> manager_;
+  kvnode::v1::VirtualMachineInstance vmi_;
+};
+
+TEST_F(DomainManagerTest, SyncStartsTheDomainOnceAndEventsArePublished) {
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());  // idempotent
+  hv_.Emit("Started", "Booted");
+  auto events = sink_.domain_events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].type(), "MODIFIED");
+  EXPECT_EQ(events[0].status().state(), "Running");
+  EXPECT_EQ(events[0].vmi_uid(), "uid-1");
+  EXPECT_FALSE(manager_->Done());
+}
+
+TEST_F(DomainManagerTest, GracefulShutdownByAcpiEndsWithShutdownReason) {
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  ASSERT_TRUE(manager_->Shutdown(30).ok());
+  DomainEvent final_event = FinalEvent();
+  EXPECT_EQ(final_event.type(), "DELETED");
+  EXPECT_TRUE(final_event.status().final());
+  EXPECT_EQ(final_event.status().reason(), "Shutdown");
+  EXPECT_TRUE(final_event.status().shutdown_requested());
+  EXPECT_FALSE(final_event.status().destroyed_after_grace());
+  EXPECT_EQ(hv_.destroys(), 0);
+  EXPECT_EQ(hv_.undefines(), 1);
+  EXPECT_THAT(sink_.launcher_events(), ::testing::Contains("ShuttingDown"));
+  std::ifstream f(final_path_);
+  std::stringstream content;
+  content << f.rdbuf();
+  kvnode::v1::DomainStatus on_disk;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(content.str(), &on_disk).ok());
+  EXPECT_EQ(on_disk.reason(), "Shutdown");
+  EXPECT_TRUE(on_disk.final());
+  EXPECT_FALSE(on_disk.destroyed_after_grace());
+}
+
+TEST_F(DomainManagerTest, GuestIgnoringAcpiIsPressedAgainThenDestroyedAfterGrace) {
+  hv_.ignore_acpi = true;
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  ASSERT_TRUE(manager_->Shutdown(12).ok());
+  // Press at 0 s, 5 s, 10 s; destroy at 12 s.
+  for (int i = 0; i < 12 && !manager_->Done(); ++i) {
+    absl::SleepFor(absl::Milliseconds(80));
+    clock_.Advance(absl::Seconds(1));
+  }
+  DomainEvent final_event = FinalEvent();
+  EXPECT_EQ(hv_.destroys(), 1);
+  EXPECT_GE(hv_.acpi_presses(), 3);
+  EXPECT_TRUE(final_event.status().destroyed_after_grace());
+  EXPECT_EQ(final_event.status().reason(), "Destroyed");
+}
+
+TEST_F(DomainManagerTest, GraceZeroDestroysAtOnce) {
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  ASSERT_TRUE(manager_->Shutdown(0).ok());
+  DomainEvent final_event = FinalEvent();
+  EXPECT_EQ(hv_.destroys(), 1);
+  EXPECT_EQ(hv_.acpi_presses(), 0);
+  EXPECT_FALSE(final_event.status().destroyed_after_grace());
+  EXPECT_TRUE(final_event.status().shutdown_requested());
+}
+
+TEST_F(DomainManagerTest, ConversionFailureEndsTheVmiWithAReason) {
+  vmi_.mutable_metadata()->set_name("unconvertible");
+  absl::Status s = manager_->Sync(vmi_, {});
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  DomainEvent final_event = FinalEvent();
+  EXPECT_EQ(final_event.status().reason(), "Failed");
+  EXPECT_THAT(sink_.launcher_events(), ::testing::Contains("SyncFailed"));
+}
+
+TEST_F(DomainManagerTest, PanicIsRecordedAndSurvivesIntoTheFinalStatus) {
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  hv_.Emit("Crashed", "Panicked");
+  hv_.Stop("Crashed");
+  DomainEvent final_event = FinalEvent();
+  EXPECT_TRUE(final_event.status().guest_panicked());
+  EXPECT_EQ(final_event.status().reason(), "Crashed");
+  EXPECT_FALSE(final_event.status().shutdown_requested());
+}
+
+TEST_F(DomainManagerTest, QemuDyingIsAFailedStop) {
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  hv_.Stop("Failed");
+  EXPECT_EQ(FinalEvent().status().reason(), "Failed");
+}
+
+}  // namespace
+}  // namespace kvnode

@@ -1,0 +1,237 @@
+#include "launcher/server/launcher_main.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "agent/base/flags.h"
+#include "agent/base/logging.h"
+#include "agent/base/state_layout.h"
+#include "agent/base/subprocess.h"
+#include "grpcpp/grpcpp.h"
+#include "launcher/converter/domain_xml.h"
+#include "launcher/libvirt/libvirt_hypervisor.h"
+#include "launcher/libvirt/session_daemon.h"
+#include "launcher/server/domain_manager.h"
+#include "launcher/server/handler_notifier.h"
+#include "launcher/server/launcher_service.h"
+
+namespace kvnode {
+namespace {
+
+struct LauncherConfig {
+  std::string vmi_dir, uid, domain_name, notify_socket, capabilities_cache, host_uuid;
+};
+
+absl::StatusOr<LauncherConfig> ParseFlags(const std::vector<std::string>& args) {
+  FlagSet flags;
+  flags.Value("vmi-dir").Value("uid").Value("domain-name").Value("notify-socket")
+      .Value("capabilities-cache").Value("host-uuid");
+  if (absl::Status s = flags.Parse(args); !s.ok()) return s;
+  LauncherConfig c;
+  c.vmi_dir = flags.GetOr("vmi-dir", "");
+  c.uid = flags.GetOr("uid", "");
+  c.domain_name = flags.GetOr("domain-name", "");
+  c.notify_socket = flags.GetOr("notify-socket", "");
+  c.capabilities_cache = flags.GetOr("capabilities-cache", "");
+  c.host_uuid = flags.GetOr("host-uuid", "");
+  for (const auto& [name, value] : {std::pair<const char*, std::string*>{"vmi-dir", &c.vmi_dir},
+                                    {"uid", &c.uid},
+                                    {"domain-name", &c.domain_name},
+                                    {"notify-socket", &c.notify_socket}}) {
+    if (value->empty()) return absl::InvalidArgumentError(absl::StrCat("--", name, " is required"));
+  }
+  return c;
+}
+
+// Holds DIR/launcher.lock for the life of the process: a second launcher for this VMI (or a
+// stale one that the handler lost track of) cannot start a second QEMU.
+absl::StatusOr<int> TakeVmiLock(const std::string& path) {
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "open " + path);
+  if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+    int e = errno;
+    close(fd);
+    if (e == EWOULDBLOCK) {
+      return absl::AlreadyExistsError("another launcher holds " + path + " for this VMI");
+    }
+    return absl::ErrnoToStatus(e, "lock " + path);
+  }
+  return fd;
+}
+
+// Reaps every exited child; returns true when libvirtd was among them.
+bool ReapChildren(pid_t libvirtd_pid, int* libvirtd_status) {
+  bool libvirtd_exited = false;
+  while (true) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
+    if (pid == libvirtd_pid) {
+      libvirtd_exited = true;
+      *libvirtd_status = status;
+    } else {
+      spdlog::info("reaped child {}: {}", pid, DescribeWaitStatus(status));
+    }
+  }
+  return libvirtd_exited;
+}
+
+// Ends whatever children remain (QEMU reparented to us) and reaps them.
+void KillRemainingChildren() {
+  for (int round = 0; round < 2; ++round) {
+    DIR* proc = opendir("/proc");
+    if (proc == nullptr) return;
+    pid_t self = getpid();
+    while (struct dirent* e = readdir(proc)) {
+      pid_t pid = atoi(e->d_name);
+      if (pid <= 0) continue;
+      std::string stat_path = absl::StrCat("/proc/", pid, "/stat");
+      FILE* f = fopen(stat_path.c_str(), "r");
+      if (f == nullptr) continue;
+      int ppid = 0;
+      char state;
+      char comm[64];
+      if (fscanf(f, "%*d (%63[^)]) %c %d", comm, &state, &ppid) == 3 && ppid == self) {
+        spdlog::warn("killing leftover child {} ({})", pid, comm);
+        kill(pid, round == 0 ? SIGTERM : SIGKILL);
+      }
+      fclose(f);
+    }
+    closedir(proc);
+    absl::Time deadline = absl::Now() + absl::Seconds(round == 0 ? 3 : 1);
+    while (absl::Now() < deadline) {
+      int status;
+      pid_t r = waitpid(-1, &status, WNOHANG);
+      if (r < 0 && errno == ECHILD) return;
+      if (r == 0) usleep(10000);
+    }
+  }
+}
+
+int Fail(const absl::Status& status) {
+  spdlog::error("{}", status.ToString());
+  return 1;
+}
+
+}  // namespace
+
+int RunLauncher(const std::vector<std::string>& args) {
+  InitLogging("kvnode-launcher", false);
+  auto config_or = ParseFlags(args);
+  if (!config_or.ok()) return Fail(config_or.status());
+  const LauncherConfig config = *config_or;
+  VmiPaths paths{std::string(config.vmi_dir)};
+
+  // Signals go to a signalfd; block them before any thread starts so every thread inherits it.
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT}) sigaddset(&mask, sig);
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  int sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
+  if (sigfd < 0) return Fail(absl::ErrnoToStatus(errno, "signalfd"));
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) return Fail(absl::ErrnoToStatus(errno, "subreaper"));
+
+  auto lock = TakeVmiLock(paths.lock_file());
+  if (!lock.ok()) return Fail(lock.status());
+  for (const std::string& dir : {paths.runtime_dir(), paths.disks_dir()}) {
+    if (mkdir(dir.c_str(), 0700) < 0 && errno != EEXIST) {
+      return Fail(absl::ErrnoToStatus(errno, "mkdir " + dir));
+    }
+  }
+  absl::Time started = absl::Now();
+  SessionDaemonOptions daemon_options;
+  daemon_options.base_dir = paths.libvirt_home();
+  daemon_options.capabilities_cache = config.capabilities_cache;
+  daemon_options.host_uuid = config.host_uuid;
+  daemon_options.log_fd = STDERR_FILENO;
+  auto notifier = std::make_unique<HandlerNotifier>(config.notify_socket);
+  auto daemon = SessionDaemon::Start(daemon_options);
+  if (!daemon.ok()) {
+    kvnode::v1::LauncherEvent e;
+    e.set_vmi_uid(config.uid);
+    e.set_type("Warning");
+    e.set_reason("LauncherFailed");
+    e.set_message(std::string(daemon.status().message()));
+    notifier->PublishLauncherEvent(e);
+    notifier->Flush(absl::Seconds(5));
+    return Fail(daemon.status());
+  }
+  spdlog::info("libvirtd {} ready in {}", (*daemon)->pid(),
+               absl::FormatDuration(absl::Now() - started));
+  auto hypervisor = LibvirtHypervisor::Connect((*daemon)->uri(), config.domain_name);
+  if (!hypervisor.ok()) return Fail(hypervisor.status());
+  (*hypervisor)->set_pid_file((*daemon)->qemu_run_dir() + "/" + config.domain_name + ".pid");
+
+  DomainManagerOptions manager_options;
+  manager_options.vmi_uid = config.uid;
+  manager_options.final_status_path = paths.root() + "/final-status.json";
+  DomainManager manager(manager_options, hypervisor->get(), ConvertToDomainXml, notifier.get(),
+                        Clock::Real());
+  LauncherService service(&manager);
+
+  unlink(paths.launcher_socket().c_str());
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + paths.launcher_socket(), grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  grpc::ResourceQuota quota("launcher");
+  quota.SetMaxThreads(8);
+  builder.SetResourceQuota(quota);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) return Fail(absl::InternalError("cannot serve " + paths.launcher_socket()));
+  chmod(paths.launcher_socket().c_str(), 0600);
+
+  kvnode::v1::LauncherEvent ready;
+  ready.set_vmi_uid(config.uid);
+  ready.set_type("Normal");
+  ready.set_reason("LauncherReady");
+  ready.set_message(absl::StrCat("launcher ready in ",
+                                 absl::FormatDuration(absl::Now() - started)));
+  notifier->PublishLauncherEvent(ready);
+  spdlog::info("serving {} for VMI {}", paths.launcher_socket(), config.uid);
+
+  pid_t libvirtd_pid = (*daemon)->pid();
+  while (!manager.Done()) {
+    struct pollfd p = {sigfd, POLLIN, 0};
+    int r = poll(&p, 1, 200);
+    if (r <= 0) continue;
+    struct signalfd_siginfo info;
+    if (read(sigfd, &info, sizeof(info)) != sizeof(info)) continue;
+    if (info.ssi_signo == SIGCHLD) {
+      int status = 0;
+      if (ReapChildren(libvirtd_pid, &status)) {
+        (*daemon)->MarkExited();
+        manager.Abort("libvirtd " + DescribeWaitStatus(status));
+      }
+      continue;
+    }
+    int64_t grace = manager.vmi_grace_period_seconds();
+    spdlog::info("signal {}: graceful shutdown, grace period {}s", info.ssi_signo, grace);
+    manager.Shutdown(grace);
+  }
+  spdlog::info("domain ended; delivering the final event");
+  if (!notifier->Flush(absl::Seconds(15))) {
+    spdlog::warn("handler did not take the final event; it is in final-status.json");
+  }
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  hypervisor->reset();
+  (*daemon)->Stop();
+  KillRemainingChildren();
+  unlink(paths.launcher_socket().c_str());
+  spdlog::info("launcher exiting");
+  return 0;
+}
+
+}  // namespace kvnode

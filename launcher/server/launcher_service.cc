@@ -1,0 +1,67 @@
+#include "launcher/server/launcher_service.h"
+
+#include "agent/base/grpc_status.h"
+
+namespace kvnode {
+namespace {
+
+grpc::Status Respond(const absl::Status& status, kvnode::v1::LauncherResponse* resp) {
+  resp->set_success(status.ok());
+  resp->set_message(std::string(status.message()));
+  return ToGrpcStatus(status);
+}
+
+}  // namespace
+
+grpc::Status LauncherService::Sync(grpc::ServerContext*, const kvnode::v1::LauncherSyncRequest* req,
+                                   kvnode::v1::LauncherResponse* resp) {
+  return Respond(manager_->Sync(req->vmi(), req->options()), resp);
+}
+
+grpc::Status LauncherService::Shutdown(grpc::ServerContext*,
+                                       const kvnode::v1::LauncherShutdownRequest* req,
+                                       kvnode::v1::LauncherResponse* resp) {
+  return Respond(manager_->Shutdown(req->grace_period_seconds()), resp);
+}
+
+grpc::Status LauncherService::Kill(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                                   kvnode::v1::LauncherResponse* resp) {
+  return Respond(manager_->Kill(), resp);
+}
+
+grpc::Status LauncherService::Pause(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                                    kvnode::v1::LauncherResponse* resp) {
+  return Respond(manager_->Pause(), resp);
+}
+
+grpc::Status LauncherService::Unpause(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                                      kvnode::v1::LauncherResponse* resp) {
+  return Respond(manager_->Unpause(), resp);
+}
+
+grpc::Status LauncherService::SoftReboot(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                                         kvnode::v1::LauncherResponse* resp) {
+  return Respond(manager_->SoftReboot(), resp);
+}
+
+grpc::Status LauncherService::Reset(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                                    kvnode::v1::LauncherResponse* resp) {
+  return Respond(manager_->Reset(), resp);
+}
+
+grpc::Status LauncherService::GetDomain(grpc::ServerContext*,
+                                        const kvnode::v1::GetDomainRequest* req,
+                                        kvnode::v1::DomainStatus* resp) {
+  auto status = manager_->GetStatus(req->include_xml());
+  if (!status.ok()) return ToGrpcStatus(status.status());
+  *resp = *status;
+  return grpc::Status::OK;
+}
+
+grpc::Status LauncherService::Ping(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                                   kvnode::v1::LauncherResponse* resp) {
+  resp->set_success(true);
+  return grpc::Status::OK;
+}
+
+}  // namespace kvnode

@@ -1,0 +1,39 @@
+// kvnode.v1.Launcher over gRPC: parses, calls the DomainManager, maps the status. No logic.
+#ifndef KVNODE_LAUNCHER_SERVER_LAUNCHER_SERVICE_H_
+#define KVNODE_LAUNCHER_SERVER_LAUNCHER_SERVICE_H_
+
+#include "kvnode/v1/launcher.grpc.pb.h"
+#include "launcher/server/domain_manager.h"
+
+namespace kvnode {
+
+class LauncherService final : public kvnode::v1::Launcher::Service {
+ public:
+  explicit LauncherService(DomainManager* manager) : manager_(manager) {}
+
+  grpc::Status Sync(grpc::ServerContext*, const kvnode::v1::LauncherSyncRequest* req,
+                    kvnode::v1::LauncherResponse* resp) override;
+  grpc::Status Shutdown(grpc::ServerContext*, const kvnode::v1::LauncherShutdownRequest* req,
+                        kvnode::v1::LauncherResponse* resp) override;
+  grpc::Status Kill(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                    kvnode::v1::LauncherResponse* resp) override;
+  grpc::Status Pause(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                     kvnode::v1::LauncherResponse* resp) override;
+  grpc::Status Unpause(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                       kvnode::v1::LauncherResponse* resp) override;
+  grpc::Status SoftReboot(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                          kvnode::v1::LauncherResponse* resp) override;
+  grpc::Status Reset(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                     kvnode::v1::LauncherResponse* resp) override;
+  grpc::Status GetDomain(grpc::ServerContext*, const kvnode::v1::GetDomainRequest* req,
+                         kvnode::v1::DomainStatus* resp) override;
+  grpc::Status Ping(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                    kvnode::v1::LauncherResponse* resp) override;
+
+ private:
+  DomainManager* const manager_;
+};
+
+}  // namespace kvnode
+
+#endif  // KVNODE_LAUNCHER_SERVER_LAUNCHER_SERVICE_H_
