@@ -1,0 +1,99 @@
+// The handler's durable state: objects (VMIs, later VMs, PVCs, DataVolumes), the change log
+// that watches resume from, and per-object events. SQLite in WAL mode with synchronous=FULL;
+// every write is one transaction, so a crash leaves either the old or the new state.
+//
+// Objects are stored as proto3 JSON (KubeVirt's field names) so `sqlite3 kvnode.db` is a
+// readable debugging view. The resourceVersion is one counter for the whole store, as an API
+// server's etcd revision: every write takes the next value and stamps it into
+// metadata.resourceVersion.
+//
+// Thread-safe: one connection behind a mutex.
+#ifndef KVNODE_AGENT_STORE_STORE_H_
+#define KVNODE_AGENT_STORE_STORE_H_
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "google/protobuf/message.h"
+#include "kvnode/v1/node.pb.h"
+
+namespace kvnode {
+
+struct StoredObject {
+  std::string kind, ns, name, uid;
+  int64_t resource_version = 0;
+  std::string json;
+};
+
+// One entry of the change log: what a watch client receives.
+struct Change {
+  int64_t resource_version = 0;
+  std::string kind;
+  std::string type;  // ADDED, MODIFIED, DELETED
+  std::string json;  // the object after the change (before it, for DELETED)
+};
+
+class Store {
+ public:
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
+  ~Store();
+
+  // Writes `object` (its metadata is read and its resourceVersion set) and logs the change.
+  // `type` is ADDED or MODIFIED. Returns the new resourceVersion.
+  absl::StatusOr<int64_t> Put(const std::string& kind, google::protobuf::Message* object,
+                              const std::string& type);
+  // Removes the object and logs DELETED with its last state (stamped with the new version).
+  absl::StatusOr<int64_t> Delete(const std::string& kind, google::protobuf::Message* object);
+
+  absl::StatusOr<std::vector<StoredObject>> List(const std::string& kind);
+  // Changes after `after`, oldest first, at most `limit`.
+  absl::StatusOr<std::vector<Change>> ChangesSince(int64_t after, int limit);
+  // The oldest resourceVersion still in the change log (older ones were compacted).
+  int64_t OldestChange();
+  int64_t CurrentResourceVersion();
+
+  // Records an event; repeats of (object uid, type, reason, message) bump count and last time.
+  absl::Status RecordEvent(const kvnode::v1::Event& event, absl::Time now);
+  absl::StatusOr<std::vector<kvnode::v1::Event>> ListEvents(const std::string& kind,
+                                                            const std::string& ns,
+                                                            const std::string& name);
+  // Drops events of objects that no longer exist, keeping the newest `keep` overall.
+  absl::Status CompactEvents(int keep);
+
+  // Small durable key/value settings (for example allocations).
+  absl::Status SetSetting(const std::string& key, const std::string& value);
+  absl::StatusOr<std::string> GetSetting(const std::string& key);
+
+ private:
+  explicit Store(sqlite3* db) : db_(db) {}
+  absl::Status Exec(const std::string& sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<int64_t> Write(const std::string& kind, google::protobuf::Message* object,
+                                const std::string& type, bool remove);
+
+  absl::Mutex mu_;
+  sqlite3* db_ ABSL_GUARDED_BY(mu_);
+  int64_t resource_version_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t oldest_change_ ABSL_GUARDED_BY(mu_) = 0;
+  int writes_since_compaction_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// The ObjectMeta of a top-level object (VirtualMachine, VirtualMachineInstance, ...), found by
+// reflection on its `metadata` field; nullptr when it has none.
+kvnode::v1::ObjectMeta* MutableMetadata(google::protobuf::Message* object);
+const kvnode::v1::ObjectMeta* Metadata(const google::protobuf::Message& object);
+
+// proto3 JSON with KubeVirt's names, and back.
+std::string ToJson(const google::protobuf::Message& message, bool pretty = false);
+absl::Status FromJson(const std::string& json, google::protobuf::Message* message);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_STORE_STORE_H_
