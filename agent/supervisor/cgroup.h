@@ -1,0 +1,46 @@
+// One cgroup v2 per VMI, so that everything a launcher starts (its libvirtd, QEMU, helpers)
+// can be found and ended together even after the launcher itself was killed with -9: the
+// kernel keeps every descendant in the cgroup whatever it does with its parent or session.
+// `cgroup.kill` ends them all at once; `cgroup.events` says when the group is empty.
+//
+// Thread-safe (no shared state besides the filesystem).
+#ifndef KVNODE_AGENT_SUPERVISOR_CGROUP_H_
+#define KVNODE_AGENT_SUPERVISOR_CGROUP_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace kvnode {
+
+class CgroupTree {
+ public:
+  // `root` is a directory in a cgroup2 hierarchy that kvnode owns, e.g.
+  // /sys/fs/cgroup/kvnode.node01. Created if missing.
+  static absl::StatusOr<CgroupTree> Open(const std::string& root);
+  // The cgroup2 mount point from /proc/self/mountinfo, or NotFound.
+  static absl::StatusOr<std::string> FindCgroup2Mount();
+
+  const std::string& root() const { return root_; }
+  std::string PathFor(const std::string& vmi_uid) const { return root_ + "/" + vmi_uid; }
+
+  // Creates the VMI's cgroup and opens its cgroup.procs for a child to join (caller closes).
+  absl::StatusOr<int> CreateForVmi(const std::string& vmi_uid) const;
+  // Pids in the VMI's cgroup (empty when it does not exist).
+  std::vector<int> Pids(const std::string& vmi_uid) const;
+  bool Populated(const std::string& vmi_uid) const;
+  // Kills every process in the VMI's cgroup, waits until it is empty, removes it.
+  absl::Status KillAndRemove(const std::string& vmi_uid, absl::Duration timeout) const;
+  // VMI uids that have a cgroup here (for cleanup of leftovers after a crash).
+  std::vector<std::string> List() const;
+
+ private:
+  explicit CgroupTree(std::string root) : root_(std::move(root)) {}
+  std::string root_;
+};
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_SUPERVISOR_CGROUP_H_

@@ -1,0 +1,81 @@
+#include "agent/supervisor/launcher_process.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include "agent/base/state_layout.h"
+#include "agent/base/status_macros.h"
+#include "agent/base/subprocess.h"
+#include "agent/supervisor/process_watcher.h"
+
+namespace kvnode {
+
+absl::StatusOr<LauncherIdentity> LauncherIdentity::Lookup(const std::string& user) {
+  struct passwd pw, *result = nullptr;
+  char buf[4096];
+  if (getpwnam_r(user.c_str(), &pw, buf, sizeof(buf), &result) != 0 || result == nullptr) {
+    return absl::NotFoundError("launcher user \"" + user +
+                               "\" does not exist (run .ci/install-deps.sh, which creates it)");
+  }
+  LauncherIdentity id;
+  id.uid = static_cast<int>(pw.pw_uid);
+  id.gid = static_cast<int>(pw.pw_gid);
+  id.user_name = user;
+  gid_t groups[64];
+  int n = 64;
+  if (getgrouplist(user.c_str(), pw.pw_gid, groups, &n) >= 0) {
+    id.groups.assign(groups, groups + n);
+  } else {
+    id.groups.push_back(pw.pw_gid);
+  }
+  return id;
+}
+
+absl::StatusOr<LauncherHandle> StartLauncher(const LauncherSpec& spec,
+                                             const LauncherIdentity& identity,
+                                             const CgroupTree& cgroups) {
+  VmiPaths paths{std::string(spec.vmi_dir)};
+  int log_fd = open(paths.log_file().c_str(),
+                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (log_fd < 0) return absl::ErrnoToStatus(errno, "open " + paths.log_file());
+  if (fchown(log_fd, identity.uid, identity.gid) < 0) {
+    int e = errno;
+    close(log_fd);
+    return absl::ErrnoToStatus(e, "chown " + paths.log_file());
+  }
+  auto procs = cgroups.CreateForVmi(spec.vmi_uid);
+  if (!procs.ok()) {
+    close(log_fd);
+    return procs.status();
+  }
+  SpawnOptions o;
+  o.argv = {spec.launcher_binary,  "run",
+            "--vmi-dir",           spec.vmi_dir,
+            "--uid",               spec.vmi_uid,
+            "--domain-name",       spec.domain_name,
+            "--notify-socket",     spec.notify_socket};
+  if (!spec.capabilities_cache.empty()) {
+    o.argv.insert(o.argv.end(), {"--capabilities-cache", spec.capabilities_cache});
+  }
+  if (!spec.host_uuid.empty()) o.argv.insert(o.argv.end(), {"--host-uuid", spec.host_uuid});
+  o.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "HOME=" + paths.libvirt_home()};
+  o.cwd = spec.vmi_dir;
+  o.stdout_fd = log_fd;
+  o.new_session = true;
+  o.cgroup_procs_fd = *procs;
+  o.uid = identity.uid;
+  o.gid = identity.gid;
+  o.groups = identity.groups;
+  auto pid = Spawn(o);
+  close(log_fd);
+  close(*procs);
+  if (!pid.ok()) return Annotate(pid.status(), "start launcher");
+  LauncherHandle h;
+  h.pid = *pid;
+  h.start_time = ProcessStartTime(*pid).value_or(0);
+  return h;
+}
+
+}  // namespace kvnode

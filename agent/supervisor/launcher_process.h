@@ -1,0 +1,50 @@
+// Starting a VMI's launcher as the handler's supervisor does: as the unprivileged launcher
+// user, in its own session (so a handler restart or a signal to the handler's process group
+// never reaches it), in the VMI's cgroup, with stdio appended to the VMI's log file.
+#ifndef KVNODE_AGENT_SUPERVISOR_LAUNCHER_PROCESS_H_
+#define KVNODE_AGENT_SUPERVISOR_LAUNCHER_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/supervisor/cgroup.h"
+
+namespace kvnode {
+
+// The unprivileged identity launchers, libvirtd and QEMU run as.
+struct LauncherIdentity {
+  int uid = -1;
+  int gid = -1;
+  std::vector<gid_t> groups;
+  std::string user_name;
+
+  // Looks up `user` (and its groups, plus kvm when it exists) in the user database.
+  static absl::StatusOr<LauncherIdentity> Lookup(const std::string& user);
+};
+
+struct LauncherSpec {
+  std::string launcher_binary;
+  std::string vmi_dir;
+  std::string vmi_uid;
+  std::string domain_name;
+  std::string notify_socket;
+  std::string capabilities_cache;
+  std::string host_uuid;
+};
+
+struct LauncherHandle {
+  pid_t pid = 0;
+  uint64_t start_time = 0;
+};
+
+// Creates the VMI's cgroup, opens the log, and spawns the launcher.
+absl::StatusOr<LauncherHandle> StartLauncher(const LauncherSpec& spec,
+                                             const LauncherIdentity& identity,
+                                             const CgroupTree& cgroups);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_SUPERVISOR_LAUNCHER_PROCESS_H_
