@@ -12,6 +12,9 @@ int main(int argc, char** argv) {
   if (!args.empty() && args[0] == "run") {
     return kvnode::RunLauncher({args.begin() + 1, args.end()});
   }
+  if (!args.empty() && args[0] == "prime-capabilities") {
+    return kvnode::RunPrimeCapabilities({args.begin() + 1, args.end()});
+  }
   if (!args.empty() && args[0] == "convert") {
     return kvnode::RunConvertCommand(argc - 1, argv + 1, std::cout, std::cerr);
   }

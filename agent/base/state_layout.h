@@ -60,6 +60,14 @@ class NodePaths {
     return volume_dir(ns, claim) + "/disk.img";
   }
   VmiPaths vmi(absl::string_view uid) const { return VmiPaths(state_dir_, uid); }
+  // The primed QEMU capabilities cache that launchers link (see SessionDaemon).
+  std::string capabilities_dir() const { return state_dir_ + "/capabilities"; }
+  std::string capabilities_cache() const { return CapabilitiesCacheIn(capabilities_dir()); }
+
+  // Where a session libvirtd whose XDG dirs live under `base` keeps its capabilities cache.
+  static std::string CapabilitiesCacheIn(const std::string& base) {
+    return base + "/cache/libvirt/qemu/cache/capabilities";
+  }
 
  private:
   std::string state_dir_;

@@ -219,7 +219,7 @@ int RunLauncher(const std::vector<std::string>& args) {
     }
     int64_t grace = manager.vmi_grace_period_seconds();
     spdlog::info("signal {}: graceful shutdown, grace period {}s", info.ssi_signo, grace);
-    manager.Shutdown(grace);
+    (void)manager.Shutdown(grace);
   }
   spdlog::info("domain ended; delivering the final event");
   if (!notifier->Flush(absl::Seconds(15))) {
@@ -232,6 +232,31 @@ int RunLauncher(const std::vector<std::string>& args) {
   unlink(paths.launcher_socket().c_str());
   spdlog::info("launcher exiting");
   return 0;
+}
+
+int RunPrimeCapabilities(const std::vector<std::string>& args) {
+  InitLogging("kvnode-launcher", false);
+  FlagSet flags;
+  flags.Value("dir");
+  if (absl::Status s = flags.Parse(args); !s.ok()) return Fail(s);
+  std::string dir = flags.GetOr("dir", "");
+  if (dir.empty()) return Fail(absl::InvalidArgumentError("--dir is required"));
+  absl::Time started = absl::Now();
+  SessionDaemonOptions options;
+  options.base_dir = dir;
+  options.log_fd = STDERR_FILENO;
+  auto daemon = SessionDaemon::Start(options);
+  if (!daemon.ok()) return Fail(daemon.status());
+  EnsureLibvirtEventLoop();
+  virConnectPtr conn = virConnectOpen((*daemon)->uri().c_str());
+  if (conn == nullptr) return Fail(LibvirtError("connect"));
+  char* caps = virConnectGetCapabilities(conn);
+  int rc = caps != nullptr ? 0 : Fail(LibvirtError("capabilities"));
+  free(caps);
+  virConnectClose(conn);
+  (*daemon)->Stop();
+  spdlog::info("capabilities cache primed in {}", absl::FormatDuration(absl::Now() - started));
+  return rc;
 }
 
 }  // namespace kvnode

@@ -1,0 +1,242 @@
+#include "agent/api/node_service.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "agent/base/grpc_status.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::VirtualMachineInstance;
+
+template <typename T>
+grpc::Status Reply(absl::StatusOr<T> result, T* out) {
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  *out = std::move(*result);
+  return grpc::Status::OK;
+}
+
+// Connects to a unix socket without following a symlink planted at its path.
+absl::StatusOr<int> ConnectUnix(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) < 0) return absl::UnavailableError("no console socket " + path);
+  if (!S_ISSOCK(st.st_mode)) return absl::FailedPreconditionError(path + " is not a socket");
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "socket");
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    close(fd);
+    return absl::InvalidArgumentError("socket path too long: " + path);
+  }
+  memcpy(addr.sun_path, path.c_str(), path.size());
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) {
+    int e = errno;
+    close(fd);
+    return absl::ErrnoToStatus(e, "connect " + path);
+  }
+  return fd;
+}
+
+}  // namespace
+
+grpc::Status NodeService::SyncVMI(grpc::ServerContext*, const kvnode::v1::SyncVMIRequest* req,
+                                  kvnode::v1::SyncVMIResponse* resp) {
+  auto result = vmis_->Sync(req->vmi(), req->dry_run());
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  *resp->mutable_vmi() = result->vmi;
+  for (const auto& w : result->warnings) resp->add_warnings(w);
+  resp->set_result(result->result);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::GetVMI(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                                 VirtualMachineInstance* resp) {
+  return Reply(vmis_->Get(*req), resp);
+}
+
+grpc::Status NodeService::ListVMIs(grpc::ServerContext*, const kvnode::v1::ListRequest* req,
+                                   kvnode::v1::ListVMIsResponse* resp) {
+  // The version first: a watch from it then misses nothing that follows the list.
+  resp->set_resource_version(std::to_string(vmis_->ResourceVersion()));
+  for (auto& vmi : vmis_->List(req->namespace_())) *resp->add_items() = std::move(vmi);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::WatchVMIs(grpc::ServerContext* ctx, const kvnode::v1::WatchRequest* req,
+                                    grpc::ServerWriter<kvnode::v1::VMIWatchEvent>* writer) {
+  auto matches = [&](const VirtualMachineInstance& vmi) {
+    return (req->namespace_().empty() || vmi.metadata().namespace_() == req->namespace_()) &&
+           (req->name().empty() || vmi.metadata().name() == req->name());
+  };
+  int64_t rv = 0;
+  if (req->resource_version().empty() || req->resource_version() == "0") {
+    rv = vmis_->ResourceVersion();
+    for (auto& vmi : vmis_->List(req->namespace_())) {
+      if (!matches(vmi)) continue;
+      kvnode::v1::VMIWatchEvent e;
+      e.set_type("ADDED");
+      e.set_resource_version(vmi.metadata().resource_version());
+      *e.mutable_object() = std::move(vmi);
+      if (!writer->Write(e)) return grpc::Status::OK;
+    }
+  } else if (!absl::SimpleAtoi(req->resource_version(), &rv)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "resourceVersion: not a number: " + req->resource_version());
+  }
+  while (!ctx->IsCancelled()) {
+    auto changes = vmis_->ChangesSince(rv, absl::Seconds(1));
+    if (!changes.ok()) return ToGrpcStatus(changes.status());
+    for (const Change& c : *changes) {
+      rv = c.resource_version;
+      if (c.kind != kVmiKind) continue;
+      kvnode::v1::VMIWatchEvent e;
+      if (!FromJson(c.json, e.mutable_object()).ok() || !matches(e.object())) continue;
+      e.set_type(c.type);
+      e.set_resource_version(std::to_string(c.resource_version));
+      if (!writer->Write(e)) return grpc::Status::OK;
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::DeleteVMI(grpc::ServerContext*, const kvnode::v1::DeleteRequest* req,
+                                    kvnode::v1::DeleteResponse* resp) {
+  std::optional<int64_t> grace;
+  if (req->has_grace_period_seconds()) grace = req->grace_period_seconds();
+  auto result = vmis_->Delete(req->ref(), grace);
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  *resp->mutable_object() = *result;
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::PauseVMI(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                                   VirtualMachineInstance* resp) {
+  return Reply(vmis_->Act(*req, "pause"), resp);
+}
+
+grpc::Status NodeService::UnpauseVMI(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                                     VirtualMachineInstance* resp) {
+  return Reply(vmis_->Act(*req, "unpause"), resp);
+}
+
+grpc::Status NodeService::SoftRebootVMI(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                                        VirtualMachineInstance* resp) {
+  return Reply(vmis_->Act(*req, "softreboot"), resp);
+}
+
+grpc::Status NodeService::ResetVMI(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                                   VirtualMachineInstance* resp) {
+  return Reply(vmis_->Act(*req, "reset"), resp);
+}
+
+grpc::Status NodeService::Console(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<kvnode::v1::ConsoleOutput, kvnode::v1::ConsoleInput>* stream) {
+  kvnode::v1::ConsoleInput first;
+  if (!stream->Read(&first)) return grpc::Status::OK;
+  auto paths = vmis_->PathsOf(first.ref());
+  if (!paths.ok()) return ToGrpcStatus(paths.status());
+  auto vmi = vmis_->Get(first.ref());
+  if (!vmi.ok()) return ToGrpcStatus(vmi.status());
+  if (vmi->status().phase() != "Running") {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "VMI " + first.ref().name() + " is not running (phase " +
+                            vmi->status().phase() + ")");
+  }
+  auto fd_or = ConnectUnix(paths->serial_socket());
+  if (!fd_or.ok()) return ToGrpcStatus(fd_or.status());
+  int fd = *fd_or;
+  if (!first.data().empty()) (void)!write(fd, first.data().data(), first.data().size());
+  std::atomic<bool> done{false};
+  // Keystrokes from the client to the guest.
+  std::thread input([&] {
+    kvnode::v1::ConsoleInput in;
+    while (!done && stream->Read(&in)) {
+      const std::string& d = in.data();
+      size_t off = 0;
+      while (off < d.size()) {
+        ssize_t n = write(fd, d.data() + off, d.size() - off);
+        if (n <= 0) break;
+        off += n;
+      }
+    }
+    done = true;
+    shutdown(fd, SHUT_WR);
+  });
+  char buf[4096];
+  while (!done && !ctx->IsCancelled()) {
+    struct pollfd p = {fd, POLLIN, 0};
+    int r = poll(&p, 1, 200);
+    if (r == 0) continue;
+    if (r < 0 && errno == EINTR) continue;
+    ssize_t n = r > 0 ? read(fd, buf, sizeof(buf)) : -1;
+    if (n <= 0) break;
+    kvnode::v1::ConsoleOutput out;
+    out.set_data(std::string(buf, n));
+    if (!stream->Write(out)) break;
+  }
+  done = true;
+  shutdown(fd, SHUT_RDWR);
+  ctx->TryCancel();  // unblocks the reader thread
+  input.join();
+  close(fd);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::GetDomainXML(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                                       kvnode::v1::DomainXML* resp) {
+  auto xml = vmis_->DomainXml(*req);
+  if (!xml.ok()) return ToGrpcStatus(xml.status());
+  resp->set_xml(*xml);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::ListEvents(grpc::ServerContext*,
+                                     const kvnode::v1::ListEventsRequest* req,
+                                     kvnode::v1::ListEventsResponse* resp) {
+  auto events = vmis_->Events(req->namespace_(), req->kind(), req->name());
+  if (!events.ok()) return ToGrpcStatus(events.status());
+  for (auto& e : *events) *resp->add_items() = std::move(e);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::GetLauncherLog(grpc::ServerContext*, const kvnode::v1::LogRequest* req,
+                                         kvnode::v1::LogResponse* resp) {
+  auto paths = vmis_->PathsOf(req->ref());
+  if (!paths.ok()) return ToGrpcStatus(paths.status());
+  int fd = open(paths->log_file().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no launcher log yet");
+  std::string content;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) {
+    content.append(buf, n);
+    if (content.size() > (8u << 20)) content.erase(0, content.size() - (4u << 20));
+  }
+  close(fd);
+  if (req->tail_lines() > 0) {
+    size_t pos = content.size();
+    int lines = 0;
+    if (pos > 0 && content[pos - 1] == '\n') --pos;
+    while (pos > 0 && lines < req->tail_lines()) {
+      --pos;
+      if (content[pos] == '\n') ++lines;
+    }
+    if (lines == req->tail_lines()) content = content.substr(pos + 1);
+  }
+  resp->set_data(content);
+  return grpc::Status::OK;
+}
+
+}  // namespace kvnode

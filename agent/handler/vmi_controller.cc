@@ -1,0 +1,739 @@
+#include "agent/handler/vmi_controller.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "agent/base/grpc_status.h"
+#include "agent/base/status_macros.h"
+#include "agent/base/subprocess.h"
+#include "agent/base/uuid.h"
+#include "agent/handler/vmi_status.h"
+#include "agent/manifest/defaults.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "grpcpp/grpcpp.h"
+#include "launcher/converter/domain_options.h"
+#include "launcher/converter/domain_xml.h"
+#include "spdlog/spdlog.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::DomainStatus;
+using kvnode::v1::ObjectRef;
+using kvnode::v1::VirtualMachineInstance;
+
+std::string RandomSuffix() {
+  static constexpr char kChars[] = "bcdfghjklmnpqrstvwxz2456789";
+  std::string uuid = NewRandomUuid();
+  std::string out;
+  for (int i = 0; i < 5; ++i) out += kChars[static_cast<unsigned char>(uuid[i * 2]) % 27];
+  return out;
+}
+
+// Removes a directory tree without following symlinks anywhere in it.
+void RemoveTreeAt(int parent_fd, const char* name) {
+  int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    unlinkat(parent_fd, name, 0);
+    return;
+  }
+  DIR* d = fdopendir(fd);
+  if (d != nullptr) {
+    while (struct dirent* e = readdir(d)) {
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+      if (e->d_type == DT_DIR) {
+        RemoveTreeAt(fd, e->d_name);
+      } else {
+        unlinkat(fd, e->d_name, 0);
+      }
+    }
+    closedir(d);
+  } else {
+    close(fd);
+  }
+  unlinkat(parent_fd, name, AT_REMOVEDIR);
+}
+
+grpc::ClientContext* WithDeadline(grpc::ClientContext* ctx, absl::Duration d) {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + d));
+  return ctx;
+}
+
+}  // namespace
+
+VmiController::VmiController(HandlerConfig config, Store* store, CgroupTree cgroups,
+                             ProcessWatcher* watcher, Clock* clock)
+    : config_(std::move(config)),
+      paths_(config_.state_dir),
+      store_(store),
+      cgroups_(std::move(cgroups)),
+      watcher_(watcher),
+      clock_(clock),
+      work_(config_.workers) {
+  janitor_ = std::thread([this] { JanitorLoop(); });
+}
+
+VmiController::~VmiController() {
+  {
+    absl::MutexLock lock(&mu_);
+    quit_ = true;
+    changed_.SignalAll();
+  }
+  janitor_.join();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bookkeeping
+// ---------------------------------------------------------------------------------------------
+
+absl::Status VmiController::Persist(Record* r, const std::string& type) {
+  auto rv = store_->Put(kVmiKind, &r->vmi, type);
+  if (!rv.ok()) {
+    spdlog::error("persist VMI {}/{}: {}", r->vmi.metadata().namespace_(),
+                  r->vmi.metadata().name(), rv.status().ToString());
+    return rv.status();
+  }
+  changed_.SignalAll();
+  return absl::OkStatus();
+}
+
+void VmiController::EventLocked(const VirtualMachineInstance& vmi, const std::string& type,
+                                const std::string& reason, const std::string& message) {
+  kvnode::v1::Event e;
+  auto* o = e.mutable_involved_object();
+  o->set_kind(kVmiKind);
+  o->set_namespace_(vmi.metadata().namespace_());
+  o->set_name(vmi.metadata().name());
+  o->set_uid(vmi.metadata().uid());
+  e.set_type(type);
+  e.set_reason(reason);
+  e.set_message(message);
+  e.set_source("kvnode-handler");
+  spdlog::info("{}/{} uid={}: {} {}: {}", o->namespace_(), o->name(), o->uid(), type, reason,
+               message);
+  (void)store_->RecordEvent(e, clock_->Now());
+}
+
+VmiController::Record* VmiController::FindLocked(const ObjectRef& ref) {
+  std::string ns = ref.namespace_().empty() ? "default" : ref.namespace_();
+  auto it = uid_by_name_.find({ns, ref.name()});
+  if (it == uid_by_name_.end()) return nullptr;
+  Record* r = by_uid_[it->second].get();
+  if (!ref.uid().empty() && ref.uid() != r->vmi.metadata().uid()) return nullptr;
+  return r;
+}
+
+absl::StatusOr<VmiController::Record*> VmiController::MustFindLocked(const ObjectRef& ref) {
+  Record* r = FindLocked(ref);
+  if (r == nullptr) {
+    return absl::NotFoundError(absl::StrCat("virtualmachineinstance \"", ref.name(),
+                                            "\" not found in namespace \"",
+                                            ref.namespace_().empty() ? "default" : ref.namespace_(),
+                                            "\""));
+  }
+  return r;
+}
+
+void VmiController::RemoveLocked(const std::string& uid) {
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return;
+  Record* r = it->second.get();
+  (void)store_->Delete(kVmiKind, &r->vmi);
+  uid_by_name_.erase({r->vmi.metadata().namespace_(), r->vmi.metadata().name()});
+  by_uid_.erase(it);
+  changed_.SignalAll();
+  work_.Schedule([this, uid] { CleanupVmiDir(uid); });
+}
+
+std::map<std::string, int> VmiController::PhaseCounts() {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, int> counts;
+  for (const auto& [uid, r] : by_uid_) counts[r->vmi.status().phase()]++;
+  return counts;
+}
+
+// ---------------------------------------------------------------------------------------------
+// API
+// ---------------------------------------------------------------------------------------------
+
+absl::StatusOr<SyncResult> VmiController::Sync(VirtualMachineInstance vmi, bool dry_run) {
+  vmi.clear_status();
+  auto* meta = vmi.mutable_metadata();
+  if (meta->name().empty() && !meta->generate_name().empty()) {
+    meta->set_name(meta->generate_name() + RandomSuffix());
+  }
+  ApplyVmiDefaults(&vmi);
+  AdmissionReview review = AdmitVmi(vmi, config_.limits, *PathResolver::Real());
+  if (!review.allowed()) return review.errors.ToStatus();
+  SyncResult result;
+  result.warnings = review.warnings;
+
+  absl::MutexLock lock(&mu_);
+  ObjectRef ref;
+  ref.set_namespace_(meta->namespace_());
+  ref.set_name(meta->name());
+  if (Record* existing = FindLocked(ref)) {
+    const auto& old_meta = existing->vmi.metadata();
+    if (!meta->uid().empty() && meta->uid() != old_meta.uid()) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "virtualmachineinstance \"", meta->name(), "\" already exists with uid ",
+          old_meta.uid(), "; delete it before creating another with the same name"));
+    }
+    if (!google::protobuf::util::MessageDifferencer::Equals(vmi.spec(), existing->vmi.spec())) {
+      return absl::FailedPreconditionError(
+          "spec: a VirtualMachineInstance's spec cannot be changed once it exists; delete and "
+          "re-create it (or use a VirtualMachine)");
+    }
+    bool labels_same = google::protobuf::util::MessageDifferencer::Equals(
+        vmi.metadata(), existing->vmi.metadata());
+    VirtualMachineInstance updated = existing->vmi;
+    *updated.mutable_metadata()->mutable_labels() = meta->labels();
+    *updated.mutable_metadata()->mutable_annotations() = meta->annotations();
+    labels_same = google::protobuf::util::MessageDifferencer::Equals(updated.metadata(),
+                                                                     existing->vmi.metadata());
+    result.result = labels_same ? "UNCHANGED" : "MODIFIED";
+    if (!labels_same && !dry_run) {
+      existing->vmi = updated;
+      RETURN_IF_ERROR(Persist(existing, "MODIFIED"));
+    }
+    result.vmi = labels_same || dry_run ? existing->vmi : updated;
+    return result;
+  }
+  if (meta->uid().empty()) meta->set_uid(NewRandomUuid());
+  meta->set_creation_timestamp(FormatTimestamp(clock_->Now()));
+  meta->set_generation(1);
+  meta->clear_resource_version();
+  meta->clear_deletion_timestamp();
+  SetPhase(vmi.mutable_status(), phase::kPending, clock_->Now());
+  result.result = "ADDED";
+  if (dry_run) {
+    result.vmi = vmi;
+    return result;
+  }
+  auto record = std::make_unique<Record>();
+  record->vmi = std::move(vmi);
+  Record* r = record.get();
+  RETURN_IF_ERROR(Persist(r, "ADDED"));
+  uid_by_name_[{r->vmi.metadata().namespace_(), r->vmi.metadata().name()}] =
+      r->vmi.metadata().uid();
+  by_uid_[r->vmi.metadata().uid()] = std::move(record);
+  EventLocked(r->vmi, "Normal", "SuccessfulCreate", "Created virtual machine instance");
+  ScheduleStartLocked(r);
+  result.vmi = r->vmi;
+  return result;
+}
+
+absl::StatusOr<VirtualMachineInstance> VmiController::Get(const ObjectRef& ref) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
+  return r->vmi;
+}
+
+std::vector<VirtualMachineInstance> VmiController::List(const std::string& ns) {
+  absl::MutexLock lock(&mu_);
+  std::vector<VirtualMachineInstance> out;
+  for (const auto& [key, uid] : uid_by_name_) {
+    if (ns.empty() || key.first == ns) out.push_back(by_uid_[uid]->vmi);
+  }
+  return out;
+}
+
+absl::StatusOr<VirtualMachineInstance> VmiController::Delete(const ObjectRef& ref,
+                                                             std::optional<int64_t> grace) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
+  if (grace.has_value() && *grace < 0) {
+    return absl::InvalidArgumentError("gracePeriodSeconds: must be 0 or more");
+  }
+  int64_t g = grace.value_or(r->vmi.spec().termination_grace_period_seconds());
+  auto* meta = r->vmi.mutable_metadata();
+  bool first = meta->deletion_timestamp().empty();
+  if (first) meta->set_deletion_timestamp(FormatTimestamp(clock_->Now()));
+  // A shorter grace period shortens a deletion in progress; a longer one does not extend it.
+  if (!meta->has_deletion_grace_period_seconds() || g < meta->deletion_grace_period_seconds()) {
+    meta->set_deletion_grace_period_seconds(g);
+  }
+  VirtualMachineInstance snapshot = r->vmi;
+  if (!r->launcher_alive) {
+    // Nothing runs (never started, or already ended): gone at once.
+    std::string uid = meta->uid();
+    if (!IsFinalPhase(r->vmi.status().phase())) {
+      FailVmi(&r->vmi, "Deleted", "Deleted before it started", clock_->Now());
+    }
+    EventLocked(r->vmi, "Normal", "Deleted", "VirtualMachineInstance deleted");
+    RemoveLocked(uid);
+    return snapshot;
+  }
+  RETURN_IF_ERROR(Persist(r, "MODIFIED"));
+  if (first) EventLocked(r->vmi, "Normal", "Deleted", "VirtualMachineInstance stopping");
+  std::string uid = meta->uid();
+  int64_t effective = meta->deletion_grace_period_seconds();
+  work_.Schedule([this, uid, effective] { ShutdownLauncher(uid, effective); });
+  return r->vmi;
+}
+
+absl::StatusOr<VirtualMachineInstance> VmiController::Act(const ObjectRef& ref,
+                                                          const std::string& action) {
+  std::shared_ptr<kvnode::v1::Launcher::Stub> stub;
+  std::string uid;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
+    if (r->vmi.status().phase() != phase::kRunning || !r->launcher_alive) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "VMI ", ref.name(), " is not running (phase ", r->vmi.status().phase(), ")"));
+    }
+    const auto* paused = FindCondition(r->vmi.status().conditions(), "Paused");
+    bool is_paused = paused != nullptr && paused->status() == "True";
+    if (action == "pause" && is_paused) {
+      return absl::FailedPreconditionError("VMI " + ref.name() + " is already paused");
+    }
+    if (action == "unpause" && !is_paused) {
+      return absl::FailedPreconditionError("VMI " + ref.name() + " is not paused");
+    }
+    if ((action == "softreboot") && is_paused) {
+      return absl::FailedPreconditionError("VMI " + ref.name() + " is paused; unpause it first");
+    }
+    uid = r->vmi.metadata().uid();
+    stub = StubFor(uid);
+    r->stub = stub;
+  }
+  grpc::ClientContext ctx;
+  WithDeadline(&ctx, absl::Seconds(30));
+  kvnode::v1::PingRequest req;
+  kvnode::v1::LauncherResponse resp;
+  grpc::Status s;
+  if (action == "pause") {
+    s = stub->Pause(&ctx, req, &resp);
+  } else if (action == "unpause") {
+    s = stub->Unpause(&ctx, req, &resp);
+  } else if (action == "softreboot") {
+    s = stub->SoftReboot(&ctx, req, &resp);
+  } else if (action == "reset") {
+    s = stub->Reset(&ctx, req, &resp);
+  } else {
+    return absl::InvalidArgumentError("unknown action " + action);
+  }
+  RETURN_IF_ERROR(Annotate(FromGrpcStatus(s), action));
+  // The domain event usually has arrived by now; wait briefly so the caller sees its effect.
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return absl::NotFoundError("VMI went away");
+  if (action == "pause" || action == "unpause") {
+    auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      auto i = by_uid_.find(uid);
+      if (i == by_uid_.end()) return true;
+      const auto* p = FindCondition(i->second->vmi.status().conditions(), "Paused");
+      bool now_paused = p != nullptr && p->status() == "True";
+      return now_paused == (action == "pause");
+    };
+    absl::Time deadline = absl::Now() + absl::Seconds(2);
+    while (!settled() && absl::Now() < deadline) changed_.WaitWithDeadline(&mu_, deadline);
+    it = by_uid_.find(uid);
+    if (it == by_uid_.end()) return absl::NotFoundError("VMI went away");
+  }
+  EventLocked(it->second->vmi, "Normal",
+              action == "pause"        ? "Paused"
+              : action == "unpause"    ? "Unpaused"
+              : action == "softreboot" ? "SoftRebooted"
+                                       : "Reset",
+              absl::StrCat("VirtualMachineInstance ", action, " requested"));
+  return it->second->vmi;
+}
+
+absl::StatusOr<std::string> VmiController::DomainXml(const ObjectRef& ref) {
+  std::shared_ptr<kvnode::v1::Launcher::Stub> stub;
+  VirtualMachineInstance vmi;
+  bool alive;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
+    vmi = r->vmi;
+    alive = r->launcher_alive && r->launcher_ready;
+    if (alive) stub = StubFor(vmi.metadata().uid());
+  }
+  if (alive) {
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx, absl::Seconds(10));
+    kvnode::v1::GetDomainRequest req;
+    req.set_include_xml(true);
+    kvnode::v1::DomainStatus resp;
+    if (stub->GetDomain(&ctx, req, &resp).ok() && !resp.xml().empty()) return resp.xml();
+  }
+  // No live domain: what the converter would produce for it.
+  return ConvertToDomainXml(vmi, BuildDomainOptions(vmi, paths_, config_.virt_type));
+}
+
+absl::StatusOr<VmiPaths> VmiController::PathsOf(const ObjectRef& ref) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
+  return paths_.vmi(r->vmi.metadata().uid());
+}
+
+absl::StatusOr<std::vector<kvnode::v1::Event>> VmiController::Events(const std::string& ns,
+                                                                     const std::string& kind,
+                                                                     const std::string& name) {
+  return store_->ListEvents(kind, ns, name);
+}
+
+absl::StatusOr<std::vector<Change>> VmiController::ChangesSince(int64_t after,
+                                                                absl::Duration timeout) {
+  if (after > 0 && after + 1 < store_->OldestChange()) {
+    return absl::OutOfRangeError(absl::StrCat("resourceVersion ", after,
+                                              " is too old; list again and watch from the "
+                                              "list's resourceVersion"));
+  }
+  absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    ASSIGN_OR_RETURN(auto changes, store_->ChangesSince(after, 500));
+    if (!changes.empty() || absl::Now() >= deadline) return changes;
+    absl::MutexLock lock(&mu_);
+    if (quit_) return changes;
+    if (store_->CurrentResourceVersion() > after) continue;
+    changed_.WaitWithDeadline(&mu_, deadline);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Notifications
+// ---------------------------------------------------------------------------------------------
+
+void VmiController::OnDomainEvent(const kvnode::v1::DomainEvent& event) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(event.vmi_uid());
+  if (it == by_uid_.end()) return;
+  Record* r = it->second.get();
+  std::string before = r->vmi.status().phase();
+  bool was_paused = FindCondition(r->vmi.status().conditions(), "Paused") != nullptr;
+  if (!ApplyDomainStatus(&r->vmi, event.status(), clock_->Now())) return;
+  if (r->vmi.status().phase() == phase::kRunning && r->vmi.status().node_name().empty()) {
+    r->vmi.mutable_status()->set_node_name(config_.node_name);
+  }
+  (void)Persist(r, "MODIFIED");
+  const std::string& now_phase = r->vmi.status().phase();
+  if (before != now_phase) {
+    if (now_phase == phase::kRunning) {
+      EventLocked(r->vmi, "Normal", "Started", "VirtualMachineInstance started.");
+    } else if (now_phase == phase::kSucceeded) {
+      EventLocked(r->vmi, "Normal", "Stopped", "The VirtualMachineInstance was shut down.");
+    } else if (now_phase == phase::kFailed) {
+      EventLocked(r->vmi, "Warning", "Stopped",
+                  absl::StrCat("The VirtualMachineInstance crashed: ", r->vmi.status().reason()));
+    }
+  }
+  bool is_paused = FindCondition(r->vmi.status().conditions(), "Paused") != nullptr;
+  if (is_paused != was_paused && !IsFinalPhase(now_phase)) {
+    EventLocked(r->vmi, "Normal", is_paused ? "Paused" : "Unpaused",
+                is_paused ? "VirtualMachineInstance paused" : "VirtualMachineInstance unpaused");
+  }
+}
+
+void VmiController::OnLauncherEvent(const kvnode::v1::LauncherEvent& event) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(event.vmi_uid());
+  if (it == by_uid_.end()) return;
+  Record* r = it->second.get();
+  EventLocked(r->vmi, event.type().empty() ? "Normal" : event.type(), event.reason(),
+              event.message());
+  if (event.reason() == "LauncherReady" && !r->launcher_ready) {
+    r->launcher_ready = true;
+    if (SetPhase(r->vmi.mutable_status(), phase::kScheduled, clock_->Now())) {
+      r->vmi.mutable_status()->set_node_name(config_.node_name);
+      (void)Persist(r, "MODIFIED");
+    }
+    std::string uid = event.vmi_uid();
+    work_.Schedule([this, uid] { SyncLauncher(uid); });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launcher lifecycle (work queue)
+// ---------------------------------------------------------------------------------------------
+
+void VmiController::ScheduleStartLocked(Record* r) {
+  if (r->start_scheduled) return;
+  r->start_scheduled = true;
+  std::string uid = r->vmi.metadata().uid();
+  work_.Schedule([this, uid] { StartLauncher(uid); });
+}
+
+std::shared_ptr<kvnode::v1::Launcher::Stub> VmiController::StubFor(const std::string& uid) {
+  auto it = by_uid_.find(uid);
+  if (it != by_uid_.end() && it->second->stub) return it->second->stub;
+  auto channel = grpc::CreateChannel("unix:" + paths_.vmi(uid).launcher_socket(),
+                                     grpc::InsecureChannelCredentials());
+  return std::shared_ptr<kvnode::v1::Launcher::Stub>(kvnode::v1::Launcher::NewStub(channel));
+}
+
+absl::Status VmiController::PrepareVmiDir(const VirtualMachineInstance& vmi) {
+  for (const std::string& dir : {paths_.vmis_dir()}) {
+    if (mkdir(dir.c_str(), 0711) < 0 && errno != EEXIST) {
+      return absl::ErrnoToStatus(errno, "mkdir " + dir);
+    }
+  }
+  VmiPaths vp = paths_.vmi(vmi.metadata().uid());
+  if (mkdir(vp.root().c_str(), 0700) < 0 && errno != EEXIST) {
+    return absl::ErrnoToStatus(errno, "mkdir " + vp.root());
+  }
+  int fd = open(vp.root().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "open " + vp.root());
+  int rc = fchown(fd, config_.identity.uid, config_.identity.gid);
+  int e = errno;
+  if (rc == 0) rc = fchmod(fd, 0700);
+  close(fd);
+  if (rc < 0) return absl::ErrnoToStatus(e, "chown " + vp.root());
+  // A stale final status from an earlier attempt must not decide this execution.
+  unlink((vp.root() + "/final-status.json").c_str());
+  return absl::OkStatus();
+}
+
+absl::Status VmiController::PrepareVolumes(const VirtualMachineInstance& vmi) {
+  kvnode::v1::DomainOptions options = BuildDomainOptions(vmi, paths_, config_.virt_type);
+  for (const auto& vol : vmi.spec().volumes()) {
+    if (vol.source_case() != kvnode::v1::Volume::kPersistentVolumeClaim &&
+        vol.source_case() != kvnode::v1::Volume::kDataVolume) {
+      continue;
+    }
+    std::string claim = vol.has_persistent_volume_claim() ? vol.persistent_volume_claim().claim_name()
+                                                          : vol.data_volume().name();
+    std::string image = paths_.volume_image(vmi.metadata().namespace_(), claim);
+    struct stat st;
+    if (lstat(image.c_str(), &st) < 0) {
+      return absl::NotFoundError(absl::StrCat("PersistentVolumeClaim \"", claim,
+                                              "\" not found: no disk image at ", image));
+    }
+    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "PersistentVolumeClaim \"", claim, "\": ", image, " is not a regular file or block "
+          "device (symlinks are not followed)"));
+    }
+    // The launcher's user must be able to open it; never follow a link while handing it over.
+    if (fchownat(AT_FDCWD, image.c_str(), config_.identity.uid, config_.identity.gid,
+                 AT_SYMLINK_NOFOLLOW) < 0) {
+      return absl::ErrnoToStatus(errno, "chown " + image);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void VmiController::StartLauncher(const std::string& uid) {
+  VirtualMachineInstance vmi;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end()) return;
+    Record* r = it->second.get();
+    r->start_scheduled = false;
+    if (r->launcher_alive || IsFinalPhase(r->vmi.status().phase())) return;
+    if (!r->vmi.metadata().deletion_timestamp().empty()) return;
+    vmi = r->vmi;
+  }
+  absl::Status volumes = PrepareVolumes(vmi);
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return;
+  Record* r = it->second.get();
+  if (!volumes.ok()) {
+    // As KubeVirt: the VMI stays Pending with Synchronized=False until its disk appears.
+    bool changed = SetCondition(r->vmi.mutable_status()->mutable_conditions(), "Synchronized",
+                                "False",
+                                absl::IsNotFound(volumes) ? "FailedPvcNotFound" : "FailedCreate",
+                                std::string(volumes.message()), clock_->Now());
+    if (changed) {
+      (void)Persist(r, "MODIFIED");
+      EventLocked(r->vmi, "Warning",
+                  absl::IsNotFound(volumes) ? "FailedPvcNotFound" : "FailedCreate",
+                  std::string(volumes.message()));
+    }
+    return;
+  }
+  RemoveCondition(r->vmi.mutable_status()->mutable_conditions(), "Synchronized");
+  absl::Status dir = PrepareVmiDir(r->vmi);
+  LauncherSpec spec;
+  spec.launcher_binary = config_.launcher_binary;
+  spec.vmi_dir = paths_.vmi(uid).root();
+  spec.vmi_uid = uid;
+  spec.domain_name = DomainName(r->vmi.metadata());
+  spec.notify_socket = paths_.notify_socket();
+  spec.capabilities_cache = config_.capabilities_cache;
+  spec.host_uuid = config_.host_uuid;
+  absl::StatusOr<LauncherHandle> handle =
+      dir.ok() ? kvnode::StartLauncher(spec, config_.identity, cgroups_)
+               : absl::StatusOr<LauncherHandle>(dir);
+  if (!handle.ok()) {
+    FailVmi(&r->vmi, "LauncherStartFailed", std::string(handle.status().message()), clock_->Now());
+    (void)Persist(r, "MODIFIED");
+    EventLocked(r->vmi, "Warning", "FailedCreate", std::string(handle.status().message()));
+    return;
+  }
+  r->launcher_pid = handle->pid;
+  r->launcher_start_time = handle->start_time;
+  r->launcher_alive = true;
+  r->launcher_ready = false;
+  r->launcher_started = clock_->Now();
+  r->stub = nullptr;
+  auto* ls = r->vmi.mutable_status()->mutable_launcher();
+  ls->set_pid(handle->pid);
+  ls->set_start_time(std::to_string(handle->start_time));
+  ls->set_socket(spec.vmi_dir + "/launcher.sock");
+  ls->set_log_file(spec.vmi_dir + "/launcher.log");
+  SetPhase(r->vmi.mutable_status(), phase::kScheduling, clock_->Now());
+  (void)Persist(r, "MODIFIED");
+  EventLocked(r->vmi, "Normal", "SuccessfulCreate",
+              absl::StrCat("Created launcher pid ", handle->pid));
+  WatchLauncher(uid, handle->pid, handle->start_time);
+}
+
+void VmiController::WatchLauncher(const std::string& uid, pid_t pid, uint64_t start_time) {
+  absl::Status s = watcher_->Watch(pid, start_time, [this, uid](std::optional<int> status) {
+    work_.Schedule([this, uid, status] { OnLauncherExit(uid, status); });
+  });
+  if (!s.ok()) spdlog::error("watch launcher {} of VMI {}: {}", pid, uid, s.ToString());
+}
+
+void VmiController::SyncLauncher(const std::string& uid) {
+  std::shared_ptr<kvnode::v1::Launcher::Stub> stub;
+  kvnode::v1::LauncherSyncRequest req;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end() || !it->second->launcher_alive) return;
+    Record* r = it->second.get();
+    r->stub = StubFor(uid);
+    stub = r->stub;
+    *req.mutable_vmi() = r->vmi;
+    *req.mutable_options() = BuildDomainOptions(r->vmi, paths_, config_.virt_type);
+    req.mutable_options()->set_start_paused(r->vmi.spec().start_strategy() == "Paused");
+  }
+  grpc::ClientContext ctx;
+  WithDeadline(&ctx, absl::Seconds(120));
+  kvnode::v1::LauncherResponse resp;
+  grpc::Status s = stub->Sync(&ctx, req, &resp);
+  if (!s.ok()) {
+    absl::MutexLock lock(&mu_);
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end()) return;
+    EventLocked(it->second->vmi, "Warning", "SyncFailed",
+                "Synchronizing with the Domain failed: " + s.error_message());
+  }
+}
+
+void VmiController::ShutdownLauncher(const std::string& uid, int64_t grace) {
+  std::shared_ptr<kvnode::v1::Launcher::Stub> stub;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end() || !it->second->launcher_alive) return;
+    it->second->stub = StubFor(uid);
+    stub = it->second->stub;
+  }
+  grpc::ClientContext ctx;
+  WithDeadline(&ctx, absl::Seconds(10));
+  ctx.set_wait_for_ready(true);
+  kvnode::v1::LauncherShutdownRequest req;
+  req.set_grace_period_seconds(grace);
+  kvnode::v1::LauncherResponse resp;
+  grpc::Status s = stub->Shutdown(&ctx, req, &resp);
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return;
+  if (s.ok()) {
+    if (grace > 0 && !it->second->shutdown_sent) {
+      EventLocked(it->second->vmi, "Normal", "ShuttingDown", "Signaled Graceful Shutdown");
+    }
+    it->second->shutdown_sent = true;
+    return;
+  }
+  EventLocked(it->second->vmi, "Warning", "ShutdownFailed", s.error_message());
+  // A launcher that cannot be reached: end it by force, so deletion never hangs.
+  if (it->second->launcher_pid > 0) {
+    (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
+  }
+}
+
+std::optional<DomainStatus> VmiController::ReadFinalStatus(const std::string& uid) {
+  VmiPaths vp = paths_.vmi(uid);
+  int dir = open(vp.root().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) return std::nullopt;
+  int fd = openat(dir, "final-status.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  close(dir);
+  if (fd < 0) return std::nullopt;
+  std::string content;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0 && content.size() < 65536) content.append(buf, n);
+  close(fd);
+  DomainStatus status;
+  if (!FromJson(content, &status).ok() || !status.final()) return std::nullopt;
+  return status;
+}
+
+void VmiController::OnLauncherExit(const std::string& uid, std::optional<int> wait_status) {
+  // Whatever the launcher left behind (libvirtd, QEMU) goes with it.
+  absl::Status killed = cgroups_.KillAndRemove(uid, absl::Seconds(10));
+  std::optional<DomainStatus> final_status = ReadFinalStatus(uid);
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return;
+  Record* r = it->second.get();
+  r->launcher_alive = false;
+  r->launcher_ready = false;
+  r->stub = nullptr;
+  if (!killed.ok()) EventLocked(r->vmi, "Warning", "CleanupFailed", std::string(killed.message()));
+  std::string how = wait_status ? DescribeWaitStatus(*wait_status) : "exited";
+  bool changed = false;
+  if (final_status.has_value()) {
+    changed = ApplyDomainStatus(&r->vmi, *final_status, clock_->Now());
+  }
+  if (!IsFinalPhase(r->vmi.status().phase())) {
+    changed |= FailVmi(&r->vmi, "LauncherExited",
+                       absl::StrCat("The launcher process ", how,
+                                    " before the domain ended; its QEMU was stopped."),
+                       clock_->Now());
+    EventLocked(r->vmi, "Warning", "LauncherExited", absl::StrCat("launcher ", how));
+  }
+  r->vmi.mutable_status()->mutable_launcher()->set_pid(0);
+  r->vmi.mutable_status()->mutable_launcher()->set_qemu_pid(0);
+  changed = true;
+  if (changed) (void)Persist(r, "MODIFIED");
+  if (!r->vmi.metadata().deletion_timestamp().empty()) RemoveLocked(uid);
+}
+
+void VmiController::CleanupVmiDir(const std::string& uid) {
+  int parent = open(paths_.vmis_dir().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (parent < 0) return;
+  RemoveTreeAt(parent, uid.c_str());
+  close(parent);
+}
+
+void VmiController::JanitorLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!quit_) {
+    changed_.WaitWithTimeout(&mu_, absl::Seconds(2));
+    if (quit_) return;
+    absl::Time now = clock_->Now();
+    for (auto& [uid, r] : by_uid_) {
+      const std::string& p = r->vmi.status().phase();
+      if (p == phase::kPending && !r->launcher_alive && !r->start_scheduled &&
+          r->vmi.metadata().deletion_timestamp().empty()) {
+        ScheduleStartLocked(r.get());  // e.g. waiting for its PVC
+      }
+      if (r->launcher_alive && !r->launcher_ready &&
+          now - r->launcher_started > config_.launcher_ready_timeout) {
+        EventLocked(r->vmi, "Warning", "LauncherNotReady",
+                    "launcher did not become ready in time; stopping it");
+        r->launcher_started = absl::InfiniteFuture();
+        std::string id = uid;
+        work_.Schedule([this, id] { (void)cgroups_.KillAndRemove(id, absl::Seconds(10)); });
+      }
+    }
+  }
+}
+
+}  // namespace kvnode

@@ -1,0 +1,126 @@
+// VmiController::Recover: what the handler does when it starts over its existing state. A
+// running guest is never stopped or restarted by this: live launchers are re-adopted by pid
+// and start time, asked for their domain, and watched again.
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "agent/base/status_macros.h"
+#include "agent/handler/vmi_controller.h"
+#include "agent/handler/vmi_status.h"
+#include "agent/supervisor/process_watcher.h"
+#include "grpcpp/grpcpp.h"
+#include "spdlog/spdlog.h"
+
+namespace kvnode {
+
+absl::Status VmiController::Recover() {
+  ASSIGN_OR_RETURN(auto objects, store_->List(kVmiKind));
+  std::vector<std::string> refresh;
+  absl::MutexLock lock(&mu_);
+  for (const StoredObject& o : objects) {
+    auto r = std::make_unique<Record>();
+    RETURN_IF_ERROR(Annotate(FromJson(o.json, &r->vmi), "VMI " + o.ns + "/" + o.name));
+    const std::string uid = r->vmi.metadata().uid();
+    Record* rec = r.get();
+    uid_by_name_[{o.ns, o.name}] = uid;
+    by_uid_[uid] = std::move(r);
+    const auto& launcher = rec->vmi.status().launcher();
+    bool alive = false;
+    if (launcher.pid() > 0) {
+      uint64_t start = 0;
+      absl::SimpleAtoi(launcher.start_time(), &start);
+      auto now_start = ProcessStartTime(launcher.pid());
+      alive = now_start.has_value() && *now_start == start;
+      if (alive) {
+        rec->launcher_pid = launcher.pid();
+        rec->launcher_start_time = start;
+        rec->launcher_alive = true;
+        rec->launcher_started = clock_->Now();
+        WatchLauncher(uid, launcher.pid(), start);
+        refresh.push_back(uid);
+        spdlog::info("re-adopted launcher {} of VMI {}/{} ({})", launcher.pid(), o.ns, o.name,
+                     uid);
+      }
+    }
+    const std::string& p = rec->vmi.status().phase();
+    if (alive || IsFinalPhase(p)) continue;
+    if (p == phase::kPending || p.empty()) {
+      ScheduleStartLocked(rec);
+      continue;
+    }
+    // It was past Pending and its launcher is gone: learn how it ended if the launcher wrote
+    // it down, otherwise it failed while nobody watched.
+    mu_.Unlock();
+    (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
+    auto final_status = ReadFinalStatus(uid);
+    mu_.Lock();
+    if (final_status.has_value()) ApplyDomainStatus(&rec->vmi, *final_status, clock_->Now());
+    if (FailVmi(&rec->vmi, "LauncherLost",
+                "The launcher exited while the handler was not running.", clock_->Now())) {
+      EventLocked(rec->vmi, "Warning", "LauncherLost",
+                  "launcher was gone when the handler restarted");
+    }
+    rec->vmi.mutable_status()->mutable_launcher()->set_pid(0);
+    rec->vmi.mutable_status()->mutable_launcher()->set_qemu_pid(0);
+    (void)Persist(rec, "MODIFIED");
+  }
+  // Finished VMIs whose deletion was under way are removed now.
+  std::vector<std::string> remove;
+  for (const auto& [uid, r] : by_uid_) {
+    if (!r->launcher_alive && !r->vmi.metadata().deletion_timestamp().empty()) remove.push_back(uid);
+  }
+  for (const auto& uid : remove) RemoveLocked(uid);
+  // cgroups of VMIs nobody knows any more (a crash between steps) are ended.
+  for (const std::string& uid : cgroups_.List()) {
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end() || !it->second->launcher_alive) {
+      spdlog::warn("removing leftover cgroup of VMI {}", uid);
+      work_.Schedule([this, uid] { (void)cgroups_.KillAndRemove(uid, absl::Seconds(10)); });
+    }
+  }
+  for (const std::string& uid : refresh) {
+    work_.Schedule([this, uid] {
+      std::shared_ptr<kvnode::v1::Launcher::Stub> stub;
+      {
+        absl::MutexLock l(&mu_);
+        auto it = by_uid_.find(uid);
+        if (it == by_uid_.end()) return;
+        it->second->stub = StubFor(uid);
+        stub = it->second->stub;
+      }
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+      ctx.set_wait_for_ready(true);
+      kvnode::v1::GetDomainRequest req;
+      kvnode::v1::DomainStatus domain;
+      grpc::Status s = stub->GetDomain(&ctx, req, &domain);
+      bool need_sync = false, need_shutdown = false;
+      int64_t grace = 0;
+      {
+        absl::MutexLock l(&mu_);
+        auto it = by_uid_.find(uid);
+        if (it == by_uid_.end()) return;
+        Record* r = it->second.get();
+        if (!s.ok()) {
+          EventLocked(r->vmi, "Warning", "LauncherUnresponsive",
+                      "re-adopted launcher did not answer: " + s.error_message());
+          return;
+        }
+        r->launcher_ready = true;
+        if (domain.exists()) {
+          if (ApplyDomainStatus(&r->vmi, domain, clock_->Now())) (void)Persist(r, "MODIFIED");
+        } else if (!IsFinalPhase(r->vmi.status().phase())) {
+          need_sync = r->vmi.metadata().deletion_timestamp().empty();
+        }
+        if (!r->vmi.metadata().deletion_timestamp().empty()) {
+          need_shutdown = true;
+          grace = r->vmi.metadata().deletion_grace_period_seconds();
+        }
+      }
+      if (need_sync) SyncLauncher(uid);
+      if (need_shutdown) ShutdownLauncher(uid, grace);
+    });
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kvnode

@@ -1,0 +1,167 @@
+#include "agent/handler/vmi_status.h"
+
+#include "agent/base/clock.h"
+
+namespace kvnode {
+
+using kvnode::v1::DomainStatus;
+
+bool IsFinalPhase(const std::string& p) { return p == phase::kSucceeded || p == phase::kFailed; }
+
+bool SetPhase(kvnode::v1::VirtualMachineInstanceStatus* status, const std::string& p,
+              absl::Time now) {
+  if (status->phase() == p || IsFinalPhase(status->phase())) return false;
+  status->set_phase(p);
+  auto* t = status->add_phase_transition_timestamps();
+  t->set_phase(p);
+  t->set_phase_transition_timestamp(FormatTimestamp(now));
+  return true;
+}
+
+const kvnode::v1::Condition* FindCondition(const Conditions& conditions, const std::string& type) {
+  for (const auto& c : conditions) {
+    if (c.type() == type) return &c;
+  }
+  return nullptr;
+}
+
+bool SetCondition(Conditions* conditions, const std::string& type, const std::string& status,
+                  const std::string& reason, const std::string& message, absl::Time now) {
+  for (auto& c : *conditions) {
+    if (c.type() != type) continue;
+    bool changed = c.status() != status || c.reason() != reason || c.message() != message;
+    if (c.status() != status) c.set_last_transition_time(FormatTimestamp(now));
+    c.set_status(status);
+    c.set_reason(reason);
+    c.set_message(message);
+    if (changed) c.set_last_probe_time(FormatTimestamp(now));
+    return changed;
+  }
+  auto* c = conditions->Add();
+  c->set_type(type);
+  c->set_status(status);
+  c->set_reason(reason);
+  c->set_message(message);
+  c->set_last_transition_time(FormatTimestamp(now));
+  c->set_last_probe_time(FormatTimestamp(now));
+  return true;
+}
+
+bool RemoveCondition(Conditions* conditions, const std::string& type) {
+  for (int i = 0; i < conditions->size(); ++i) {
+    if (conditions->Get(i).type() == type) {
+      conditions->DeleteSubrange(i, 1);
+      return true;
+    }
+  }
+  return false;
+}
+
+DomainOutcome OutcomeForDomain(const DomainStatus& d) {
+  const std::string& state = d.state();
+  if (!d.final()) {
+    if (state == "Running" || state == "Blocked" || state == "Paused" || state == "PMSuspended" ||
+        state == "Shutdown") {
+      if (state == "Paused" && d.reason() == "PostcopyFailed") {
+        return {phase::kFailed, "PostcopyFailed", "post-copy migration failed"};
+      }
+      return {phase::kRunning, "", ""};
+    }
+    return {};  // Crashed (pvpanic) and the like: the final Stopped event decides.
+  }
+  // The domain is gone; the reason is libvirt's Stopped detail.
+  const std::string& r = d.reason();
+  if (d.guest_panicked()) return {phase::kFailed, "GuestPanicked", "The guest kernel panicked."};
+  if (r == "Shutdown") {
+    return {phase::kSucceeded, "", "The VirtualMachineInstance was shut down."};
+  }
+  if (r == "Destroyed") {
+    if (d.destroyed_after_grace()) {
+      return {phase::kFailed, "GracePeriodExpired",
+              "The guest did not shut down within its grace period and was destroyed."};
+    }
+    // KubeVirt: a destroyed domain with ACPI means it was killed rather than shut down.
+    if (d.acpi_enabled()) {
+      return {phase::kFailed, "Destroyed",
+              d.shutdown_requested() ? "The domain was destroyed at once (grace period 0)."
+                                     : "The domain was destroyed."};
+    }
+    return {phase::kSucceeded, "", "The domain was destroyed (no ACPI)."};
+  }
+  if (r == "Crashed") return {phase::kFailed, "GuestCrashed", "The guest crashed."};
+  if (r == "Migrated") return {phase::kSucceeded, "Migrated", "The VMI migrated to another node."};
+  if (r == "Saved") return {phase::kSucceeded, "", "The domain was saved."};
+  if (r == "Failed") {
+    return {phase::kFailed, "QemuFailed",
+            "The QEMU process exited unexpectedly or the domain failed to start."};
+  }
+  return {phase::kFailed, "DomainStopped", "The domain stopped (" + r + ")."};
+}
+
+namespace {
+
+void SetReadyAndPaused(kvnode::v1::VirtualMachineInstance* vmi, const DomainStatus& d,
+                       absl::Time now, bool* changed) {
+  auto* conds = vmi->mutable_status()->mutable_conditions();
+  bool paused = d.state() == "Paused";
+  if (paused) {
+    std::string reason = d.reason() == "User"        ? "PausedByUser"
+                         : d.reason() == "IOError"   ? "PausedIOError"
+                         : d.reason() == "Migration" ? "PausedByMigrationMonitor"
+                                                     : "Paused" + d.reason();
+    std::string message = reason == "PausedByUser" ? "VMI was paused by user" : "VMI is paused";
+    *changed |= SetCondition(conds, "Paused", "True", reason, message, now);
+    *changed |= SetCondition(conds, "Ready", "False", reason, "VMI is paused", now);
+  } else {
+    *changed |= RemoveCondition(conds, "Paused");
+    bool running = d.state() == "Running" || d.state() == "Blocked";
+    if (running) {
+      *changed |= SetCondition(conds, "Ready", "True", "", "", now);
+    } else {
+      *changed |= SetCondition(conds, "Ready", "False", "GuestNotRunning",
+                               "Guest VM is not reported as running", now);
+    }
+  }
+}
+
+}  // namespace
+
+bool ApplyDomainStatus(kvnode::v1::VirtualMachineInstance* vmi, const DomainStatus& d,
+                       absl::Time now) {
+  auto* status = vmi->mutable_status();
+  if (IsFinalPhase(status->phase())) return false;
+  bool changed = false;
+  if (d.qemu_pid() > 0 && status->launcher().qemu_pid() != d.qemu_pid()) {
+    status->mutable_launcher()->set_qemu_pid(d.qemu_pid());
+    changed = true;
+  }
+  DomainOutcome outcome = OutcomeForDomain(d);
+  if (outcome.phase.empty()) return changed;
+  if (IsFinalPhase(outcome.phase)) {
+    changed |= SetPhase(status, outcome.phase, now);
+    status->set_reason(outcome.reason);
+    status->mutable_launcher()->set_qemu_pid(0);
+    RemoveCondition(status->mutable_conditions(), "Paused");
+    SetCondition(status->mutable_conditions(), "Ready", "False",
+                 outcome.reason.empty() ? "GuestNotRunning" : outcome.reason, outcome.message,
+                 now);
+    return true;
+  }
+  changed |= SetPhase(status, outcome.phase, now);
+  SetReadyAndPaused(vmi, d, now, &changed);
+  return changed;
+}
+
+bool FailVmi(kvnode::v1::VirtualMachineInstance* vmi, const std::string& reason,
+             const std::string& message, absl::Time now) {
+  auto* status = vmi->mutable_status();
+  if (IsFinalPhase(status->phase())) return false;
+  SetPhase(status, phase::kFailed, now);
+  status->set_reason(reason);
+  status->mutable_launcher()->set_qemu_pid(0);
+  RemoveCondition(status->mutable_conditions(), "Paused");
+  SetCondition(status->mutable_conditions(), "Ready", "False", reason, message, now);
+  return true;
+}
+
+}  // namespace kvnode

@@ -1,0 +1,66 @@
+// The pure part of the handler's VMI state machine: phases and their transition times,
+// conditions (whose lastTransitionTime moves only when status changes), and the mapping of
+// libvirt's domain state to a VMI phase as KubeVirt's virt-handler does
+// (pkg/virt-handler/vm.go calculateVmPhaseForStatusReason; KUBEVIRT-REFERENCE.md section 1).
+//
+// No I/O; the clock is an argument. Thread-compatible.
+#ifndef KVNODE_AGENT_HANDLER_VMI_STATUS_H_
+#define KVNODE_AGENT_HANDLER_VMI_STATUS_H_
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "google/protobuf/repeated_field.h"
+#include "kvnode/v1/kubevirt.pb.h"
+#include "kvnode/v1/launcher.pb.h"
+
+namespace kvnode {
+
+namespace phase {
+inline constexpr char kPending[] = "Pending";
+inline constexpr char kScheduling[] = "Scheduling";
+inline constexpr char kScheduled[] = "Scheduled";
+inline constexpr char kRunning[] = "Running";
+inline constexpr char kSucceeded[] = "Succeeded";
+inline constexpr char kFailed[] = "Failed";
+inline constexpr char kUnknown[] = "Unknown";
+}  // namespace phase
+
+bool IsFinalPhase(const std::string& phase);
+
+// Sets status.phase and appends a phaseTransitionTimestamp when it changes. A final phase is
+// never left. Returns true when the phase changed.
+bool SetPhase(kvnode::v1::VirtualMachineInstanceStatus* status, const std::string& phase,
+              absl::Time now);
+
+using Conditions = google::protobuf::RepeatedPtrField<kvnode::v1::Condition>;
+
+// Sets a condition; lastTransitionTime changes only when status changes. Returns true when
+// anything changed.
+bool SetCondition(Conditions* conditions, const std::string& type, const std::string& status,
+                  const std::string& reason, const std::string& message, absl::Time now);
+bool RemoveCondition(Conditions* conditions, const std::string& type);
+const kvnode::v1::Condition* FindCondition(const Conditions& conditions, const std::string& type);
+
+// What a domain status means for the VMI.
+struct DomainOutcome {
+  std::string phase;    // empty: no change
+  std::string reason;   // status.reason for final phases ("GracePeriodExpired", ...)
+  std::string message;  // human text for the event and the Ready condition
+};
+
+DomainOutcome OutcomeForDomain(const kvnode::v1::DomainStatus& domain);
+
+// Applies a domain status to the VMI: phase, Ready and Paused conditions, status.reason.
+// Returns true when anything changed.
+bool ApplyDomainStatus(kvnode::v1::VirtualMachineInstance* vmi,
+                       const kvnode::v1::DomainStatus& domain, absl::Time now);
+
+// Marks a VMI Failed with a reason when its launcher is gone without telling how the domain
+// ended (killed, crashed, never ready).
+bool FailVmi(kvnode::v1::VirtualMachineInstance* vmi, const std::string& reason,
+             const std::string& message, absl::Time now);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_HANDLER_VMI_STATUS_H_

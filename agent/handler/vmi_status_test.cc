@@ -1,0 +1,104 @@
+#include "agent/handler/vmi_status.h"
+
+#include "gtest/gtest.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::DomainStatus;
+
+DomainStatus Live(const std::string& state, const std::string& reason = "") {
+  DomainStatus d;
+  d.set_exists(true);
+  d.set_state(state);
+  d.set_reason(reason);
+  d.set_acpi_enabled(true);
+  return d;
+}
+
+DomainStatus Final(const std::string& reason) {
+  DomainStatus d;
+  d.set_final(true);
+  d.set_state("Shutoff");
+  d.set_reason(reason);
+  d.set_acpi_enabled(true);
+  return d;
+}
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
+
+TEST(VmiStatusTest, PhasesRecordTransitionTimesAndFinalPhasesStick) {
+  kvnode::v1::VirtualMachineInstanceStatus s;
+  EXPECT_TRUE(SetPhase(&s, phase::kPending, kT0));
+  EXPECT_FALSE(SetPhase(&s, phase::kPending, kT0 + absl::Seconds(1)));
+  EXPECT_TRUE(SetPhase(&s, phase::kRunning, kT0 + absl::Seconds(2)));
+  EXPECT_TRUE(SetPhase(&s, phase::kSucceeded, kT0 + absl::Seconds(3)));
+  EXPECT_FALSE(SetPhase(&s, phase::kRunning, kT0 + absl::Seconds(4)));
+  ASSERT_EQ(s.phase_transition_timestamps_size(), 3);
+  EXPECT_EQ(s.phase_transition_timestamps(1).phase(), "Running");
+  EXPECT_EQ(s.phase_transition_timestamps(1).phase_transition_timestamp(), "2027-01-15T08:00:02Z");
+  EXPECT_EQ(s.phase(), "Succeeded");
+}
+
+TEST(VmiStatusTest, ConditionTransitionTimeMovesOnlyWithStatus) {
+  Conditions c;
+  SetCondition(&c, "Ready", "True", "", "", kT0);
+  SetCondition(&c, "Ready", "True", "", "", kT0 + absl::Seconds(5));
+  EXPECT_EQ(c.Get(0).last_transition_time(), "2027-01-15T08:00:00Z");
+  SetCondition(&c, "Ready", "False", "PausedByUser", "VMI is paused", kT0 + absl::Seconds(7));
+  EXPECT_EQ(c.Get(0).last_transition_time(), "2027-01-15T08:00:07Z");
+  SetCondition(&c, "Ready", "False", "GuestNotRunning", "x", kT0 + absl::Seconds(9));
+  EXPECT_EQ(c.Get(0).last_transition_time(), "2027-01-15T08:00:07Z");
+  EXPECT_EQ(c.Get(0).reason(), "GuestNotRunning");
+}
+
+TEST(VmiStatusTest, DomainOutcomesFollowKubeVirt) {
+  EXPECT_EQ(OutcomeForDomain(Live("Running", "Booted")).phase, phase::kRunning);
+  EXPECT_EQ(OutcomeForDomain(Live("Paused", "User")).phase, phase::kRunning);
+  EXPECT_EQ(OutcomeForDomain(Live("Paused", "PostcopyFailed")).phase, phase::kFailed);
+  EXPECT_EQ(OutcomeForDomain(Final("Shutdown")).phase, phase::kSucceeded);
+  DomainStatus after_grace = Final("Destroyed");
+  after_grace.set_destroyed_after_grace(true);
+  EXPECT_EQ(OutcomeForDomain(after_grace).phase, phase::kFailed);
+  EXPECT_EQ(OutcomeForDomain(after_grace).reason, "GracePeriodExpired");
+  EXPECT_EQ(OutcomeForDomain(Final("Destroyed")).phase, phase::kFailed);
+  DomainStatus no_acpi = Final("Destroyed");
+  no_acpi.set_acpi_enabled(false);
+  EXPECT_EQ(OutcomeForDomain(no_acpi).phase, phase::kSucceeded);
+  EXPECT_EQ(OutcomeForDomain(Final("Failed")).reason, "QemuFailed");
+  DomainStatus panicked = Final("Destroyed");
+  panicked.set_guest_panicked(true);
+  EXPECT_EQ(OutcomeForDomain(panicked).reason, "GuestPanicked");
+  EXPECT_EQ(OutcomeForDomain(Final("Crashed")).phase, phase::kFailed);
+  EXPECT_TRUE(OutcomeForDomain(Live("Crashed", "Panicked")).phase.empty());
+}
+
+TEST(VmiStatusTest, PauseSetsPausedByUserAndClearsReady) {
+  kvnode::v1::VirtualMachineInstance vmi;
+  ApplyDomainStatus(&vmi, Live("Running", "Booted"), kT0);
+  EXPECT_EQ(vmi.status().phase(), "Running");
+  EXPECT_EQ(FindCondition(vmi.status().conditions(), "Ready")->status(), "True");
+  ApplyDomainStatus(&vmi, Live("Paused", "User"), kT0 + absl::Seconds(1));
+  const auto* paused = FindCondition(vmi.status().conditions(), "Paused");
+  ASSERT_NE(paused, nullptr);
+  EXPECT_EQ(paused->status(), "True");
+  EXPECT_EQ(paused->reason(), "PausedByUser");
+  EXPECT_EQ(FindCondition(vmi.status().conditions(), "Ready")->status(), "False");
+  ApplyDomainStatus(&vmi, Live("Running", "Unpaused"), kT0 + absl::Seconds(2));
+  EXPECT_EQ(FindCondition(vmi.status().conditions(), "Paused"), nullptr);
+  EXPECT_EQ(FindCondition(vmi.status().conditions(), "Ready")->status(), "True");
+}
+
+TEST(VmiStatusTest, FinalStatusSetsReasonAndReadyFalse) {
+  kvnode::v1::VirtualMachineInstance vmi;
+  ApplyDomainStatus(&vmi, Live("Running", "Booted"), kT0);
+  ApplyDomainStatus(&vmi, Final("Failed"), kT0 + absl::Seconds(1));
+  EXPECT_EQ(vmi.status().phase(), "Failed");
+  EXPECT_EQ(vmi.status().reason(), "QemuFailed");
+  EXPECT_EQ(FindCondition(vmi.status().conditions(), "Ready")->reason(), "QemuFailed");
+  EXPECT_FALSE(ApplyDomainStatus(&vmi, Live("Running"), kT0 + absl::Seconds(2)));
+  EXPECT_FALSE(FailVmi(&vmi, "LauncherExited", "x", kT0));
+}
+
+}  // namespace
+}  // namespace kvnode

@@ -1,0 +1,222 @@
+#include "launcher/converter/device_xml.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "agent/base/status_macros.h"
+#include "launcher/converter/pci_address.h"
+
+namespace kvnode {
+namespace converter {
+namespace {
+
+using kvnode::v1::Input;
+using kvnode::v1::Interface;
+using kvnode::v1::InterfaceAttachment;
+using kvnode::v1::Network;
+
+// Optional booleans of Devices whose absence means "on" (KubeVirt's autoattach defaults).
+bool DefaultOn(bool has, bool value) { return !has || value; }
+
+const Network* FindNetwork(const ConvertContext& ctx, const std::string& name, int* index) {
+  const auto& networks = ctx.vmi.spec().networks();
+  for (int j = 0; j < networks.size(); ++j) {
+    if (networks[j].name() == name) {
+      *index = j;
+      return &networks[j];
+    }
+  }
+  return nullptr;
+}
+
+const InterfaceAttachment* FindAttachment(const ConvertContext& ctx, const std::string& name) {
+  for (const auto& a : ctx.options.interfaces()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+
+// What kvnode can attach: a masquerade interface on the pod network.
+absl::Status CheckBinding(const ConvertContext& ctx, const Interface& iface,
+                          const std::string& path) {
+  int j = -1;
+  const Network* net = FindNetwork(ctx, iface.name(), &j);
+  if (net == nullptr) {
+    return Invalid(path + ".name", absl::StrCat("no network named \"", iface.name(), "\""));
+  }
+  if (net->has_multus()) {
+    return Unsupported(absl::StrCat("spec.networks[", j, "].multus"),
+                       "Multus networks are not supported");
+  }
+  if (iface.has_bridge()) {
+    return Unsupported(path + ".bridge", "bridge binding is not supported; use masquerade");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AppendInterface(const ConvertContext& ctx, int i, pugi::xml_node devices) {
+  const Interface& iface = ctx.devices().interfaces(i);
+  const std::string path = InterfacePath(i);
+  RETURN_IF_ERROR(CheckBinding(ctx, iface, path));
+  const InterfaceAttachment* att = FindAttachment(ctx, iface.name());
+  if (att == nullptr || att->tap().empty() || att->mac().empty()) {
+    return Invalid(path, absl::StrCat("interface \"", iface.name(),
+                                      "\" has no InterfaceAttachment (tap and MAC) in the "
+                                      "domain options"));
+  }
+  pugi::xml_node node = Attr(Child(devices, "interface"), "type", "ethernet");
+  Attr(Child(node, "mac"), "address", att->mac());
+  Attr(Attr(Child(node, "target"), "dev", att->tap()), "managed", "no");
+  const std::string& model = iface.model().empty() ? "virtio" : iface.model();
+  Attr(Child(node, "model"), "type", model == "virtio" ? ctx.virtio_model() : model.c_str());
+  if (att->mtu() > 0) Attr(Child(node, "mtu"), "size", att->mtu());
+  if (iface.state() == "down") Attr(Child(node, "link"), "state", "down");
+  if (iface.has_boot_order()) {
+    Attr(Child(node, "boot"), "order", iface.boot_order());
+  } else {
+    // No iPXE ROM unless the interface boots: KubeVirt's default, and a faster boot.
+    Attr(Child(node, "rom"), "enabled", "no");
+  }
+  if (!iface.pci_address().empty()) {
+    RETURN_IF_ERROR(AppendPciAddress(iface.pci_address(), path + ".pciAddress", node));
+  }
+  Attr(Child(node, "alias"), "name", "ua-" + iface.name());
+  return absl::OkStatus();
+}
+
+// A defaulted input: bus usb and type tablet where unset (KubeVirt's defaults).
+struct InputDevice {
+  std::string type;
+  std::string bus;
+  std::string name;
+};
+
+std::vector<InputDevice> InputsOf(const ConvertContext& ctx) {
+  std::vector<InputDevice> inputs;
+  for (const Input& in : ctx.devices().inputs()) {
+    inputs.push_back({in.type().empty() ? "tablet" : in.type(),
+                      in.bus().empty() ? "usb" : in.bus(), in.name()});
+  }
+  // autoattachInputDevice (off by default on amd64) adds a USB tablet when none is listed.
+  if (inputs.empty() && ctx.devices().autoattach_input_device()) {
+    inputs.push_back({"tablet", "usb", "default-0"});
+  }
+  return inputs;
+}
+
+void AppendInputs(const ConvertContext& ctx, pugi::xml_node devices) {
+  for (const InputDevice& in : InputsOf(ctx)) {
+    pugi::xml_node node = Attr(Attr(Child(devices, "input"), "type", in.type), "bus", in.bus);
+    if (in.bus == "virtio") Attr(node, "model", ctx.virtio_model());
+    if (!in.name.empty()) Attr(Child(node, "alias"), "name", "ua-" + in.name);
+  }
+}
+
+// VNC on a unix socket in the runtime dir (never TCP), and a VGA adapter to draw on.
+void AppendGraphics(const ConvertContext& ctx, pugi::xml_node devices) {
+  const auto& d = ctx.devices();
+  if (!DefaultOn(d.has_autoattach_graphics_device(), d.autoattach_graphics_device())) return;
+  pugi::xml_node graphics = Attr(Child(devices, "graphics"), "type", "vnc");
+  Attr(Attr(Child(graphics, "listen"), "type", "socket"), "socket",
+       ctx.options.runtime_dir() + "/vnc");
+  pugi::xml_node model = Attr(Child(Child(devices, "video"), "model"), "type", "vga");
+  Attr(Attr(model, "vram", "16384"), "heads", "1");
+}
+
+absl::Status AppendWatchdog(const ConvertContext& ctx, pugi::xml_node devices) {
+  if (!ctx.devices().has_watchdog()) return absl::OkStatus();
+  const auto& wd = ctx.devices().watchdog();
+  if (!wd.has_i6300esb()) {
+    return Invalid("spec.domain.devices.watchdog", "a watchdog needs a model (i6300esb)");
+  }
+  const std::string& action = wd.i6300esb().action().empty() ? "reset" : wd.i6300esb().action();
+  pugi::xml_node node = Attr(Attr(Child(devices, "watchdog"), "model", "i6300esb"), "action", action);
+  if (!wd.name().empty()) Attr(Child(node, "alias"), "name", "ua-" + wd.name());
+  return absl::OkStatus();
+}
+
+void AppendMemBalloon(const ConvertContext& ctx, pugi::xml_node devices) {
+  const auto& d = ctx.devices();
+  pugi::xml_node balloon = Child(devices, "memballoon");
+  if (!DefaultOn(d.has_autoattach_mem_balloon(), d.autoattach_mem_balloon())) {
+    Attr(balloon, "model", "none");
+    return;
+  }
+  Attr(Attr(balloon, "model", ctx.virtio_model()), "freePageReporting", "on");
+  Attr(Child(balloon, "stats"), "period", "10");
+}
+
+}  // namespace
+
+bool InputsNeedUsb(const ConvertContext& ctx) {
+  for (const InputDevice& in : InputsOf(ctx)) {
+    if (in.bus == "usb") return true;
+  }
+  return false;
+}
+
+void AppendControllers(const ConvertContext& ctx, const DiskSummary& disks,
+                       pugi::xml_node devices) {
+  bool usb = disks.needs_usb_controller || InputsNeedUsb(ctx);
+  pugi::xml_node usb_ctl = Attr(Attr(Child(devices, "controller"), "type", "usb"), "index", "0");
+  Attr(usb_ctl, "model", usb ? "qemu-xhci" : "none");
+  pugi::xml_node serial = Attr(Child(devices, "controller"), "type", "virtio-serial");
+  Attr(Attr(serial, "index", "0"), "model", ctx.virtio_model());
+  if (disks.needs_scsi_controller) {
+    pugi::xml_node scsi = Attr(Child(devices, "controller"), "type", "scsi");
+    Attr(Attr(scsi, "index", "0"), "model", ctx.virtio_model());
+  }
+}
+
+absl::Status AppendInterfaces(const ConvertContext& ctx, pugi::xml_node devices) {
+  if (ctx.devices().network_interface_multiqueue()) {
+    return Unsupported("spec.domain.devices.networkInterfaceMultiqueue",
+                       "multi-queue interfaces are not supported");
+  }
+  const auto& interfaces = ctx.devices().interfaces();
+  for (int i = 0; i < interfaces.size(); ++i) {
+    // absent: unplugged; the interface is not part of the domain.
+    if (interfaces[i].state() == "absent") continue;
+    RETURN_IF_ERROR(AppendInterface(ctx, i, devices));
+  }
+  return absl::OkStatus();
+}
+
+void AppendConsoleAndChannels(const ConvertContext& ctx, pugi::xml_node devices) {
+  const auto& d = ctx.devices();
+  const std::string& run = ctx.options.runtime_dir();
+  if (DefaultOn(d.has_autoattach_serial_console(), d.autoattach_serial_console())) {
+    // The handler attaches to this socket for `kvctl console`; QEMU listens (bind) and logs.
+    pugi::xml_node serial = Attr(Child(devices, "serial"), "type", "unix");
+    Attr(Attr(Child(serial, "source"), "mode", "bind"), "path", run + "/serial0");
+    Attr(Child(serial, "target"), "port", "0");
+    Attr(Attr(Child(serial, "log"), "file", run + "/serial0.log"), "append", "on");
+    // libvirt makes a console whose target is serial 0 an alias of that serial device.
+    pugi::xml_node console = Attr(Child(devices, "console"), "type", "pty");
+    Attr(Attr(Child(console, "target"), "type", "serial"), "port", "0");
+  }
+  // No source path: libvirt chooses one in its channel dir and reports its state.
+  pugi::xml_node agent = Attr(Child(devices, "channel"), "type", "unix");
+  Attr(Attr(Child(agent, "target"), "type", "virtio"), "name", "org.qemu.guest_agent.0");
+}
+
+absl::Status AppendOtherDevices(const ConvertContext& ctx, pugi::xml_node devices) {
+  if (ctx.devices().autoattach_vsock()) {
+    return Unsupported("spec.domain.devices.autoattachVSOCK", "VSOCK is not supported");
+  }
+  AppendInputs(ctx, devices);
+  AppendGraphics(ctx, devices);
+  RETURN_IF_ERROR(AppendWatchdog(ctx, devices));
+  AppendMemBalloon(ctx, devices);
+  if (ctx.devices().has_rng()) {
+    pugi::xml_node rng = Attr(Child(devices, "rng"), "model", ctx.virtio_model());
+    SetText(Attr(Child(rng, "backend"), "model", "random"), "/dev/urandom");
+  }
+  // pvpanic on the ISA bus (port 0x505): a guest panic reaches libvirt as a crashed domain, and
+  // on_crash destroy ends it, so the VMI goes Failed rather than hanging in a panicked guest.
+  Attr(Child(devices, "panic"), "model", "isa");
+  return absl::OkStatus();
+}
+
+}  // namespace converter
+}  // namespace kvnode

@@ -1,0 +1,147 @@
+#include "launcher/converter/domain_options.h"
+
+#include <cctype>
+#include <cstdio>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "agent/base/sha1.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::DomainOptions;
+using kvnode::v1::VirtualMachineInstance;
+using kvnode::v1::Volume;
+using kvnode::v1::VolumeSource;
+
+constexpr char kFile[] = "file";
+constexpr char kBlock[] = "block";
+constexpr char kRaw[] = "raw";
+constexpr char kQcow2[] = "qcow2";
+
+void SetFile(VolumeSource* src, std::string path, const char* format) {
+  src->set_path(std::move(path));
+  src->set_type(kFile);
+  src->set_format(format);
+}
+
+void SetOverlay(VolumeSource* src, std::string overlay, std::string backing) {
+  SetFile(src, std::move(overlay), kQcow2);
+  src->set_backing_path(std::move(backing));
+  src->set_backing_format(kRaw);
+}
+
+// Returns false for a volume kind without a node-side layout (none set).
+bool LayOutVolume(const Volume& vol, const std::string& ns, const NodePaths& node,
+                  const VmiPaths& vmi, VolumeSource* src) {
+  src->set_name(vol.name());
+  const std::string disk_dir = vmi.disk_dir(vol.name());
+  switch (vol.source_case()) {
+    case Volume::kPersistentVolumeClaim:
+      SetFile(src, node.volume_image(ns, vol.persistent_volume_claim().claim_name()), kRaw);
+      return true;
+    case Volume::kDataVolume:
+      SetFile(src, node.volume_image(ns, vol.data_volume().name()), kRaw);
+      return true;
+    case Volume::kContainerDisk:
+      SetOverlay(src, disk_dir + "/disk.qcow2",
+                 ContainerDiskImagePath(node, vol.container_disk().image(),
+                                        vol.container_disk().path()));
+      return true;
+    case Volume::kCloudInitNoCloud:
+      SetFile(src, disk_dir + "/noCloud.iso", kRaw);
+      return true;
+    case Volume::kEmptyDisk:
+      SetFile(src, disk_dir + "/disk.qcow2", kQcow2);
+      return true;
+    case Volume::kHostDisk: {
+      const std::string& path = vol.host_disk().path();
+      SetFile(src, path, kRaw);
+      // A device node can only be a block device; everything else is an image file.
+      if (absl::StartsWith(path, "/dev/")) src->set_type(kBlock);
+      return true;
+    }
+    case Volume::kEphemeral:
+      SetOverlay(src, disk_dir + "/disk.qcow2",
+                 node.volume_image(ns, vol.ephemeral().persistent_volume_claim().claim_name()));
+      return true;
+    case Volume::SOURCE_NOT_SET:
+      break;
+  }
+  return false;
+}
+
+std::string NormalizeMac(absl::string_view mac) {
+  return absl::AsciiStrToLower(absl::StrReplaceAll(mac, {{"-", ":"}}));
+}
+
+}  // namespace
+
+std::string ImageCacheKey(absl::string_view image, absl::string_view path) {
+  std::string readable;
+  readable.reserve(image.size());
+  for (char c : image) {
+    bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-';
+    readable.push_back(keep ? static_cast<char>(std::tolower(static_cast<unsigned char>(c))) : '_');
+  }
+  // Path components are at most 255 bytes; keep room for the hash.
+  if (readable.size() > 200) readable.resize(200);
+  auto digest = Sha1(path.empty() ? std::string(image) : absl::StrCat(image, "\n", path));
+  char hash[9];
+  std::snprintf(hash, sizeof(hash), "%02x%02x%02x%02x", digest[0], digest[1], digest[2],
+                digest[3]);
+  return absl::StrCat(readable, "-", hash);
+}
+
+std::string ContainerDiskImagePath(const NodePaths& node, absl::string_view image,
+                                   absl::string_view path) {
+  return absl::StrCat(node.images_dir(), "/", ImageCacheKey(image, path), "/disk.img");
+}
+
+std::string DefaultMacAddress(absl::string_view ns, absl::string_view name,
+                              absl::string_view interface_name) {
+  auto digest = Sha1(absl::StrCat(ns, "/", name, "/", interface_name));
+  char mac[18];
+  std::snprintf(mac, sizeof(mac), "02:%02x:%02x:%02x:%02x:%02x", digest[0], digest[1],
+                digest[2], digest[3], digest[4]);
+  return mac;
+}
+
+std::string TapName(int index) { return absl::StrCat("tap", index); }
+
+DomainOptions BuildDomainOptions(const VirtualMachineInstance& vmi, const NodePaths& node,
+                                 absl::string_view virt_type) {
+  DomainOptions options;
+  const auto& meta = vmi.metadata();
+  const VmiPaths paths = node.vmi(meta.uid());
+  options.set_virt_type(std::string(virt_type));
+  options.set_runtime_dir(paths.runtime_dir());
+  options.set_ovmf_code(kOvmfCode);
+  options.set_ovmf_code_secboot(kOvmfCodeSecboot);
+  options.set_ovmf_vars(kOvmfVars);
+  options.set_ovmf_vars_secboot(kOvmfVarsSecboot);
+  options.set_start_paused(vmi.spec().start_strategy() == "Paused");
+  for (const Volume& vol : vmi.spec().volumes()) {
+    VolumeSource src;
+    if (LayOutVolume(vol, meta.namespace_(), node, paths, &src)) {
+      *options.add_volumes() = std::move(src);
+    }
+  }
+  const auto& interfaces = vmi.spec().domain().devices().interfaces();
+  for (int i = 0; i < interfaces.size(); ++i) {
+    const auto& iface = interfaces[i];
+    auto* att = options.add_interfaces();
+    att->set_name(iface.name());
+    att->set_tap(TapName(i));
+    att->set_mac(iface.mac_address().empty()
+                     ? DefaultMacAddress(meta.namespace_(), meta.name(), iface.name())
+                     : NormalizeMac(iface.mac_address()));
+    att->set_mtu(kDefaultInterfaceMtu);
+  }
+  return options;
+}
+
+}  // namespace kvnode

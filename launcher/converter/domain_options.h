@@ -1,0 +1,67 @@
+// DomainOptions for a VMI: where the handler puts each of its volumes and which tap device and
+// MAC each interface gets, so that the converter never interprets a claim name, an image
+// reference or a host path itself. The handler builds the options with BuildDomainOptions,
+// prepares what they name (overlays, empty disks, the NoCloud ISO, taps), and sends both to the
+// launcher; `kvnode-launcher convert` and the golden tests build them the same way.
+//
+// Layout (NodePaths / VmiPaths in agent/base/state_layout.h):
+//   persistentVolumeClaim  <state>/volumes/<ns>/<claim>/disk.img                  raw file
+//   dataVolume             <state>/volumes/<ns>/<dv>/disk.img                     raw file
+//   containerDisk          <vmi>/disks/<vol>/disk.qcow2 (qcow2 overlay) over
+//                          <state>/images/<ImageCacheKey>/disk.img               (raw)
+//   cloudInitNoCloud       <vmi>/disks/<vol>/noCloud.iso                          raw file
+//   emptyDisk              <vmi>/disks/<vol>/disk.qcow2                           qcow2 file
+//   hostDisk               its path, raw (a block device when the path is under /dev/)
+//   ephemeral              <vmi>/disks/<vol>/disk.qcow2 (qcow2 overlay) over the claim's disk.img
+//
+// The containerDisk cache holds each image's disk as a raw disk.img: the image cache converts
+// (qemu-img convert) whatever format the image ships, so the overlay's backing format is always
+// known without probing (libvirt refuses to probe backing formats). A claim's disk.img is raw
+// here; a handler that stores qcow2 or block claims rewrites that VolumeSource.
+//
+// Pure: no I/O. Thread-safe.
+#ifndef KVNODE_LAUNCHER_CONVERTER_DOMAIN_OPTIONS_H_
+#define KVNODE_LAUNCHER_CONVERTER_DOMAIN_OPTIONS_H_
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "agent/base/state_layout.h"
+#include "kvnode/v1/kubevirt.pb.h"
+#include "kvnode/v1/launcher.pb.h"
+
+namespace kvnode {
+
+// Debian's ovmf package, 4 MiB variants. The secure-boot NVRAM template has Microsoft's keys
+// enrolled (OVMF_VARS_4M.ms.fd); the plain one has none, so secure boot would not be enforced.
+inline constexpr char kOvmfCode[] = "/usr/share/OVMF/OVMF_CODE_4M.fd";
+inline constexpr char kOvmfCodeSecboot[] = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd";
+inline constexpr char kOvmfVars[] = "/usr/share/OVMF/OVMF_VARS_4M.fd";
+inline constexpr char kOvmfVarsSecboot[] = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd";
+
+inline constexpr uint32_t kDefaultInterfaceMtu = 1500;
+
+// The options for `vmi` (defaulted) on a node whose state dir is `node`, with virt type "kvm"
+// or "qemu". The VMI's metadata.uid names its state dir, so it must be set.
+kvnode::v1::DomainOptions BuildDomainOptions(const kvnode::v1::VirtualMachineInstance& vmi,
+                                             const NodePaths& node, absl::string_view virt_type);
+
+// The image cache entry of a containerDisk: a readable form of the reference plus a short hash
+// of reference and path, so that distinct references never share an entry
+// ("quay.io_containerdisks_fedora_39-1a2b3c4d"). The image cache uses the same key.
+std::string ImageCacheKey(absl::string_view image, absl::string_view path = "");
+// <images_dir>/<ImageCacheKey>/disk.img
+std::string ContainerDiskImagePath(const NodePaths& node, absl::string_view image,
+                                   absl::string_view path = "");
+
+// A locally administered unicast MAC (02:xx:xx:xx:xx:xx) derived from the VMI's namespace and
+// name and the interface name, so it is the same for every execution of a VM.
+std::string DefaultMacAddress(absl::string_view ns, absl::string_view name,
+                              absl::string_view interface_name);
+
+// "tap0" for the first interface, "tap1" for the second, ...
+std::string TapName(int index);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_LAUNCHER_CONVERTER_DOMAIN_OPTIONS_H_

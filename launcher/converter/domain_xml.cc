@@ -1,0 +1,323 @@
+#include "launcher/converter/domain_xml.h"
+
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "agent/base/status_macros.h"
+#include "agent/manifest/quantity.h"
+#include "launcher/converter/device_xml.h"
+#include "launcher/converter/disk_xml.h"
+#include "launcher/converter/xml_builder.h"
+#include "pugixml.hpp"
+
+namespace kvnode {
+namespace {
+
+using converter::Attr;
+using converter::Child;
+using converter::ConvertContext;
+using converter::Invalid;
+using converter::SetText;
+using converter::TextChild;
+using converter::Unsupported;
+
+constexpr char kDomainPath[] = "spec.domain";
+
+// What kvnode does not do (yet), refused by name rather than silently dropped.
+absl::Status CheckSupported(const ConvertContext& ctx) {
+  const auto& cpu = ctx.domain().cpu();
+  if (cpu.dedicated_cpu_placement()) {
+    return Unsupported("spec.domain.cpu.dedicatedCpuPlacement", "CPU pinning is not supported");
+  }
+  if (cpu.isolate_emulator_thread()) {
+    return Unsupported("spec.domain.cpu.isolateEmulatorThread", "CPU pinning is not supported");
+  }
+  const auto& mem = ctx.domain().memory();
+  if (!mem.max_guest().empty() && mem.max_guest() != mem.guest()) {
+    return Unsupported("spec.domain.memory.maxGuest", "memory hotplug is not supported");
+  }
+  if (ctx.domain().firmware().bootloader().efi().persistent()) {
+    return Unsupported("spec.domain.firmware.bootloader.efi.persistent",
+                       "persistent EFI variables are not supported");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckOptions(const kvnode::v1::DomainOptions& options) {
+  if (options.virt_type() != "kvm" && options.virt_type() != "qemu") {
+    return Invalid("options.virt_type",
+                   absl::StrCat("\"", options.virt_type(), "\" is neither kvm nor qemu"));
+  }
+  if (options.runtime_dir().empty()) return Invalid("options.runtime_dir", "required");
+  return absl::OkStatus();
+}
+
+void AppendMetadata(const ConvertContext& ctx, pugi::xml_node domain) {
+  pugi::xml_node kubevirt = Attr(Child(Child(domain, "metadata"), "kubevirt"), "xmlns",
+                                 "http://kubevirt.io");
+  TextChild(kubevirt, "uid", ctx.vmi.metadata().uid());
+  pugi::xml_node grace = Child(kubevirt, "graceperiod");
+  TextChild(grace, "deletionGracePeriodSeconds",
+            absl::StrCat(ctx.vmi.spec().termination_grace_period_seconds()));
+}
+
+absl::Status AppendMemory(const ConvertContext& ctx, pugi::xml_node domain) {
+  const auto& mem = ctx.domain().memory();
+  const std::string path = "spec.domain.memory.guest";
+  if (mem.guest().empty()) {
+    return Invalid(path, "required (or resources.requests.memory / resources.limits.memory)");
+  }
+  auto q = Quantity::Parse(mem.guest());
+  if (!q.ok()) return Invalid(path, q.status().message());
+  if (q->Value() <= 0) return Invalid(path, "must be positive");
+  SetText(Attr(Child(domain, "memory"), "unit", "b"), absl::StrCat(q->Value()));
+  if (!mem.hugepages().page_size().empty()) {
+    const char* kib = mem.hugepages().page_size() == "1Gi" ? "1048576" : "2048";
+    pugi::xml_node page = Child(Child(Child(domain, "memoryBacking"), "hugepages"), "page");
+    Attr(Attr(page, "size", kib), "unit", "KiB");
+  }
+  return absl::OkStatus();
+}
+
+// <vcpu> and the topology behind it. maxSockets > sockets leaves room for CPU hotplug: the
+// domain gets maxSockets sockets with only `sockets` of them online, as KubeVirt does.
+absl::Status AppendVcpu(const ConvertContext& ctx, pugi::xml_node domain) {
+  const auto& cpu = ctx.domain().cpu();
+  uint32_t current = ctx.vcpus();
+  if (current == 0) return Invalid("spec.domain.cpu", "sockets, cores and threads must be set");
+  pugi::xml_node vcpu = Attr(Child(domain, "vcpu"), "placement", "static");
+  uint32_t max = current;
+  if (cpu.max_sockets() > 0 && cpu.max_sockets() != cpu.sockets()) {
+    if (cpu.max_sockets() < cpu.sockets()) {
+      return Invalid("spec.domain.cpu.maxSockets", "must not be less than sockets");
+    }
+    max = cpu.max_sockets() * cpu.cores() * cpu.threads();
+    Attr(vcpu, "current", current);
+  }
+  SetText(vcpu, absl::StrCat(max));
+  return absl::OkStatus();
+}
+
+void AppendSysinfo(const ConvertContext& ctx, pugi::xml_node domain) {
+  const auto& fw = ctx.domain().firmware();
+  pugi::xml_node system = Child(Attr(Child(domain, "sysinfo"), "type", "smbios"), "system");
+  auto entry = [&](const char* name, const std::string& value) {
+    Attr(TextChild(system, "entry", value), "name", name);
+  };
+  if (!fw.uuid().empty()) entry("uuid", fw.uuid());
+  if (!fw.serial().empty()) entry("serial", fw.serial());
+  // KubeVirt's default SMBIOS (virt-config): manufacturer and family KubeVirt, product None.
+  entry("manufacturer", "KubeVirt");
+  entry("family", "KubeVirt");
+  entry("product", "None");
+}
+
+bool SecureBoot(const ConvertContext& ctx) {
+  const auto& bl = ctx.domain().firmware().bootloader();
+  // KubeVirt: secureBoot defaults to true for EFI.
+  return bl.has_efi() && (!bl.efi().has_secure_boot() || bl.efi().secure_boot());
+}
+
+absl::Status AppendEfi(const ConvertContext& ctx, pugi::xml_node os) {
+  const auto& o = ctx.options;
+  bool secure = SecureBoot(ctx);
+  const std::string& code = secure ? o.ovmf_code_secboot() : o.ovmf_code();
+  const std::string& vars = secure ? o.ovmf_vars_secboot() : o.ovmf_vars();
+  if (code.empty() || vars.empty()) {
+    return Invalid("options", secure ? "ovmf_code_secboot and ovmf_vars_secboot are required"
+                                     : "ovmf_code and ovmf_vars are required");
+  }
+  pugi::xml_node loader = Attr(Attr(Child(os, "loader"), "readonly", "yes"), "secure",
+                               converter::YesNo(secure));
+  SetText(Attr(loader, "type", "pflash"), code);
+  // The VARS copy lives with the VMI: a new execution starts from the template again.
+  SetText(Attr(Child(os, "nvram"), "template", vars),
+          absl::StrCat(o.runtime_dir(), "/", ctx.vmi.metadata().name(), "_VARS.fd"));
+  return absl::OkStatus();
+}
+
+absl::Status AppendOs(const ConvertContext& ctx, pugi::xml_node domain) {
+  const auto& bl = ctx.domain().firmware().bootloader();
+  const std::string bl_path = "spec.domain.firmware.bootloader";
+  if (bl.has_bios() && bl.has_efi()) return Invalid(bl_path, "bios and efi are exclusive");
+  pugi::xml_node os = Child(domain, "os");
+  const std::string& machine = ctx.domain().machine().type();
+  Attr(Attr(TextChild(os, "type", "hvm"), "arch", "x86_64"), "machine",
+       machine.empty() ? "q35" : machine);
+  if (bl.has_efi()) RETURN_IF_ERROR(AppendEfi(ctx, os));
+  // KubeVirt: a paused start shows the boot menu for 10 s, so a console user can pick.
+  if (ctx.options.start_paused()) Attr(Attr(Child(os, "bootmenu"), "enable", "yes"), "timeout", "10000");
+  Attr(Child(os, "smbios"), "mode", "sysinfo");
+  if (bl.bios().use_serial()) {
+    const auto& d = ctx.devices();
+    if (d.has_autoattach_serial_console() && !d.autoattach_serial_console()) {
+      return Invalid(bl_path + ".bios.useSerial",
+                     "needs the serial console (autoattachSerialConsole is false)");
+    }
+    Attr(Child(os, "bios"), "useserial", "yes");
+  }
+  return absl::OkStatus();
+}
+
+// Optional FeatureState: present and not disabled.
+bool Enabled(bool has, const kvnode::v1::FeatureState& f) {
+  return has && (!f.has_enabled() || f.enabled());
+}
+
+absl::Status AppendFeatures(const ConvertContext& ctx, pugi::xml_node domain) {
+  const auto& dom = ctx.domain();
+  if (!dom.has_features()) return absl::OkStatus();
+  const auto& f = dom.features();
+  pugi::xml_node features = Child(domain, "features");
+  bool acpi = !f.has_acpi() || !f.acpi().has_enabled() || f.acpi().enabled();
+  if (acpi) {
+    Child(features, "acpi");
+  } else if (dom.firmware().bootloader().has_efi()) {
+    return Invalid("spec.domain.features.acpi", "EFI firmware needs ACPI");
+  }
+  if (f.has_apic() && (!f.apic().has_enabled() || f.apic().enabled())) {
+    pugi::xml_node apic = Child(features, "apic");
+    if (f.apic().end_of_interrupt()) Attr(apic, "eoi", "on");
+  }
+  if (f.has_pvspinlock()) {
+    Attr(Child(features, "pvspinlock"), "state", converter::OnOff(Enabled(true, f.pvspinlock())));
+  }
+  bool smm_off = f.has_smm() && f.smm().has_enabled() && !f.smm().enabled();
+  if (SecureBoot(ctx) && smm_off) {
+    return Invalid("spec.domain.features.smm", "secure boot needs SMM");
+  }
+  if (SecureBoot(ctx) || f.has_smm()) Attr(Child(features, "smm"), "state", converter::OnOff(!smm_off));
+  // Hiding KVM from the guest means nothing without KVM; libvirt refuses it for TCG.
+  if (f.kvm().hidden() && !ctx.tcg()) {
+    Attr(Child(Child(features, "kvm"), "hidden"), "state", "on");
+  }
+  Attr(Child(features, "vmport"), "state", "off");
+  return absl::OkStatus();
+}
+
+// host-model by default. host-passthrough has no meaning under TCG (libvirt refuses it), so
+// there it becomes "maximum": every feature QEMU can emulate, the closest TCG equivalent.
+void AppendCpu(const ConvertContext& ctx, pugi::xml_node domain) {
+  const auto& cpu = ctx.domain().cpu();
+  pugi::xml_node node = Child(domain, "cpu");
+  const std::string& model = cpu.model();
+  bool named = !model.empty() && model != "host-model" && model != "host-passthrough";
+  if (named) {
+    Attr(node, "mode", "custom");
+    TextChild(node, "model", model);
+  } else if (model == "host-passthrough") {
+    Attr(node, "mode", ctx.tcg() ? "maximum" : "host-passthrough");
+  } else {
+    Attr(node, "mode", "host-model");
+  }
+  uint32_t sockets = cpu.max_sockets() > cpu.sockets() ? cpu.max_sockets() : cpu.sockets();
+  pugi::xml_node topology = Attr(Child(node, "topology"), "sockets", sockets);
+  Attr(Attr(topology, "cores", cpu.cores()), "threads", cpu.threads());
+  bool mpx_listed = false;
+  for (const auto& feature : cpu.features()) {
+    mpx_listed |= feature.name() == "mpx";
+    pugi::xml_node fnode = Child(node, "feature");
+    Attr(Attr(fnode, "policy", feature.policy().empty() ? "require" : feature.policy()), "name",
+         feature.name());
+  }
+  // KubeVirt disables MPX on named models: newer hosts lack it and it is deprecated.
+  if (named && !mpx_listed) {
+    Attr(Attr(Child(node, "feature"), "policy", "disable"), "name", "mpx");
+  }
+}
+
+void AppendTimer(pugi::xml_node clock, const char* name, bool has_enabled, bool enabled,
+                 const std::string& tickpolicy, const std::string& track = "") {
+  pugi::xml_node timer = Attr(Child(clock, "timer"), "name", name);
+  if (!tickpolicy.empty()) Attr(timer, "tickpolicy", tickpolicy);
+  if (!track.empty()) Attr(timer, "track", track);
+  Attr(timer, "present", converter::YesNo(!has_enabled || enabled));
+}
+
+absl::Status AppendClock(const ConvertContext& ctx, pugi::xml_node domain) {
+  const auto& c = ctx.domain().clock();
+  pugi::xml_node clock = Child(domain, "clock");
+  if (!c.timezone().empty() && c.has_utc()) {
+    return Invalid("spec.domain.clock", "utc and timezone are exclusive");
+  }
+  if (!c.timezone().empty()) {
+    Attr(Attr(clock, "offset", "timezone"), "timezone", c.timezone());
+  } else if (c.utc().has_offset_seconds()) {
+    Attr(Attr(Attr(clock, "offset", "variable"), "adjustment", c.utc().offset_seconds()), "basis",
+         "utc");
+  } else {
+    Attr(clock, "offset", "utc");
+  }
+  const auto& t = c.timer();
+  if (t.has_hpet()) {
+    AppendTimer(clock, "hpet", t.hpet().has_enabled(), t.hpet().enabled(), t.hpet().tick_policy());
+  }
+  if (t.has_kvm()) AppendTimer(clock, "kvmclock", t.kvm().has_enabled(), t.kvm().enabled(), "");
+  if (t.has_pit()) {
+    AppendTimer(clock, "pit", t.pit().has_enabled(), t.pit().enabled(), t.pit().tick_policy());
+  }
+  if (t.has_rtc()) {
+    AppendTimer(clock, "rtc", t.rtc().has_enabled(), t.rtc().enabled(), t.rtc().tick_policy(),
+                t.rtc().track());
+  }
+  if (t.has_hyperv()) {
+    AppendTimer(clock, "hypervclock", t.hyperv().has_enabled(), t.hyperv().enabled(), "");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AppendDevices(const ConvertContext& ctx, const converter::IoThreadPlan& iothreads,
+                           pugi::xml_node domain) {
+  pugi::xml_node devices = Child(domain, "devices");
+  converter::DiskSummary disks;
+  RETURN_IF_ERROR(converter::AppendDisks(ctx, iothreads, devices, &disks));
+  converter::AppendControllers(ctx, disks, devices);
+  RETURN_IF_ERROR(converter::AppendInterfaces(ctx, devices));
+  converter::AppendConsoleAndChannels(ctx, devices);
+  return converter::AppendOtherDevices(ctx, devices);
+}
+
+absl::Status BuildDomain(const ConvertContext& ctx, pugi::xml_node domain) {
+  const auto& meta = ctx.vmi.metadata();
+  TextChild(domain, "name", DomainName(meta));
+  // libvirt requires the domain UUID and the SMBIOS one to agree; both are the firmware UUID,
+  // which stays the same for every execution of a VM.
+  if (!ctx.domain().firmware().uuid().empty()) {
+    TextChild(domain, "uuid", ctx.domain().firmware().uuid());
+  }
+  AppendMetadata(ctx, domain);
+  RETURN_IF_ERROR(AppendMemory(ctx, domain));
+  RETURN_IF_ERROR(AppendVcpu(ctx, domain));
+  ASSIGN_OR_RETURN(converter::IoThreadPlan iothreads, converter::PlanIoThreads(ctx));
+  if (iothreads.count > 0) TextChild(domain, "iothreads", absl::StrCat(iothreads.count));
+  AppendSysinfo(ctx, domain);
+  RETURN_IF_ERROR(AppendOs(ctx, domain));
+  RETURN_IF_ERROR(AppendFeatures(ctx, domain));
+  AppendCpu(ctx, domain);
+  RETURN_IF_ERROR(AppendClock(ctx, domain));
+  TextChild(domain, "on_poweroff", "destroy");
+  TextChild(domain, "on_reboot", "restart");
+  TextChild(domain, "on_crash", "destroy");
+  return AppendDevices(ctx, iothreads, domain);
+}
+
+}  // namespace
+
+std::string DomainName(const kvnode::v1::ObjectMeta& meta) {
+  return absl::StrCat(meta.namespace_(), "_", meta.name());
+}
+
+absl::StatusOr<std::string> ConvertToDomainXml(const kvnode::v1::VirtualMachineInstance& vmi,
+                                               const kvnode::v1::DomainOptions& options) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  ConvertContext ctx(vmi, options);
+  RETURN_IF_ERROR(CheckSupported(ctx));
+  pugi::xml_document doc;
+  pugi::xml_node domain = Attr(Child(doc, "domain"), "type", options.virt_type());
+  RETURN_IF_ERROR(BuildDomain(ctx, domain));
+  std::ostringstream out;
+  doc.save(out, "  ", pugi::format_indent | pugi::format_no_declaration, pugi::encoding_utf8);
+  return out.str();
+}
+
+}  // namespace kvnode

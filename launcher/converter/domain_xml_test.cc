@@ -1,0 +1,277 @@
+// Unit tests of the converter's rules and refusals; the golden tests (tests/golden) hold whole
+// domains.
+#include "launcher/converter/domain_xml.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "agent/manifest/defaults.h"
+#include "agent/manifest/loader.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher/converter/disk_xml.h"
+#include "launcher/converter/domain_options.h"
+#include "pugixml.hpp"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::DomainOptions;
+using kvnode::v1::VirtualMachineInstance;
+using ::testing::HasSubstr;
+
+VirtualMachineInstance Vmi(const std::string& spec_yaml) {
+  std::string yaml = absl::StrCat(
+      "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: vm1\n"
+      "  namespace: ns1\n  uid: 00000000-0000-0000-0000-0000000000aa\nspec:\n"
+      "  domain:\n    resources: {requests: {memory: 128Mi}}\n",
+      spec_yaml);
+  LoadResult r = LoadManifests(yaml, "t.yaml");
+  EXPECT_TRUE(r.ok()) << r.status();
+  VirtualMachineInstance vmi;
+  if (r.ok()) vmi = static_cast<const VirtualMachineInstance&>(*r.objects[0].object);
+  ApplyVmiDefaults(&vmi);
+  return vmi;
+}
+
+DomainOptions Options(const VirtualMachineInstance& vmi, absl::string_view virt_type = "kvm") {
+  return BuildDomainOptions(vmi, NodePaths("/var/lib/kvnode"), virt_type);
+}
+
+// Converts and parses; fails the test on error.
+pugi::xml_document Convert(const VirtualMachineInstance& vmi, const DomainOptions& options) {
+  pugi::xml_document doc;
+  auto xml = ConvertToDomainXml(vmi, options);
+  EXPECT_TRUE(xml.ok()) << xml.status();
+  if (xml.ok()) {
+    EXPECT_TRUE(doc.load_string(xml->c_str()));
+  }
+  return doc;
+}
+
+pugi::xml_document Convert(const std::string& spec_yaml, absl::string_view virt_type = "kvm") {
+  VirtualMachineInstance vmi = Vmi(spec_yaml);
+  return Convert(vmi, Options(vmi, virt_type));
+}
+
+std::string Xpath(const pugi::xml_document& doc, const char* query) {
+  return doc.select_node(query).attribute() ? doc.select_node(query).attribute().value()
+                                            : doc.select_node(query).node().text().get();
+}
+
+absl::Status ConvertError(const VirtualMachineInstance& vmi, const DomainOptions& options) {
+  auto xml = ConvertToDomainXml(vmi, options);
+  return xml.ok() ? absl::OkStatus() : xml.status();
+}
+
+absl::Status ConvertError(const std::string& spec_yaml) {
+  VirtualMachineInstance vmi = Vmi(spec_yaml);
+  return ConvertError(vmi, Options(vmi));
+}
+
+TEST(DomainNameTest, IsNamespaceUnderscoreName) {
+  kvnode::v1::ObjectMeta meta;
+  meta.set_namespace_("apps");
+  meta.set_name("app01");
+  EXPECT_EQ(DomainName(meta), "apps_app01");
+}
+
+TEST(DiskTargetNameTest, FollowsKubeVirtsLettering) {
+  using converter::DiskTargetName;
+  EXPECT_EQ(DiskTargetName("vd", 0), "vda");
+  EXPECT_EQ(DiskTargetName("vd", 25), "vdz");
+  EXPECT_EQ(DiskTargetName("vd", 26), "vdaa");
+  EXPECT_EQ(DiskTargetName("sd", 27), "sdab");
+  EXPECT_EQ(DiskTargetName("sd", 701), "sdzz");
+  EXPECT_EQ(DiskTargetName("sd", 702), "sdaaa");
+}
+
+TEST(ConvertTest, MemoryIsInBytesFromTheGuestQuantity) {
+  auto doc = Convert("");
+  EXPECT_EQ(Xpath(doc, "/domain/memory/@unit"), "b");
+  EXPECT_EQ(Xpath(doc, "/domain/memory"), "134217728");
+}
+
+TEST(ConvertTest, DomainUuidEqualsTheSmbiosUuid) {
+  auto doc = Convert("");
+  std::string uuid = Xpath(doc, "/domain/uuid");
+  EXPECT_EQ(uuid, DefaultFirmwareUuid("ns1", "vm1"));
+  EXPECT_EQ(Xpath(doc, "/domain/sysinfo/system/entry[@name='uuid']"), uuid);
+}
+
+TEST(ConvertTest, ManifestStringsAreEscaped) {
+  auto vmi = Vmi(
+      "    devices:\n      disks: [{name: d, serial: \"<a&b\\\"c>\", disk: {bus: virtio}}]\n"
+      "  volumes: [{name: d, persistentVolumeClaim: {claimName: c}}]\n");
+  auto xml = ConvertToDomainXml(vmi, Options(vmi));
+  ASSERT_TRUE(xml.ok()) << xml.status();
+  EXPECT_THAT(*xml, HasSubstr("<serial>&lt;a&amp;b\"c&gt;</serial>"));
+}
+
+TEST(ConvertTest, DiskWithoutVolumeSourceIsRefusedByPath) {
+  auto vmi = Vmi(
+      "    devices:\n      disks: [{name: d, disk: {bus: virtio}}]\n"
+      "  volumes: [{name: d, persistentVolumeClaim: {claimName: c}}]\n");
+  DomainOptions options = Options(vmi);
+  options.clear_volumes();
+  absl::Status s = ConvertError(vmi, options);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("spec.domain.devices.disks[0]: volume \"d\" has no VolumeSource"));
+}
+
+TEST(ConvertTest, InterfaceWithoutAttachmentIsRefusedByPath) {
+  auto vmi = Vmi("");
+  DomainOptions options = Options(vmi);
+  options.clear_interfaces();
+  absl::Status s = ConvertError(vmi, options);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("spec.domain.devices.interfaces[0]: interface \"default\" has no "
+                        "InterfaceAttachment"));
+}
+
+TEST(ConvertTest, LunOnAFileIsUnimplemented) {
+  absl::Status s = ConvertError(
+      "    devices:\n      disks: [{name: d, lun: {bus: scsi}}]\n"
+      "  volumes: [{name: d, persistentVolumeClaim: {claimName: c}}]\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("spec.domain.devices.disks[0].lun: a lun needs "
+                                                  "a block device"));
+}
+
+TEST(ConvertTest, LunOffTheScsiBusIsUnimplemented) {
+  absl::Status s = ConvertError(
+      "    devices:\n      disks: [{name: d, lun: {}}]\n"
+      "  volumes: [{name: d, hostDisk: {path: /dev/sdb, type: Disk}}]\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("disks[0].lun.bus: a lun needs bus scsi"));
+}
+
+TEST(ConvertTest, BridgeBindingAndMultusAreUnimplemented) {
+  absl::Status s = ConvertError(
+      "    devices:\n      interfaces: [{name: default, bridge: {}}]\n"
+      "  networks: [{name: default, pod: {}}]\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("spec.domain.devices.interfaces[0].bridge: bridge binding"));
+  s = ConvertError(
+      "    devices:\n      interfaces: [{name: net1, masquerade: {}}]\n"
+      "  networks: [{name: net1, multus: {networkName: x}}]\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("spec.networks[0].multus"));
+}
+
+TEST(ConvertTest, UnsupportedFeaturesAreNamed) {
+  EXPECT_THAT(std::string(ConvertError("    cpu: {dedicatedCpuPlacement: true}\n").message()),
+              HasSubstr("spec.domain.cpu.dedicatedCpuPlacement"));
+  EXPECT_THAT(std::string(ConvertError("    memory: {maxGuest: 1Gi}\n").message()),
+              HasSubstr("spec.domain.memory.maxGuest"));
+  EXPECT_THAT(std::string(ConvertError("    devices: {autoattachVSOCK: true}\n").message()),
+              HasSubstr("spec.domain.devices.autoattachVSOCK"));
+  EXPECT_THAT(
+      std::string(ConvertError("    firmware: {bootloader: {efi: {persistent: true}}}\n").message()),
+      HasSubstr("spec.domain.firmware.bootloader.efi.persistent"));
+}
+
+TEST(ConvertTest, SecureBootWithoutSmmOrEfiWithoutAcpiIsRefused) {
+  EXPECT_THAT(std::string(ConvertError("    firmware: {bootloader: {efi: {}}}\n"
+                                       "    features: {smm: {enabled: false}}\n")
+                              .message()),
+              HasSubstr("spec.domain.features.smm: secure boot needs SMM"));
+  EXPECT_THAT(std::string(ConvertError("    firmware: {bootloader: {efi: {secureBoot: false}}}\n"
+                                       "    features: {acpi: {enabled: false}}\n")
+                              .message()),
+              HasSubstr("spec.domain.features.acpi: EFI firmware needs ACPI"));
+}
+
+TEST(ConvertTest, BiosUseSerialNeedsTheSerialConsole) {
+  absl::Status s = ConvertError(
+      "    firmware: {bootloader: {bios: {useSerial: true}}}\n"
+      "    devices: {autoattachSerialConsole: false}\n");
+  EXPECT_THAT(std::string(s.message()), HasSubstr("bios.useSerial: needs the serial console"));
+}
+
+TEST(ConvertTest, CacheIsNoneWithDirectIoElseWritethrough) {
+  auto vmi = Vmi(
+      "    devices:\n      disks: [{name: d, disk: {bus: virtio}}]\n"
+      "  volumes: [{name: d, persistentVolumeClaim: {claimName: c}}]\n");
+  DomainOptions options = Options(vmi);
+  EXPECT_EQ(Xpath(Convert(vmi, options), "//disk/driver/@cache"), "none");
+  options.mutable_volumes(0)->set_direct_io(false);
+  EXPECT_EQ(Xpath(Convert(vmi, options), "//disk/driver/@cache"), "writethrough");
+  vmi.mutable_spec()->mutable_domain()->mutable_devices()->mutable_disks(0)->set_cache("none");
+  EXPECT_THAT(std::string(ConvertError(vmi, options).message()),
+              HasSubstr("disks[0].cache: cache mode none needs direct I/O"));
+}
+
+TEST(ConvertTest, BlockDeviceWithCacheNoneGetsNativeIo) {
+  auto doc = Convert(
+      "    devices:\n      disks: [{name: d, disk: {bus: virtio}}]\n"
+      "  volumes: [{name: d, hostDisk: {path: /dev/vdb, type: Disk}}]\n");
+  EXPECT_EQ(Xpath(doc, "//disk/@type"), "block");
+  EXPECT_EQ(Xpath(doc, "//disk/source/@dev"), "/dev/vdb");
+  EXPECT_EQ(Xpath(doc, "//disk/driver/@io"), "native");
+}
+
+TEST(ConvertTest, TcgHasNoHostPassthroughAndNoKvmFeatures) {
+  const std::string spec = "    cpu: {model: host-passthrough}\n    features: {kvm: {hidden: true}}\n";
+  auto kvm = Convert(spec, "kvm");
+  EXPECT_EQ(Xpath(kvm, "/domain/@type"), "kvm");
+  EXPECT_EQ(Xpath(kvm, "/domain/cpu/@mode"), "host-passthrough");
+  EXPECT_EQ(Xpath(kvm, "/domain/features/kvm/hidden/@state"), "on");
+  auto tcg = Convert(spec, "qemu");
+  EXPECT_EQ(Xpath(tcg, "/domain/@type"), "qemu");
+  EXPECT_EQ(Xpath(tcg, "/domain/cpu/@mode"), "maximum");
+  EXPECT_FALSE(tcg.select_node("/domain/features/kvm"));
+}
+
+TEST(ConvertTest, UnknownVirtTypeIsRefused) {
+  auto vmi = Vmi("");
+  DomainOptions options = Options(vmi);
+  options.set_virt_type("xen");
+  EXPECT_THAT(std::string(ConvertError(vmi, options).message()), HasSubstr("options.virt_type"));
+}
+
+TEST(ConvertTest, SerialConsoleAndVncLiveInTheRuntimeDir) {
+  auto vmi = Vmi("");
+  auto doc = Convert(vmi, Options(vmi));
+  VmiPaths paths = NodePaths("/var/lib/kvnode").vmi(vmi.metadata().uid());
+  EXPECT_EQ(Xpath(doc, "//serial/source/@path"), paths.serial_socket());
+  EXPECT_EQ(Xpath(doc, "//serial/log/@file"), paths.serial_log());
+  EXPECT_EQ(Xpath(doc, "//graphics/listen/@socket"), paths.vnc_socket());
+}
+
+TEST(ConvertTest, IoThreadsSharedPlusDedicated) {
+  auto doc = Convert(
+      "    ioThreadsPolicy: shared\n"
+      "    devices:\n      disks:\n"
+      "      - {name: a, disk: {bus: virtio}}\n"
+      "      - {name: b, disk: {bus: virtio}, dedicatedIOThread: true}\n"
+      "      - {name: c, disk: {bus: virtio}}\n"
+      "      - {name: d, disk: {bus: sata}}\n"
+      "  volumes:\n"
+      "  - {name: a, emptyDisk: {capacity: 1Gi}}\n  - {name: b, emptyDisk: {capacity: 1Gi}}\n"
+      "  - {name: c, emptyDisk: {capacity: 1Gi}}\n  - {name: d, emptyDisk: {capacity: 1Gi}}\n");
+  EXPECT_EQ(Xpath(doc, "/domain/iothreads"), "2");
+  EXPECT_EQ(Xpath(doc, "//disk[alias/@name='ua-a']/driver/@iothread"), "1");
+  EXPECT_EQ(Xpath(doc, "//disk[alias/@name='ua-b']/driver/@iothread"), "2");
+  EXPECT_EQ(Xpath(doc, "//disk[alias/@name='ua-c']/driver/@iothread"), "1");
+  EXPECT_FALSE(doc.select_node("//disk[alias/@name='ua-d']/driver/@iothread"));
+}
+
+TEST(ConvertTest, PciAddressesAreCheckedAndWritten) {
+  auto doc = Convert(
+      "    devices:\n      interfaces: [{name: default, masquerade: {}, pciAddress: '0000:02:1f.3'}]\n"
+      "  networks: [{name: default, pod: {}}]\n");
+  EXPECT_EQ(Xpath(doc, "//interface/address/@bus"), "0x02");
+  EXPECT_EQ(Xpath(doc, "//interface/address/@slot"), "0x1f");
+  EXPECT_EQ(Xpath(doc, "//interface/address/@function"), "0x3");
+  absl::Status s = ConvertError(
+      "    devices:\n      interfaces: [{name: default, masquerade: {}, pciAddress: '0000:02:20.0'}]\n"
+      "  networks: [{name: default, pod: {}}]\n");
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("interfaces[0].pciAddress: \"0000:02:20.0\" is not a PCI address"));
+}
+
+}  // namespace
+}  // namespace kvnode
