@@ -1,0 +1,49 @@
+// kvctl's shared command context and the commands, in kubectl and virtctl habits. Each command
+// parses its arguments, calls the handler once or a few times, and formats the answer; exit
+// status 0 on success, 1 on an error (printed on stderr), 2 on a usage error.
+#ifndef KVNODE_AGENT_CLI_CLI_H_
+#define KVNODE_AGENT_CLI_CLI_H_
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/base/flags.h"
+#include "kvnode/v1/node.grpc.pb.h"
+
+namespace kvnode {
+
+struct Cli {
+  FlagSet flags;
+  std::vector<std::string> args;  // positional arguments after the verb
+  std::string ns;                 // -n, else "default" (manifests may name their own)
+  bool ns_given = false;
+  std::string socket;
+  std::unique_ptr<kvnode::v1::Node::Stub> stub;
+  std::ostream* out = &std::cout;
+  std::ostream* err = &std::cerr;
+
+  kvnode::v1::ObjectRef Ref(const std::string& name) const;
+  // Prints the error kubectl-style and returns 1.
+  int RpcError(const grpc::Status& status) const;
+  int Usage(const std::string& message) const;
+};
+
+int CmdApply(Cli& cli);
+int CmdGet(Cli& cli);
+int CmdDescribe(Cli& cli);
+int CmdDelete(Cli& cli);
+int CmdWait(Cli& cli);
+int CmdLifecycle(Cli& cli, const std::string& verb);  // pause, unpause, softreboot, reset
+int CmdConsole(Cli& cli);
+int CmdLogs(Cli& cli);
+int CmdEvents(Cli& cli);
+
+// "vmi", "vmis", "virtualmachineinstance(s)", "virtualmachineinstances.kubevirt.io" → "vmi";
+// "" when the resource is unknown.
+std::string CanonicalResource(const std::string& resource);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_CLI_CLI_H_

@@ -1,0 +1,38 @@
+// kvctl's printers: kubectl-style tables, JSON and YAML with KubeVirt's field names, ages,
+// and kubectl's error lines ("Error from server (NotFound): ...").
+#ifndef KVNODE_AGENT_CLI_OUTPUT_H_
+#define KVNODE_AGENT_CLI_OUTPUT_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "google/protobuf/message.h"
+#include "grpcpp/support/status.h"
+
+namespace kvnode {
+
+// Rows under a header, columns padded to the widest cell plus three spaces, as kubectl.
+void PrintTable(std::ostream& out, const std::vector<std::string>& header,
+                const std::vector<std::vector<std::string>>& rows);
+
+// "12s", "5m", "3h", "2d" since `timestamp` (RFC 3339), "<unknown>" if it does not parse.
+std::string Age(const std::string& timestamp, absl::Time now);
+
+std::string MessageToJson(const google::protobuf::Message& m);
+// Block-style YAML of the message's JSON form; strings that YAML would read as something
+// else ("true", "123", "") are quoted.
+std::string MessageToYaml(const google::protobuf::Message& m);
+
+// kubectl's wording for a failed call: "Error from server (NotFound): ...".
+std::string DescribeRpcError(const grpc::Status& status);
+
+// The value at a kubectl-style JSONPath ("{.status.phase}", "{.status.conditions[0].type}")
+// in the message's JSON form; empty when absent.
+std::string JsonPathValue(const google::protobuf::Message& m, const std::string& path,
+                          bool* found);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_CLI_OUTPUT_H_

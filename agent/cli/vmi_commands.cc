@@ -1,0 +1,497 @@
+// kvctl commands over VirtualMachineInstances: apply, get, describe, delete, wait, pause,
+// unpause, softreboot, reset, logs, events.
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "agent/base/clock.h"
+#include "agent/cli/cli.h"
+#include "agent/cli/output.h"
+#include "agent/handler/vmi_status.h"
+#include "agent/manifest/loader.h"
+#include "grpcpp/grpcpp.h"
+#include "kvnode/v1/kubevirt.pb.h"
+
+namespace kvnode {
+
+using kvnode::v1::VirtualMachineInstance;
+
+kvnode::v1::ObjectRef Cli::Ref(const std::string& name) const {
+  kvnode::v1::ObjectRef ref;
+  ref.set_namespace_(ns);
+  ref.set_name(name);
+  return ref;
+}
+
+int Cli::RpcError(const grpc::Status& status) const {
+  *err << DescribeRpcError(status) << "\n";
+  return 1;
+}
+
+int Cli::Usage(const std::string& message) const {
+  *err << "error: " << message << "\nSee 'kvctl --help' for usage.\n";
+  return 2;
+}
+
+std::string CanonicalResource(const std::string& r) {
+  std::string l = absl::AsciiStrToLower(r);
+  if (absl::EndsWith(l, ".kubevirt.io")) l = l.substr(0, l.size() - 12);
+  if (l == "vmi" || l == "vmis" || l == "virtualmachineinstance" ||
+      l == "virtualmachineinstances") {
+    return "vmi";
+  }
+  if (l == "vm" || l == "vms" || l == "virtualmachine" || l == "virtualmachines") return "vm";
+  return "";
+}
+
+namespace {
+
+grpc::ClientContext* Deadline(grpc::ClientContext* ctx, absl::Duration d = absl::Seconds(30)) {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + d));
+  return ctx;
+}
+
+bool ReadInput(const std::string& file, std::string* content) {
+  if (file == "-") {
+    content->assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    return true;
+  }
+  std::ifstream f(file);
+  if (!f) return false;
+  content->assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  return true;
+}
+
+std::string Ready(const VirtualMachineInstance& vmi) {
+  const auto* c = FindCondition(vmi.status().conditions(), "Ready");
+  return c != nullptr && c->status() == "True" ? "True" : "False";
+}
+
+std::string Ip(const VirtualMachineInstance& vmi) {
+  for (const auto& i : vmi.status().interfaces()) {
+    if (!i.ip_address().empty()) return i.ip_address();
+  }
+  return "";
+}
+
+// Resolves "vmi NAME" or "vmi/NAME" from positional args; returns false with a usage error.
+bool ResourceAndName(const Cli& cli, std::string* resource, std::string* name, int* rc,
+                     bool name_required = true) {
+  std::vector<std::string> a = cli.args;
+  if (!a.empty() && a[0].find('/') != std::string::npos) {
+    std::vector<std::string> parts = absl::StrSplit(a[0], absl::MaxSplits('/', 1));
+    a.erase(a.begin());
+    a.insert(a.begin(), parts.begin(), parts.end());
+  }
+  if (a.empty()) {
+    *rc = cli.Usage("you must specify the type of resource (vmi)");
+    return false;
+  }
+  *resource = CanonicalResource(a[0]);
+  if (resource->empty()) {
+    *rc = cli.Usage("the server doesn't have a resource type \"" + a[0] + "\"");
+    return false;
+  }
+  if (*resource == "vm") {
+    *rc = 1;
+    *cli.err << "error: VirtualMachines are not supported by this handler yet\n";
+    return false;
+  }
+  *name = a.size() > 1 ? a[1] : "";
+  if (name_required && name->empty()) {
+    *rc = cli.Usage("a resource name is required");
+    return false;
+  }
+  return true;
+}
+
+void PrintVmis(const Cli& cli, const std::vector<VirtualMachineInstance>& vmis,
+               const std::string& output) {
+  absl::Time now = absl::Now();
+  bool wide = output == "wide";
+  std::vector<std::string> header = {"NAME", "AGE", "PHASE", "IP", "NODENAME", "READY"};
+  if (wide) header.insert(header.end(), {"UID", "REASON"});
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& v : vmis) {
+    std::vector<std::string> row = {v.metadata().name(), Age(v.metadata().creation_timestamp(), now),
+                                    v.status().phase(), Ip(v), v.status().node_name(), Ready(v)};
+    if (wide) row.insert(row.end(), {v.metadata().uid(), v.status().reason()});
+    rows.push_back(row);
+  }
+  if (rows.empty()) {
+    *cli.err << "No resources found in " << cli.ns << " namespace.\n";
+    return;
+  }
+  PrintTable(*cli.out, header, rows);
+}
+
+}  // namespace
+
+int CmdApply(Cli& cli) {
+  std::string file = cli.flags.GetOr("filename", "");
+  if (file.empty()) return cli.Usage("must specify -f FILE");
+  std::string content;
+  if (!ReadInput(file, &content)) {
+    *cli.err << "error: the path \"" << file << "\" does not exist\n";
+    return 1;
+  }
+  size_t slash = file.rfind('/');
+  LoadResult loaded = LoadManifests(content, slash == std::string::npos ? file : file.substr(slash + 1));
+  if (!loaded.ok()) {
+    for (const auto& e : loaded.errors) *cli.err << "error: " << e << "\n";
+    return 1;
+  }
+  bool dry_run = cli.flags.GetBool("dry-run");
+  int rc = 0;
+  for (auto& obj : loaded.objects) {
+    if (obj.kind != "VirtualMachineInstance") {
+      *cli.err << "error: document " << obj.document << ": kind " << obj.kind
+               << " is not supported by this handler yet\n";
+      rc = 1;
+      continue;
+    }
+    auto& vmi = static_cast<VirtualMachineInstance&>(*obj.object);
+    if (cli.ns_given) {
+      if (!vmi.metadata().namespace_().empty() && vmi.metadata().namespace_() != cli.ns) {
+        *cli.err << "error: the namespace from the provided object \"" << vmi.metadata().namespace_()
+                 << "\" does not match the namespace \"" << cli.ns << "\"\n";
+        rc = 1;
+        continue;
+      }
+      vmi.mutable_metadata()->set_namespace_(cli.ns);
+    }
+    kvnode::v1::SyncVMIRequest req;
+    *req.mutable_vmi() = vmi;
+    req.set_dry_run(dry_run);
+    kvnode::v1::SyncVMIResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status s = cli.stub->SyncVMI(Deadline(&ctx), req, &resp);
+    if (!s.ok()) {
+      rc = cli.RpcError(s);
+      continue;
+    }
+    for (const auto& w : resp.warnings()) *cli.err << "Warning: " << w << "\n";
+    std::string verb = resp.result() == "ADDED"      ? "created"
+                       : resp.result() == "MODIFIED" ? "configured"
+                                                     : "unchanged";
+    *cli.out << "virtualmachineinstance.kubevirt.io/" << resp.vmi().metadata().name() << " "
+             << verb << (dry_run ? " (server dry run)" : "") << "\n";
+  }
+  return rc;
+}
+
+int CmdGet(Cli& cli) {
+  std::string resource, name;
+  int rc;
+  if (!ResourceAndName(cli, &resource, &name, &rc, false)) return rc;
+  std::string output = cli.flags.GetOr("output", "");
+  if (!output.empty() && output != "wide" && output != "json" && output != "yaml") {
+    return cli.Usage("unable to match a printer suitable for the output format \"" + output +
+                     "\", allowed formats are: json, wide, yaml");
+  }
+  std::vector<VirtualMachineInstance> vmis;
+  if (!name.empty()) {
+    VirtualMachineInstance vmi;
+    grpc::ClientContext ctx;
+    grpc::Status s = cli.stub->GetVMI(Deadline(&ctx), cli.Ref(name), &vmi);
+    if (!s.ok()) return cli.RpcError(s);
+    vmis.push_back(vmi);
+  } else {
+    kvnode::v1::ListRequest req;
+    req.set_namespace_(cli.ns);
+    kvnode::v1::ListVMIsResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status s = cli.stub->ListVMIs(Deadline(&ctx), req, &resp);
+    if (!s.ok()) return cli.RpcError(s);
+    vmis.assign(resp.items().begin(), resp.items().end());
+  }
+  if (output == "json" || output == "yaml") {
+    if (vmis.size() == 1 && !name.empty()) {
+      *cli.out << (output == "json" ? MessageToJson(vmis[0]) : MessageToYaml(vmis[0]));
+      return 0;
+    }
+    kvnode::v1::ListVMIsResponse list;
+    for (const auto& v : vmis) *list.add_items() = v;
+    *cli.out << (output == "json" ? MessageToJson(list) : MessageToYaml(list));
+    return 0;
+  }
+  PrintVmis(cli, vmis, output);
+  return 0;
+}
+
+int CmdDescribe(Cli& cli) {
+  std::string resource, name;
+  int rc;
+  if (!ResourceAndName(cli, &resource, &name, &rc)) return rc;
+  VirtualMachineInstance vmi;
+  grpc::ClientContext ctx;
+  grpc::Status s = cli.stub->GetVMI(Deadline(&ctx), cli.Ref(name), &vmi);
+  if (!s.ok()) return cli.RpcError(s);
+  std::ostream& o = *cli.out;
+  absl::Time now = absl::Now();
+  const auto& m = vmi.metadata();
+  const auto& st = vmi.status();
+  std::vector<std::string> labels;
+  for (const auto& [k, v] : m.labels()) labels.push_back(k + "=" + v);
+  std::sort(labels.begin(), labels.end());
+  o << "Name:           " << m.name() << "\n"
+    << "Namespace:      " << m.namespace_() << "\n"
+    << "UID:            " << m.uid() << "\n"
+    << "Labels:         " << (labels.empty() ? "<none>" : absl::StrJoin(labels, ",")) << "\n"
+    << "Created:        " << m.creation_timestamp() << " (" << Age(m.creation_timestamp(), now)
+    << " ago)\n";
+  if (!m.deletion_timestamp().empty()) {
+    o << "Deleting:       since " << m.deletion_timestamp() << ", grace period "
+      << m.deletion_grace_period_seconds() << "s\n";
+  }
+  o << "Phase:          " << st.phase() << "\n";
+  if (!st.reason().empty()) o << "Reason:         " << st.reason() << "\n";
+  o << "Node:           " << (st.node_name().empty() ? "<none>" : st.node_name()) << "\n";
+  if (st.launcher().pid() > 0) {
+    o << "Launcher:       pid " << st.launcher().pid();
+    if (st.launcher().qemu_pid() > 0) o << ", QEMU pid " << st.launcher().qemu_pid();
+    o << "\n";
+  }
+  o << "Conditions:\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : st.conditions()) {
+    rows.push_back({"  " + c.type(), c.status(), c.reason(), c.last_transition_time(), c.message()});
+  }
+  if (rows.empty()) {
+    o << "  <none>\n";
+  } else {
+    PrintTable(o, {"  TYPE", "STATUS", "REASON", "LAST TRANSITION", "MESSAGE"}, rows);
+  }
+  o << "Phase transitions:\n";
+  for (const auto& t : st.phase_transition_timestamps()) {
+    o << "  " << t.phase() << std::string(t.phase().size() < 12 ? 12 - t.phase().size() : 1, ' ')
+      << t.phase_transition_timestamp() << "\n";
+  }
+  kvnode::v1::ListEventsRequest ereq;
+  ereq.set_namespace_(m.namespace_());
+  ereq.set_kind("VirtualMachineInstance");
+  ereq.set_name(m.name());
+  kvnode::v1::ListEventsResponse events;
+  grpc::ClientContext ectx;
+  o << "Events:\n";
+  if (cli.stub->ListEvents(Deadline(&ectx), ereq, &events).ok() && events.items_size() > 0) {
+    std::vector<std::vector<std::string>> erows;
+    for (const auto& e : events.items()) {
+      if (!e.involved_object().uid().empty() && e.involved_object().uid() != m.uid()) continue;
+      erows.push_back({"  " + e.type(), e.reason(), Age(e.last_timestamp(), now),
+                       e.count() > 1 ? absl::StrCat("x", e.count()) : "", e.source(), e.message()});
+    }
+    PrintTable(o, {"  TYPE", "REASON", "AGE", "COUNT", "FROM", "MESSAGE"}, erows);
+  } else {
+    o << "  <none>\n";
+  }
+  return 0;
+}
+
+namespace {
+
+// Watches one VMI until `done(event)` says so or the timeout passes. Returns 0 when done.
+template <typename Done>
+int WatchUntil(Cli& cli, const std::string& name, absl::Duration timeout, Done done) {
+  kvnode::v1::WatchRequest req;
+  req.set_namespace_(cli.ns);
+  req.set_name(name);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  auto reader = cli.stub->WatchVMIs(&ctx, req);
+  kvnode::v1::VMIWatchEvent e;
+  bool seen = false;
+  while (reader->Read(&e)) {
+    seen = true;
+    if (done(e)) {
+      ctx.TryCancel();
+      reader->Finish();
+      return 0;
+    }
+  }
+  grpc::Status s = reader->Finish();
+  if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED || s.ok()) {
+    *cli.err << "error: timed out waiting for the condition on virtualmachineinstances/" << name
+             << "\n";
+    return 1;
+  }
+  (void)seen;
+  return cli.RpcError(s);
+}
+
+}  // namespace
+
+int CmdDelete(Cli& cli) {
+  std::string resource, name;
+  int rc;
+  if (!ResourceAndName(cli, &resource, &name, &rc)) return rc;
+  kvnode::v1::DeleteRequest req;
+  *req.mutable_ref() = cli.Ref(name);
+  if (cli.flags.IsSet("grace-period")) {
+    auto g = cli.flags.GetInt("grace-period", -1);
+    if (!g.ok()) return cli.Usage(std::string(g.status().message()));
+    req.set_grace_period_seconds(*g);
+  }
+  if (cli.flags.GetBool("force") && !req.has_grace_period_seconds()) req.set_grace_period_seconds(0);
+  kvnode::v1::DeleteResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = cli.stub->DeleteVMI(Deadline(&ctx), req, &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  bool wait = !cli.flags.IsSet("wait") || cli.flags.GetBool("wait");
+  if (wait) {
+    absl::Duration timeout = absl::Minutes(5);
+    if (cli.flags.IsSet("timeout") &&
+        !absl::ParseDuration(cli.flags.GetOr("timeout", ""), &timeout)) {
+      return cli.Usage("--timeout: not a duration");
+    }
+    std::string uid = resp.object().metadata().uid();
+    // Gone already, or gone when the watch says DELETED for this UID.
+    VirtualMachineInstance current;
+    grpc::ClientContext gctx;
+    grpc::Status g = cli.stub->GetVMI(Deadline(&gctx), cli.Ref(name), &current);
+    if (g.ok() && current.metadata().uid() == uid) {
+      rc = WatchUntil(cli, name, timeout, [&](const kvnode::v1::VMIWatchEvent& e) {
+        return e.object().metadata().uid() != uid || e.type() == "DELETED";
+      });
+      if (rc != 0) return rc;
+    }
+  }
+  *cli.out << "virtualmachineinstance.kubevirt.io \"" << name << "\" deleted\n";
+  return 0;
+}
+
+int CmdWait(Cli& cli) {
+  std::string resource, name;
+  int rc;
+  if (!ResourceAndName(cli, &resource, &name, &rc)) return rc;
+  std::string cond = cli.flags.GetOr("for", "");
+  absl::Duration timeout = absl::Seconds(30);
+  if (cli.flags.IsSet("timeout") &&
+      !absl::ParseDuration(cli.flags.GetOr("timeout", ""), &timeout)) {
+    return cli.Usage("--timeout: not a duration (for example 60s)");
+  }
+  if (cond == "delete") {
+    return WatchUntil(cli, name, timeout,
+                      [](const kvnode::v1::VMIWatchEvent& e) { return e.type() == "DELETED"; });
+  }
+  if (absl::StartsWith(cond, "condition=")) {
+    std::string spec = cond.substr(10);
+    std::string want = "True";
+    size_t eq = spec.find('=');
+    if (eq != std::string::npos) {
+      want = spec.substr(eq + 1);
+      spec = spec.substr(0, eq);
+    }
+    return WatchUntil(cli, name, timeout, [&](const kvnode::v1::VMIWatchEvent& e) {
+      if (e.type() == "DELETED") return false;
+      for (const auto& c : e.object().status().conditions()) {
+        if (absl::EqualsIgnoreCase(c.type(), spec) && absl::EqualsIgnoreCase(c.status(), want)) {
+          *cli.out << "virtualmachineinstance.kubevirt.io/" << name << " condition met\n";
+          return true;
+        }
+      }
+      return false;
+    });
+  }
+  if (absl::StartsWith(cond, "jsonpath=")) {
+    std::string spec = cond.substr(9);
+    if (spec.size() > 1 && spec.front() == '\'') spec = spec.substr(1);
+    size_t close = spec.find('}');
+    if (close == std::string::npos || close + 1 >= spec.size() || spec[close + 1] != '=') {
+      return cli.Usage("--for=jsonpath='{.path}'=VALUE");
+    }
+    std::string path = spec.substr(0, close + 1);
+    std::string want = spec.substr(close + 2);
+    if (!want.empty() && want.back() == '\'') want.pop_back();
+    return WatchUntil(cli, name, timeout, [&](const kvnode::v1::VMIWatchEvent& e) {
+      if (e.type() == "DELETED") return false;
+      bool found;
+      if (JsonPathValue(e.object(), path, &found) == want && found) {
+        *cli.out << "virtualmachineinstance.kubevirt.io/" << name << " condition met\n";
+        return true;
+      }
+      return false;
+    });
+  }
+  return cli.Usage("--for must be condition=NAME[=VALUE], jsonpath='{.path}'=VALUE or delete");
+}
+
+int CmdLifecycle(Cli& cli, const std::string& verb) {
+  std::string name;
+  if ((verb == "pause" || verb == "unpause") && !cli.args.empty()) {
+    std::string resource;
+    int rc;
+    if (!ResourceAndName(cli, &resource, &name, &rc)) return rc;
+  } else {
+    if (cli.args.empty()) return cli.Usage("a VMI name is required");
+    name = cli.args.back();
+  }
+  VirtualMachineInstance resp;
+  grpc::ClientContext ctx;
+  Deadline(&ctx, absl::Seconds(60));
+  grpc::Status s;
+  if (verb == "pause") s = cli.stub->PauseVMI(&ctx, cli.Ref(name), &resp);
+  if (verb == "unpause") s = cli.stub->UnpauseVMI(&ctx, cli.Ref(name), &resp);
+  if (verb == "softreboot") s = cli.stub->SoftRebootVMI(&ctx, cli.Ref(name), &resp);
+  if (verb == "reset") s = cli.stub->ResetVMI(&ctx, cli.Ref(name), &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  const char* done = verb == "pause"        ? "was scheduled to pause"
+                     : verb == "unpause"    ? "was scheduled to unpause"
+                     : verb == "softreboot" ? "was scheduled to softreboot"
+                                            : "was reset";
+  *cli.out << "VMI " << name << " " << done << "\n";
+  return 0;
+}
+
+int CmdLogs(Cli& cli) {
+  std::string resource, name;
+  int rc;
+  if (!ResourceAndName(cli, &resource, &name, &rc)) return rc;
+  kvnode::v1::LogRequest req;
+  *req.mutable_ref() = cli.Ref(name);
+  auto tail = cli.flags.GetInt("tail", 0);
+  if (!tail.ok()) return cli.Usage(std::string(tail.status().message()));
+  req.set_tail_lines(static_cast<int32_t>(*tail));
+  kvnode::v1::LogResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = cli.stub->GetLauncherLog(Deadline(&ctx), req, &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  *cli.out << resp.data();
+  return 0;
+}
+
+int CmdEvents(Cli& cli) {
+  kvnode::v1::ListEventsRequest req;
+  req.set_namespace_(cli.ns);
+  if (!cli.args.empty()) {
+    std::string resource, name;
+    int rc;
+    if (!ResourceAndName(cli, &resource, &name, &rc)) return rc;
+    req.set_kind("VirtualMachineInstance");
+    req.set_name(name);
+  }
+  kvnode::v1::ListEventsResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = cli.stub->ListEvents(Deadline(&ctx), req, &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  absl::Time now = absl::Now();
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& e : resp.items()) {
+    rows.push_back({Age(e.last_timestamp(), now), e.type(), e.reason(),
+                    "virtualmachineinstance/" + e.involved_object().name(),
+                    e.count() > 1 ? absl::StrCat(e.count()) : "1", e.message()});
+  }
+  if (rows.empty()) {
+    *cli.err << "No events found in " << cli.ns << " namespace.\n";
+    return 0;
+  }
+  PrintTable(*cli.out, {"LAST SEEN", "TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE"}, rows);
+  return 0;
+}
+
+}  // namespace kvnode
