@@ -5,11 +5,16 @@
 //   <state>/notify.sock                   the handler's LauncherNotify socket
 //   <state>/volumes/<ns>/<claim>/disk.img node-local PVCs
 //   <state>/images/                       containerDisk image cache
-//   <state>/vmis/<uid>/                   one VMI ("pod"), 0700, owned by the launcher's user
-//       launcher.sock  launcher.log  libvirt/ (HOME, XDG dirs)  run/ (serial, VNC, NVRAM)
+//   <state>/vmis/<key>/                   one VMI ("pod"), 0700, owned by the launcher's user;
+//                                         <key> is the first 12 hex digits of the VMI's UID
+//       launcher.sock  launcher.log  lv/ (libvirtd: h=HOME r=XDG_RUNTIME_DIR c=XDG_CONFIG_HOME
+//       k=XDG_CACHE_HOME)  run/ (serial, VNC, guest agent, NVRAM)
 //       disks/<volume>/                   per-VMI disks: overlays, emptyDisk, cloud-init ISO
 //
-// Unix socket paths must stay under 108 bytes; VmiPaths keeps names short for that reason.
+// Unix socket paths must stay under 108 bytes, and libvirt puts QEMU's monitor socket at
+// $XDG_CONFIG_HOME/libvirt/qemu/lib/domain-N-<20 chars of name>/monitor.sock: that is why the
+// VMI dir uses a short key and the libvirt dirs have one-letter names. A state dir of up to
+// about 40 characters keeps every socket within the limit.
 #ifndef KVNODE_AGENT_BASE_STATE_LAYOUT_H_
 #define KVNODE_AGENT_BASE_STATE_LAYOUT_H_
 
@@ -23,14 +28,24 @@ namespace kvnode {
 class VmiPaths {
  public:
   VmiPaths(absl::string_view state_dir, absl::string_view uid)
-      : root_(absl::StrCat(state_dir, "/vmis/", uid)) {}
+      : root_(absl::StrCat(state_dir, "/vmis/", DirKey(uid))) {}
+
+  // The VMI dir's name for a UID: its first 12 hex digits ("641e7375edcb").
+  static std::string DirKey(absl::string_view uid) {
+    std::string key;
+    for (char c : uid) {
+      if (key.size() == 12) break;
+      if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')) key.push_back(c);
+    }
+    return key;
+  }
   explicit VmiPaths(std::string root) : root_(std::move(root)) {}
 
   const std::string& root() const { return root_; }
   std::string launcher_socket() const { return root_ + "/launcher.sock"; }
   std::string log_file() const { return root_ + "/launcher.log"; }
   std::string lock_file() const { return root_ + "/launcher.lock"; }
-  std::string libvirt_home() const { return root_ + "/libvirt"; }
+  std::string libvirt_home() const { return root_ + "/lv"; }
   std::string runtime_dir() const { return root_ + "/run"; }
   std::string serial_socket() const { return runtime_dir() + "/serial0"; }
   std::string serial_log() const { return runtime_dir() + "/serial0.log"; }
@@ -66,7 +81,7 @@ class NodePaths {
 
   // Where a session libvirtd whose XDG dirs live under `base` keeps its capabilities cache.
   static std::string CapabilitiesCacheIn(const std::string& base) {
-    return base + "/cache/libvirt/qemu/cache/capabilities";
+    return base + "/k/libvirt/qemu/cache/capabilities";
   }
 
  private:

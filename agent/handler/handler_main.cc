@@ -144,7 +144,16 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
                                            virt + "\""));
   }
   config.virt_type = virt;
-  config.launcher_binary = flags.GetOr("launcher", DirName(argv0) + "/kvnode-launcher");
+  char self[4096] = {};
+  ssize_t self_len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string self_dir = self_len > 0 ? DirName(std::string(self, self_len)) : DirName(argv0);
+  config.launcher_binary = flags.GetOr("launcher", self_dir + "/kvnode-launcher");
+  if (config.launcher_binary.empty() || config.launcher_binary[0] != '/') {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) {
+      config.launcher_binary = std::string(cwd) + "/" + config.launcher_binary;
+    }
+  }
   if (access(config.launcher_binary.c_str(), X_OK) < 0) {
     return Fail(absl::NotFoundError("--launcher: " + config.launcher_binary + " is not executable"));
   }

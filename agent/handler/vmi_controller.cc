@@ -205,7 +205,21 @@ absl::StatusOr<SyncResult> VmiController::Sync(VirtualMachineInstance vmi, bool 
     result.vmi = labels_same || dry_run ? existing->vmi : updated;
     return result;
   }
-  if (meta->uid().empty()) meta->set_uid(NewRandomUuid());
+  if (!meta->uid().empty() && !IsCanonicalUuid(meta->uid())) {
+    return absl::InvalidArgumentError("metadata.uid: \"" + meta->uid() + "\" is not a UUID");
+  }
+  // VMI dirs are named by the first 12 hex digits of the UID: never two VMIs with one dir.
+  auto key_taken = [&](const std::string& uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const auto& [other, rec] : by_uid_) {
+      if (VmiPaths::DirKey(other) == VmiPaths::DirKey(uid)) return true;
+    }
+    return false;
+  };
+  if (!meta->uid().empty() && key_taken(meta->uid())) {
+    return absl::AlreadyExistsError("metadata.uid: another VMI on this node has a UID starting "
+                                    "with the same 12 digits");
+  }
+  while (meta->uid().empty() || key_taken(meta->uid())) meta->set_uid(NewRandomUuid());
   meta->set_creation_timestamp(FormatTimestamp(clock_->Now()));
   meta->set_generation(1);
   meta->clear_resource_version();
@@ -338,12 +352,11 @@ absl::StatusOr<VirtualMachineInstance> VmiController::Act(const ObjectRef& ref,
     it = by_uid_.find(uid);
     if (it == by_uid_.end()) return absl::NotFoundError("VMI went away");
   }
-  EventLocked(it->second->vmi, "Normal",
-              action == "pause"        ? "Paused"
-              : action == "unpause"    ? "Unpaused"
-              : action == "softreboot" ? "SoftRebooted"
-                                       : "Reset",
-              absl::StrCat("VirtualMachineInstance ", action, " requested"));
+  // Pause and unpause are recorded when the domain event arrives; the others here.
+  if (action == "softreboot" || action == "reset") {
+    EventLocked(it->second->vmi, "Normal", action == "softreboot" ? "SoftRebooted" : "Reset",
+                absl::StrCat("VirtualMachineInstance ", action, " requested"));
+  }
   return it->second->vmi;
 }
 
@@ -529,9 +542,11 @@ void VmiController::StartLauncher(const std::string& uid) {
     auto it = by_uid_.find(uid);
     if (it == by_uid_.end()) return;
     Record* r = it->second.get();
-    r->start_scheduled = false;
-    if (r->launcher_alive || IsFinalPhase(r->vmi.status().phase())) return;
-    if (!r->vmi.metadata().deletion_timestamp().empty()) return;
+    if (r->launcher_alive || IsFinalPhase(r->vmi.status().phase()) ||
+        !r->vmi.metadata().deletion_timestamp().empty()) {
+      r->start_scheduled = false;
+      return;
+    }
     vmi = r->vmi;
   }
   absl::Status volumes = PrepareVolumes(vmi);
@@ -539,6 +554,11 @@ void VmiController::StartLauncher(const std::string& uid) {
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return;
   Record* r = it->second.get();
+  // Until this returns, no second start may be scheduled for this VMI.
+  struct ClearScheduled {
+    Record* r;
+    ~ClearScheduled() { r->start_scheduled = false; }
+  } clear_scheduled{r};
   if (!volumes.ok()) {
     // As KubeVirt: the VMI stays Pending with Synchronized=False until its disk appears.
     bool changed = SetCondition(r->vmi.mutable_status()->mutable_conditions(), "Synchronized",
@@ -591,8 +611,8 @@ void VmiController::StartLauncher(const std::string& uid) {
 }
 
 void VmiController::WatchLauncher(const std::string& uid, pid_t pid, uint64_t start_time) {
-  absl::Status s = watcher_->Watch(pid, start_time, [this, uid](std::optional<int> status) {
-    work_.Schedule([this, uid, status] { OnLauncherExit(uid, status); });
+  absl::Status s = watcher_->Watch(pid, start_time, [this, uid, pid](std::optional<int> status) {
+    work_.Schedule([this, uid, pid, status] { OnLauncherExit(uid, pid, status); });
   });
   if (!s.ok()) spdlog::error("watch launcher {} of VMI {}: {}", pid, uid, s.ToString());
 }
@@ -644,10 +664,7 @@ void VmiController::ShutdownLauncher(const std::string& uid, int64_t grace) {
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return;
   if (s.ok()) {
-    if (grace > 0 && !it->second->shutdown_sent) {
-      EventLocked(it->second->vmi, "Normal", "ShuttingDown", "Signaled Graceful Shutdown");
-    }
-    it->second->shutdown_sent = true;
+    it->second->shutdown_sent = true;  // the launcher records ShuttingDown itself
     return;
   }
   EventLocked(it->second->vmi, "Warning", "ShutdownFailed", s.error_message());
@@ -674,7 +691,14 @@ std::optional<DomainStatus> VmiController::ReadFinalStatus(const std::string& ui
   return status;
 }
 
-void VmiController::OnLauncherExit(const std::string& uid, std::optional<int> wait_status) {
+void VmiController::OnLauncherExit(const std::string& uid, pid_t pid,
+                                   std::optional<int> wait_status) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_uid_.find(uid);
+    // Only the VMI's current launcher decides its fate.
+    if (it == by_uid_.end() || it->second->launcher_pid != pid) return;
+  }
   // Whatever the launcher left behind (libvirtd, QEMU) goes with it.
   absl::Status killed = cgroups_.KillAndRemove(uid, absl::Seconds(10));
   std::optional<DomainStatus> final_status = ReadFinalStatus(uid);
@@ -708,14 +732,14 @@ void VmiController::OnLauncherExit(const std::string& uid, std::optional<int> wa
 void VmiController::CleanupVmiDir(const std::string& uid) {
   int parent = open(paths_.vmis_dir().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (parent < 0) return;
-  RemoveTreeAt(parent, uid.c_str());
+  RemoveTreeAt(parent, VmiPaths::DirKey(uid).c_str());
   close(parent);
 }
 
 void VmiController::JanitorLoop() {
   absl::MutexLock lock(&mu_);
   while (!quit_) {
-    changed_.WaitWithTimeout(&mu_, absl::Seconds(2));
+    mu_.AwaitWithTimeout(absl::Condition(&quit_), absl::Seconds(2));
     if (quit_) return;
     absl::Time now = clock_->Now();
     for (auto& [uid, r] : by_uid_) {

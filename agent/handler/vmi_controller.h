@@ -122,7 +122,7 @@ class VmiController {
   void StartLauncher(const std::string& uid);
   void SyncLauncher(const std::string& uid);
   void ShutdownLauncher(const std::string& uid, int64_t grace);
-  void OnLauncherExit(const std::string& uid, std::optional<int> wait_status);
+  void OnLauncherExit(const std::string& uid, pid_t pid, std::optional<int> wait_status);
   void WatchLauncher(const std::string& uid, pid_t pid, uint64_t start_time);
   // Periodic safety net: launchers that never became ready, Pending VMIs waiting for disks.
   void JanitorLoop();

@@ -75,7 +75,7 @@ constexpr char kSubdomainRule[] =
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
     "'.', and must start and end with an alphanumeric character";
 constexpr char kQualifiedNameRule[] =
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
     "alphanumeric character";
 
 // ---------------------------------------------------------------------------------------------
@@ -127,7 +127,7 @@ std::string SubdomainProblem(absl::string_view s) {
 std::string QualifiedNameProblem(absl::string_view s) {
   std::vector<absl::string_view> parts = absl::StrSplit(s, '/');
   if (parts.size() > 2) {
-    return absl::StrCat("a qualified name ", kQualifiedNameRule,
+    return absl::StrCat("a qualified name must ", kQualifiedNameRule,
                         ", with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')");
   }
   absl::string_view name = parts.back();
@@ -144,7 +144,7 @@ std::string QualifiedNameProblem(absl::string_view s) {
   } else {
     if (!absl::ascii_isalnum(name.front()) || !absl::ascii_isalnum(name.back()) ||
         !AllCharsIn(name, "-_.")) {
-      problems.push_back(absl::StrCat("name part ", kQualifiedNameRule));
+      problems.push_back(absl::StrCat("name part must ", kQualifiedNameRule));
     }
     if (name.size() > 63) problems.push_back("name part must be no more than 63 characters");
   }
@@ -902,7 +902,7 @@ void CheckHostDiskPlacement(const std::string& path, const FieldPath& field, con
     if (IsStrictlyUnder(components, CleanComponents(real_root.ok() ? *real_root : root))) return;
   }
   std::string what = Quote(path);
-  if (JoinPath(components) != JoinPath(CleanComponents(path))) {
+  if (JoinPath(components) != path) {
     absl::StrAppend(&what, " resolves to ", Quote(JoinPath(components)), ", which");
   }
   review->errors.Add(field, absl::StrCat(what, " is not under a host disk root (",

@@ -46,10 +46,10 @@ absl::Status WriteFile(const std::string& path, const std::string& content) {
 
 std::vector<std::string> SessionDaemon::Environment(const std::string& base_dir) {
   return {
-      "HOME=" + base_dir + "/home",
-      "XDG_RUNTIME_DIR=" + base_dir + "/run",
-      "XDG_CONFIG_HOME=" + base_dir + "/config",
-      "XDG_CACHE_HOME=" + base_dir + "/cache",
+      "HOME=" + base_dir + "/h",
+      "XDG_RUNTIME_DIR=" + base_dir + "/r",
+      "XDG_CONFIG_HOME=" + base_dir + "/c",
+      "XDG_CACHE_HOME=" + base_dir + "/k",
       "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
       "LC_ALL=C",
   };
@@ -81,22 +81,22 @@ absl::Status LinkCapabilitiesCache(const std::string& from, const std::string& c
 absl::StatusOr<std::unique_ptr<SessionDaemon>> SessionDaemon::Start(
     const SessionDaemonOptions& options) {
   const std::string& base = options.base_dir;
-  for (const char* sub : {"/home", "/run", "/config/libvirt", "/cache"}) {
+  for (const char* sub : {"/h", "/r", "/c/libvirt", "/k"}) {
     RETURN_IF_ERROR(MakeDirs(base + sub, 0700));
   }
   // No virtlogd per VMI: QEMU writes its log file itself. One daemon less per VMI.
-  RETURN_IF_ERROR(WriteFile(base + "/config/libvirt/qemu.conf", "stdio_handler = \"file\"\n"));
+  RETURN_IF_ERROR(WriteFile(base + "/c/libvirt/qemu.conf", "stdio_handler = \"file\"\n"));
   std::string conf = "log_outputs = \"3:stderr\"\n";
   if (!options.host_uuid.empty()) absl::StrAppend(&conf, "host_uuid = \"", options.host_uuid, "\"\n");
-  RETURN_IF_ERROR(WriteFile(base + "/config/libvirt/libvirtd.conf", conf));
-  RETURN_IF_ERROR(LinkCapabilitiesCache(options.capabilities_cache, base + "/cache"));
+  RETURN_IF_ERROR(WriteFile(base + "/c/libvirt/libvirtd.conf", conf));
+  RETURN_IF_ERROR(LinkCapabilitiesCache(options.capabilities_cache, base + "/k"));
 
-  std::string socket_path = base + "/run/libvirt/libvirt-sock";
+  std::string socket_path = base + "/r/libvirt/libvirt-sock";
   unlink(socket_path.c_str());
   SpawnOptions spawn;
   spawn.argv = {options.libvirtd_path, "--timeout", "0"};
   spawn.env = Environment(base);
-  spawn.cwd = base + "/home";
+  spawn.cwd = base + "/h";
   spawn.stdout_fd = options.log_fd;
   spawn.pdeath_signal = SIGTERM;
   ASSIGN_OR_RETURN(pid_t pid, Spawn(spawn));
@@ -125,7 +125,7 @@ std::string SessionDaemon::uri() const {
   return "qemu+unix:///session?socket=" + socket_path_;
 }
 
-std::string SessionDaemon::qemu_run_dir() const { return base_dir_ + "/run/libvirt/qemu/run"; }
+std::string SessionDaemon::qemu_run_dir() const { return base_dir_ + "/r/libvirt/qemu/run"; }
 
 void SessionDaemon::Stop(absl::Duration grace) {
   if (pid_ <= 0) return;

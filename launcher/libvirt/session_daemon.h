@@ -22,7 +22,8 @@
 namespace kvnode {
 
 struct SessionDaemonOptions {
-  // Everything of the daemon lives here: home/, run/ (XDG_RUNTIME_DIR), config/, cache/.
+  // Everything of the daemon lives here: h/ (HOME), r/ (XDG_RUNTIME_DIR), c/ (XDG_CONFIG_HOME),
+  // k/ (XDG_CACHE_HOME) — one-letter names keep QEMU's socket paths short.
   std::string base_dir;
   std::string libvirtd_path = "/usr/sbin/libvirtd";
   // A primed capabilities cache dir (.../libvirt/qemu/cache/capabilities) to link from, or "".
@@ -46,7 +47,7 @@ class SessionDaemon {
   std::string uri() const;
   const std::string& socket_path() const { return socket_path_; }
   pid_t pid() const { return pid_; }
-  // The runtime dir libvirt uses for this daemon's QEMU pid files (run/libvirt/qemu/run).
+  // The runtime dir libvirt uses for this daemon's QEMU pid files (r/libvirt/qemu/run).
   std::string qemu_run_dir() const;
 
   // SIGTERM, then SIGKILL after `grace`; reaps the daemon. Idempotent.
