@@ -153,7 +153,7 @@ std::string DescribeWaitStatus(int wstatus) {
 }
 
 bool CommandResult::success() const {
-  return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+  return !timed_out && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
 }
 
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
@@ -177,6 +177,7 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
     int wait_ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
     if (wait_ms <= 0) {
       kill(*pid, SIGKILL);
+      result.timed_out = true;
       break;
     }
     struct pollfd p = {out[0], POLLIN, 0};
@@ -189,10 +190,6 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
   }
   close(out[0]);
   while (waitpid(*pid, &result.wait_status, 0) < 0 && errno == EINTR) {
-  }
-  if (absl::Now() >= deadline) {
-    return absl::DeadlineExceededError(
-        absl::StrCat(absl::StrJoin(argv, " "), ": timed out after ", absl::FormatDuration(timeout)));
   }
   return result;
 }

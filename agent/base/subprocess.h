@@ -41,8 +41,11 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& options);
 std::string DescribeWaitStatus(int wstatus);
 
 // Runs a command to completion, capturing stdout+stderr (for small tools such as qemu-img).
+// A command still running at the timeout is killed; its output so far is kept and timed_out
+// is set (success() is then false).
 struct CommandResult {
   int wait_status = 0;
+  bool timed_out = false;
   std::string output;
   bool success() const;
 };

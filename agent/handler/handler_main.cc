@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <linux/kvm.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -123,7 +124,7 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
   FlagSet flags;
   flags.Value("state-dir").Value("socket").Value("node-name").Value("virt-type").Value("launcher")
       .Value("launcher-user").Value("cgroup-root").Value("host-disk-root").Value("log-format")
-      .Value("host-uuid");
+      .Value("host-uuid").Value("capabilities-dir");
   InitLogging("kvnode-handler", false);
   if (absl::Status s = flags.Parse(args); !s.ok()) return Fail(s);
   if (!flags.positional().empty()) {
@@ -181,13 +182,19 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
   auto store = Store::Open(paths.database());
   if (!store.ok()) return Fail(store.status());
 
-  std::string caps_dir = paths.capabilities_dir();
-  config.capabilities_cache = paths.capabilities_cache();
-  struct stat st;
-  std::thread primer;
-  if (stat(config.capabilities_cache.c_str(), &st) < 0) {
-    primer = std::thread(PrimeCapabilities, config.launcher_binary, caps_dir, config.identity);
-  }
+  std::string caps_dir = flags.GetOr("capabilities-dir", paths.capabilities_dir());
+  config.capabilities_cache = NodePaths::CapabilitiesCacheIn(caps_dir);
+  config.capabilities_ready = std::make_shared<absl::Notification>();
+  // Handlers sharing one capabilities dir (tests, two nodes on one machine) take turns.
+  std::thread primer([caps_dir, cache = config.capabilities_cache, launcher = config.launcher_binary,
+                      identity = config.identity, ready = config.capabilities_ready] {
+    int lock = open((caps_dir + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (lock >= 0) flock(lock, LOCK_EX);
+    struct stat st;
+    if (stat(cache.c_str(), &st) < 0) PrimeCapabilities(launcher, caps_dir, identity);
+    if (lock >= 0) close(lock);
+    ready->Notify();
+  });
 
   auto watcher = ProcessWatcher::Create();
   if (!watcher.ok()) return Fail(watcher.status());

@@ -11,6 +11,8 @@
 //   --launcher-user USER   unprivileged user for launchers, libvirtd and QEMU (default kvnode)
 //   --cgroup-root DIR      cgroup v2 dir for VMI cgroups (default <cgroup2>/kvnode.<node>)
 //   --host-disk-root DIR   where hostDisk volumes may live (repeatable)
+//   --capabilities-dir DIR where the primed QEMU capabilities cache lives (default
+//                          <state>/capabilities); handlers may share one
 #ifndef KVNODE_AGENT_HANDLER_HANDLER_MAIN_H_
 #define KVNODE_AGENT_HANDLER_HANDLER_MAIN_H_
 

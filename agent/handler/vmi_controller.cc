@@ -536,6 +536,9 @@ absl::Status VmiController::PrepareVolumes(const VirtualMachineInstance& vmi) {
 }
 
 void VmiController::StartLauncher(const std::string& uid) {
+  if (config_.capabilities_ready != nullptr) {
+    config_.capabilities_ready->WaitForNotificationWithTimeout(absl::Seconds(60));
+  }
   VirtualMachineInstance vmi;
   {
     absl::MutexLock lock(&mu_);

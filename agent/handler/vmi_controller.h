@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "agent/base/clock.h"
 #include "agent/base/state_layout.h"
 #include "agent/base/work_queue.h"
@@ -44,6 +45,9 @@ struct HandlerConfig {
   std::string virt_type = "kvm";  // resolved: kvm or qemu
   std::string launcher_binary;
   std::string capabilities_cache;
+  // Notified once the capabilities cache is primed; launchers wait for it (briefly) so that
+  // their libvirtd starts warm instead of probing QEMU a second time. May be null.
+  std::shared_ptr<absl::Notification> capabilities_ready;
   std::string host_uuid;
   LauncherIdentity identity;
   NodeLimits limits;

@@ -31,7 +31,9 @@
 #include "agent/base/uuid.h"
 #include "agent/manifest/defaults.h"
 #include "agent/manifest/quantity.h"
+#include "google/protobuf/unknown_field_set.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "kvnode/v1/options.pb.h"
 
 namespace kvnode {
 namespace {
@@ -58,7 +60,7 @@ using StringMap = google::protobuf::Map<std::string, std::string>;
 constexpr size_t kMaxStringBytes = 4096;
 // Disks, volumes, interfaces, networks: KubeVirt's arrayLenMax.
 constexpr int kMaxListLength = 256;
-// KubeVirt's maximum vCPU count (maxSockets × cores × threads is capped at 512 as well).
+// KubeVirt's maximum vCPU count.
 constexpr uint64_t kMaxVcpus = 512;
 constexpr int64_t kMinMemoryBytes = int64_t{1} << 20;  // 1Mi
 // KubeVirt's maxStrLen for disk and firmware serials.
@@ -87,7 +89,7 @@ std::string Quote(absl::string_view s) {
   std::string out = "\"";
   for (char c : s.substr(0, 80)) {
     if (c == '"' || c == '\\') out += '\\';
-    out += static_cast<unsigned char>(c) < 0x20 ? '?' : c;
+    out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
   }
   if (s.size() > 80) out += "...";
   return out + "\"";
@@ -127,8 +129,9 @@ std::string SubdomainProblem(absl::string_view s) {
 std::string QualifiedNameProblem(absl::string_view s) {
   std::vector<absl::string_view> parts = absl::StrSplit(s, '/');
   if (parts.size() > 2) {
-    return absl::StrCat("a qualified name must ", kQualifiedNameRule,
-                        ", with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')");
+    return absl::StrCat(
+        "a qualified name must ", kQualifiedNameRule,
+        ", with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')");
   }
   absl::string_view name = parts.back();
   std::vector<std::string> problems;
@@ -155,7 +158,8 @@ std::string LabelValueProblem(absl::string_view s) {
   if (s.empty()) return "";
   std::vector<std::string> problems;
   if (!absl::ascii_isalnum(s.front()) || !absl::ascii_isalnum(s.back()) || !AllCharsIn(s, "-_.")) {
-    problems.push_back(absl::StrCat("a valid label must be an empty string or ", kQualifiedNameRule));
+    problems.push_back(
+        absl::StrCat("a valid label must be an empty string or ", kQualifiedNameRule));
   }
   if (s.size() > 63) problems.push_back("must be no more than 63 characters");
   return absl::StrJoin(problems, "; ");
@@ -222,8 +226,8 @@ class NameSet {
 bool CheckListLength(int size, absl::string_view what, const FieldPath& path,
                      AdmissionReview* review) {
   if (size <= kMaxListLength) return true;
-  review->errors.Add(path, absl::StrCat("at most ", kMaxListLength, " ", what,
-                                        " are allowed (got ", size, ")"));
+  review->errors.Add(
+      path, absl::StrCat("at most ", kMaxListLength, " ", what, " are allowed (got ", size, ")"));
   return false;
 }
 
@@ -303,10 +307,11 @@ std::string JoinPath(const std::vector<std::string>& components) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Free-text strings, checked by walking the message: size, UTF-8, control characters.
+// Schema values, checked by walking the message: the enums and quantities the loader checks
+// (objects that arrive over gRPC never saw the loader), fields this schema does not know, and
+// free text (size, UTF-8, control characters).
 // ---------------------------------------------------------------------------------------------
 
-// RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF (libxml2 refuses them).
 bool IsValidUtf8(absl::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
@@ -360,18 +365,47 @@ bool HasOwnStringRules(const FieldDescriptor* field) {
   return false;
 }
 
-class FreeTextWalker {
+// The schema's string enums (the allowed_values option) and quantities (the quantity option,
+// or `quantity` for the values of a quantity_map), as the loader reports them.
+void CheckSchemaString(const FieldDescriptor* field, const std::string& value, bool quantity,
+                       const FieldPath& path, AdmissionReview* review) {
+  const std::string& allowed = field->options().GetExtension(kvnode::v1::allowed_values);
+  std::vector<absl::string_view> values = absl::StrSplit(allowed, ',', absl::SkipEmpty());
+  if (!values.empty() && !value.empty() &&
+      std::find(values.begin(), values.end(), value) == values.end()) {
+    review->errors.Add(path, absl::StrCat("unknown value ", Quote(value), " (expected ",
+                                          absl::StrJoin(values, ", "), ")"));
+    return;
+  }
+  quantity = quantity || field->options().GetExtension(kvnode::v1::quantity);
+  if (quantity && !value.empty()) {
+    if (absl::StatusOr<Quantity> q = Quantity::Parse(value); !q.ok()) {
+      review->errors.Add(path, std::string(q.status().message()));
+      return;
+    }
+  }
+  CheckFreeText(value, path, review);
+}
+
+class SchemaWalker {
  public:
-  explicit FreeTextWalker(AdmissionReview* review) : review_(review) {
-    // A path that already has an error (a bad name, say) is not reported twice.
+  // Paths in `checked`, and paths that already have an error (a bad name, say), are not
+  // reported again.
+  SchemaWalker(AdmissionReview* review, std::set<std::string> checked)
+      : review_(review), reported_(std::move(checked)) {
     for (const FieldError& e : review->errors.errors()) reported_.insert(e.path);
   }
 
-  void Walk(const Message& msg, const FieldPath& path) {
+  // Walks `msg`, except its top-level fields numbered in `skip` (walked elsewhere).
+  void Walk(const Message& msg, const FieldPath& path, std::initializer_list<int> skip = {}) {
+    CheckUnknownFields(msg, path);
     std::vector<const FieldDescriptor*> fields;
     msg.GetReflection()->ListFields(msg, &fields);
     for (const FieldDescriptor* field : fields) {
-      if (HasOwnStringRules(field)) continue;
+      if (HasOwnStringRules(field) ||
+          std::find(skip.begin(), skip.end(), field->number()) != skip.end()) {
+        continue;
+      }
       FieldPath child = path.Child(field->json_name());
       if (field->is_map()) {
         WalkMap(msg, field, child);
@@ -382,14 +416,25 @@ class FreeTextWalker {
       } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
         Walk(msg.GetReflection()->GetMessage(msg, field), child);
       } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
-        Check(msg.GetReflection()->GetString(msg, field), child);
+        Check(field, msg.GetReflection()->GetString(msg, field), child);
       }
     }
   }
 
  private:
-  void Check(const std::string& value, const FieldPath& path) {
-    if (reported_.count(path.str()) == 0) CheckFreeText(value, path, review_);
+  void Check(const FieldDescriptor* field, const std::string& value, const FieldPath& path) {
+    if (reported_.count(path.str()) == 0) CheckSchemaString(field, value, false, path, review_);
+  }
+
+  // A newer client's fields survive in a message's unknown field set; refuse them rather than
+  // drop them, as the loader refuses unknown YAML keys.
+  void CheckUnknownFields(const Message& msg, const FieldPath& path) {
+    const google::protobuf::UnknownFieldSet& unknown = msg.GetReflection()->GetUnknownFields(msg);
+    if (unknown.empty() || reported_.count(path.str())) return;
+    std::set<int> numbers;
+    for (int i = 0; i < unknown.field_count(); ++i) numbers.insert(unknown.field(i).number());
+    review_->errors.Add(path, absl::StrCat("has fields this node does not know (field numbers ",
+                                           absl::StrJoin(numbers, ", "), ")"));
   }
 
   void WalkRepeatedElement(const Message& msg, const FieldDescriptor* field, int i,
@@ -397,7 +442,7 @@ class FreeTextWalker {
     if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
       Walk(msg.GetReflection()->GetRepeatedMessage(msg, field, i), path);
     } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
-      Check(msg.GetReflection()->GetRepeatedString(msg, field, i), path);
+      Check(field, msg.GetReflection()->GetRepeatedString(msg, field, i), path);
     }
   }
 
@@ -407,16 +452,22 @@ class FreeTextWalker {
     const FieldDescriptor* key_field = field->message_type()->map_key();
     const FieldDescriptor* value_field = field->message_type()->map_value();
     if (key_field->cpp_type() != FieldDescriptor::CPPTYPE_STRING) return;
+    bool quantities = field->options().GetExtension(kvnode::v1::quantity_map);
     std::map<std::string, const Message*> entries;
     for (int i = 0; i < msg.GetReflection()->FieldSize(msg, field); ++i) {
       const Message& entry = msg.GetReflection()->GetRepeatedMessage(msg, field, i);
       entries[entry.GetReflection()->GetString(entry, key_field)] = &entry;
     }
     for (const auto& [key, entry] : entries) {
-      if (value_field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
-        Check(entry->GetReflection()->GetString(*entry, value_field), path.Key(key));
-      } else if (value_field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-        Walk(entry->GetReflection()->GetMessage(*entry, value_field), path.Key(key));
+      FieldPath entry_path = path.Key(key);
+      if (value_field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        Walk(entry->GetReflection()->GetMessage(*entry, value_field), entry_path);
+        continue;
+      }
+      if (value_field->cpp_type() != FieldDescriptor::CPPTYPE_STRING) continue;
+      const std::string& value = entry->GetReflection()->GetString(*entry, value_field);
+      if (reported_.count(entry_path.str()) == 0) {
+        CheckSchemaString(value_field, value, quantities, entry_path, review_);
       }
     }
   }
@@ -425,8 +476,9 @@ class FreeTextWalker {
   std::set<std::string> reported_;
 };
 
-void CheckFreeTextIn(const Message& msg, const FieldPath& path, AdmissionReview* review) {
-  FreeTextWalker(review).Walk(msg, path);
+void CheckSchemaValues(const Message& msg, const FieldPath& path, AdmissionReview* review,
+                       std::initializer_list<int> skip = {}, std::set<std::string> checked = {}) {
+  SchemaWalker(review, std::move(checked)).Walk(msg, path, skip);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -440,7 +492,8 @@ void CheckLabels(const StringMap& labels, const FieldPath& path, AdmissionReview
     }
     const std::string& value = labels.at(key);
     if (std::string p = LabelValueProblem(value); !p.empty()) {
-      review->errors.Add(path.Key(key), absl::StrCat("invalid label value ", Quote(value), ": ", p));
+      review->errors.Add(path.Key(key),
+                         absl::StrCat("invalid label value ", Quote(value), ": ", p));
     }
   }
 }
@@ -451,7 +504,8 @@ void CheckAnnotations(const StringMap& annotations, const FieldPath& path,
   for (const std::string& key : SortedKeys(annotations)) {
     total += key.size() + annotations.at(key).size();
     if (std::string p = QualifiedNameProblem(key); !p.empty()) {
-      review->errors.Add(path.Key(key), absl::StrCat("invalid annotation key ", Quote(key), ": ", p));
+      review->errors.Add(path.Key(key),
+                         absl::StrCat("invalid annotation key ", Quote(key), ": ", p));
     }
   }
   if (total > kMaxAnnotationBytes) {
@@ -467,7 +521,7 @@ void CheckTemplateMeta(const ObjectMeta& meta, const FieldPath& path, AdmissionR
   }
   CheckLabels(meta.labels(), path.Child("labels"), review);
   CheckAnnotations(meta.annotations(), path.Child("annotations"), review);
-  CheckFreeTextIn(meta, path, review);
+  CheckSchemaValues(meta, path, review);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -500,9 +554,10 @@ ResourceValues CheckResources(const DomainSpec& domain, const FieldPath& path,
   CheckResourceMap(res.requests(), requests, &v.request_cpu, &v.request_memory, review);
   CheckResourceMap(res.limits(), limits, &v.limit_cpu, &v.limit_memory, review);
   if (v.request_memory && v.limit_memory && v.request_memory->Value() > v.limit_memory->Value()) {
-    review->errors.Add(requests.Key("memory"),
-                       absl::StrCat(res.requests().at("memory"), " is greater than ",
-                                    limits.Key("memory").str(), " (", res.limits().at("memory"), ")"));
+    review->errors.Add(
+        requests.Key("memory"),
+        absl::StrCat(res.requests().at("memory"), " is greater than ", limits.Key("memory").str(),
+                     " (", res.limits().at("memory"), ")"));
   }
   if (v.request_cpu && v.limit_cpu && v.request_cpu->MilliValue() > v.limit_cpu->MilliValue()) {
     review->errors.Add(requests.Key("cpu"),
@@ -514,7 +569,8 @@ ResourceValues CheckResources(const DomainSpec& domain, const FieldPath& path,
 
 // The field the guest memory size came from: memory.guest is defaulted from requests.memory
 // (else limits.memory), and an error is clearest on the field the user wrote.
-FieldPath GuestMemoryPath(const DomainSpec& domain, const FieldPath& domain_path, bool* explicit_guest) {
+FieldPath GuestMemoryPath(const DomainSpec& domain, const FieldPath& domain_path,
+                          bool* explicit_guest) {
   const auto& res = domain.resources();
   const std::string& guest = domain.memory().guest();
   *explicit_guest = false;
@@ -545,9 +601,9 @@ void CheckMaxGuestAndHugepages(const DomainSpec& domain, const FieldPath& domain
   absl::StatusOr<Quantity> page_size = Quantity::Parse(page);
   if (!page.empty() && page_size.ok() && page_size->Value() > 0 &&
       guest.Value() % page_size->Value() != 0) {
-    review->errors.Add(guest_path, absl::StrCat(memory.guest(),
-                                                " is not a multiple of the hugepages page size (",
-                                                page, ")"));
+    review->errors.Add(
+        guest_path,
+        absl::StrCat(memory.guest(), " is not a multiple of the hugepages page size (", page, ")"));
   }
 }
 
@@ -579,9 +635,10 @@ void CheckMemory(const DomainSpec& domain, const FieldPath& domain_path,
   }
   if (explicit_guest && resources.limit_memory &&
       guest->Value() > resources.limit_memory->Value()) {
-    review->errors.Add(path, absl::StrCat(text, " is greater than the memory limit ",
-                                          domain_path.Child("resources").Child("limits").Key("memory").str(),
-                                          " (", domain.resources().limits().at("memory"), ")"));
+    review->errors.Add(
+        path, absl::StrCat(text, " is greater than the memory limit ",
+                           domain_path.Child("resources").Child("limits").Key("memory").str(), " (",
+                           domain.resources().limits().at("memory"), ")"));
   }
   if (node.memory_bytes > 0 && guest->Value() > node.memory_bytes) {
     review->errors.Add(path, absl::StrCat(text, " exceeds the node's memory (",
@@ -596,19 +653,21 @@ void CheckMemory(const DomainSpec& domain, const FieldPath& domain_path,
 
 void CheckCpuTopology(const kvnode::v1::CPU& cpu, const FieldPath& path, const NodeLimits& node,
                       AdmissionReview* review) {
-  uint64_t cores = std::max<uint32_t>(cpu.cores(), 1), sockets = std::max<uint32_t>(cpu.sockets(), 1),
+  uint64_t cores = std::max<uint32_t>(cpu.cores(), 1),
+           sockets = std::max<uint32_t>(cpu.sockets(), 1),
            threads = std::max<uint32_t>(cpu.threads(), 1);
   uint64_t vcpus = cores * sockets * threads;
-  std::string topology =
-      absl::StrCat(vcpus, " vCPUs (cores ", cores, ", sockets ", sockets, ", threads ", threads, ")");
+  std::string topology = absl::StrCat(vcpus, " vCPUs (cores ", cores, ", sockets ", sockets,
+                                      ", threads ", threads, ")");
   if (vcpus > kMaxVcpus) {
     review->errors.Add(path, absl::StrCat(topology, " exceed the maximum of ", kMaxVcpus));
   } else if (node.cpus > 0 && vcpus > static_cast<uint64_t>(node.cpus)) {
     review->errors.Add(path, absl::StrCat(topology, " exceed the node's CPUs (", node.cpus, ")"));
   }
   if (cpu.max_sockets() != 0 && cpu.sockets() > cpu.max_sockets()) {
-    review->errors.Add(path.Child("sockets"), absl::StrCat(cpu.sockets(), " is greater than maxSockets (",
-                                                           cpu.max_sockets(), ")"));
+    review->errors.Add(
+        path.Child("sockets"),
+        absl::StrCat(cpu.sockets(), " is greater than maxSockets (", cpu.max_sockets(), ")"));
   }
 }
 
@@ -627,8 +686,9 @@ void CheckCpu(const kvnode::v1::CPU& cpu, const FieldPath& path, const NodeLimit
     if (name.empty()) {
       review->errors.Add(name_path, "required");
     } else if (!AllCharsIn(name, "_.-")) {
-      review->errors.Add(name_path, absl::StrCat(Quote(name),
-                                                 " is not a valid CPU feature name ([A-Za-z0-9_.-])"));
+      review->errors.Add(
+          name_path,
+          absl::StrCat(Quote(name), " is not a valid CPU feature name ([A-Za-z0-9_.-])"));
     }
   }
   if (cpu.isolate_emulator_thread() && !cpu.dedicated_cpu_placement()) {
@@ -656,7 +716,8 @@ bool IsQ35(absl::string_view type) {
 void CheckSerial(const std::string& serial, const FieldPath& path, AdmissionReview* review) {
   if (serial.empty()) return;
   if (serial.size() > kMaxSerialLength) {
-    review->errors.Add(path, absl::StrCat("must be no more than ", kMaxSerialLength, " characters"));
+    review->errors.Add(path,
+                       absl::StrCat("must be no more than ", kMaxSerialLength, " characters"));
   } else if (!AllCharsIn(serial, "_.+-")) {
     review->errors.Add(path, absl::StrCat("must be made up of the characters [A-Za-z0-9_.+-] (got ",
                                           Quote(serial), ")"));
@@ -667,7 +728,8 @@ void CheckFirmware(const DomainSpec& domain, const FieldPath& path, AdmissionRev
   const auto& fw = domain.firmware();
   FieldPath fw_path = path.Child("firmware");
   if (!fw.uuid().empty() && !IsCanonicalUuid(fw.uuid())) {
-    review->errors.Add(fw_path.Child("uuid"), absl::StrCat(Quote(fw.uuid()), " is not a valid UUID"));
+    review->errors.Add(fw_path.Child("uuid"),
+                       absl::StrCat(Quote(fw.uuid()), " is not a valid UUID"));
   }
   CheckSerial(fw.serial(), fw_path.Child("serial"), review);
   const auto& boot = fw.bootloader();
@@ -681,10 +743,11 @@ void CheckFirmware(const DomainSpec& domain, const FieldPath& path, AdmissionRev
   FieldPath sb_path = boot_path.Child("efi").Child("secureBoot");
   const auto& smm = domain.features().smm();
   if (domain.features().has_smm() && smm.has_enabled() && !smm.enabled()) {
-    review->errors.Add(sb_path, absl::StrCat("EFI SecureBoot (on unless secureBoot: false) requires "
-                                             "SMM, which ",
-                                             path.Child("features").Child("smm").Child("enabled").str(),
-                                             ": false disables"));
+    review->errors.Add(sb_path,
+                       absl::StrCat("EFI SecureBoot (on unless secureBoot: false) requires "
+                                    "SMM, which ",
+                                    path.Child("features").Child("smm").Child("enabled").str(),
+                                    ": false disables"));
   }
   if (!IsQ35(domain.machine().type())) {
     review->errors.Add(sb_path, absl::StrCat("EFI SecureBoot requires a q35 machine type (got ",
@@ -692,12 +755,14 @@ void CheckFirmware(const DomainSpec& domain, const FieldPath& path, AdmissionRev
   }
 }
 
-void CheckMachineAndClock(const DomainSpec& domain, const FieldPath& path, AdmissionReview* review) {
+void CheckMachineAndClock(const DomainSpec& domain, const FieldPath& path,
+                          AdmissionReview* review) {
   const std::string& type = domain.machine().type();
   if (!type.empty() && !IsSupportedMachineType(type)) {
     review->errors.Add(path.Child("machine").Child("type"),
-                       absl::StrCat(Quote(type), " is not supported (expected q35, pc, pc-q35-* or "
-                                                 "pc-i440fx-*)"));
+                       absl::StrCat(Quote(type),
+                                    " is not supported (expected q35, pc, pc-q35-* or "
+                                    "pc-i440fx-*)"));
   }
   const auto& clock = domain.clock();
   FieldPath clock_path = path.Child("clock");
@@ -718,10 +783,14 @@ void CheckMachineAndClock(const DomainSpec& domain, const FieldPath& path, Admis
 // The bus a disk ends up on (the defaulter sets sata where none is given).
 std::string DiskBus(const Disk& disk) {
   switch (disk.target_case()) {
-    case Disk::kDisk: return disk.disk().bus();
-    case Disk::kLun: return disk.lun().bus();
-    case Disk::kCdrom: return disk.cdrom().bus();
-    case Disk::TARGET_NOT_SET: break;
+    case Disk::kDisk:
+      return disk.disk().bus();
+    case Disk::kLun:
+      return disk.lun().bus();
+    case Disk::kCdrom:
+      return disk.cdrom().bus();
+    case Disk::TARGET_NOT_SET:
+      break;
   }
   return "";
 }
@@ -735,7 +804,8 @@ void CheckDiskTarget(const Disk& disk, const FieldPath& path, AdmissionReview* r
                          "sata hard disks do not support readonly (use bus virtio or scsi)");
     }
     if (!disk.disk().pci_address().empty() && bus != "virtio") {
-      review->errors.Add(target.Child("pciAddress"), "a PCI address is only possible with bus virtio");
+      review->errors.Add(target.Child("pciAddress"),
+                         "a PCI address is only possible with bus virtio");
     } else {
       CheckPciAddress(disk.disk().pci_address(), target.Child("pciAddress"), review);
     }
@@ -749,20 +819,21 @@ void CheckDiskTarget(const Disk& disk, const FieldPath& path, AdmissionReview* r
 void CheckDiskIo(const Disk& disk, const FieldPath& path, AdmissionReview* review) {
   std::string bus = DiskBus(disk).empty() ? "sata" : DiskBus(disk);
   if (disk.dedicated_io_thread() && bus != "virtio") {
-    review->errors.Add(path.Child("dedicatedIOThread"),
-                       absl::StrCat("IOThreads are not supported for disks on a ", bus,
-                                    " bus (use bus virtio)"));
+    review->errors.Add(
+        path.Child("dedicatedIOThread"),
+        absl::StrCat("IOThreads are not supported for disks on a ", bus, " bus (use bus virtio)"));
   }
   // KubeVirt admits this and QEMU then refuses to start ("aio=native was specified, but it
   // requires cache.direct=on"); refusing it here names the field instead.
   if (disk.io() == "native" && !disk.cache().empty() && disk.cache() != "none") {
-    review->errors.Add(path.Child("io"), absl::StrCat("native needs cache none or unset (got cache ",
-                                                      Quote(disk.cache()),
-                                                      "): QEMU's aio=native requires O_DIRECT"));
+    review->errors.Add(path.Child("io"),
+                       absl::StrCat("native needs cache none or unset (got cache ",
+                                    Quote(disk.cache()), "): QEMU's aio=native requires O_DIRECT"));
   }
 }
 
-void CheckDisks(const kvnode::v1::Devices& devices, const FieldPath& path, AdmissionReview* review) {
+void CheckDisks(const kvnode::v1::Devices& devices, const FieldPath& path,
+                AdmissionReview* review) {
   if (!CheckListLength(devices.disks_size(), "disks", path, review)) return;
   NameSet names;
   for (int i = 0; i < devices.disks_size(); ++i) {
@@ -787,7 +858,7 @@ bool DecodeStdBase64(absl::string_view text, std::string* out) {
   for (char c : text) {
     if (c != '\r' && c != '\n') s += c;
   }
-  if (s.size() % 4 != 0) return false;
+  if (s.size() % 4 != 0 || !AllCharsIn(s, "+/=")) return false;
   size_t last = s.find_last_not_of('=');
   size_t pad = last == std::string::npos ? s.size() : s.size() - last - 1;
   if (pad > 2 || s.find('=') < s.size() - pad) return false;
@@ -801,9 +872,10 @@ bool ContainsPlainTextPassword(absl::string_view user_data) {
 }
 
 // One data kind (user or network) of a cloudInitNoCloud volume. Returns the number of sources.
-int CheckCloudInitData(const std::string& plain, const std::string& base64, const std::string* secret,
-                       absl::string_view kind, absl::string_view secret_field,
-                       const FieldPath& path, AdmissionReview* review, std::string* decoded) {
+int CheckCloudInitData(const std::string& plain, const std::string& base64,
+                       const std::string* secret, absl::string_view kind,
+                       absl::string_view secret_field, const FieldPath& path,
+                       AdmissionReview* review, std::string* decoded) {
   std::string field = std::string(kind) + "Data";
   int sources = (plain.empty() ? 0 : 1) + (base64.empty() ? 0 : 1) + (secret != nullptr ? 1 : 0);
   *decoded = plain;
@@ -812,10 +884,10 @@ int CheckCloudInitData(const std::string& plain, const std::string& base64, cons
     decoded->clear();
   }
   if (decoded->size() > kCloudInitMaxBytes) {
-    review->errors.Add(path.Child(plain.empty() ? field + "Base64" : field),
-                       absl::StrCat("exceeds the ", kCloudInitMaxBytes, "-byte limit (got ",
-                                    decoded->size(), " bytes); use ", secret_field,
-                                    " for larger ", kind, " data"));
+    review->errors.Add(
+        path.Child(plain.empty() ? field + "Base64" : field),
+        absl::StrCat("exceeds the ", kCloudInitMaxBytes, "-byte limit (got ", decoded->size(),
+                     " bytes); use ", secret_field, " for larger ", kind, " data"));
   }
   if (sources > 1) {
     review->errors.Add(path, absl::StrCat("must have only one of ", field, ", ", field,
@@ -833,26 +905,29 @@ void CheckSecretRef(const CloudInitNoCloudSource& ci, bool network, const FieldP
   CheckSubdomainName(name, "secret name", name_path, review);
 }
 
-void CheckCloudInit(const CloudInitNoCloudSource& ci, const FieldPath& path, AdmissionReview* review) {
+void CheckCloudInit(const CloudInitNoCloudSource& ci, const FieldPath& path,
+                    AdmissionReview* review) {
   CheckSecretRef(ci, false, path, review);
   CheckSecretRef(ci, true, path, review);
   std::string user, network;
-  int user_sources = CheckCloudInitData(
-      ci.user_data(), ci.user_data_base64(),
-      ci.secret_ref().name().empty() ? nullptr : &ci.secret_ref().name(), "user", "secretRef", path,
-      review, &user);
+  int user_sources =
+      CheckCloudInitData(ci.user_data(), ci.user_data_base64(),
+                         ci.secret_ref().name().empty() ? nullptr : &ci.secret_ref().name(), "user",
+                         "secretRef", path, review, &user);
   int network_sources = CheckCloudInitData(
       ci.network_data(), ci.network_data_base64(),
       ci.network_data_secret_ref().name().empty() ? nullptr : &ci.network_data_secret_ref().name(),
       "network", "networkDataSecretRef", path, review, &network);
   if (user_sources == 0 && network_sources == 0) {
-    review->errors.Add(path, "must have at least one of userData, userDataBase64, secretRef, "
-                             "networkData, networkDataBase64 or networkDataSecretRef");
+    review->errors.Add(path,
+                       "must have at least one of userData, userDataBase64, secretRef, "
+                       "networkData, networkDataBase64 or networkDataSecretRef");
   }
   if (ContainsPlainTextPassword(user)) {
     FieldPath field = path.Child(ci.user_data().empty() ? "userDataBase64" : "userData");
-    review->warnings.push_back(absl::StrCat(
-        field.str(), ": contains a plain-text password (password:, chpasswd or plain_text_passwd); "
+    review->warnings.push_back(
+        absl::StrCat(field.str(),
+                     ": contains a plain-text password (password:, chpasswd or plain_text_passwd); "
                      "anyone who can read this object can read it (prefer ssh_authorized_keys or a "
                      "secretRef)"));
   }
@@ -869,14 +944,14 @@ void CheckContainerDisk(const kvnode::v1::ContainerDiskSource& cd, const FieldPa
                                                          "(it contains whitespace)"));
   }
   if (!cd.image_pull_secret().empty()) {
-    CheckSubdomainName(cd.image_pull_secret(), "secret name", path.Child("imagePullSecret"), review);
+    CheckSubdomainName(cd.image_pull_secret(), "secret name", path.Child("imagePullSecret"),
+                       review);
   }
   const std::string& p = cd.path();
   if (p.empty()) return;
   if (p == "/") {
     review->errors.Add(path.Child("path"), "must not point to root");
-  } else if (p[0] != '/' || JoinPath(CleanComponents(p)) != absl::StripSuffix(p, "/") ||
-             absl::StrContains(p, "//")) {
+  } else if (JoinPath(CleanComponents(p)) != absl::StripSuffix(p, "/")) {
     review->errors.Add(path.Child("path"),
                        "must be an absolute path to a file without relative components");
   }
@@ -892,8 +967,8 @@ void CheckHostDiskPlacement(const std::string& path, const FieldPath& field, con
                             const PathResolver& paths, AdmissionReview* review) {
   absl::StatusOr<std::string> resolved = paths.Resolve(path);
   if (!resolved.ok()) {
-    review->errors.Add(field, absl::StrCat("cannot resolve ", Quote(path), ": ",
-                                           resolved.status().message()));
+    review->errors.Add(
+        field, absl::StrCat("cannot resolve ", Quote(path), ": ", resolved.status().message()));
     return;
   }
   std::vector<std::string> components = CleanComponents(*resolved);
@@ -919,7 +994,8 @@ void CheckHostDisk(const kvnode::v1::HostDisk& hd, const FieldPath& path, const 
   if (hd.path().empty()) {
     review->errors.Add(path_field, "required");
   } else if (!absolute) {
-    review->errors.Add(path_field, absl::StrCat("must be an absolute path (got ", Quote(hd.path()), ")"));
+    review->errors.Add(path_field,
+                       absl::StrCat("must be an absolute path (got ", Quote(hd.path()), ")"));
   }
   if (hd.type().empty()) {
     review->errors.Add(path.Child("type"), "required (Disk or DiskOrCreate)");
@@ -1022,7 +1098,8 @@ void CheckBootOrder(const kvnode::v1::Devices& devices, const FieldPath& path,
     if (order < 1) {
       review->errors.Add(field, absl::StrCat("must be at least 1 (got ", order, ")"));
     } else if (auto [it, inserted] = used.emplace(order, field.str()); !inserted) {
-      review->errors.Add(field, absl::StrCat("boot order ", order, " is already used by ", it->second));
+      review->errors.Add(field,
+                         absl::StrCat("boot order ", order, " is already used by ", it->second));
     }
   };
   for (int i = 0; i < devices.disks_size(); ++i) {
@@ -1066,17 +1143,20 @@ void CheckMac(const Interface& iface, const FieldPath& path, AdmissionReview* re
   if (mac.empty()) return;
   uint8_t octets[6];
   if (!ParseMac(mac, octets)) {
-    review->errors.Add(path, absl::StrCat(Quote(mac), " is not a valid MAC address (expected six "
-                                                      "octets, such as 02:00:00:12:34:56)"));
+    review->errors.Add(path, absl::StrCat(Quote(mac),
+                                          " is not a valid MAC address (expected six "
+                                          "octets, such as 02:00:00:12:34:56)"));
   } else if (octets[0] & 1) {
-    review->errors.Add(path, absl::StrCat(Quote(mac), " is a multicast address (the first octet "
-                                                      "must be even)"));
+    review->errors.Add(path, absl::StrCat(Quote(mac),
+                                          " is a multicast address (the first octet "
+                                          "must be even)"));
   } else if (std::all_of(octets, octets + 6, [](uint8_t o) { return o == 0; })) {
     review->errors.Add(path, absl::StrCat(Quote(mac), " is not a valid MAC address (all zero)"));
   } else if (iface.has_masquerade() && octets[0] == 2 &&
              std::all_of(octets + 1, octets + 6, [](uint8_t o) { return o == 0; })) {
-    review->errors.Add(path, absl::StrCat(Quote(mac), " is reserved for the in-pod bridge; "
-                                                      "choose another one"));
+    review->errors.Add(path, absl::StrCat(Quote(mac),
+                                          " is reserved for the in-pod bridge; "
+                                          "choose another one"));
   }
 }
 
@@ -1091,13 +1171,16 @@ void CheckPorts(const Interface& iface, const FieldPath& path, AdmissionReview* 
       review->errors.Add(port_path.Child("port"),
                          absl::StrCat(port.port(), " is not a valid port number (1-65535)"));
     } else {
-      std::string key = absl::StrCat(port.port(), "/", port.protocol().empty() ? "TCP" : port.protocol());
+      std::string key =
+          absl::StrCat(port.port(), "/", port.protocol().empty() ? "TCP" : port.protocol());
       if (!seen.insert(key).second) review->errors.Add(port_path, "duplicate port " + key);
     }
     if (port.name().empty()) continue;
-    AddInvalid(port.name(), "port name", PortNameProblem(port.name()), port_path.Child("name"), review);
+    AddInvalid(port.name(), "port name", PortNameProblem(port.name()), port_path.Child("name"),
+               review);
     if (!names.insert(port.name()).second) {
-      review->errors.Add(port_path.Child("name"), absl::StrCat("duplicate port name ", Quote(port.name())));
+      review->errors.Add(port_path.Child("name"),
+                         absl::StrCat("duplicate port name ", Quote(port.name())));
     }
   }
 }
@@ -1106,8 +1189,9 @@ void CheckInterfaceBinding(const Interface& iface, const Network* net, const Fie
                            AdmissionReview* review) {
   if (net == nullptr) return;
   if (iface.has_bridge() && net->has_pod()) {
-    review->errors.Add(path.Child("bridge"), "the bridge binding is not supported on the pod "
-                                             "network (kvnode supports masquerade only)");
+    review->errors.Add(path.Child("bridge"),
+                       "the bridge binding is not supported on the pod "
+                       "network (kvnode supports masquerade only)");
   }
   if (iface.has_masquerade() && net->has_multus()) {
     review->errors.Add(path.Child("masquerade"), "masquerade is only supported on the pod network");
@@ -1115,7 +1199,8 @@ void CheckInterfaceBinding(const Interface& iface, const Network* net, const Fie
 }
 
 void CheckInterfaces(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
-                     const std::map<std::string, const Network*>& networks, AdmissionReview* review) {
+                     const std::map<std::string, const Network*>& networks,
+                     AdmissionReview* review) {
   const auto& ifaces = spec.domain().devices().interfaces();
   if (!CheckListLength(ifaces.size(), "interfaces", path, review)) return;
   NameSet names;
@@ -1126,7 +1211,8 @@ void CheckInterfaces(const VirtualMachineInstanceSpec& spec, const FieldPath& pa
     names.Check(iface.name(), ipath.Child("name"), review);
     auto it = networks.find(iface.name());
     if (!iface.name().empty() && it == networks.end()) {
-      review->errors.Add(ipath.Child("name"), absl::StrCat("no network named ", Quote(iface.name())));
+      review->errors.Add(ipath.Child("name"),
+                         absl::StrCat("no network named ", Quote(iface.name())));
     }
     CheckInterfaceBinding(iface, it == networks.end() ? nullptr : it->second, ipath, review);
     CheckMac(iface, ipath.Child("macAddress"), review);
@@ -1143,11 +1229,12 @@ void CheckCidr(const std::string& cidr, int family, int max_prefix, const FieldP
   std::vector<std::string> parts = absl::StrSplit(cidr, '/');
   unsigned char addr[16];
   int prefix = -1;
-  if (parts.size() != 2 || inet_pton(family, parts[0].c_str(), addr) != 1 ||
-      parts[1].empty() || parts[1].size() > 3 || !absl::SimpleAtoi(parts[1], &prefix) ||
+  if (parts.size() != 2 || inet_pton(family, parts[0].c_str(), addr) != 1 || parts[1].empty() ||
+      parts[1].size() > 3 || !absl::SimpleAtoi(parts[1], &prefix) ||
       !std::all_of(parts[1].begin(), parts[1].end(), absl::ascii_isdigit)) {
-    review->errors.Add(path, absl::StrCat(Quote(cidr), " is not a valid ", name, " CIDR (such as ",
-                                          family == AF_INET ? "10.0.2.0/24" : "fd10:0:2::/120", ")"));
+    review->errors.Add(path,
+                       absl::StrCat(Quote(cidr), " is not a valid ", name, " CIDR (such as ",
+                                    family == AF_INET ? "10.0.2.0/24" : "fd10:0:2::/120", ")"));
   } else if (prefix < 1 || prefix > max_prefix) {
     review->errors.Add(path, absl::StrCat(Quote(cidr), ": the prefix length must be between 1 and ",
                                           max_prefix, " (got ", prefix, ")"));
@@ -1167,18 +1254,21 @@ void CheckNetworks(const VirtualMachineInstanceSpec& spec, const FieldPath& path
     CheckLabelName(net.name(), "network name", npath.Child("name"), review);
     names.Check(net.name(), npath.Child("name"), review);
     if (!net.name().empty() && used.count(net.name()) == 0) {
-      review->errors.Add(npath.Child("name"), absl::StrCat("no interface uses network ", Quote(net.name())));
+      review->errors.Add(npath.Child("name"),
+                         absl::StrCat("no interface uses network ", Quote(net.name())));
     }
     if (net.network_source_case() == Network::NETWORK_SOURCE_NOT_SET) {
       review->errors.Add(npath, "must have a network source (pod or multus)");
     } else if (net.has_multus()) {
-      review->errors.Add(npath.Child("multus"), "not supported on this node (only the pod network is)");
+      review->errors.Add(npath.Child("multus"),
+                         "not supported on this node (only the pod network is)");
     } else if (pod) {
-      review->errors.Add(npath.Child("pod"), absl::StrCat("only one pod network is allowed (", *pod,
-                                                          " is one)"));
+      review->errors.Add(npath.Child("pod"),
+                         absl::StrCat("only one pod network is allowed (", *pod, " is one)"));
     } else {
       pod = npath.str();
-      CheckCidr(net.pod().vm_network_cidr(), AF_INET, 30, npath.Child("pod").Child("vmNetworkCIDR"), review);
+      CheckCidr(net.pod().vm_network_cidr(), AF_INET, 30, npath.Child("pod").Child("vmNetworkCIDR"),
+                review);
       CheckCidr(net.pod().vm_ipv6_network_cidr(), AF_INET6, 126,
                 npath.Child("pod").Child("vmIPv6NetworkCIDR"), review);
     }
@@ -1226,23 +1316,23 @@ void CheckProbeHandlers(const Probe& probe, const FieldPath& path, bool has_pod_
   if (probe.has_tcp_socket()) set.push_back("tcpSocket");
   if (probe.has_guest_agent_ping()) set.push_back("guestAgentPing");
   if (set.size() != 1) {
-    review->errors.Add(path, absl::StrCat("must have exactly one of exec, httpGet, tcpSocket or "
-                                          "guestAgentPing",
-                                          set.empty() ? "" : " (got " + absl::StrJoin(set, " and ") + ")"));
+    review->errors.Add(
+        path, absl::StrCat("must have exactly one of exec, httpGet, tcpSocket or "
+                           "guestAgentPing",
+                           set.empty() ? "" : " (got " + absl::StrJoin(set, " and ") + ")"));
   }
   if (probe.has_exec() && probe.exec().command_size() == 0) {
     review->errors.Add(path.Child("exec").Child("command"), "required");
   }
-  if (probe.has_http_get()) CheckProbePort(probe.http_get().port(), path.Child("httpGet").Child("port"), review);
+  if (probe.has_http_get())
+    CheckProbePort(probe.http_get().port(), path.Child("httpGet").Child("port"), review);
   if (probe.has_tcp_socket()) {
     CheckProbePort(probe.tcp_socket().port(), path.Child("tcpSocket").Child("port"), review);
   }
-  for (const char* kind : {"httpGet", "tcpSocket"}) {
-    bool has = std::string(kind) == "httpGet" ? probe.has_http_get() : probe.has_tcp_socket();
-    if (has && !has_pod_network) {
-      review->errors.Add(path.Child(kind), "is only allowed if the pod network is attached");
-    }
-  }
+  if (has_pod_network) return;
+  constexpr char kNeedsPodNetwork[] = "is only allowed if the pod network is attached";
+  if (probe.has_http_get()) review->errors.Add(path.Child("httpGet"), kNeedsPodNetwork);
+  if (probe.has_tcp_socket()) review->errors.Add(path.Child("tcpSocket"), kNeedsPodNetwork);
 }
 
 void CheckProbe(const Probe& probe, const FieldPath& path, bool liveness, bool has_pod_network,
@@ -1262,8 +1352,9 @@ void CheckProbe(const Probe& probe, const FieldPath& path, bool liveness, bool h
   }
   // Kubernetes: a liveness probe's successThreshold must be 1.
   if (liveness && probe.success_threshold() > 1) {
-    review->errors.Add(path.Child("successThreshold"),
-                       absl::StrCat("must be 1 for a liveness probe (got ", probe.success_threshold(), ")"));
+    review->errors.Add(
+        path.Child("successThreshold"),
+        absl::StrCat("must be 1 for a liveness probe (got ", probe.success_threshold(), ")"));
   }
 }
 
@@ -1303,19 +1394,22 @@ void CheckOtherDevices(const kvnode::v1::Devices& devices, const FieldPath& path
 void CheckHostIdentity(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
                        AdmissionReview* review) {
   if (!spec.hostname().empty()) {
-    AddInvalid(spec.hostname(), "hostname", LabelProblem(spec.hostname()), path.Child("hostname"), review);
-  }
-  if (!spec.subdomain().empty()) {
-    AddInvalid(spec.subdomain(), "subdomain", LabelProblem(spec.subdomain()), path.Child("subdomain"),
+    AddInvalid(spec.hostname(), "hostname", LabelProblem(spec.hostname()), path.Child("hostname"),
                review);
   }
+  if (!spec.subdomain().empty()) {
+    AddInvalid(spec.subdomain(), "subdomain", LabelProblem(spec.subdomain()),
+               path.Child("subdomain"), review);
+  }
   if (spec.has_termination_grace_period_seconds() && spec.termination_grace_period_seconds() < 0) {
-    review->errors.Add(path.Child("terminationGracePeriodSeconds"),
-                       absl::StrCat("must not be negative (got ", spec.termination_grace_period_seconds(), ")"));
+    review->errors.Add(
+        path.Child("terminationGracePeriodSeconds"),
+        absl::StrCat("must not be negative (got ", spec.termination_grace_period_seconds(), ")"));
   }
   if (!spec.priority_class_name().empty()) {
     AddInvalid(spec.priority_class_name(), "priority class name",
-               SubdomainProblem(spec.priority_class_name()), path.Child("priorityClassName"), review);
+               SubdomainProblem(spec.priority_class_name()), path.Child("priorityClassName"),
+               review);
   }
   CheckLabels(spec.node_selector(), path.Child("nodeSelector"), review);
 }
@@ -1350,12 +1444,14 @@ void CheckDataVolumeSource(const kvnode::v1::DataVolumeSourceSpec& source, const
       if (source.http().url().empty()) {
         review->errors.Add(path.Child("http").Child("url"), "required");
       } else if (!IsHttpUrl(source.http().url())) {
-        review->errors.Add(path.Child("http").Child("url"),
-                           absl::StrCat(Quote(source.http().url()), " is not an http:// or https:// URL"));
+        review->errors.Add(
+            path.Child("http").Child("url"),
+            absl::StrCat(Quote(source.http().url()), " is not an http:// or https:// URL"));
       }
       return;
     case DataVolumeSourceSpec::kPvc:
-      CheckSubdomainName(source.pvc().name(), "claim name", path.Child("pvc").Child("name"), review);
+      CheckSubdomainName(source.pvc().name(), "claim name", path.Child("pvc").Child("name"),
+                         review);
       if (!source.pvc().namespace_().empty()) {
         AddInvalid(source.pvc().namespace_(), "namespace", LabelProblem(source.pvc().namespace_()),
                    path.Child("pvc").Child("namespace"), review);
@@ -1385,12 +1481,19 @@ void CheckStorageRequest(const kvnode::v1::VolumeResourceRequirements& res, cons
     if (key == "storage") {
       CheckCapacity(res.requests().at(key), requests.Key(key), review);
     } else {
-      review->errors.Add(requests.Key(key), absl::StrCat("unknown resource name ", Quote(key),
-                                                         " (expected storage)"));
+      review->errors.Add(requests.Key(key),
+                         absl::StrCat("unknown resource name ", Quote(key), " (expected storage)"));
     }
   }
   if (!res.requests().count("storage") && !size_optional) {
     review->errors.Add(requests.Key("storage"), "required");
+  }
+  FieldPath limits = path.Child("resources").Child("limits");
+  for (const std::string& key : SortedKeys(res.limits())) {
+    if (key != "storage") {
+      review->errors.Add(limits.Key(key),
+                         absl::StrCat("unknown resource name ", Quote(key), " (expected storage)"));
+    }
   }
 }
 
@@ -1402,8 +1505,8 @@ void CheckDataVolumeSpec(const kvnode::v1::DataVolumeSpec& spec, const FieldPath
   } else if (spec.has_pvc()) {
     CheckStorageRequest(spec.pvc().resources(), path.Child("pvc"), false, review);
   } else if (spec.has_storage()) {
-    CheckStorageRequest(spec.storage().resources(), path.Child("storage"),
-                        spec.source().has_pvc(), review);
+    CheckStorageRequest(spec.storage().resources(), path.Child("storage"), spec.source().has_pvc(),
+                        review);
   } else {
     review->errors.Add(path, "one of pvc or storage is required");
   }
@@ -1416,8 +1519,8 @@ bool VolumesReference(const VirtualMachineInstanceSpec& spec, const std::string&
   });
 }
 
-void CheckDataVolumeTemplates(const kvnode::v1::VirtualMachine& vm, const FieldPath& path,
-                              AdmissionReview* review) {
+void CheckDataVolumeTemplates(const kvnode::v1::VirtualMachine& vm, bool template_missing,
+                              const FieldPath& path, AdmissionReview* review) {
   NameSet names;
   const auto& templates = vm.spec().data_volume_templates();
   for (int i = 0; i < templates.size(); ++i) {
@@ -1427,9 +1530,9 @@ void CheckDataVolumeTemplates(const kvnode::v1::VirtualMachine& vm, const FieldP
     CheckLabelName(dvt.metadata().name(), "DataVolume name", name_path, review);
     names.Check(dvt.metadata().name(), name_path, review);
     if (!dvt.api_version().empty() && dvt.api_version() != "cdi.kubevirt.io/v1beta1") {
-      review->errors.Add(tpath.Child("apiVersion"), absl::StrCat("unsupported apiVersion ",
-                                                                 Quote(dvt.api_version()),
-                                                                 " (expected cdi.kubevirt.io/v1beta1)"));
+      review->errors.Add(tpath.Child("apiVersion"),
+                         absl::StrCat("unsupported apiVersion ", Quote(dvt.api_version()),
+                                      " (expected cdi.kubevirt.io/v1beta1)"));
     }
     if (!dvt.kind().empty() && dvt.kind() != "DataVolume") {
       review->errors.Add(tpath.Child("kind"), absl::StrCat("unknown kind ", Quote(dvt.kind()),
@@ -1442,14 +1545,17 @@ void CheckDataVolumeTemplates(const kvnode::v1::VirtualMachine& vm, const FieldP
                                       Quote(vm.metadata().namespace_())));
     }
     CheckLabels(dvt.metadata().labels(), tpath.Child("metadata").Child("labels"), review);
-    CheckAnnotations(dvt.metadata().annotations(), tpath.Child("metadata").Child("annotations"), review);
+    CheckAnnotations(dvt.metadata().annotations(), tpath.Child("metadata").Child("annotations"),
+                     review);
     CheckDataVolumeSpec(dvt.spec(), tpath.Child("spec"), review);
-    if (!dvt.metadata().name().empty() && !VolumesReference(vm.spec().template_().spec(), dvt.metadata().name())) {
-      review->errors.Add(tpath, "not used by any volume in spec.template.spec.volumes "
-                                "(dataVolume.name or persistentVolumeClaim.claimName)");
+    if (!template_missing && !dvt.metadata().name().empty() &&
+        !VolumesReference(vm.spec().template_().spec(), dvt.metadata().name())) {
+      review->errors.Add(tpath,
+                         "not used by any volume in spec.template.spec.volumes "
+                         "(dataVolume.name or persistentVolumeClaim.claimName)");
     }
   }
-  for (int i = 0; i < templates.size(); ++i) CheckFreeTextIn(templates[i], path.Index(i), review);
+  for (int i = 0; i < templates.size(); ++i) CheckSchemaValues(templates[i], path.Index(i), review);
 }
 
 }  // namespace
@@ -1467,8 +1573,8 @@ void AdmitObjectMeta(const ObjectMeta& meta, const FieldPath& path, AdmissionRev
     // Kubernetes masks a trailing '-' of a generateName prefix before validating it.
     std::string prefix = meta.generate_name();
     if (prefix.back() == '-') prefix.back() = 'a';
-    AddInvalid(meta.generate_name(), "name prefix", LabelProblem(prefix), path.Child("generateName"),
-               review);
+    AddInvalid(meta.generate_name(), "name prefix", LabelProblem(prefix),
+               path.Child("generateName"), review);
   } else {
     CheckLabelName(meta.name(), "name", path.Child("name"), review);
   }
@@ -1478,7 +1584,7 @@ void AdmitObjectMeta(const ObjectMeta& meta, const FieldPath& path, AdmissionRev
   }
   CheckLabels(meta.labels(), path.Child("labels"), review);
   CheckAnnotations(meta.annotations(), path.Child("annotations"), review);
-  CheckFreeTextIn(meta, path, review);
+  CheckSchemaValues(meta, path, review);
 }
 
 void AdmitVmiSpec(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
@@ -1499,7 +1605,12 @@ void AdmitVmiSpec(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
   CheckOtherDevices(domain.devices(), devices_path, review);
   CheckHostIdentity(spec, path, review);
   CheckProbes(spec, path, review);
-  CheckFreeTextIn(spec, path, review);
+  // A defaulted memory.guest is a copy of requests (or limits) memory, checked there.
+  bool explicit_guest;
+  GuestMemoryPath(domain, domain_path, &explicit_guest);
+  std::set<std::string> checked;
+  if (!explicit_guest) checked.insert(domain_path.Child("memory").Child("guest").str());
+  CheckSchemaValues(spec, path, review, {}, std::move(checked));
 }
 
 AdmissionReview AdmitVmi(const kvnode::v1::VirtualMachineInstance& vmi, const NodeLimits& node,
@@ -1507,6 +1618,11 @@ AdmissionReview AdmitVmi(const kvnode::v1::VirtualMachineInstance& vmi, const No
   AdmissionReview review;
   AdmitObjectMeta(vmi.metadata(), FieldPath("metadata"), &review);
   AdmitVmiSpec(vmi.spec(), FieldPath("spec"), node, paths, &review);
+  using kvnode::v1::VirtualMachineInstance;
+  CheckSchemaValues(
+      vmi, FieldPath(), &review,
+      {VirtualMachineInstance::kMetadataFieldNumber, VirtualMachineInstance::kSpecFieldNumber,
+       VirtualMachineInstance::kStatusFieldNumber});
   return review;
 }
 
@@ -1518,7 +1634,8 @@ AdmissionReview AdmitVm(const kvnode::v1::VirtualMachine& vm, const NodeLimits& 
   if (vm.spec().has_running() && !vm.spec().run_strategy().empty()) {
     review.errors.Add(spec.Child("running"), "running and runStrategy are mutually exclusive");
   }
-  if (IsMissingTemplate(vm)) {
+  bool template_missing = IsMissingTemplate(vm);
+  if (template_missing) {
     review.errors.Add(spec.Child("template"), "required (the VirtualMachineInstance template)");
   } else {
     CheckTemplateMeta(vm.spec().template_().metadata(), spec.Child("template").Child("metadata"),
@@ -1526,7 +1643,20 @@ AdmissionReview AdmitVm(const kvnode::v1::VirtualMachine& vm, const NodeLimits& 
     AdmitVmiSpec(vm.spec().template_().spec(), spec.Child("template").Child("spec"), node, paths,
                  &review);
   }
-  CheckDataVolumeTemplates(vm, spec.Child("dataVolumeTemplates"), &review);
+  CheckDataVolumeTemplates(vm, template_missing, spec.Child("dataVolumeTemplates"), &review);
+  // What the parts above did not walk: the VM's own fields (runStrategy, ...).
+  using kvnode::v1::VirtualMachine;
+  using kvnode::v1::VirtualMachineInstanceTemplateSpec;
+  using kvnode::v1::VirtualMachineSpec;
+  CheckSchemaValues(vm, FieldPath(), &review,
+                    {VirtualMachine::kMetadataFieldNumber, VirtualMachine::kSpecFieldNumber,
+                     VirtualMachine::kStatusFieldNumber});
+  CheckSchemaValues(vm.spec(), spec, &review,
+                    {VirtualMachineSpec::kTemplateFieldNumber,
+                     VirtualMachineSpec::kDataVolumeTemplatesFieldNumber});
+  CheckSchemaValues(vm.spec().template_(), spec.Child("template"), &review,
+                    {VirtualMachineInstanceTemplateSpec::kMetadataFieldNumber,
+                     VirtualMachineInstanceTemplateSpec::kSpecFieldNumber});
   return review;
 }
 
@@ -1544,7 +1674,8 @@ class RealPathResolver final : public PathResolver {
       return absl::InvalidArgumentError(absl::StrCat("not an absolute path: ", Quote(path)));
     }
     std::deque<std::string> pending;
-    for (absl::string_view c : absl::StrSplit(path, '/', absl::SkipEmpty())) pending.emplace_back(c);
+    for (absl::string_view c : absl::StrSplit(path, '/', absl::SkipEmpty()))
+      pending.emplace_back(c);
     std::vector<std::string> resolved;
     bool missing = false;  // below a component that does not exist, only ".." matters
     int links = 0;
@@ -1561,7 +1692,8 @@ class RealPathResolver final : public PathResolver {
       std::string current = JoinPath(resolved);
       struct stat st;
       if (lstat(current.c_str(), &st) != 0) {
-        if (errno != ENOENT && errno != ENOTDIR) return absl::ErrnoToStatus(errno, "lstat " + current);
+        if (errno != ENOENT && errno != ENOTDIR)
+          return absl::ErrnoToStatus(errno, "lstat " + current);
         missing = true;
         continue;
       }

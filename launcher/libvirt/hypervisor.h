@@ -45,6 +45,9 @@ class Hypervisor {
   // Current state; exists=false when no domain is defined.
   virtual absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool include_xml) = 0;
   virtual void SetEventCallback(EventCallback callback) = 0;
+  // The QEMU process of the running domain, 0 when none (read from libvirt's pid file, no
+  // libvirt call, so it is safe on the event thread).
+  virtual int QemuPid() = 0;
 };
 
 // virDomainState / reason names as strings, for DomainStatus.

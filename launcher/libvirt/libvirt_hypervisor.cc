@@ -199,15 +199,17 @@ absl::StatusOr<kvnode::v1::DomainStatus> LibvirtHypervisor::GetStatus(bool inclu
       free(xml);
     }
   }
-  if (!pid_file_.empty() && state != VIR_DOMAIN_SHUTOFF) {
-    std::ifstream f(pid_file_);
-    std::string line;
-    int pid = 0;
-    if (std::getline(f, line) && absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &pid)) {
-      status.set_qemu_pid(pid);
-    }
-  }
+  if (state != VIR_DOMAIN_SHUTOFF) status.set_qemu_pid(QemuPid());
   return status;
+}
+
+int LibvirtHypervisor::QemuPid() {
+  if (pid_file_.empty()) return 0;
+  std::ifstream f(pid_file_);
+  std::string line;
+  int pid = 0;
+  if (std::getline(f, line) && absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &pid)) return pid;
+  return 0;
 }
 
 }  // namespace kvnode

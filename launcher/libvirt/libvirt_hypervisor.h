@@ -35,6 +35,7 @@ class LibvirtHypervisor : public Hypervisor {
   absl::Status Undefine() override;
   absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool include_xml) override;
   void SetEventCallback(EventCallback callback) override;
+  int QemuPid() override;
 
   // Called from libvirt's event thread.
   void Deliver(const DomainLifecycleEvent& event);

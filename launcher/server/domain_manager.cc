@@ -219,6 +219,7 @@ void DomainManager::OnEvent(const DomainLifecycleEvent& event) {
   // phase, and the handler asks GetStatus when it needs more.
   if (event.event == "Started" || event.event == "Resumed") {
     base.set_state("Running");
+    base.set_qemu_pid(hypervisor_->QemuPid());
     base.set_reason(event.detail == "Unpaused" ? "Unpaused" : event.detail);
   } else if (event.event == "Suspended") {
     base.set_state("Paused");

@@ -61,6 +61,7 @@ class FakeHypervisor : public Hypervisor {
     if (running_) s.set_state(paused_ ? "Paused" : "Running");
     return s;
   }
+  int QemuPid() override { return 4242; }
   void SetEventCallback(EventCallback cb) override {
     absl::MutexLock lock(&mu_);
     cb_ = std::move(cb);

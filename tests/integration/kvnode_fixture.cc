@@ -1,0 +1,286 @@
+#include "tests/integration/kvnode_fixture.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "agent/base/status_macros.h"
+#include "agent/base/subprocess.h"
+#include "agent/supervisor/cgroup.h"
+#include "grpcpp/grpcpp.h"
+
+extern char** environ;
+
+namespace kvnode::testing {
+namespace {
+
+std::string Env(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> CurrentEnv() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
+  return env;
+}
+
+}  // namespace
+
+std::string SourceDir() { return Env("KVNODE_SOURCE_DIR", KVNODE_SOURCE_DIR_DEFAULT); }
+std::string BinaryDir() { return Env("KVNODE_BINARY_DIR", KVNODE_BINARY_DIR_DEFAULT) + "/bin"; }
+
+const std::string& GuestImage() {
+  static std::once_flag once;
+  static std::string image;
+  std::call_once(once, [] {
+    std::string dir = Env("KVNODE_GUEST_DIR", "/var/cache/kvnode-guest/image");
+    auto r = RunCommand({"/bin/bash", SourceDir() + "/tests/guest/build-guest.sh", dir},
+                        absl::Minutes(10));
+    if (!r.ok() || !r->success()) {
+      fprintf(stderr, "building the test guest failed: %s\n",
+              r.ok() ? r->output.c_str() : r.status().ToString().c_str());
+      return;
+    }
+    image = dir + "/guest.img";
+  });
+  return image;
+}
+
+bool CanRunGuests(std::string* why) {
+  if (geteuid() != 0) {
+    *why = "integration tests need root (they start the handler)";
+    return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<HandlerProcess>> HandlerProcess::Start(Options options) {
+  static std::atomic<int> counter{0};
+  auto h = std::unique_ptr<HandlerProcess>(new HandlerProcess());
+  char tmpl[] = "/tmp/kvit-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return absl::ErrnoToStatus(errno, "mkdtemp");
+  h->state_dir_ = tmpl;
+  chmod(h->state_dir_.c_str(), 0711);
+  h->socket_ = h->state_dir_ + "/api.sock";
+  h->node_name_ = absl::StrCat("it", getpid(), "-", counter++);
+  h->log_path_ = h->state_dir_ + "/handler.log";
+  h->extra_args_ = options.extra_args;
+  auto mount = CgroupTree::FindCgroup2Mount();
+  RETURN_IF_ERROR(mount.status());
+  h->cgroup_root_ = *mount + "/kvnode." + h->node_name_;
+  RETURN_IF_ERROR(h->Launch());
+  return h;
+}
+
+absl::Status HandlerProcess::Launch() {
+  int log = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  SpawnOptions o;
+  o.argv = {BinaryDir() + "/kvnode-handler", "--state-dir", state_dir_, "--socket", socket_,
+            "--node-name", node_name_, "--virt-type", "qemu",
+            // One primed capabilities cache for every test handler on this machine.
+            "--capabilities-dir", Env("KVNODE_TEST_CAPABILITIES_DIR", "/var/tmp/kvnode-test-capabilities")};
+  o.argv.insert(o.argv.end(), extra_args_.begin(), extra_args_.end());
+  o.env = CurrentEnv();
+  o.stdout_fd = log;
+  auto pid = Spawn(o);
+  close(log);
+  RETURN_IF_ERROR(pid.status());
+  pid_ = *pid;
+  stub_ = kvnode::v1::Node::NewStub(
+      grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials()));
+  // Serving when a List answers.
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
+    kvnode::v1::ListRequest req;
+    kvnode::v1::ListVMIsResponse resp;
+    if (stub_->ListVMIs(&ctx, req, &resp).ok()) return absl::OkStatus();
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return absl::InternalError("handler " + DescribeWaitStatus(status) + ":\n" + Log());
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return absl::DeadlineExceededError("handler did not serve:\n" + Log());
+}
+
+absl::Status HandlerProcess::KillAndRestart() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  return Launch();
+}
+
+std::string HandlerProcess::Log() const { return ReadFile(log_path_); }
+
+void HandlerProcess::Teardown() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  // Every launcher, libvirtd and QEMU this handler started lives in a cgroup under ours.
+  auto tree = CgroupTree::Open(cgroup_root_);
+  if (tree.ok()) {
+    for (const std::string& uid : tree->List()) (void)tree->KillAndRemove(uid, absl::Seconds(10));
+    rmdir(cgroup_root_.c_str());
+  }
+  (void)RunCommand({"/bin/rm", "-rf", "--one-file-system", state_dir_});
+}
+
+HandlerProcess::~HandlerProcess() { Teardown(); }
+
+absl::Status HandlerProcess::PrepareDisk(const std::string& ns, const std::string& claim,
+                                         const std::string& mode, int delay) {
+  const std::string& image = GuestImage();
+  if (image.empty()) return absl::FailedPreconditionError("no test guest image");
+  std::string dir = absl::StrCat(state_dir_, "/volumes/", ns, "/", claim);
+  auto mk = RunCommand({"/bin/mkdir", "-p", dir});
+  RETURN_IF_ERROR(mk.status());
+  auto cp = RunCommand({"/bin/cp", "--sparse=always", image, dir + "/disk.img"});
+  RETURN_IF_ERROR(cp.status());
+  if (!cp->success()) return absl::InternalError("cp: " + cp->output);
+  if (mode != "normal") {
+    auto m = RunCommand({"/bin/bash", SourceDir() + "/tests/guest/set-mode.sh", dir + "/disk.img",
+                         mode, std::to_string(delay)});
+    RETURN_IF_ERROR(m.status());
+    if (!m->success()) return absl::InternalError("set-mode: " + m->output);
+  }
+  return absl::OkStatus();
+}
+
+HandlerProcess::CommandOutput HandlerProcess::Kvctl(const std::vector<std::string>& args,
+                                                    absl::Duration timeout) {
+  std::vector<std::string> argv = {BinaryDir() + "/kvctl", "--socket", socket_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = RunCommand(argv, timeout);
+  if (!r.ok()) return {-1, r.status().ToString()};
+  return {WIFEXITED(r->wait_status) ? WEXITSTATUS(r->wait_status) : -1, r->output};
+}
+
+std::vector<pid_t> HandlerProcess::VmiProcesses(const std::string& uid) const {
+  std::ifstream f(cgroup_root_ + "/" + uid + "/cgroup.procs");
+  std::vector<pid_t> pids;
+  pid_t p;
+  while (f >> p) pids.push_back(p);
+  return pids;
+}
+
+std::vector<pid_t> HandlerProcess::ProcessesMentioning(const std::string& text) const {
+  std::vector<pid_t> out;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (struct dirent* e = readdir(proc)) {
+    pid_t pid = atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::string cmdline = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+    size_t paren = stat.rfind(')');
+    bool zombie = paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+    if (!zombie && absl::StrContains(cmdline, text)) out.push_back(pid);
+  }
+  closedir(proc);
+  return out;
+}
+
+std::string HandlerProcess::VmiDir(const std::string& uid) const {
+  std::string key;
+  for (char c : uid) {
+    if (key.size() == 12) break;
+    if (isxdigit(static_cast<unsigned char>(c))) key.push_back(c);
+  }
+  return state_dir_ + "/vmis/" + key;
+}
+
+std::string HandlerProcess::SerialLog(const std::string& uid) const {
+  return ReadFile(VmiDir(uid) + "/run/serial0.log");
+}
+
+kvnode::v1::VirtualMachineInstance GuestVmi(const std::string& name, const std::string& claim,
+                                            int64_t grace_seconds) {
+  kvnode::v1::VirtualMachineInstance vmi;
+  vmi.set_api_version("kubevirt.io/v1");
+  vmi.set_kind("VirtualMachineInstance");
+  vmi.mutable_metadata()->set_name(name);
+  vmi.mutable_metadata()->set_namespace_("default");
+  auto* spec = vmi.mutable_spec();
+  spec->set_termination_grace_period_seconds(grace_seconds);
+  (*spec->mutable_domain()->mutable_resources()->mutable_requests())["memory"] = "128Mi";
+  auto* devices = spec->mutable_domain()->mutable_devices();
+  devices->set_autoattach_pod_interface(false);
+  devices->set_autoattach_graphics_device(false);
+  auto* disk = devices->add_disks();
+  disk->set_name("root");
+  disk->mutable_disk()->set_bus("virtio");
+  auto* vol = spec->add_volumes();
+  vol->set_name("root");
+  vol->mutable_persistent_volume_claim()->set_claim_name(claim);
+  return vmi;
+}
+
+absl::StatusOr<kvnode::v1::VirtualMachineInstance> WaitForVmi(
+    kvnode::v1::Node::Stub* stub, const std::string& ns, const std::string& name,
+    const std::function<bool(const kvnode::v1::VirtualMachineInstance&)>& done,
+    absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  kvnode::v1::VirtualMachineInstance last;
+  grpc::Status s;
+  while (true) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    kvnode::v1::ObjectRef ref;
+    ref.set_namespace_(ns);
+    ref.set_name(name);
+    s = stub->GetVMI(&ctx, ref, &last);
+    if (s.ok() && done(last)) return last;
+    if (absl::Now() > deadline) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "timed out waiting for VMI ", name, ": last phase \"", last.status().phase(), "\" reason \"",
+      last.status().reason(), "\"", s.ok() ? "" : " (" + s.error_message() + ")"));
+}
+
+bool Eventually(const std::function<bool()>& done, absl::Duration timeout, absl::Duration every) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (done()) return true;
+    absl::SleepFor(every);
+  }
+  return done();
+}
+
+const kvnode::v1::Condition* Condition(const kvnode::v1::VirtualMachineInstance& vmi,
+                                       const std::string& type) {
+  for (const auto& c : vmi.status().conditions()) {
+    if (c.type() == type) return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace kvnode::testing

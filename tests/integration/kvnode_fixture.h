@@ -1,0 +1,103 @@
+// Test fixture for integration tests: a real kvnode-handler (built in this tree) on a fresh
+// state dir with TCG, real launchers, libvirtd and QEMU, and the test guest from
+// tests/guest/. Everything a test starts is ended by pid or by its cgroup when the fixture
+// goes away, also when the test fails.
+#ifndef KVNODE_TESTS_INTEGRATION_KVNODE_FIXTURE_H_
+#define KVNODE_TESTS_INTEGRATION_KVNODE_FIXTURE_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "kvnode/v1/node.grpc.pb.h"
+
+namespace kvnode::testing {
+
+// The test guest image, built once per machine by tests/guest/build-guest.sh.
+const std::string& GuestImage();
+
+// Paths of this build.
+std::string BinaryDir();  // build/bin
+std::string SourceDir();
+
+class HandlerProcess {
+ public:
+  struct Options {
+    std::vector<std::string> extra_args;
+  };
+  // Starts a handler on a new temp state dir, with a unique node name; waits until it serves.
+  static absl::StatusOr<std::unique_ptr<HandlerProcess>> Start(Options options);
+  static absl::StatusOr<std::unique_ptr<HandlerProcess>> Start() { return Start(Options()); }
+  ~HandlerProcess();
+
+  kvnode::v1::Node::Stub* stub() { return stub_.get(); }
+  const std::string& state_dir() const { return state_dir_; }
+  const std::string& socket() const { return socket_; }
+  const std::string& node_name() const { return node_name_; }
+  pid_t pid() const { return pid_; }
+  std::string cgroup_root() const { return cgroup_root_; }
+
+  // SIGKILL the handler (guests keep running) and start it again on the same state.
+  absl::Status KillAndRestart();
+  // The handler's log so far (printed by tests on failure).
+  std::string Log() const;
+
+  // Copies the guest image into the PVC `claim` of namespace `ns` (as the storage layer would)
+  // with the guest's mode set ("normal", "ignore-acpi", "poweroff", "panic").
+  absl::Status PrepareDisk(const std::string& ns, const std::string& claim,
+                           const std::string& mode = "normal", int delay = 2);
+
+  // Runs kvctl against this handler; returns exit status and output.
+  struct CommandOutput {
+    int exit_code;
+    std::string out;
+  };
+  CommandOutput Kvctl(const std::vector<std::string>& args, absl::Duration timeout = absl::Seconds(60));
+
+  // Pids in the VMI's cgroup (launcher, libvirtd, QEMU).
+  std::vector<pid_t> VmiProcesses(const std::string& uid) const;
+  // Every process whose command line mentions the VMI's state dir, found by reading /proc
+  // (never used to kill anything).
+  std::vector<pid_t> ProcessesMentioning(const std::string& text) const;
+  std::string VmiDir(const std::string& uid) const;
+  std::string SerialLog(const std::string& uid) const;
+
+ private:
+  HandlerProcess() = default;
+  absl::Status Launch();
+  void Teardown();
+
+  std::string state_dir_, socket_, node_name_, cgroup_root_, log_path_;
+  std::vector<std::string> extra_args_;
+  pid_t pid_ = -1;
+  std::unique_ptr<kvnode::v1::Node::Stub> stub_;
+};
+
+// A VMI that boots the test guest from PVC `claim`, with no network.
+kvnode::v1::VirtualMachineInstance GuestVmi(const std::string& name, const std::string& claim,
+                                            int64_t grace_seconds = 30);
+
+// Polls `get` every 50 ms until `done` holds or the timeout passes; returns the last object.
+absl::StatusOr<kvnode::v1::VirtualMachineInstance> WaitForVmi(
+    kvnode::v1::Node::Stub* stub, const std::string& ns, const std::string& name,
+    const std::function<bool(const kvnode::v1::VirtualMachineInstance&)>& done,
+    absl::Duration timeout);
+
+// Polls until `done()` or the timeout; true when it held.
+bool Eventually(const std::function<bool()>& done, absl::Duration timeout,
+                absl::Duration every = absl::Milliseconds(50));
+
+const kvnode::v1::Condition* Condition(const kvnode::v1::VirtualMachineInstance& vmi,
+                                       const std::string& type);
+
+// True when the calling test can run guests (root, /dev/kvm not needed: TCG).
+bool CanRunGuests(std::string* why);
+
+}  // namespace kvnode::testing
+
+#endif  // KVNODE_TESTS_INTEGRATION_KVNODE_FIXTURE_H_

@@ -1,0 +1,388 @@
+// A VMI runs for real: handler → launcher → its own libvirtd → QEMU (TCG) → the test guest.
+// Every assertion is about what is observed: the watch stream, the serial console, the phase
+// and reason, and the processes on the machine.
+#include <signal.h>
+
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/integration/kvnode_fixture.h"
+
+namespace kvnode::testing {
+namespace {
+
+using kvnode::v1::VirtualMachineInstance;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kBoot = absl::Seconds(90);
+
+class VmiLifecycleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!CanRunGuests(&why)) GTEST_SKIP() << why;
+    ASSERT_FALSE(GuestImage().empty()) << "the test guest could not be built";
+    auto h = HandlerProcess::Start();
+    ASSERT_TRUE(h.ok()) << h.status();
+    handler_ = std::move(*h);
+  }
+  void TearDown() override {
+    if (HasFailure() && handler_) {
+      std::string log = handler_->Log();
+      if (log.size() > 6000) log = log.substr(log.size() - 6000);
+      std::cerr << "---- handler log (tail) ----\n" << log << "\n";
+    }
+    handler_.reset();
+  }
+
+  kvnode::v1::SyncVMIResponse Sync(const VirtualMachineInstance& vmi) {
+    kvnode::v1::SyncVMIRequest req;
+    *req.mutable_vmi() = vmi;
+    kvnode::v1::SyncVMIResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status s = handler_->stub()->SyncVMI(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp;
+  }
+
+  VirtualMachineInstance StartGuest(const std::string& name, const std::string& mode = "normal",
+                                    int64_t grace = 30) {
+    EXPECT_TRUE(handler_->PrepareDisk("default", name + "-disk", mode).ok());
+    Sync(GuestVmi(name, name + "-disk", grace));
+    auto vmi = WaitForVmi(handler_->stub(), "default", name,
+                          [](const VirtualMachineInstance& v) {
+                            return v.status().phase() == "Running" ||
+                                   v.status().phase() == "Failed";
+                          },
+                          kBoot);
+    EXPECT_TRUE(vmi.ok()) << vmi.status();
+    EXPECT_EQ(vmi->status().phase(), "Running");
+    return *vmi;
+  }
+
+  bool SerialShows(const std::string& uid, const std::string& marker,
+                   absl::Duration timeout = kBoot) {
+    return Eventually([&] { return absl::StrContains(handler_->SerialLog(uid), marker); },
+                      timeout, absl::Milliseconds(100));
+  }
+
+  void Delete(const std::string& name, std::optional<int64_t> grace = std::nullopt) {
+    kvnode::v1::DeleteRequest req;
+    req.mutable_ref()->set_namespace_("default");
+    req.mutable_ref()->set_name(name);
+    if (grace) req.set_grace_period_seconds(*grace);
+    kvnode::v1::DeleteResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status s = handler_->stub()->DeleteVMI(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+
+  // The final state of a VMI as the watch stream reported it before it was deleted.
+  VirtualMachineInstance FinalFromWatch(const std::string& name, absl::Duration timeout) {
+    kvnode::v1::WatchRequest req;
+    req.set_name(name);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    auto reader = handler_->stub()->WatchVMIs(&ctx, req);
+    kvnode::v1::VMIWatchEvent e;
+    VirtualMachineInstance last;
+    while (reader->Read(&e)) {
+      if (e.type() == "DELETED" ||
+          e.object().status().phase() == "Succeeded" || e.object().status().phase() == "Failed") {
+        last = e.object();
+        ctx.TryCancel();
+        break;
+      }
+    }
+    reader->Finish();
+    return last;
+  }
+
+  // Nothing of the VMI is left: no process in its cgroup or naming its dir.
+  void ExpectNoProcessesLeft(const std::string& uid) {
+    EXPECT_TRUE(Eventually([&] {
+      return handler_->VmiProcesses(uid).empty() &&
+             handler_->ProcessesMentioning(handler_->VmiDir(uid)).empty();
+    }, absl::Seconds(10)))
+        << "left: " << handler_->ProcessesMentioning(handler_->VmiDir(uid)).size();
+  }
+
+  std::unique_ptr<HandlerProcess> handler_;
+};
+
+TEST_F(VmiLifecycleTest, PhasesArriveInOrderOnTheWatchAndTheConsoleShowsTheBootMarker) {
+  ASSERT_TRUE(handler_->PrepareDisk("default", "guest1-disk").ok());
+  // Watch from now, then apply with kvctl.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + kBoot));
+  kvnode::v1::WatchRequest wreq;
+  wreq.set_name("guest1");
+  wreq.set_resource_version("0");
+  auto reader = handler_->stub()->WatchVMIs(&ctx, wreq);
+  std::string manifest = handler_->state_dir() + "/guest1.yaml";
+  {
+    std::ofstream f(manifest);
+    f << R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata:
+  name: guest1
+spec:
+  domain:
+    resources:
+      requests:
+        memory: 128Mi
+    devices:
+      autoattachPodInterface: false
+      disks:
+        - name: root
+          disk:
+            bus: virtio
+  volumes:
+    - name: root
+      persistentVolumeClaim:
+        claimName: guest1-disk
+)";
+  }
+  auto applied = handler_->Kvctl({"apply", "-f", manifest});
+  ASSERT_EQ(applied.exit_code, 0) << applied.out;
+  EXPECT_THAT(applied.out, HasSubstr("virtualmachineinstance.kubevirt.io/guest1 created"));
+  std::vector<std::string> phases;
+  int64_t last_rv = 0;
+  kvnode::v1::VMIWatchEvent e;
+  while (reader->Read(&e)) {
+    int64_t rv = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(e.resource_version(), &rv));
+    EXPECT_GT(rv, last_rv) << "resourceVersions must rise";
+    last_rv = rv;
+    const std::string& p = e.object().status().phase();
+    if (phases.empty() || phases.back() != p) phases.push_back(p);
+    if (p == "Running") break;
+  }
+  ctx.TryCancel();
+  reader->Finish();
+  EXPECT_THAT(phases, ::testing::ElementsAre("Pending", "Scheduling", "Scheduled", "Running"));
+
+  auto waited = handler_->Kvctl({"wait", "vmi/guest1", "--for=condition=Ready", "--timeout=60s"});
+  EXPECT_EQ(waited.exit_code, 0) << waited.out;
+  auto jsonpath = handler_->Kvctl(
+      {"wait", "vmi/guest1", "--for=jsonpath={.status.phase}=Running", "--timeout=10s"});
+  EXPECT_EQ(jsonpath.exit_code, 0) << jsonpath.out;
+  // The console: the boot marker arrives through kvctl console (stdin not a terminal).
+  auto console = handler_->Kvctl({"console", "guest1"}, absl::Seconds(20));
+  EXPECT_THAT(console.out, HasSubstr("KVNODE-GUEST-BOOTED boot_id="));
+  EXPECT_THAT(console.out, HasSubstr("KVNODE-GUEST-TICK n=1"));
+  auto got = handler_->Kvctl({"get", "vmi"});
+  EXPECT_THAT(got.out, HasSubstr("guest1"));
+  EXPECT_THAT(got.out, HasSubstr("Running"));
+  auto timeout = handler_->Kvctl({"wait", "vmi/guest1", "--for=condition=Paused", "--timeout=1s"});
+  EXPECT_NE(timeout.exit_code, 0);
+  EXPECT_THAT(timeout.out, HasSubstr("timed out"));
+}
+
+TEST_F(VmiLifecycleTest, DeleteWithTheDefaultGraceShutsTheGuestDownByAcpi) {
+  VirtualMachineInstance vmi = StartGuest("acpi");
+  ASSERT_TRUE(SerialShows(vmi.metadata().uid(), "KVNODE-GUEST-BOOTED"));
+  std::thread deleter([&] { absl::SleepFor(absl::Milliseconds(200)); Delete("acpi"); });
+  VirtualMachineInstance final_vmi = FinalFromWatch("acpi", absl::Seconds(60));
+  deleter.join();
+  EXPECT_EQ(final_vmi.status().phase(), "Succeeded");
+  EXPECT_TRUE(SerialShows(vmi.metadata().uid(), "KVNODE-GUEST-POWEROFF reason=acpi",
+                          absl::Seconds(1)) ||
+              !Eventually([&] { return !handler_->VmiProcesses(vmi.metadata().uid()).empty(); },
+                          absl::Milliseconds(1)));
+  ExpectNoProcessesLeft(vmi.metadata().uid());
+}
+
+TEST_F(VmiLifecycleTest, AGuestIgnoringAcpiIsDestroyedWhenItsGraceEndsAndFails) {
+  VirtualMachineInstance vmi = StartGuest("stubborn", "ignore-acpi", /*grace=*/3);
+  ASSERT_TRUE(SerialShows(vmi.metadata().uid(), "KVNODE-GUEST-BOOTED"));
+  absl::Time start = absl::Now();
+  std::thread deleter([&] { absl::SleepFor(absl::Milliseconds(200)); Delete("stubborn"); });
+  VirtualMachineInstance final_vmi = FinalFromWatch("stubborn", absl::Seconds(60));
+  deleter.join();
+  EXPECT_EQ(final_vmi.status().phase(), "Failed");
+  EXPECT_EQ(final_vmi.status().reason(), "GracePeriodExpired");
+  EXPECT_GE(absl::Now() - start, absl::Seconds(3));
+  EXPECT_THAT(handler_->SerialLog(vmi.metadata().uid()), HasSubstr("KVNODE-GUEST-ACPI-IGNORED"));
+  ExpectNoProcessesLeft(vmi.metadata().uid());
+}
+
+TEST_F(VmiLifecycleTest, GraceZeroDestroysAtOnce) {
+  VirtualMachineInstance vmi = StartGuest("instant");
+  absl::Time start = absl::Now();
+  std::thread deleter([&] { absl::SleepFor(absl::Milliseconds(200)); Delete("instant", 0); });
+  VirtualMachineInstance final_vmi = FinalFromWatch("instant", absl::Seconds(30));
+  deleter.join();
+  EXPECT_EQ(final_vmi.status().phase(), "Failed");
+  EXPECT_EQ(final_vmi.status().reason(), "Destroyed");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  ExpectNoProcessesLeft(vmi.metadata().uid());
+}
+
+TEST_F(VmiLifecycleTest, PauseAndUnpauseSetPausedByUserAndReady) {
+  StartGuest("pausable");
+  auto paused = handler_->Kvctl({"pause", "vmi", "pausable"});
+  ASSERT_EQ(paused.exit_code, 0) << paused.out;
+  auto vmi = WaitForVmi(handler_->stub(), "default", "pausable",
+                        [](const VirtualMachineInstance& v) {
+                          const auto* c = Condition(v, "Paused");
+                          return c != nullptr && c->status() == "True";
+                        },
+                        absl::Seconds(10));
+  ASSERT_TRUE(vmi.ok()) << vmi.status();
+  EXPECT_EQ(Condition(*vmi, "Paused")->reason(), "PausedByUser");
+  EXPECT_EQ(Condition(*vmi, "Ready")->status(), "False");
+  EXPECT_EQ(vmi->status().phase(), "Running");
+  auto again = handler_->Kvctl({"pause", "vmi", "pausable"});
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_THAT(again.out, HasSubstr("already paused"));
+  ASSERT_EQ(handler_->Kvctl({"unpause", "vmi", "pausable"}).exit_code, 0);
+  vmi = WaitForVmi(handler_->stub(), "default", "pausable",
+                   [](const VirtualMachineInstance& v) {
+                     const auto* r = Condition(v, "Ready");
+                     return Condition(v, "Paused") == nullptr && r != nullptr &&
+                            r->status() == "True";
+                   },
+                   absl::Seconds(10));
+  EXPECT_TRUE(vmi.ok()) << vmi.status();
+}
+
+TEST_F(VmiLifecycleTest, AGuestThatPowersItselfOffSucceeds) {
+  ASSERT_TRUE(handler_->PrepareDisk("default", "selfoff-disk", "poweroff", 1).ok());
+  Sync(GuestVmi("selfoff", "selfoff-disk"));
+  auto vmi = WaitForVmi(handler_->stub(), "default", "selfoff",
+                        [](const VirtualMachineInstance& v) {
+                          return v.status().phase() == "Succeeded" ||
+                                 v.status().phase() == "Failed";
+                        },
+                        kBoot);
+  ASSERT_TRUE(vmi.ok()) << vmi.status();
+  EXPECT_EQ(vmi->status().phase(), "Succeeded");
+  // The VMI stays (as in KubeVirt) until deleted; its processes do not.
+  ExpectNoProcessesLeft(vmi->metadata().uid());
+}
+
+TEST_F(VmiLifecycleTest, AGuestThatPanicsFails) {
+  ASSERT_TRUE(handler_->PrepareDisk("default", "panic-disk", "panic", 1).ok());
+  Sync(GuestVmi("panicky", "panic-disk"));
+  auto vmi = WaitForVmi(handler_->stub(), "default", "panicky",
+                        [](const VirtualMachineInstance& v) {
+                          return v.status().phase() == "Succeeded" ||
+                                 v.status().phase() == "Failed";
+                        },
+                        kBoot);
+  ASSERT_TRUE(vmi.ok()) << vmi.status();
+  EXPECT_EQ(vmi->status().phase(), "Failed");
+  EXPECT_EQ(vmi->status().reason(), "GuestPanicked");
+  ExpectNoProcessesLeft(vmi->metadata().uid());
+}
+
+TEST_F(VmiLifecycleTest, KillingQemuFailsTheVmiWithinTwoSecondsAndLeavesNothing) {
+  VirtualMachineInstance vmi = StartGuest("qemukill");
+  int qemu = vmi.status().launcher().qemu_pid();
+  if (qemu == 0) {
+    auto v = WaitForVmi(handler_->stub(), "default", "qemukill",
+                        [](const VirtualMachineInstance& v) {
+                          return v.status().launcher().qemu_pid() > 0;
+                        },
+                        absl::Seconds(5));
+    ASSERT_TRUE(v.ok()) << "no QEMU pid reported";
+    qemu = v->status().launcher().qemu_pid();
+  }
+  absl::Time killed = absl::Now();
+  ASSERT_EQ(kill(qemu, SIGKILL), 0);
+  auto failed = WaitForVmi(handler_->stub(), "default", "qemukill",
+                           [](const VirtualMachineInstance& v) {
+                             return v.status().phase() == "Failed";
+                           },
+                           absl::Seconds(2));
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_LE(absl::Now() - killed, absl::Seconds(2));
+  EXPECT_EQ(failed->status().reason(), "QemuFailed");
+  ExpectNoProcessesLeft(vmi.metadata().uid());
+}
+
+TEST_F(VmiLifecycleTest, KillingTheLauncherFailsTheVmiWithinTwoSecondsAndLeavesNothing) {
+  VirtualMachineInstance vmi = StartGuest("launcherkill");
+  int launcher = vmi.status().launcher().pid();
+  ASSERT_GT(launcher, 0);
+  absl::Time killed = absl::Now();
+  ASSERT_EQ(kill(launcher, SIGKILL), 0);
+  auto failed = WaitForVmi(handler_->stub(), "default", "launcherkill",
+                           [](const VirtualMachineInstance& v) {
+                             return v.status().phase() == "Failed";
+                           },
+                           absl::Seconds(2));
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_LE(absl::Now() - killed, absl::Seconds(2));
+  EXPECT_EQ(failed->status().reason(), "LauncherExited");
+  EXPECT_THAT(Condition(*failed, "Ready")->message(), HasSubstr("killed by signal 9"));
+  ExpectNoProcessesLeft(vmi.metadata().uid());
+}
+
+TEST_F(VmiLifecycleTest, FiveVmisStartedAtOnceAllRunAndAllShutDownCleanly) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 5; ++i) {
+    names.push_back(absl::StrCat("five", i));
+    ASSERT_TRUE(handler_->PrepareDisk("default", names.back() + "-disk").ok());
+  }
+  for (const auto& n : names) Sync(GuestVmi(n, n + "-disk"));
+  std::vector<std::string> uids;
+  for (const auto& n : names) {
+    auto vmi = WaitForVmi(handler_->stub(), "default", n,
+                          [](const VirtualMachineInstance& v) {
+                            return v.status().phase() == "Running";
+                          },
+                          absl::Seconds(180));
+    ASSERT_TRUE(vmi.ok()) << n << ": " << vmi.status();
+    uids.push_back(vmi->metadata().uid());
+  }
+  for (const auto& uid : uids) ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-BOOTED", absl::Seconds(180)));
+  // Each shuts down by ACPI (the phase is seen through a watch per VMI).
+  std::vector<std::thread> watchers;
+  std::vector<std::string> finals(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    watchers.emplace_back([&, i] { finals[i] = FinalFromWatch(names[i], absl::Seconds(120)).status().phase(); });
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  for (const auto& n : names) Delete(n);
+  for (auto& t : watchers) t.join();
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(finals[i], "Succeeded") << names[i];
+  for (const auto& uid : uids) ExpectNoProcessesLeft(uid);
+}
+
+TEST_F(VmiLifecycleTest, InvalidVmisAreRefusedWithTheFieldPathAndNothingIsStoredOrStarted) {
+  VirtualMachineInstance bad = GuestVmi("Bad_Name", "x");
+  bad.mutable_spec()->mutable_domain()->mutable_devices()->mutable_disks(0)->mutable_disk()->set_bus("virtio");
+  (*bad.mutable_spec()->mutable_domain()->mutable_resources()->mutable_requests())["memory"] = "64Ei";
+  kvnode::v1::SyncVMIRequest req;
+  *req.mutable_vmi() = bad;
+  kvnode::v1::SyncVMIResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = handler_->stub()->SyncVMI(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("metadata.name"));
+  // A VMI that asks for a network, before networking exists here.
+  VirtualMachineInstance net = GuestVmi("wantsnet", "x");
+  net.mutable_spec()->mutable_domain()->mutable_devices()->clear_autoattach_pod_interface();
+  *req.mutable_vmi() = net;
+  grpc::ClientContext ctx2;
+  s = handler_->stub()->SyncVMI(&ctx2, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("not yet supported on this node"));
+  kvnode::v1::ListRequest lreq;
+  kvnode::v1::ListVMIsResponse list;
+  grpc::ClientContext ctx3;
+  ASSERT_TRUE(handler_->stub()->ListVMIs(&ctx3, lreq, &list).ok());
+  EXPECT_EQ(list.items_size(), 0);
+  EXPECT_TRUE(handler_->ProcessesMentioning(handler_->state_dir() + "/vmis").empty());
+}
+
+}  // namespace
+}  // namespace kvnode::testing
