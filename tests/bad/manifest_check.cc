@@ -1,0 +1,58 @@
+#include "tests/bad/manifest_check.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "agent/manifest/defaults.h"
+#include "agent/manifest/loader.h"
+#include "kvnode/v1/kubevirt.pb.h"
+
+namespace kvnode {
+namespace {
+
+constexpr absl::string_view kWarningMark = ": warning: ";
+
+AdmissionReview AdmitObject(LoadedObject& object, const NodeLimits& limits,
+                            const PathResolver& resolver, bool* admitted) {
+  *admitted = true;
+  if (object.kind == "VirtualMachine") {
+    auto* vm = static_cast<kvnode::v1::VirtualMachine*>(object.object.get());
+    ApplyVmDefaults(vm);
+    return AdmitVm(*vm, limits, resolver);
+  }
+  if (object.kind == "VirtualMachineInstance") {
+    auto* vmi = static_cast<kvnode::v1::VirtualMachineInstance*>(object.object.get());
+    ApplyVmiDefaults(vmi);
+    return AdmitVmi(*vmi, limits, resolver);
+  }
+  *admitted = false;
+  return AdmissionReview();
+}
+
+}  // namespace
+
+std::vector<std::string> CheckManifestText(absl::string_view text, absl::string_view source,
+                                           const NodeLimits& limits, const PathResolver& resolver) {
+  LoadResult loaded = LoadManifests(text, source);
+  std::vector<std::string> lines = loaded.errors;
+  for (LoadedObject& object : loaded.objects) {
+    bool admitted;
+    AdmissionReview review = AdmitObject(object, limits, resolver, &admitted);
+    if (!admitted) continue;
+    std::string prefix = absl::StrCat(source, ": document ", object.document, ": ");
+    for (const FieldError& e : review.errors.errors()) lines.push_back(prefix + e.ToString());
+    for (const std::string& w : review.warnings)
+      lines.push_back(absl::StrCat(prefix, "warning: ", w));
+  }
+  return lines;
+}
+
+bool IsWarningLine(absl::string_view line) {
+  // "<source>: document <n>: warning: ..." — the mark follows the document number.
+  size_t doc = line.find(": document ");
+  if (doc == absl::string_view::npos) return false;
+  size_t mark = line.find(kWarningMark, doc + 1);
+  size_t colon = line.find(": ", doc + 1);
+  return mark != absl::string_view::npos && mark == colon;
+}
+
+}  // namespace kvnode
