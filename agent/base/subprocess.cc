@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -26,13 +27,14 @@ struct ChildFailure {
   int error;
 };
 
-enum Step { kStepSession = 1, kStepCgroup, kStepStdio, kStepDeathSig, kStepIdentity, kStepCwd,
-            kStepExec };
+enum Step { kStepSession = 1, kStepCgroup, kStepNetns, kStepStdio, kStepDeathSig, kStepIdentity,
+            kStepCwd, kStepExec };
 
 const char* StepName(int step) {
   switch (step) {
     case kStepSession: return "setsid";
     case kStepCgroup: return "join cgroup";
+    case kStepNetns: return "enter network namespace";
     case kStepStdio: return "redirect stdio";
     case kStepDeathSig: return "set parent-death signal";
     case kStepIdentity: return "switch user";
@@ -75,6 +77,7 @@ size_t FormatPid(pid_t pid, char* buf) {
     size_t n = FormatPid(getpid(), buf);
     if (write(o.cgroup_procs_fd, buf, n) < 0) ChildFail(report_fd, kStepCgroup);
   }
+  if (o.netns_fd >= 0 && setns(o.netns_fd, CLONE_NEWNET) < 0) ChildFail(report_fd, kStepNetns);
   int in = o.stdin_fd >= 0 ? o.stdin_fd : devnull;
   int out = o.stdout_fd >= 0 ? o.stdout_fd : devnull;
   int err = o.stderr_fd >= 0 ? o.stderr_fd : out;
