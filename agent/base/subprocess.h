@@ -1,6 +1,6 @@
 // Starting child processes safely: explicit argv and environment, every inherited fd closed,
 // stdio redirected, optionally a new session, a cgroup, a parent-death signal and another
-// user. Between fork and exec the child makes only async-signal-safe calls; a failure there is
+// user. Between clone and exec the child makes only async-signal-safe calls; a failure there is
 // reported back over a close-on-exec pipe, so Spawn returns the child's own errno ("exec
 // /usr/sbin/libvirtd: No such file or directory") instead of a pid that dies at once.
 //

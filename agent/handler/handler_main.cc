@@ -124,9 +124,11 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
   FlagSet flags;
   flags.Value("state-dir").Value("socket").Value("node-name").Value("virt-type").Value("launcher")
       .Value("launcher-user").Value("cgroup-root").Value("host-disk-root").Value("log-format")
-      .Value("host-uuid").Value("capabilities-dir");
+      .Value("host-uuid").Value("capabilities-dir").Value("launcher-unresponsive-timeout")
+      .Value("launcher-failure-timeout").Value("launcher-probe-interval");
   InitLogging("kvnode-handler", false);
   if (absl::Status s = flags.Parse(args); !s.ok()) return Fail(s);
+  spdlog::info("kvnode-handler starting (pid {})", getpid());
   if (!flags.positional().empty()) {
     return Fail(absl::InvalidArgumentError("unexpected argument " + flags.positional()[0]));
   }
@@ -145,6 +147,16 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
                                            virt + "\""));
   }
   config.virt_type = virt;
+  for (auto [flag, target] : {std::pair<const char*, absl::Duration*>{
+                                  "launcher-unresponsive-timeout",
+                                  &config.launcher_unresponsive_timeout},
+                              {"launcher-failure-timeout", &config.launcher_failure_timeout},
+                              {"launcher-probe-interval", &config.launcher_probe_interval}}) {
+    if (auto v = flags.Get(flag); v && !absl::ParseDuration(*v, target)) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--", flag, ": not a duration: \"", *v,
+                                                          "\" (for example 30s)")));
+    }
+  }
   char self[4096] = {};
   ssize_t self_len = readlink("/proc/self/exe", self, sizeof(self) - 1);
   std::string self_dir = self_len > 0 ? DirName(std::string(self, self_len)) : DirName(argv0);
@@ -181,6 +193,7 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
 
   auto store = Store::Open(paths.database());
   if (!store.ok()) return Fail(store.status());
+  spdlog::info("state opened: {}", paths.database());
 
   std::string caps_dir = flags.GetOr("capabilities-dir", paths.capabilities_dir());
   config.capabilities_cache = NodePaths::CapabilitiesCacheIn(caps_dir);

@@ -13,6 +13,8 @@
 //   --host-disk-root DIR   where hostDisk volumes may live (repeatable)
 //   --capabilities-dir DIR where the primed QEMU capabilities cache lives (default
 //                          <state>/capabilities); handlers may share one
+//   --launcher-probe-interval D, --launcher-unresponsive-timeout D (→ Unknown, default 30s),
+//   --launcher-failure-timeout D (→ Failed, default 60s)
 #ifndef KVNODE_AGENT_HANDLER_HANDLER_MAIN_H_
 #define KVNODE_AGENT_HANDLER_HANDLER_MAIN_H_
 

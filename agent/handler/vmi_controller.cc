@@ -422,6 +422,7 @@ void VmiController::OnDomainEvent(const kvnode::v1::DomainEvent& event) {
   auto it = by_uid_.find(event.vmi_uid());
   if (it == by_uid_.end()) return;
   Record* r = it->second.get();
+  r->last_seen = clock_->Now();
   std::string before = r->vmi.status().phase();
   bool was_paused = FindCondition(r->vmi.status().conditions(), "Paused") != nullptr;
   if (!ApplyDomainStatus(&r->vmi, event.status(), clock_->Now())) return;
@@ -452,6 +453,7 @@ void VmiController::OnLauncherEvent(const kvnode::v1::LauncherEvent& event) {
   auto it = by_uid_.find(event.vmi_uid());
   if (it == by_uid_.end()) return;
   Record* r = it->second.get();
+  r->last_seen = clock_->Now();
   EventLocked(r->vmi, event.type().empty() ? "Normal" : event.type(), event.reason(),
               event.message());
   if (event.reason() == "LauncherReady" && !r->launcher_ready) {
@@ -600,6 +602,7 @@ void VmiController::StartLauncher(const std::string& uid) {
   r->launcher_alive = true;
   r->launcher_ready = false;
   r->launcher_started = clock_->Now();
+  r->last_seen = r->launcher_started;
   r->stub = nullptr;
   auto* ls = r->vmi.mutable_status()->mutable_launcher();
   ls->set_pid(handle->pid);
@@ -751,6 +754,7 @@ void VmiController::JanitorLoop() {
           r->vmi.metadata().deletion_timestamp().empty()) {
         ScheduleStartLocked(r.get());  // e.g. waiting for its PVC
       }
+      CheckLivenessLocked(r.get(), now);
       if (r->launcher_alive && !r->launcher_ready &&
           now - r->launcher_started > config_.launcher_ready_timeout) {
         EventLocked(r->vmi, "Warning", "LauncherNotReady",

@@ -52,6 +52,12 @@ struct HandlerConfig {
   LauncherIdentity identity;
   NodeLimits limits;
   absl::Duration launcher_ready_timeout = absl::Seconds(60);
+  // Liveness of launchers besides their process exit (KubeVirt's launcher watchdog): each is
+  // pinged every probe interval; silent for `unresponsive_timeout` → phase Unknown; silent for
+  // `failure_timeout` → Failed, and its cgroup is ended.
+  absl::Duration launcher_probe_interval = absl::Seconds(5);
+  absl::Duration launcher_unresponsive_timeout = absl::Seconds(30);
+  absl::Duration launcher_failure_timeout = absl::Seconds(60);
   int workers = 8;
 };
 
@@ -110,6 +116,11 @@ class VmiController {
     bool start_scheduled = false;
     bool shutdown_sent = false;
     absl::Time launcher_started;
+    // Liveness: last time the launcher answered or notified; probe bookkeeping.
+    absl::Time last_seen;
+    absl::Time last_probe;
+    bool probing = false;
+    bool unresponsive = false;
   };
 
   absl::Status Persist(Record* r, const std::string& type) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -128,8 +139,14 @@ class VmiController {
   void ShutdownLauncher(const std::string& uid, int64_t grace);
   void OnLauncherExit(const std::string& uid, pid_t pid, std::optional<int> wait_status);
   void WatchLauncher(const std::string& uid, pid_t pid, uint64_t start_time);
-  // Periodic safety net: launchers that never became ready, Pending VMIs waiting for disks.
+  // Periodic safety net: launchers that never became ready, Pending VMIs waiting for disks,
+  // launchers that stopped answering (SIGSTOP, hung).
   void JanitorLoop();
+  void CheckLivenessLocked(Record* r, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ProbeLauncher(const std::string& uid);
+  // Asks a (re-adopted or recovered) launcher for its domain and applies it; syncs or shuts
+  // it down when its VMI needs that.
+  void RefreshLauncher(const std::string& uid);
 
   std::shared_ptr<kvnode::v1::Launcher::Stub> StubFor(const std::string& uid);
   absl::Status PrepareVmiDir(const kvnode::v1::VirtualMachineInstance& vmi);

@@ -35,6 +35,7 @@ absl::Status VmiController::Recover() {
         rec->launcher_start_time = start;
         rec->launcher_alive = true;
         rec->launcher_started = clock_->Now();
+        rec->last_seen = rec->launcher_started;
         WatchLauncher(uid, launcher.pid(), start);
         refresh.push_back(uid);
         spdlog::info("re-adopted launcher {} of VMI {}/{} ({})", launcher.pid(), o.ns, o.name,
@@ -78,49 +79,52 @@ absl::Status VmiController::Recover() {
     }
   }
   for (const std::string& uid : refresh) {
-    work_.Schedule([this, uid] {
-      std::shared_ptr<kvnode::v1::Launcher::Stub> stub;
-      {
-        absl::MutexLock l(&mu_);
-        auto it = by_uid_.find(uid);
-        if (it == by_uid_.end()) return;
-        it->second->stub = StubFor(uid);
-        stub = it->second->stub;
-      }
-      grpc::ClientContext ctx;
-      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-      ctx.set_wait_for_ready(true);
-      kvnode::v1::GetDomainRequest req;
-      kvnode::v1::DomainStatus domain;
-      grpc::Status s = stub->GetDomain(&ctx, req, &domain);
-      bool need_sync = false, need_shutdown = false;
-      int64_t grace = 0;
-      {
-        absl::MutexLock l(&mu_);
-        auto it = by_uid_.find(uid);
-        if (it == by_uid_.end()) return;
-        Record* r = it->second.get();
-        if (!s.ok()) {
-          EventLocked(r->vmi, "Warning", "LauncherUnresponsive",
-                      "re-adopted launcher did not answer: " + s.error_message());
-          return;
-        }
-        r->launcher_ready = true;
-        if (domain.exists()) {
-          if (ApplyDomainStatus(&r->vmi, domain, clock_->Now())) (void)Persist(r, "MODIFIED");
-        } else if (!IsFinalPhase(r->vmi.status().phase())) {
-          need_sync = r->vmi.metadata().deletion_timestamp().empty();
-        }
-        if (!r->vmi.metadata().deletion_timestamp().empty()) {
-          need_shutdown = true;
-          grace = r->vmi.metadata().deletion_grace_period_seconds();
-        }
-      }
-      if (need_sync) SyncLauncher(uid);
-      if (need_shutdown) ShutdownLauncher(uid, grace);
-    });
+    work_.Schedule([this, uid] { RefreshLauncher(uid); });
   }
   return absl::OkStatus();
+}
+
+void VmiController::RefreshLauncher(const std::string& uid) {
+  std::shared_ptr<kvnode::v1::Launcher::Stub> stub;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end() || !it->second->launcher_alive) return;
+    it->second->stub = StubFor(uid);
+    stub = it->second->stub;
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  ctx.set_wait_for_ready(true);
+  kvnode::v1::GetDomainRequest req;
+  kvnode::v1::DomainStatus domain;
+  grpc::Status s = stub->GetDomain(&ctx, req, &domain);
+  bool need_sync = false, need_shutdown = false;
+  int64_t grace = 0;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end()) return;
+    Record* r = it->second.get();
+    if (!s.ok()) {
+      EventLocked(r->vmi, "Warning", "LauncherUnresponsive",
+                  "launcher did not answer: " + s.error_message());
+      return;
+    }
+    r->launcher_ready = true;
+    r->last_seen = clock_->Now();
+    if (domain.exists()) {
+      if (ApplyDomainStatus(&r->vmi, domain, clock_->Now())) (void)Persist(r, "MODIFIED");
+    } else if (!IsFinalPhase(r->vmi.status().phase())) {
+      need_sync = r->vmi.metadata().deletion_timestamp().empty();
+    }
+    if (!r->vmi.metadata().deletion_timestamp().empty()) {
+      need_shutdown = true;
+      grace = r->vmi.metadata().deletion_grace_period_seconds();
+    }
+  }
+  if (need_sync) SyncLauncher(uid);
+  if (need_shutdown) ShutdownLauncher(uid, grace);
 }
 
 }  // namespace kvnode

@@ -39,7 +39,11 @@ cmdline=${cmdline% }
 for tool in apt-cache apt-get dpkg-deb cpio gzip mkfs.vfat mcopy syslinux flock; do
 	command -v "$tool" >/dev/null || die "missing $tool (apt-get install busybox-static cpio dosfstools mtools syslinux syslinux-common)"
 done
-if ! [ -x "$busybox" ] || ! "$busybox" --list | grep -qx udhcpc; then die "$busybox is not busybox-static"; fi
+# Read the whole list first: `--list | grep -q` lets busybox die of SIGPIPE, which pipefail
+# turns into a spurious failure.
+if ! [ -x "$busybox" ] || ! grep -qx udhcpc <<<"$("$busybox" --list)"; then
+  die "$busybox is not busybox-static"
+fi
 
 # Builds of the same OUTDIR (parallel tests) wait for each other.
 exec 9>"$out/.guest.lock"

@@ -106,8 +106,13 @@ absl::Status HandlerProcess::Launch() {
   close(log);
   RETURN_IF_ERROR(pid.status());
   pid_ = *pid;
-  stub_ = kvnode::v1::Node::NewStub(
-      grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials()));
+  // Reconnect fast: the socket appears a few milliseconds after the process starts, and the
+  // default backoff (1 s, growing) would measure gRPC's patience instead of the handler.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
+  stub_ = kvnode::v1::Node::NewStub(grpc::CreateCustomChannel(
+      "unix:" + socket_, grpc::InsecureChannelCredentials(), args));
   // Serving when a List answers.
   absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline) {
@@ -115,6 +120,7 @@ absl::Status HandlerProcess::Launch() {
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
     kvnode::v1::ListRequest req;
     kvnode::v1::ListVMIsResponse resp;
+    ctx.set_wait_for_ready(true);
     if (stub_->ListVMIs(&ctx, req, &resp).ok()) return absl::OkStatus();
     int status;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -126,16 +132,46 @@ absl::Status HandlerProcess::Launch() {
   return absl::DeadlineExceededError("handler did not serve:\n" + Log());
 }
 
-absl::Status HandlerProcess::KillAndRestart() {
+void HandlerProcess::Kill() {
   if (pid_ > 0) {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
+}
+
+absl::Status HandlerProcess::KillAndRestart() {
+  Kill();
   return Launch();
 }
 
+std::vector<pid_t> HandlerProcess::QemuProcesses(const std::string& uid) const {
+  std::vector<pid_t> out;
+  for (pid_t p : VmiProcesses(uid)) {
+    std::string comm = ReadFile(absl::StrCat("/proc/", p, "/comm"));
+    if (absl::StartsWith(comm, "qemu-system")) out.push_back(p);
+  }
+  return out;
+}
+
 std::string HandlerProcess::Log() const { return ReadFile(log_path_); }
+
+std::string HandlerProcess::DiagnosticLogs(size_t tail_bytes) const {
+  auto tail = [&](std::string s) {
+    return s.size() > tail_bytes ? "..." + s.substr(s.size() - tail_bytes) : s;
+  };
+  std::string out = "---- handler log ----\n" + tail(Log());
+  DIR* d = opendir((state_dir_ + "/vmis").c_str());
+  if (d != nullptr) {
+    while (struct dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::string dir = state_dir_ + "/vmis/" + e->d_name;
+      out += "\n---- launcher log " + dir + " ----\n" + tail(ReadFile(dir + "/launcher.log"));
+    }
+    closedir(d);
+  }
+  return out;
+}
 
 void HandlerProcess::Teardown() {
   if (pid_ > 0) {

@@ -44,8 +44,15 @@ class HandlerProcess {
 
   // SIGKILL the handler (guests keep running) and start it again on the same state.
   absl::Status KillAndRestart();
+  // The two halves, for a test that acts while the handler is down.
+  void Kill();
+  absl::Status Restart() { return Launch(); }
+  // Pids of QEMU processes in the VMI's cgroup.
+  std::vector<pid_t> QemuProcesses(const std::string& uid) const;
   // The handler's log so far (printed by tests on failure).
   std::string Log() const;
+  // The tails of the handler's log and of every launcher's log, for a failed test.
+  std::string DiagnosticLogs(size_t tail_bytes = 4000) const;
 
   // Copies the guest image into the PVC `claim` of namespace `ns` (as the storage layer would)
   // with the guest's mode set ("normal", "ignore-acpi", "poweroff", "panic").

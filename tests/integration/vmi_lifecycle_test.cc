@@ -33,11 +33,7 @@ class VmiLifecycleTest : public ::testing::Test {
     handler_ = std::move(*h);
   }
   void TearDown() override {
-    if (HasFailure() && handler_) {
-      std::string log = handler_->Log();
-      if (log.size() > 6000) log = log.substr(log.size() - 6000);
-      std::cerr << "---- handler log (tail) ----\n" << log << "\n";
-    }
+    if (HasFailure() && handler_) std::cerr << handler_->DiagnosticLogs() << "\n";
     handler_.reset();
   }
 

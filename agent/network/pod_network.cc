@@ -1,0 +1,387 @@
+#include "agent/network/pod_network.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "agent/base/state_layout.h"
+#include "agent/base/status_macros.h"
+#include "agent/network/linux_pod_network_driver.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "spdlog/spdlog.h"
+
+namespace kvnode {
+namespace {
+
+using google::protobuf::Struct;
+using kvnode::v1::VirtualMachineInstance;
+using kvnode::v1::VirtualMachineInstanceNetworkInterface;
+
+// KubeVirt's vmispec.InfoSourceDomain: the interface as the domain has it, no guest agent.
+constexpr char kInfoSourceDomain[] = "domain";
+
+DhcpProcess DhcpOf(const PodNetworkAttachment& a) { return {a.dhcp_pid, a.dhcp_start_time}; }
+
+PodNetworkAttachment AttachmentFrom(const PodPlan& plan, const DhcpProcess& dhcp,
+                                    const std::string& netns_dir) {
+  PodNetworkAttachment a;
+  a.vmi_uid = plan.vmi_uid;
+  a.netns = plan.names.netns;
+  a.netns_path = netns_dir + "/" + plan.names.netns;
+  a.host_veth = plan.names.host_veth;
+  a.pod_ipv4 = plan.ips.ipv4;
+  a.pod_ipv6 = plan.ips.ipv6;
+  a.mtu = plan.mtu;
+  a.run_dir = plan.run_dir;
+  if (plan.masquerade) {
+    a.interface_name = plan.masquerade->interface_name;
+    a.mac = plan.masquerade->mac;
+    a.tap = plan.masquerade->tap;
+  }
+  a.dhcp_pid = dhcp.pid;
+  a.dhcp_start_time = dhcp.start_time;
+  return a;
+}
+
+void SetString(Struct* s, const char* key, const std::string& value) {
+  if (!value.empty()) (*s->mutable_fields())[key].set_string_value(value);
+}
+void SetNumber(Struct* s, const char* key, double value) {
+  if (value != 0) (*s->mutable_fields())[key].set_number_value(value);
+}
+std::string GetString(const Struct& s, const char* key) {
+  auto it = s.fields().find(key);
+  return it == s.fields().end() ? "" : it->second.string_value();
+}
+double GetNumber(const Struct& s, const char* key) {
+  auto it = s.fields().find(key);
+  return it == s.fields().end() ? 0 : it->second.number_value();
+}
+
+Struct RecordToStruct(const PodNetworkAttachment& a) {
+  Struct s;
+  SetString(&s, "netns", a.netns);
+  SetString(&s, "netnsPath", a.netns_path);
+  SetString(&s, "hostVeth", a.host_veth);
+  SetString(&s, "podIPv4", a.pod_ipv4);
+  SetString(&s, "podIPv6", a.pod_ipv6);
+  SetString(&s, "interfaceName", a.interface_name);
+  SetString(&s, "mac", a.mac);
+  SetString(&s, "tap", a.tap);
+  SetNumber(&s, "mtu", a.mtu);
+  SetNumber(&s, "dhcpPid", a.dhcp_pid);
+  SetNumber(&s, "dhcpStartTime", static_cast<double>(a.dhcp_start_time));
+  SetString(&s, "runDir", a.run_dir);
+  return s;
+}
+
+PodNetworkAttachment RecordFromStruct(const std::string& uid, const Struct& s) {
+  PodNetworkAttachment a;
+  a.vmi_uid = uid;
+  a.netns = GetString(s, "netns");
+  a.netns_path = GetString(s, "netnsPath");
+  a.host_veth = GetString(s, "hostVeth");
+  a.pod_ipv4 = GetString(s, "podIPv4");
+  a.pod_ipv6 = GetString(s, "podIPv6");
+  a.interface_name = GetString(s, "interfaceName");
+  a.mac = GetString(s, "mac");
+  a.tap = GetString(s, "tap");
+  a.mtu = static_cast<uint32_t>(GetNumber(s, "mtu"));
+  a.dhcp_pid = static_cast<pid_t>(GetNumber(s, "dhcpPid"));
+  a.dhcp_start_time = static_cast<uint64_t>(GetNumber(s, "dhcpStartTime"));
+  a.run_dir = GetString(s, "runDir");
+  return a;
+}
+
+std::string Who(const VirtualMachineInstance& vmi) {
+  return absl::StrCat(vmi.metadata().namespace_(), "/", vmi.metadata().name());
+}
+
+}  // namespace
+
+kvnode::v1::InterfaceAttachment PodNetworkAttachment::ToInterfaceAttachment() const {
+  kvnode::v1::InterfaceAttachment att;
+  att.set_name(interface_name);
+  att.set_tap(tap);
+  att.set_mac(mac);
+  att.set_mtu(mtu);
+  return att;
+}
+
+std::vector<VirtualMachineInstanceNetworkInterface> InterfaceStatus(const PodNetworkAttachment& a) {
+  std::vector<VirtualMachineInstanceNetworkInterface> out;
+  if (a.interface_name.empty()) return out;
+  VirtualMachineInstanceNetworkInterface i;
+  i.set_name(a.interface_name);
+  i.set_mac(a.mac);
+  // Masquerade reports the pod's addresses, not the guest's 10.0.2.2 (netstat.go).
+  i.set_ip_address(a.pod_ipv4.empty() ? a.pod_ipv6 : a.pod_ipv4);
+  if (!a.pod_ipv4.empty()) i.add_ip_addresses(a.pod_ipv4);
+  if (!a.pod_ipv6.empty()) i.add_ip_addresses(a.pod_ipv6);
+  i.set_info_source(kInfoSourceDomain);
+  out.push_back(std::move(i));
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<MasqueradePodNetwork>> MasqueradePodNetwork::Create(
+    NodeNetworkConfig config, Store* store, std::unique_ptr<PodNetworkDriver> driver) {
+  ASSIGN_OR_RETURN(NodeBridgePlan bridge, PlanNodeBridge(config));
+  if (config.veth_prefix.size() > 3) {
+    return absl::InvalidArgumentError("veth prefix \"" + config.veth_prefix +
+                                      "\" is longer than 3 characters");
+  }
+  ASSIGN_OR_RETURN(auto allocator,
+                   PodIpAllocator::Create(store, bridge.pod_cidr, bridge.pod_cidr_v6));
+  std::unique_ptr<MasqueradePodNetwork> network(new MasqueradePodNetwork(
+      std::move(config), std::move(bridge), store, std::move(driver), std::move(allocator)));
+  RETURN_IF_ERROR(network->LoadRecords());
+  return network;
+}
+
+absl::StatusOr<std::unique_ptr<MasqueradePodNetwork>> MasqueradePodNetwork::CreateLinux(
+    NodeNetworkConfig config, Store* store) {
+  auto driver = std::make_unique<LinuxPodNetworkDriver>(config);
+  return Create(std::move(config), store, std::move(driver));
+}
+
+MasqueradePodNetwork::MasqueradePodNetwork(NodeNetworkConfig config, NodeBridgePlan bridge,
+                                           Store* store, std::unique_ptr<PodNetworkDriver> driver,
+                                           std::unique_ptr<PodIpAllocator> allocator)
+    : config_(std::move(config)),
+      bridge_(std::move(bridge)),
+      store_(store),
+      driver_(std::move(driver)),
+      allocator_(std::move(allocator)) {}
+
+absl::Status MasqueradePodNetwork::LoadRecords() {
+  auto json = store_->GetSetting(kSettingKey);
+  if (absl::IsNotFound(json.status())) return absl::OkStatus();
+  if (!json.ok()) return json.status();
+  Struct root;
+  auto parsed = google::protobuf::util::JsonStringToMessage(*json, &root);
+  if (!parsed.ok()) {
+    return absl::DataLossError(absl::StrCat("setting ", kSettingKey, ": ", parsed.ToString()));
+  }
+  absl::MutexLock lock(&mu_);
+  for (const auto& [uid, value] : root.fields()) {
+    records_[uid] = RecordFromStruct(uid, value.struct_value());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MasqueradePodNetwork::SaveRecords() {
+  Struct root;
+  for (const auto& [uid, a] : records_) {
+    *(*root.mutable_fields())[uid].mutable_struct_value() = RecordToStruct(a);
+  }
+  std::string json;
+  auto st = google::protobuf::util::MessageToJsonString(root, &json);
+  if (!st.ok()) return absl::InternalError(st.ToString());
+  return Annotate(store_->SetSetting(kSettingKey, json), "persist pod network records");
+}
+
+absl::Status MasqueradePodNetwork::PutRecord(const PodNetworkAttachment& attachment) {
+  absl::MutexLock lock(&mu_);
+  std::optional<PodNetworkAttachment> previous;
+  auto it = records_.find(attachment.vmi_uid);
+  if (it != records_.end()) previous = it->second;
+  records_[attachment.vmi_uid] = attachment;
+  absl::Status st = SaveRecords();
+  if (!st.ok()) {
+    if (previous) {
+      records_[attachment.vmi_uid] = *previous;
+    } else {
+      records_.erase(attachment.vmi_uid);
+    }
+  }
+  return st;
+}
+
+absl::Status MasqueradePodNetwork::EraseRecord(const std::string& vmi_uid) {
+  absl::MutexLock lock(&mu_);
+  auto it = records_.find(vmi_uid);
+  if (it == records_.end()) return absl::OkStatus();
+  PodNetworkAttachment previous = it->second;
+  records_.erase(it);
+  absl::Status st = SaveRecords();
+  if (!st.ok()) records_[vmi_uid] = previous;
+  return st;
+}
+
+bool MasqueradePodNetwork::KeyHeldByOther(const std::string& key, const std::string& vmi_uid) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [uid, a] : records_) {
+    if (uid != vmi_uid && VmiPaths::DirKey(uid) == key) return true;
+  }
+  return false;
+}
+
+absl::Status MasqueradePodNetwork::InitNode() {
+  return Annotate(driver_->EnsureNodeBridge(bridge_), "set up node bridge " + bridge_.bridge);
+}
+
+absl::Status MasqueradePodNetwork::TeardownNode() {
+  return Annotate(driver_->RemoveNodeBridge(bridge_), "remove node bridge " + bridge_.bridge);
+}
+
+absl::StatusOr<PodPlan> MasqueradePodNetwork::Plan(const VirtualMachineInstance& vmi,
+                                                   const PodIps& ips,
+                                                   const PodSetupOptions& options) {
+  PodPlanInput in;
+  in.vmi = &vmi;
+  in.ips = ips;
+  in.prefix_v4 = allocator_->prefix_length_v4();
+  in.gateway_v4 = allocator_->gateway_v4().ToString();
+  if (allocator_->gateway_v6()) {
+    in.prefix_v6 = allocator_->prefix_length_v6();
+    in.gateway_v6 = allocator_->gateway_v6()->ToString();
+  }
+  in.tap_uid = options.launcher_uid;
+  in.tap_gid = options.launcher_gid;
+  in.run_dir = options.run_dir;
+  ASSIGN_OR_RETURN(std::optional<PodInterfaceRef> ref, FindPodInterface(vmi));
+  // Read at every setup, so a changed node resolv.conf reaches the next VMI.
+  if (ref) {
+    ASSIGN_OR_RETURN(in.resolv, ReadResolvConf(config_.resolv_conf));
+  }
+  return PlanPod(config_, in);
+}
+
+absl::StatusOr<PodNetworkAttachment> MasqueradePodNetwork::Reuse(const VirtualMachineInstance& vmi,
+                                                                 PodNetworkAttachment existing,
+                                                                 const PodSetupOptions& options) {
+  if (existing.interface_name.empty() || driver_->DhcpRunning(DhcpOf(existing))) {
+    return existing;
+  }
+  spdlog::warn("{} uid={}: DHCP server of pod network {} is gone; starting it again", Who(vmi),
+               existing.vmi_uid, existing.netns);
+  ASSIGN_OR_RETURN(PodPlan plan, Plan(vmi, {existing.pod_ipv4, existing.pod_ipv6}, options));
+  ASSIGN_OR_RETURN(DhcpProcess dhcp, driver_->StartDhcp(plan, options.cgroup_procs_fd));
+  existing.dhcp_pid = dhcp.pid;
+  existing.dhcp_start_time = dhcp.start_time;
+  RETURN_IF_ERROR(PutRecord(existing));
+  return existing;
+}
+
+absl::StatusOr<PodNetworkAttachment> MasqueradePodNetwork::Setup(const VirtualMachineInstance& vmi,
+                                                                 const PodSetupOptions& options) {
+  const std::string& uid = vmi.metadata().uid();
+  const std::string context = "set up pod network of " + Who(vmi);
+  auto names_or = PodNamesFor(config_, uid);
+  if (!names_or.ok()) return Annotate(names_or.status(), context);
+  const PodNames names = *names_or;
+  if (KeyHeldByOther(names.key, uid)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat(context, ": another VMI's uid starts with ", names.key));
+  }
+  std::optional<PodNetworkAttachment> existing = Attachment(uid);
+  if (existing && driver_->NamespaceExists(existing->netns)) {
+    return Reuse(vmi, *existing, options);
+  }
+  // What an earlier attempt (or a crash during one) left behind.
+  auto leftovers = driver_->DestroyPod(names, existing ? DhcpOf(*existing) : DhcpProcess{});
+  if (!leftovers.ok()) return Annotate(leftovers.status(), context);
+
+  auto ips = allocator_->Allocate(uid);
+  if (!ips.ok()) return Annotate(ips.status(), context);
+  DhcpProcess dhcp;
+  auto fail = [&](const absl::Status& st) {
+    auto removed = driver_->DestroyPod(names, dhcp);
+    if (!removed.ok()) spdlog::error("{}: clean up: {}", context, removed.status().ToString());
+    (void)allocator_->Release(uid);
+    (void)EraseRecord(uid);
+    return Annotate(st, context);
+  };
+  auto plan = Plan(vmi, *ips, options);
+  if (!plan.ok()) return fail(plan.status());
+  auto created = driver_->CreatePod(*plan, options.cgroup_procs_fd);
+  if (!created.ok()) return fail(created.status());
+  dhcp = *created;
+  PodNetworkAttachment attachment = AttachmentFrom(*plan, dhcp, config_.netns_dir);
+  absl::Status saved = PutRecord(attachment);
+  if (!saved.ok()) return fail(saved);
+  return attachment;
+}
+
+absl::Status MasqueradePodNetwork::Teardown(const std::string& vmi_uid) {
+  const std::string context = "tear down pod network of uid " + vmi_uid;
+  auto names = PodNamesFor(config_, vmi_uid);
+  if (!names.ok()) return Annotate(names.status(), context);
+  std::optional<PodNetworkAttachment> existing = Attachment(vmi_uid);
+  if (!KeyHeldByOther(names->key, vmi_uid)) {
+    auto removed = driver_->DestroyPod(*names, existing ? DhcpOf(*existing) : DhcpProcess{});
+    if (!removed.ok()) return Annotate(removed.status(), context);
+  }
+  RETURN_IF_ERROR(Annotate(allocator_->Release(vmi_uid), context));
+  return Annotate(EraseRecord(vmi_uid), context);
+}
+
+absl::StatusOr<OrphanCleanup> MasqueradePodNetwork::CleanupOrphans(
+    const std::set<std::string>& live_uids) {
+  std::set<std::string> live_keys;
+  for (const auto& uid : live_uids) live_keys.insert(VmiPaths::DirKey(uid));
+  // key -> the DHCP server its record knows of (none for kernel leftovers without a record).
+  std::map<std::string, DhcpProcess> orphans;
+  std::vector<std::string> dead_records;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [uid, a] : records_) {
+      if (live_uids.count(uid)) continue;
+      dead_records.push_back(uid);
+      orphans[VmiPaths::DirKey(uid)] = DhcpOf(a);
+    }
+  }
+  const std::string netns_prefix = config_.EffectiveNetnsPrefix();
+  ASSIGN_OR_RETURN(std::vector<std::string> namespaces, driver_->ListNamespaces(netns_prefix));
+  for (const auto& ns : namespaces) {
+    std::string key = ns.substr(netns_prefix.size());
+    if (IsPodKey(key)) orphans.emplace(key, DhcpProcess{});
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> ports, driver_->ListBridgePorts(config_.bridge));
+  for (const auto& port : ports) {
+    if (!absl::StartsWith(port, config_.veth_prefix)) continue;
+    std::string key = port.substr(config_.veth_prefix.size());
+    if (IsPodKey(key)) orphans.emplace(key, DhcpProcess{});
+  }
+  for (const auto& [uid, ips] : allocator_->Allocations()) {
+    if (!live_uids.count(uid)) orphans.emplace(VmiPaths::DirKey(uid), DhcpProcess{});
+  }
+
+  OrphanCleanup report;
+  for (const auto& [key, dhcp] : orphans) {
+    if (live_keys.count(key)) continue;
+    PodNames names = PodNamesForKey(config_, key);
+    ASSIGN_OR_RETURN(PodRemoval removal, driver_->DestroyPod(names, dhcp));
+    if (removal.netns) report.namespaces.push_back(names.netns);
+    if (removal.host_veth) report.host_veths.push_back(names.host_veth);
+    report.dhcp_pids.insert(report.dhcp_pids.end(), removal.stopped.begin(),
+                            removal.stopped.end());
+  }
+  ASSIGN_OR_RETURN(report.released_uids, allocator_->ReleaseAllExcept(live_uids));
+  for (const auto& uid : dead_records) {
+    RETURN_IF_ERROR(EraseRecord(uid));
+    report.forgotten_uids.push_back(uid);
+  }
+  if (!report.empty()) {
+    spdlog::info("pod network cleanup: removed {} namespace(s), {} veth(s), {} DHCP server(s), "
+                 "{} allocation(s), {} record(s)",
+                 report.namespaces.size(), report.host_veths.size(), report.dhcp_pids.size(),
+                 report.released_uids.size(), report.forgotten_uids.size());
+  }
+  return report;
+}
+
+std::optional<PodNetworkAttachment> MasqueradePodNetwork::Attachment(const std::string& vmi_uid) {
+  absl::MutexLock lock(&mu_);
+  auto it = records_.find(vmi_uid);
+  if (it == records_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<VirtualMachineInstanceNetworkInterface> MasqueradePodNetwork::Status(
+    const std::string& vmi_uid) {
+  std::optional<PodNetworkAttachment> a = Attachment(vmi_uid);
+  if (!a) return {};
+  return InterfaceStatus(*a);
+}
+
+}  // namespace kvnode

@@ -1,0 +1,172 @@
+// The pure half of pod networking: from the node's configuration, a VMI, its pod IPs and the
+// node's resolv.conf, everything that will exist in the kernel for it — names, addresses, the
+// `ip -batch` text, sysctls, the nft script, the dnsmasq configuration — so that all of it is
+// unit-tested without root, and the driver (pod_network_driver.h) only carries it out.
+//
+// Layout (KubeVirt's pod as a CNI bridge plugin would have made it, plus masquerade inside):
+//
+//   node netns:  <bridge> (gateway of the pod CIDR) ── <veth_prefix><key>   (≤ 15 chars)
+//                                                         │ veth
+//   pod netns <netns_prefix><key>:  eth0 (pod IP) ── nft nat ── k6t-eth0 (10.0.2.1/24) ── tap0
+//                                                                  └─ dnsmasq (DHCP only)
+//
+// <key> is the VMI dir key (VmiPaths::DirKey: the first 12 hex digits of the UID), so a
+// namespace or veth found after a crash names the VMI it belonged to.
+//
+// Thread-safe (no state).
+#ifndef KVNODE_AGENT_NETWORK_POD_NETWORK_PLAN_H_
+#define KVNODE_AGENT_NETWORK_POD_NETWORK_PLAN_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "agent/network/ip_prefix.h"
+#include "agent/network/masquerade_rules.h"
+#include "agent/network/pod_ip_allocator.h"
+#include "agent/network/resolv_conf.h"
+#include "kvnode/v1/kubevirt.pb.h"
+
+namespace kvnode {
+
+// The node's pod network. Two handlers on one machine need distinct bridges, CIDRs and netns
+// prefixes (the default prefix follows the bridge name, so distinct bridges are enough).
+struct NodeNetworkConfig {
+  std::string bridge = "kvnode0";
+  std::string pod_cidr = "10.244.0.0/24";
+  std::string pod_cidr_v6;  // empty: IPv4 only
+  uint32_t mtu = 1500;      // of the node bridge, every veth, k6t-eth0 and tap0
+  std::string netns_prefix;  // empty: "<bridge>-"
+  std::string veth_prefix = "kv";
+  std::string netns_dir = "/run/netns";
+  std::string resolv_conf = "/etc/resolv.conf";
+  std::string ip_binary = "/usr/sbin/ip";
+  std::string nft_binary = "/usr/sbin/nft";
+  std::string dnsmasq_binary = "/usr/sbin/dnsmasq";
+  std::string dhcp_user = "nobody";
+  std::string dhcp_group = "nogroup";
+  // net.ipv4.ip_forward=1 (and IPv6 forwarding) in the handler's namespace, so that pods reach
+  // beyond the node.
+  bool enable_ip_forward = true;
+  // Masquerade pod traffic that leaves the pod CIDR (as the CNI bridge plugin's ipMasq does),
+  // in an nft table of its own, `ip kvnode_<bridge>`.
+  bool masquerade_outbound = true;
+
+  std::string EffectiveNetnsPrefix() const {
+    return netns_prefix.empty() ? bridge + "-" : netns_prefix;
+  }
+};
+
+// The node bridge and what goes with it.
+struct NodeBridgePlan {
+  std::string bridge;
+  std::string mac;  // fixed, so the gateway's MAC does not follow whichever port came first
+  uint32_t mtu = 1500;
+  IpPrefix pod_cidr;
+  IpAddress gateway_v4;
+  std::optional<IpPrefix> pod_cidr_v6;
+  std::optional<IpAddress> gateway_v6;
+  bool enable_ip_forward = true;
+  bool masquerade_outbound = true;
+  std::string nat_table;  // "kvnode_<bridge>", nft identifier characters only
+};
+
+absl::StatusOr<NodeBridgePlan> PlanNodeBridge(const NodeNetworkConfig& config);
+// `ip -batch` input that configures the bridge; `create` adds the `link add` line.
+std::string NodeBridgeBatch(const NodeBridgePlan& plan, bool create);
+// The `nft -f` input that (re)creates the outbound masquerade table atomically.
+std::string NodeNatScript(const NodeBridgePlan& plan);
+// sysctl paths under /proc/sys and their values for the handler's namespace.
+std::vector<std::pair<std::string, std::string>> NodeSysctls(const NodeBridgePlan& plan);
+
+// Kernel object names of one VMI's pod.
+struct PodNames {
+  std::string key;         // "641e7375edcb"
+  std::string netns;       // "kvnode0-641e7375edcb"
+  std::string host_veth;   // "kv641e7375edcb"
+};
+// Fails when the UID has fewer than 12 hex digits.
+absl::StatusOr<PodNames> PodNamesFor(const NodeNetworkConfig& config, absl::string_view vmi_uid);
+// The names for a key found in the kernel (a namespace or veth name without its prefix).
+PodNames PodNamesForKey(const NodeNetworkConfig& config, absl::string_view key);
+// Whether `text` is a key: exactly 12 lower-case hex digits.
+bool IsPodKey(absl::string_view text);
+
+// The masquerade binding of the VMI's pod-network interface.
+struct MasqueradePlan {
+  std::string interface_name;  // spec.domain.devices.interfaces[i].name
+  int interface_index = 0;
+  std::string mac;             // lower case, colons
+  std::string bridge = kMasqueradeBridge;
+  std::string tap;             // TapName(interface_index), as BuildDomainOptions names it
+  int tap_uid = -1;
+  int tap_gid = -1;
+  VmSubnet v4;
+  std::optional<VmSubnet> v6;
+  std::vector<ForwardedPort> ports;
+  std::string nft_script;
+  DhcpServerConfig dhcp;
+};
+
+struct PodPlan {
+  std::string vmi_uid;
+  PodNames names;
+  std::string node_bridge;
+  uint32_t mtu = 1500;
+  PodIps ips;
+  int prefix_v4 = 0;
+  int prefix_v6 = 0;
+  std::string gateway_v4;
+  std::string gateway_v6;
+  std::optional<MasqueradePlan> masquerade;  // none: the VMI has no pod-network interface
+  std::string run_dir;
+};
+
+// The VMI's interface on the pod network with its network, or nullopt when it has none.
+// Fails (Unimplemented) for what kvnode cannot serve: a binding other than masquerade on the
+// pod network, or a Multus network.
+struct PodInterfaceRef {
+  const kvnode::v1::Interface* iface = nullptr;
+  const kvnode::v1::Network* network = nullptr;
+  int index = 0;
+};
+absl::StatusOr<std::optional<PodInterfaceRef>> FindPodInterface(
+    const kvnode::v1::VirtualMachineInstance& vmi);
+
+struct PodPlanInput {
+  const kvnode::v1::VirtualMachineInstance* vmi = nullptr;  // defaulted, metadata.uid set
+  PodIps ips;
+  int prefix_v4 = 0;
+  int prefix_v6 = 0;
+  std::string gateway_v4;
+  std::string gateway_v6;
+  ResolvConf resolv;
+  int tap_uid = -1;
+  int tap_gid = -1;
+  std::string run_dir;
+};
+absl::StatusOr<PodPlan> PlanPod(const NodeNetworkConfig& config, const PodPlanInput& input);
+
+// argv for the veth pair, made in the node namespace already enslaved to the node bridge and
+// up, with its pod end moved into the pod namespace as eth0 (one netlink request, so a crash
+// never leaves a veth that is not on the bridge).
+std::vector<std::string> HostVethArgv(const NodeNetworkConfig& config, const PodPlan& plan);
+// `ip -batch` input run inside the pod namespace.
+std::string PodBatch(const PodPlan& plan);
+// sysctl paths under /proc/sys and values inside the pod namespace: forwarding, and
+// route_localnet on the bridge so the output-chain DNAT of 127.0.0.1 to the guest can leave
+// through it (KubeVirt's masquerade: bridgeIface.LinuxStack.IP4RouteLocalNet).
+std::vector<std::pair<std::string, std::string>> PodSysctls(const PodPlan& plan);
+// sysctls set before PodBatch: with IPv6, no duplicate address detection on the pod's links.
+// A link whose link-local address is still tentative sends no neighbour solicitation for
+// traffic it forwards, so for a second after setup the DNAT path to the guest would drop
+// packets; the pod is a point-to-point link with one peer, where DAD finds nothing.
+std::vector<std::pair<std::string, std::string>> PodEarlySysctls(const PodPlan& plan);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_NETWORK_POD_NETWORK_PLAN_H_

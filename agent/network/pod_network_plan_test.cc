@@ -1,0 +1,198 @@
+#include "agent/network/pod_network_plan.h"
+
+#include "agent/network/network_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher/converter/domain_options.h"
+
+namespace kvnode {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using testing_network::AddPort;
+using testing_network::MasqueradeVmi;
+
+constexpr char kUid[] = "641e7375-edcb-4c1e-9b1a-2a5d3a1b0c01";
+
+PodPlanInput Input(const kvnode::v1::VirtualMachineInstance& vmi, bool v6 = false) {
+  PodPlanInput in;
+  in.vmi = &vmi;
+  in.ips = {"10.244.0.7", v6 ? "fd00:10:244::7" : ""};
+  in.prefix_v4 = 24;
+  in.gateway_v4 = "10.244.0.1";
+  if (v6) {
+    in.prefix_v6 = 64;
+    in.gateway_v6 = "fd00:10:244::1";
+  }
+  in.resolv = ParseResolvConf("nameserver 10.96.0.10\nsearch default.svc.cluster.local\n");
+  in.tap_uid = 995;
+  in.tap_gid = 994;
+  in.run_dir = "/var/lib/kvnode/net/641e7375edcb";
+  return in;
+}
+
+TEST(PodNetworkPlanTest, NamesComeFromTheUidKeyAndFitInterfaceNames) {
+  NodeNetworkConfig config;
+  auto names = PodNamesFor(config, kUid);
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_EQ(names->key, "641e7375edcb");
+  EXPECT_EQ(names->netns, "kvnode0-641e7375edcb");
+  EXPECT_EQ(names->host_veth, "kv641e7375edcb");
+  config.netns_prefix = "node2-";
+  EXPECT_EQ(PodNamesFor(config, kUid)->netns, "node2-641e7375edcb");
+  EXPECT_FALSE(PodNamesFor(config, "short-uid").ok());
+  config.veth_prefix = "toolong";
+  EXPECT_FALSE(PodNamesFor(config, kUid).ok());
+  EXPECT_TRUE(IsPodKey("641e7375edcb"));
+  EXPECT_FALSE(IsPodKey("641e7375edc"));
+  EXPECT_FALSE(IsPodKey("641E7375EDCB"));
+  EXPECT_FALSE(IsPodKey("641e7375edcbx"));
+}
+
+TEST(PodNetworkPlanTest, MasqueradePodPlanCarriesKubeVirtNamesAndTheDefaultMac) {
+  auto vmi = MasqueradeVmi("vm1", kUid);
+  auto plan = PlanPod(NodeNetworkConfig{}, Input(vmi));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(plan->masquerade.has_value());
+  const MasqueradePlan& m = *plan->masquerade;
+  EXPECT_EQ(m.interface_name, "default");
+  EXPECT_EQ(m.mac, DefaultMacAddress("default", "vm1", "default"));
+  EXPECT_EQ(m.tap, "tap0");
+  EXPECT_EQ(m.bridge, "k6t-eth0");
+  EXPECT_EQ(m.v4.guest.ToString(), "10.0.2.2");
+  EXPECT_FALSE(m.v6.has_value());
+  EXPECT_EQ(m.dhcp.hostname, "vm1");
+  EXPECT_EQ(m.dhcp.mac, m.mac);
+  EXPECT_EQ(m.dhcp.run_dir, "/var/lib/kvnode/net/641e7375edcb");
+  EXPECT_THAT(m.nft_script, HasSubstr("add rule ip nat KUBEVIRT_PREINBOUND counter dnat to "
+                                      "10.0.2.2\n"));
+  EXPECT_THAT(m.nft_script, ::testing::Not(HasSubstr("ip6")));
+}
+
+TEST(PodNetworkPlanTest, GivenMacPortsHostnameAndVmNetworkCidrAreHonoured) {
+  auto vmi = MasqueradeVmi("vm1", kUid);
+  vmi.mutable_spec()->mutable_domain()->mutable_devices()->mutable_interfaces(0)->set_mac_address(
+      "02-AB-CD-EF-01-23");
+  AddPort(&vmi, "", 80);
+  AddPort(&vmi, "UDP", 53);
+  vmi.mutable_spec()->set_hostname("web");
+  vmi.mutable_spec()->mutable_networks(0)->mutable_pod()->set_vm_network_cidr("10.11.0.0/24");
+  auto plan = PlanPod(NodeNetworkConfig{}, Input(vmi));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const MasqueradePlan& m = *plan->masquerade;
+  EXPECT_EQ(m.mac, "02:ab:cd:ef:01:23");
+  ASSERT_EQ(m.ports.size(), 2u);
+  EXPECT_EQ(m.ports[0].protocol, "tcp");
+  EXPECT_EQ(m.ports[1].protocol, "udp");
+  EXPECT_EQ(m.dhcp.hostname, "web");
+  EXPECT_EQ(m.v4.gateway.ToString(), "10.11.0.1");
+  EXPECT_THAT(m.nft_script, HasSubstr("tcp dport { 80 } counter dnat to 10.11.0.2"));
+  EXPECT_THAT(m.nft_script, HasSubstr("udp dport { 53 } counter dnat to 10.11.0.2"));
+}
+
+TEST(PodNetworkPlanTest, BadVmNetworkCidrNamesTheField) {
+  auto vmi = MasqueradeVmi("vm1", kUid);
+  vmi.mutable_spec()->mutable_networks(0)->mutable_pod()->set_vm_network_cidr("fd00::/64");
+  auto plan = PlanPod(NodeNetworkConfig{}, Input(vmi));
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("spec.networks[name=default].pod.vmNetworkCIDR"));
+}
+
+TEST(PodNetworkPlanTest, OnlyMasqueradeOnThePodNetworkIsSupported) {
+  auto bridge = MasqueradeVmi("vm1", kUid);
+  bridge.mutable_spec()->mutable_domain()->mutable_devices()->mutable_interfaces(0)
+      ->mutable_bridge();
+  EXPECT_EQ(FindPodInterface(bridge).status().code(), absl::StatusCode::kUnimplemented);
+  auto multus = MasqueradeVmi("vm1", kUid);
+  multus.mutable_spec()->mutable_networks(0)->mutable_multus()->set_network_name("nad");
+  EXPECT_EQ(FindPodInterface(multus).status().code(), absl::StatusCode::kUnimplemented);
+  auto unnamed = MasqueradeVmi("vm1", kUid);
+  unnamed.mutable_spec()->mutable_networks(0)->set_name("other");
+  EXPECT_EQ(FindPodInterface(unnamed).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PodNetworkPlanTest, VmiWithoutInterfacesGetsAPodWithoutMasquerade) {
+  kvnode::v1::VirtualMachineInstance vmi;
+  vmi.mutable_metadata()->set_uid(kUid);
+  vmi.mutable_metadata()->set_name("vm1");
+  auto plan = PlanPod(NodeNetworkConfig{}, Input(vmi));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->masquerade.has_value());
+  EXPECT_EQ(PodBatch(*plan),
+            "link set lo up\n"
+            "addr add 10.244.0.7/24 dev eth0\n"
+            "link set eth0 up\n"
+            "route add default via 10.244.0.1 dev eth0\n");
+  EXPECT_THAT(PodSysctls(*plan), ElementsAre(Pair("net/ipv4/ip_forward", "1")));
+  EXPECT_THAT(PodEarlySysctls(*plan), ::testing::IsEmpty());
+}
+
+TEST(PodNetworkPlanTest, PodBatchBuildsBridgeTapAndAddressesInOrder) {
+  auto vmi = MasqueradeVmi("vm1", kUid);
+  auto plan = PlanPod(NodeNetworkConfig{}, Input(vmi, /*v6=*/true));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(PodBatch(*plan),
+            "link set lo up\n"
+            "addr add 10.244.0.7/24 dev eth0\n"
+            "addr add fd00:10:244::7/64 dev eth0 nodad\n"
+            "link set eth0 up\n"
+            "route add default via 10.244.0.1 dev eth0\n"
+            "route add default via fd00:10:244::1 dev eth0\n"
+            "link add k6t-eth0 address 02:00:00:00:00:00 mtu 1500 type bridge\n"
+            "addr add 10.0.2.1/24 dev k6t-eth0\n"
+            "addr add fd10:0:2::1/120 dev k6t-eth0 nodad\n"
+            "tuntap add dev tap0 mode tap user 995 group 994\n"
+            "link set tap0 mtu 1500 master k6t-eth0 up\n"
+            "link set k6t-eth0 up\n");
+  EXPECT_THAT(PodSysctls(*plan),
+              ElementsAre(Pair("net/ipv4/ip_forward", "1"),
+                          Pair("net/ipv6/conf/all/forwarding", "1"),
+                          Pair("net/ipv4/conf/k6t-eth0/route_localnet", "1")));
+  EXPECT_THAT(PodEarlySysctls(*plan),
+              ElementsAre(Pair("net/ipv6/conf/default/accept_dad", "0"),
+                          Pair("net/ipv6/conf/eth0/accept_dad", "0")));
+  EXPECT_THAT(plan->masquerade->nft_script, HasSubstr("add table ip6 nat\n"));
+  EXPECT_EQ(plan->masquerade->dhcp.v6->guest.ToString(), "fd10:0:2::2");
+}
+
+TEST(PodNetworkPlanTest, HostVethIsCreatedOnTheBridgeWithItsPeerInThePod) {
+  auto vmi = MasqueradeVmi("vm1", kUid);
+  NodeNetworkConfig config;
+  config.mtu = 1400;
+  auto plan = PlanPod(config, Input(vmi));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_THAT(HostVethArgv(config, *plan),
+              ElementsAre("/usr/sbin/ip", "link", "add", "kv641e7375edcb", "mtu", "1400",
+                          "master", "kvnode0", "up", "type", "veth", "peer", "name", "eth0",
+                          "mtu", "1400", "netns", "kvnode0-641e7375edcb"));
+}
+
+TEST(PodNetworkPlanTest, NodeBridgePlanHasAFixedMacAndIdempotentCommands) {
+  NodeNetworkConfig config;
+  config.pod_cidr_v6 = "fd00:10:244::/64";
+  auto p = PlanNodeBridge(config);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->mac, PlanNodeBridge(config)->mac);
+  EXPECT_EQ(p->mac.substr(0, 3), "02:");
+  EXPECT_EQ(NodeBridgeBatch(*p, true),
+            "link add kvnode0 address " + p->mac + " mtu 1500 type bridge\n"
+            "addr replace 10.244.0.1/24 dev kvnode0\n"
+            "addr replace fd00:10:244::1/64 dev kvnode0 nodad\n"
+            "link set kvnode0 up\n");
+  EXPECT_THAT(NodeBridgeBatch(*p, false), ::testing::StartsWith("addr replace"));
+  EXPECT_THAT(NodeSysctls(*p), ElementsAre(Pair("net/ipv4/ip_forward", "1"),
+                                           Pair("net/ipv6/conf/all/forwarding", "1")));
+  EXPECT_EQ(p->nat_table, "kvnode_kvnode0");
+  EXPECT_THAT(NodeNatScript(*p),
+              HasSubstr("ip saddr 10.244.0.0/24 ip daddr != 10.244.0.0/24 ip daddr != "
+                        "224.0.0.0/4 counter masquerade"));
+  EXPECT_THAT(NodeNatScript(*p), HasSubstr("table ip6 kvnode_kvnode0 {"));
+  config.bridge = "a-bridge-name-too-long";
+  EXPECT_FALSE(PlanNodeBridge(config).ok());
+}
+
+}  // namespace
+}  // namespace kvnode

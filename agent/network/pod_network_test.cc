@@ -1,0 +1,219 @@
+#include "agent/network/pod_network.h"
+
+#include "agent/network/fake_pod_network.h"
+#include "agent/network/fake_pod_network_driver.h"
+#include "agent/network/network_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher/converter/domain_options.h"
+
+namespace kvnode {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+using testing_network::MasqueradeVmi;
+using testing_network::OpenStore;
+using testing_network::TempDir;
+
+constexpr char kUidA[] = "aaaaaaaa-aaaa-4aaa-8aaa-000000000001";
+constexpr char kUidB[] = "bbbbbbbb-bbbb-4bbb-8bbb-000000000002";
+constexpr char kUidC[] = "cccccccc-cccc-4ccc-8ccc-000000000003";
+
+class MasqueradePodNetworkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.resolv_conf = dir_.Write("resolv.conf", "nameserver 10.96.0.10\n");
+    auto driver = std::make_unique<FakePodNetworkDriver>();
+    driver_ = driver.get();
+    auto n = MasqueradePodNetwork::Create(config_, store_.get(), std::move(driver));
+    ASSERT_TRUE(n.ok()) << n.status();
+    network_ = std::move(*n);
+  }
+  PodSetupOptions Options() {
+    PodSetupOptions o;
+    o.launcher_uid = 995;
+    o.launcher_gid = 994;
+    o.run_dir = dir_.path() + "/net";
+    return o;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Store> store_ = OpenStore(dir_);
+  NodeNetworkConfig config_;
+  FakePodNetworkDriver* driver_ = nullptr;  // owned by network_
+  std::unique_ptr<MasqueradePodNetwork> network_;
+};
+
+TEST_F(MasqueradePodNetworkTest, InitNodeEnsuresTheBridge) {
+  ASSERT_TRUE(network_->InitNode().ok());
+  EXPECT_TRUE(driver_->HasBridge("kvnode0"));
+}
+
+TEST_F(MasqueradePodNetworkTest, SetupReturnsTheAttachmentTheLauncherAndConverterNeed) {
+  auto a = network_->Setup(MasqueradeVmi("vm1", kUidA), Options());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->vmi_uid, kUidA);
+  EXPECT_EQ(a->netns, "kvnode0-aaaaaaaaaaaa");
+  EXPECT_EQ(a->netns_path, "/run/netns/kvnode0-aaaaaaaaaaaa");
+  EXPECT_EQ(a->host_veth, "kvaaaaaaaaaaaa");
+  EXPECT_EQ(a->pod_ipv4, "10.244.0.2");
+  EXPECT_EQ(a->interface_name, "default");
+  EXPECT_EQ(a->mac, DefaultMacAddress("default", "vm1", "default"));
+  EXPECT_EQ(a->tap, "tap0");
+  EXPECT_EQ(a->mtu, 1500u);
+  EXPECT_GT(a->dhcp_pid, 0);
+  auto att = a->ToInterfaceAttachment();
+  EXPECT_EQ(att.name(), "default");
+  EXPECT_EQ(att.tap(), "tap0");
+  EXPECT_EQ(att.mac(), a->mac);
+  EXPECT_EQ(att.mtu(), 1500u);
+  PodPlan plan = driver_->last_plan(kUidA);
+  EXPECT_EQ(plan.masquerade->tap_uid, 995);
+  EXPECT_EQ(plan.masquerade->dhcp.dns_v4, std::vector<std::string>{"10.96.0.10"});
+}
+
+TEST_F(MasqueradePodNetworkTest, StatusReportsThePodIpAsKubeVirtDoesForMasquerade) {
+  ASSERT_TRUE(network_->Setup(MasqueradeVmi("vm1", kUidA), Options()).ok());
+  auto status = network_->Status(kUidA);
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_EQ(status[0].name(), "default");
+  EXPECT_EQ(status[0].ip_address(), "10.244.0.2");
+  EXPECT_THAT(status[0].ip_addresses(), ElementsAre("10.244.0.2"));
+  EXPECT_EQ(status[0].mac(), DefaultMacAddress("default", "vm1", "default"));
+  EXPECT_EQ(status[0].info_source(), "domain");
+  EXPECT_THAT(network_->Status(kUidB), IsEmpty());
+}
+
+TEST_F(MasqueradePodNetworkTest, SecondSetupReusesThePodAndRestartsADeadDhcpServer) {
+  auto first = network_->Setup(MasqueradeVmi("vm1", kUidA), Options());
+  ASSERT_TRUE(first.ok());
+  auto second = network_->Setup(MasqueradeVmi("vm1", kUidA), Options());
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->pod_ipv4, first->pod_ipv4);
+  EXPECT_EQ(second->dhcp_pid, first->dhcp_pid);
+  EXPECT_EQ(driver_->create_calls(), 1);
+  driver_->KillDhcp(first->dhcp_pid);
+  auto third = network_->Setup(MasqueradeVmi("vm1", kUidA), Options());
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_NE(third->dhcp_pid, first->dhcp_pid);
+  EXPECT_EQ(driver_->dhcp_starts(), 1);
+  EXPECT_EQ(network_->Attachment(kUidA)->dhcp_pid, third->dhcp_pid);
+}
+
+TEST_F(MasqueradePodNetworkTest, FailedSetupLeavesNothingAndReleasesTheIp) {
+  driver_->FailNextCreate(absl::InternalError("nft exited with status 1"));
+  auto a = network_->Setup(MasqueradeVmi("vm1", kUidA), Options());
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(std::string(a.status().message()),
+              ::testing::HasSubstr("set up pod network of default/vm1"));
+  EXPECT_EQ(driver_->namespace_count(), 0u);
+  EXPECT_THAT(network_->allocator().Allocations(), IsEmpty());
+  EXPECT_FALSE(network_->Attachment(kUidA).has_value());
+  auto retry = network_->Setup(MasqueradeVmi("vm1", kUidA), Options());
+  ASSERT_TRUE(retry.ok()) << retry.status();
+}
+
+TEST_F(MasqueradePodNetworkTest, UnsupportedBindingFailsWithoutHoldingAnIp) {
+  auto vmi = MasqueradeVmi("vm1", kUidA);
+  vmi.mutable_spec()->mutable_domain()->mutable_devices()->mutable_interfaces(0)->mutable_bridge();
+  auto a = network_->Setup(vmi, Options());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(network_->allocator().Allocations(), IsEmpty());
+  EXPECT_EQ(driver_->namespace_count(), 0u);
+}
+
+TEST_F(MasqueradePodNetworkTest, TeardownIsIdempotentAndGivesTheIpBack) {
+  ASSERT_TRUE(network_->Setup(MasqueradeVmi("vm1", kUidA), Options()).ok());
+  ASSERT_TRUE(network_->Teardown(kUidA).ok());
+  EXPECT_EQ(driver_->namespace_count(), 0u);
+  EXPECT_EQ(driver_->running_dhcp_count(), 0u);
+  EXPECT_THAT(network_->allocator().Allocations(), IsEmpty());
+  EXPECT_FALSE(network_->Attachment(kUidA).has_value());
+  EXPECT_TRUE(network_->Teardown(kUidA).ok());
+  EXPECT_TRUE(network_->Teardown(kUidB).ok());  // never set up
+}
+
+TEST_F(MasqueradePodNetworkTest, RecordsSurviveARestart) {
+  ASSERT_TRUE(network_->Setup(MasqueradeVmi("vm1", kUidA), Options()).ok());
+  auto before = network_->Attachment(kUidA);
+  // The same fake kernel under a new MasqueradePodNetwork over the same store.
+  auto driver = std::make_unique<FakePodNetworkDriver>();
+  FakePodNetworkDriver* fresh = driver.get();
+  ASSERT_TRUE(fresh->AddLeftover(before->netns, "kvnode0", before->host_veth) > 0);
+  network_.reset();
+  auto n = MasqueradePodNetwork::Create(config_, store_.get(), std::move(driver));
+  ASSERT_TRUE(n.ok());
+  auto after = (*n)->Attachment(kUidA);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->pod_ipv4, before->pod_ipv4);
+  EXPECT_EQ(after->mac, before->mac);
+  EXPECT_EQ(after->dhcp_pid, before->dhcp_pid);
+  EXPECT_EQ((*n)->Status(kUidA).size(), 1u);
+  // A new VMI does not get the address the old one still holds.
+  auto b = (*n)->Setup(MasqueradeVmi("vm2", kUidB), Options());
+  ASSERT_TRUE(b.ok());
+  EXPECT_NE(b->pod_ipv4, before->pod_ipv4);
+}
+
+TEST_F(MasqueradePodNetworkTest, CleanupOrphansRemovesEverythingNotLiveAndKeepsTheLive) {
+  ASSERT_TRUE(network_->Setup(MasqueradeVmi("vm1", kUidA), Options()).ok());
+  ASSERT_TRUE(network_->Setup(MasqueradeVmi("vm2", kUidB), Options()).ok());
+  // Kernel leftovers without any record (a crash in the middle of a setup), one of another
+  // node's namespaces, and an allocation without kernel objects.
+  pid_t stray = driver_->AddLeftover("kvnode0-cccccccccccc", "kvnode0", "kvcccccccccccc");
+  driver_->AddLeftover("kvnode1-dddddddddddd", "kvnode1", "kvdddddddddddd");
+  ASSERT_TRUE(network_->allocator().Allocate("eeeeeeee-eeee-4eee-8eee-000000000005").ok());
+  auto report = network_->CleanupOrphans({kUidA});
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(report->namespaces,
+              UnorderedElementsAre("kvnode0-bbbbbbbbbbbb", "kvnode0-cccccccccccc"));
+  EXPECT_THAT(report->host_veths, UnorderedElementsAre("kvbbbbbbbbbbbb", "kvcccccccccccc"));
+  EXPECT_EQ(report->dhcp_pids.size(), 2u);
+  EXPECT_THAT(report->dhcp_pids, ::testing::Contains(stray));
+  EXPECT_THAT(report->released_uids,
+              UnorderedElementsAre(kUidB, "eeeeeeee-eeee-4eee-8eee-000000000005"));
+  EXPECT_THAT(report->forgotten_uids, ElementsAre(kUidB));
+  EXPECT_TRUE(network_->Attachment(kUidA).has_value());
+  EXPECT_TRUE(driver_->NamespaceExists("kvnode0-aaaaaaaaaaaa"));
+  EXPECT_TRUE(driver_->NamespaceExists("kvnode1-dddddddddddd"));  // not ours
+  EXPECT_EQ(driver_->namespace_count(), 2u);
+  auto again = network_->CleanupOrphans({kUidA});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty());
+}
+
+TEST_F(MasqueradePodNetworkTest, VmiWithoutPodInterfaceGetsAPodOnly) {
+  kvnode::v1::VirtualMachineInstance vmi;
+  vmi.mutable_metadata()->set_name("vm1");
+  vmi.mutable_metadata()->set_namespace_("default");
+  vmi.mutable_metadata()->set_uid(kUidC);
+  auto a = network_->Setup(vmi, Options());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->interface_name, "");
+  EXPECT_EQ(a->dhcp_pid, 0);
+  EXPECT_EQ(a->pod_ipv4, "10.244.0.2");
+  EXPECT_THAT(network_->Status(kUidC), IsEmpty());
+}
+
+TEST(FakePodNetworkTest, HandsOutAddressesRecordsCallsAndFailsOnRequest) {
+  FakePodNetwork fake;
+  auto a = fake.Setup(MasqueradeVmi("vm1", kUidA), {});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->pod_ipv4, "10.244.0.2");
+  EXPECT_EQ(a->tap, "tap0");
+  EXPECT_EQ(fake.Status(kUidA).size(), 1u);
+  fake.FailNextSetup(absl::UnavailableError("no"));
+  EXPECT_FALSE(fake.Setup(MasqueradeVmi("vm2", kUidB), {}).ok());
+  EXPECT_EQ(fake.Setup(MasqueradeVmi("vm2", kUidB), {})->pod_ipv4, "10.244.0.3");
+  ASSERT_TRUE(fake.Teardown(kUidA).ok());
+  EXPECT_THAT(fake.teardown_uids(), ElementsAre(kUidA));
+  EXPECT_THAT(fake.setup_uids(), ElementsAre(kUidA, kUidB, kUidB));
+  auto report = fake.CleanupOrphans({});
+  ASSERT_TRUE(report.ok());
+  EXPECT_THAT(report->released_uids, ElementsAre(kUidB));
+}
+
+}  // namespace
+}  // namespace kvnode

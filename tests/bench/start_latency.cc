@@ -1,0 +1,222 @@
+// Start latency: SyncVMI → Running through kvnode, against the floor measured in the same run
+// on the same machine — a fresh session libvirtd (warm capabilities cache, as every kvnode
+// launcher gets) plus `virsh create` of the same domain XML. Needs root.
+//
+//   kvnode-bench-start [--runs N]
+//
+// Prints each run and the medians, p95s and the ratio kvnode/floor.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "agent/base/flags.h"
+#include "agent/base/state_layout.h"
+#include "agent/base/status_macros.h"
+#include "agent/base/subprocess.h"
+#include "agent/supervisor/launcher_process.h"
+#include "grpcpp/grpcpp.h"
+#include "launcher/libvirt/session_daemon.h"
+#include "tests/integration/kvnode_fixture.h"
+
+namespace kvnode {
+namespace {
+
+using testing::HandlerProcess;
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) return 0;
+  size_t idx = static_cast<size_t>(p * (v.size() - 1) + 0.5);
+  return v[std::min(idx, v.size() - 1)];
+}
+
+// One kvnode start: SyncVMI until the watch reports Running. Returns milliseconds.
+absl::StatusOr<double> KvnodeStart(HandlerProcess* h, const std::string& name) {
+  grpc::ClientContext wctx;
+  wctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
+  kvnode::v1::WatchRequest wreq;
+  wreq.set_name(name);
+  auto reader = h->stub()->WatchVMIs(&wctx, wreq);
+  kvnode::v1::SyncVMIRequest req;
+  *req.mutable_vmi() = testing::GuestVmi(name, "bench-disk", 0);
+  kvnode::v1::SyncVMIResponse resp;
+  grpc::ClientContext ctx;
+  absl::Time t0 = absl::Now();
+  grpc::Status s = h->stub()->SyncVMI(&ctx, req, &resp);
+  if (!s.ok()) return absl::InternalError("SyncVMI: " + s.error_message());
+  kvnode::v1::VMIWatchEvent e;
+  double ms = -1;
+  while (reader->Read(&e)) {
+    if (e.object().status().phase() == "Running") {
+      ms = absl::ToDoubleMilliseconds(absl::Now() - t0);
+      break;
+    }
+    if (e.object().status().phase() == "Failed") break;
+  }
+  wctx.TryCancel();
+  reader->Finish();
+  if (ms < 0) return absl::InternalError("VMI did not reach Running");
+  // Tear down before the next run: destroy at once and wait until it is gone.
+  kvnode::v1::DeleteRequest dreq;
+  dreq.mutable_ref()->set_name(name);
+  dreq.mutable_ref()->set_namespace_("default");
+  dreq.set_grace_period_seconds(0);
+  kvnode::v1::DeleteResponse dresp;
+  grpc::ClientContext dctx;
+  (void)h->stub()->DeleteVMI(&dctx, dreq, &dresp);
+  testing::Eventually([&] {
+    grpc::ClientContext g;
+    kvnode::v1::VirtualMachineInstance v;
+    return !h->stub()->GetVMI(&g, dreq.ref(), &v).ok();
+  }, absl::Seconds(30));
+  return ms;
+}
+
+absl::Status Chown(const std::string& path, const LauncherIdentity& id) {
+  auto r = RunCommand({"/bin/chown", "-R", absl::StrCat(id.uid, ":", id.gid), path});
+  if (!r.ok() || !r->success()) return absl::InternalError("chown " + path);
+  return absl::OkStatus();
+}
+
+// The floor: a fresh session libvirtd (warm cache) + `virsh create` of `xml_path`.
+absl::StatusOr<double> FloorStart(const std::string& base, const std::string& xml_path,
+                                  const std::string& caps, const LauncherIdentity& id) {
+  (void)RunCommand({"/bin/rm", "-rf", base + "/lv"});
+  RETURN_IF_ERROR(LinkCapabilitiesCache(caps, base + "/lv/k"));
+  auto mk = RunCommand({"/bin/mkdir", "-p", base + "/lv/h", base + "/lv/r", base + "/lv/c/libvirt",
+                        base + "/run"});
+  std::ofstream(base + "/lv/c/libvirt/qemu.conf") << "stdio_handler = \"file\"\n";
+  RETURN_IF_ERROR(Chown(base, id));
+  std::string socket = base + "/lv/r/libvirt/libvirt-sock";
+  std::string uri = "qemu+unix:///session?socket=" + socket;
+  SpawnOptions d;
+  d.argv = {"/usr/sbin/libvirtd", "--timeout", "0"};
+  d.env = SessionDaemon::Environment(base + "/lv");
+  d.uid = id.uid;
+  d.gid = id.gid;
+  d.groups = id.groups;
+  absl::Time t0 = absl::Now();
+  auto pid = Spawn(d);
+  RETURN_IF_ERROR(pid.status());
+  struct stat st;
+  while (stat(socket.c_str(), &st) != 0) {
+    if (absl::Now() - t0 > absl::Seconds(30)) break;
+    usleep(2000);
+  }
+  SpawnOptions v;
+  v.argv = {"/usr/bin/virsh", "-q", "-c", uri, "create", xml_path};
+  v.env = SessionDaemon::Environment(base + "/lv");
+  v.uid = id.uid;
+  v.gid = id.gid;
+  v.groups = id.groups;
+  auto vp = Spawn(v);
+  int status = 1;
+  if (vp.ok()) waitpid(*vp, &status, 0);
+  double ms = absl::ToDoubleMilliseconds(absl::Now() - t0);
+  // Clean up: QEMU goes with a destroy, then the daemon.
+  SpawnOptions k = v;
+  k.argv = {"/usr/bin/virsh", "-q", "-c", uri, "destroy", "bench_floor"};
+  auto kp = Spawn(k);
+  if (kp.ok()) waitpid(*kp, nullptr, 0);
+  kill(*pid, SIGTERM);
+  waitpid(*pid, nullptr, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InternalError("virsh create failed");
+  }
+  return ms;
+}
+
+int Run(int argc, char** argv) {
+  FlagSet flags;
+  flags.Value("runs");
+  if (auto s = flags.Parse({argv + 1, argv + argc}); !s.ok()) {
+    std::cerr << s.message() << "\n";
+    return 2;
+  }
+  int runs = static_cast<int>(flags.GetInt("runs", 10).value_or(10));
+  auto h = HandlerProcess::Start();
+  if (!h.ok()) {
+    std::cerr << h.status() << "\n";
+    return 1;
+  }
+  if (auto s = (*h)->PrepareDisk("default", "bench-disk"); !s.ok()) {
+    std::cerr << s << "\n";
+    return 1;
+  }
+  // Warm-up (first start after a handler start also settles the capabilities cache).
+  (void)KvnodeStart(h->get(), "warmup");
+  std::vector<double> kv, floor;
+  for (int i = 0; i < runs; ++i) {
+    auto ms = KvnodeStart(h->get(), absl::StrCat("bench", i));
+    if (!ms.ok()) {
+      std::cerr << ms.status() << "\n";
+      return 1;
+    }
+    kv.push_back(*ms);
+    std::cout << absl::StrFormat("kvnode run %2d: %7.1f ms\n", i + 1, *ms);
+  }
+  // The floor runs the same domain: convert with a fixed UID under the handler's state dir.
+  auto id = LauncherIdentity::Lookup("kvnode");
+  if (!id.ok()) return 1;
+  std::string floor_uid = "f100f100-0000-4000-8000-000000000001";
+  NodePaths paths((*h)->state_dir());
+  std::string base = paths.vmi(floor_uid).root();
+  std::string manifest = (*h)->state_dir() + "/floor.yaml";
+  std::ofstream(manifest) << R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: floor, namespace: bench}
+spec:
+  terminationGracePeriodSeconds: 0
+  domain:
+    resources: {requests: {memory: 128Mi}}
+    devices:
+      autoattachPodInterface: false
+      autoattachGraphicsDevice: false
+      disks: [{name: root, disk: {bus: virtio}}]
+  volumes: [{name: root, persistentVolumeClaim: {claimName: bench-disk}}]
+)";
+  (void)RunCommand({"/bin/mkdir", "-p", paths.volume_dir("bench", "bench-disk")});
+  (void)RunCommand({"/bin/cp", "--sparse=always", paths.volume_image("default", "bench-disk"),
+                    paths.volume_image("bench", "bench-disk")});
+  (void)Chown(paths.volume_dir("bench", "bench-disk"), *id);
+  auto xml = RunCommand({testing::BinaryDir() + "/kvnode-launcher", "convert", "--virt-type",
+                         "qemu", "--state-dir", (*h)->state_dir(), "--uid", floor_uid, manifest});
+  if (!xml.ok() || !xml->success()) {
+    std::cerr << "convert failed: " << (xml.ok() ? xml->output : xml.status().ToString()) << "\n";
+    return 1;
+  }
+  (void)RunCommand({"/bin/mkdir", "-p", base});
+  std::string xml_path = base + "/domain.xml";
+  std::ofstream(xml_path) << xml->output;
+  std::string caps = "/var/tmp/kvnode-test-capabilities/k/libvirt/qemu/cache/capabilities";
+  for (int i = 0; i < runs; ++i) {
+    auto ms = FloorStart(base, xml_path, caps, *id);
+    if (!ms.ok()) {
+      std::cerr << ms.status() << "\n";
+      return 1;
+    }
+    floor.push_back(*ms);
+    std::cout << absl::StrFormat("floor  run %2d: %7.1f ms\n", i + 1, *ms);
+  }
+  double kv50 = Percentile(kv, 0.5), fl50 = Percentile(floor, 0.5);
+  std::cout << absl::StrFormat(
+      "\nSyncVMI -> Running   median %.0f ms  p95 %.0f ms\n"
+      "floor (libvirtd + virsh create)   median %.0f ms  p95 %.0f ms\n"
+      "ratio (median) %.2f\n",
+      kv50, Percentile(kv, 0.95), fl50, Percentile(floor, 0.95), kv50 / fl50);
+  return 0;
+}
+
+}  // namespace
+}  // namespace kvnode
+
+int main(int argc, char** argv) { return kvnode::Run(argc, argv); }
