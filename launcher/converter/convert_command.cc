@@ -3,13 +3,11 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/base/state_layout.h"
 #include "agent/manifest/defaults.h"
@@ -201,6 +199,13 @@ int RunConvertCommand(int argc, char** argv, std::ostream& out, std::ostream& er
     err << flags.file << ": no VirtualMachine or VirtualMachineInstance\n";
     return 1;
   }
+  // PersistentVolumeClaims in the input stand for the node's claims: Block ones are devices.
+  std::vector<const kvnode::v1::PersistentVolumeClaim*> claims;
+  for (const LoadedObject& obj : loaded.objects) {
+    if (obj.kind == "PersistentVolumeClaim") {
+      claims.push_back(static_cast<const kvnode::v1::PersistentVolumeClaim*>(obj.object.get()));
+    }
+  }
   const NodePaths node(flags.state_dir);
   std::string xml_out;
   for (Conversion& c : conversions) {
@@ -210,7 +215,9 @@ int RunConvertCommand(int argc, char** argv, std::ostream& out, std::ostream& er
     } else if (meta->uid().empty()) {
       meta->set_uid(kPlaceholderVmiUid);
     }
-    auto xml = ConvertToDomainXml(c.vmi, BuildDomainOptions(c.vmi, node, flags.virt_type));
+    auto options = BuildDomainOptions(c.vmi, node, flags.virt_type,
+                                      BlockClaimNames(claims, meta->namespace_()));
+    auto xml = ConvertToDomainXml(c.vmi, options);
     if (!xml.ok()) {
       std::string message(xml.status().message());
       err << c.prefix << (c.from_vm ? ForVm(message) : message) << "\n";

@@ -13,7 +13,8 @@
 //
 // Every VirtualMachineInstance document, and the template of every VirtualMachine (as the VMI
 // the VM would start, with the VM's name and namespace), is converted and its XML printed to
-// `out`, in document order; other kinds (PersistentVolumeClaim, DataVolume) are skipped. Admission
+// `out`, in document order. PersistentVolumeClaims in the input stand for the node's claims (one
+// with volumeMode Block is laid out as a block device); other kinds are skipped. Admission
 // runs against this machine's memory and CPU count. Exit status: 0 on success; 1 when the input
 // is refused, after one line per problem on `err` ("FILE: document N: path: message"); 2 on a
 // usage error. Admission warnings go to `err` and do not fail.
@@ -27,12 +28,9 @@
 #include <vector>
 
 #include "agent/manifest/admission.h"
+#include "launcher/converter/vm_template.h"
 
 namespace kvnode {
-
-// The UID a VMI gets in `convert` (and in the golden tests) when it has none: a VMI made from a
-// manifest has no UID until the handler assigns one.
-inline constexpr char kPlaceholderVmiUid[] = "00000000-0000-0000-0000-000000000001";
 
 // `argv[0]` is the subcommand ("convert"), the flags and FILE follow: main() passes
 // (argc - 1, argv + 1).

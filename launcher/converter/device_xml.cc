@@ -106,8 +106,9 @@ std::vector<InputDevice> InputsOf(const ConvertContext& ctx) {
 
 void AppendInputs(const ConvertContext& ctx, pugi::xml_node devices) {
   for (const InputDevice& in : InputsOf(ctx)) {
+    // No model for virtio: virtio-input devices exist only as virtio 1.0 devices, and libvirt
+    // refuses the (non-)transitional models for tablets and keyboards.
     pugi::xml_node node = Attr(Attr(Child(devices, "input"), "type", in.type), "bus", in.bus);
-    if (in.bus == "virtio") Attr(node, "model", ctx.virtio_model());
     if (!in.name.empty()) Attr(Child(node, "alias"), "name", "ua-" + in.name);
   }
 }
@@ -195,8 +196,11 @@ void AppendConsoleAndChannels(const ConvertContext& ctx, pugi::xml_node devices)
     pugi::xml_node console = Attr(Child(devices, "console"), "type", "pty");
     Attr(Attr(Child(console, "target"), "type", "serial"), "port", "0");
   }
-  // No source path: libvirt chooses one in its channel dir and reports its state.
+  // KubeVirt gives no source path and lets libvirt choose one in its channel dir; in session
+  // mode that dir is deep under XDG_CONFIG_HOME and the socket path passes the 108-byte
+  // limit, so the socket lives in the VMI's runtime dir instead.
   pugi::xml_node agent = Attr(Child(devices, "channel"), "type", "unix");
+  Attr(Attr(Child(agent, "source"), "mode", "bind"), "path", run + "/guest-agent");
   Attr(Attr(Child(agent, "target"), "type", "virtio"), "name", "org.qemu.guest_agent.0");
 }
 

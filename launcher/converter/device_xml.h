@@ -23,7 +23,8 @@ void AppendControllers(const ConvertContext& ctx, const DiskSummary& disks,
 // One <interface type="ethernet"> per spec interface, on the tap its InterfaceAttachment names.
 absl::Status AppendInterfaces(const ConvertContext& ctx, pugi::xml_node devices);
 
-// Serial console (unless autoattachSerialConsole is false) and the guest agent channel.
+// Serial console (unless autoattachSerialConsole is false) and the guest agent channel, their
+// sockets in the runtime dir: serial0 (with serial0.log) and guest-agent.
 void AppendConsoleAndChannels(const ConvertContext& ctx, pugi::xml_node devices);
 
 // Inputs, graphics and video, watchdog, memballoon, rng and panic.

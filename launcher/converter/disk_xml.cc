@@ -79,6 +79,11 @@ absl::Status CheckSource(const VolumeSource& src, const std::string& where) {
     return Invalid(where, absl::StrCat("VolumeSource backing format \"", src.backing_format(),
                                        "\" is neither raw nor qcow2"));
   }
+  if (!src.backing_type().empty() && src.backing_type() != "file" &&
+      src.backing_type() != "block") {
+    return Invalid(where, absl::StrCat("VolumeSource backing type \"", src.backing_type(),
+                                       "\" is neither file nor block"));
+  }
   return absl::OkStatus();
 }
 
@@ -148,9 +153,10 @@ absl::Status CheckTarget(const Disk& disk, const DiskTarget& t, const VolumeSour
 void AppendSource(const VolumeSource& src, pugi::xml_node disk) {
   Attr(Child(disk, "source"), src.type() == "block" ? "dev" : "file", src.path());
   if (src.backing_path().empty()) return;
-  pugi::xml_node backing = Attr(Child(disk, "backingStore"), "type", "file");
+  bool block = src.backing_type() == "block";
+  pugi::xml_node backing = Attr(Child(disk, "backingStore"), "type", block ? "block" : "file");
   Attr(Child(backing, "format"), "type", src.backing_format());
-  Attr(Child(backing, "source"), "file", src.backing_path());
+  Attr(Child(backing, "source"), block ? "dev" : "file", src.backing_path());
 }
 
 struct DiskPlacement {

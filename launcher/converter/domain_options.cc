@@ -34,17 +34,30 @@ void SetOverlay(VolumeSource* src, std::string overlay, std::string backing) {
   src->set_backing_format(kRaw);
 }
 
+// What a VMI's volumes are laid out against.
+struct Layout {
+  const std::string& ns;
+  const NodePaths& node;
+  const VmiPaths& vmi;
+  const std::set<std::string>& block_claims;
+};
+
+void SetClaim(const Layout& l, const std::string& claim, VolumeSource* src) {
+  SetFile(src, l.node.volume_image(l.ns, claim), kRaw);
+  if (l.block_claims.count(claim)) src->set_type(kBlock);
+}
+
 // Returns false for a volume kind without a node-side layout (none set).
-bool LayOutVolume(const Volume& vol, const std::string& ns, const NodePaths& node,
-                  const VmiPaths& vmi, VolumeSource* src) {
+bool LayOutVolume(const Volume& vol, const Layout& l, VolumeSource* src) {
   src->set_name(vol.name());
-  const std::string disk_dir = vmi.disk_dir(vol.name());
+  const std::string disk_dir = l.vmi.disk_dir(vol.name());
+  const NodePaths& node = l.node;
   switch (vol.source_case()) {
     case Volume::kPersistentVolumeClaim:
-      SetFile(src, node.volume_image(ns, vol.persistent_volume_claim().claim_name()), kRaw);
+      SetClaim(l, vol.persistent_volume_claim().claim_name(), src);
       return true;
     case Volume::kDataVolume:
-      SetFile(src, node.volume_image(ns, vol.data_volume().name()), kRaw);
+      SetClaim(l, vol.data_volume().name(), src);
       return true;
     case Volume::kContainerDisk:
       SetOverlay(src, disk_dir + "/disk.qcow2",
@@ -64,10 +77,12 @@ bool LayOutVolume(const Volume& vol, const std::string& ns, const NodePaths& nod
       if (absl::StartsWith(path, "/dev/")) src->set_type(kBlock);
       return true;
     }
-    case Volume::kEphemeral:
-      SetOverlay(src, disk_dir + "/disk.qcow2",
-                 node.volume_image(ns, vol.ephemeral().persistent_volume_claim().claim_name()));
+    case Volume::kEphemeral: {
+      const std::string& claim = vol.ephemeral().persistent_volume_claim().claim_name();
+      SetOverlay(src, disk_dir + "/disk.qcow2", node.volume_image(l.ns, claim));
+      if (l.block_claims.count(claim)) src->set_backing_type(kBlock);
       return true;
+    }
     case Volume::SOURCE_NOT_SET:
       break;
   }
@@ -112,8 +127,20 @@ std::string DefaultMacAddress(absl::string_view ns, absl::string_view name,
 
 std::string TapName(int index) { return absl::StrCat("tap", index); }
 
+std::set<std::string> BlockClaimNames(
+    const std::vector<const kvnode::v1::PersistentVolumeClaim*>& claims, absl::string_view ns) {
+  std::set<std::string> names;
+  for (const auto* claim : claims) {
+    const std::string& claim_ns = claim->metadata().namespace_();
+    if ((claim_ns.empty() ? "default" : claim_ns) != ns) continue;
+    if (claim->spec().volume_mode() == "Block") names.insert(claim->metadata().name());
+  }
+  return names;
+}
+
 DomainOptions BuildDomainOptions(const VirtualMachineInstance& vmi, const NodePaths& node,
-                                 absl::string_view virt_type) {
+                                 absl::string_view virt_type,
+                                 const std::set<std::string>& block_claims) {
   DomainOptions options;
   const auto& meta = vmi.metadata();
   const VmiPaths paths = node.vmi(meta.uid());
@@ -124,9 +151,10 @@ DomainOptions BuildDomainOptions(const VirtualMachineInstance& vmi, const NodePa
   options.set_ovmf_vars(kOvmfVars);
   options.set_ovmf_vars_secboot(kOvmfVarsSecboot);
   options.set_start_paused(vmi.spec().start_strategy() == "Paused");
+  const Layout layout{meta.namespace_(), node, paths, block_claims};
   for (const Volume& vol : vmi.spec().volumes()) {
     VolumeSource src;
-    if (LayOutVolume(vol, meta.namespace_(), node, paths, &src)) {
+    if (LayOutVolume(vol, layout, &src)) {
       *options.add_volumes() = std::move(src);
     }
   }

@@ -5,8 +5,9 @@
 // launcher; `kvnode-launcher convert` and the golden tests build them the same way.
 //
 // Layout (NodePaths / VmiPaths in agent/base/state_layout.h):
-//   persistentVolumeClaim  <state>/volumes/<ns>/<claim>/disk.img                  raw file
-//   dataVolume             <state>/volumes/<ns>/<dv>/disk.img                     raw file
+//   persistentVolumeClaim  <state>/volumes/<ns>/<claim>/disk.img                  raw file, or
+//                          the block device node there for a claim with volumeMode Block
+//   dataVolume             <state>/volumes/<ns>/<dv>/disk.img                     (the same)
 //   containerDisk          <vmi>/disks/<vol>/disk.qcow2 (qcow2 overlay) over
 //                          <state>/images/<ImageCacheKey>/disk.img               (raw)
 //   cloudInitNoCloud       <vmi>/disks/<vol>/noCloud.iso                          raw file
@@ -17,18 +18,22 @@
 // The containerDisk cache holds each image's disk as a raw disk.img: the image cache converts
 // (qemu-img convert) whatever format the image ships, so the overlay's backing format is always
 // known without probing (libvirt refuses to probe backing formats). A claim's disk.img is raw
-// here; a handler that stores qcow2 or block claims rewrites that VolumeSource.
+// here. Which claims are block devices is the node's knowledge (their volumeMode), so the
+// caller passes their names.
 //
 // Pure: no I/O. Thread-safe.
 #ifndef KVNODE_LAUNCHER_CONVERTER_DOMAIN_OPTIONS_H_
 #define KVNODE_LAUNCHER_CONVERTER_DOMAIN_OPTIONS_H_
 
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "agent/base/state_layout.h"
 #include "kvnode/v1/kubevirt.pb.h"
 #include "kvnode/v1/launcher.pb.h"
+#include "kvnode/v1/storage.pb.h"
 
 namespace kvnode {
 
@@ -42,9 +47,16 @@ inline constexpr char kOvmfVarsSecboot[] = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd";
 inline constexpr uint32_t kDefaultInterfaceMtu = 1500;
 
 // The options for `vmi` (defaulted) on a node whose state dir is `node`, with virt type "kvm"
-// or "qemu". The VMI's metadata.uid names its state dir, so it must be set.
+// or "qemu". The VMI's metadata.uid names its state dir, so it must be set. `block_claims`
+// names the claims (and DataVolumes) of the VMI's namespace whose volumeMode is Block.
 kvnode::v1::DomainOptions BuildDomainOptions(const kvnode::v1::VirtualMachineInstance& vmi,
-                                             const NodePaths& node, absl::string_view virt_type);
+                                             const NodePaths& node, absl::string_view virt_type,
+                                             const std::set<std::string>& block_claims = {});
+
+// The names of the claims in `claims` that live in namespace `ns` (an empty namespace is
+// "default") and whose volumeMode is Block.
+std::set<std::string> BlockClaimNames(
+    const std::vector<const kvnode::v1::PersistentVolumeClaim*>& claims, absl::string_view ns);
 
 // The image cache entry of a containerDisk: a readable form of the reference plus a short hash
 // of reference and path, so that distinct references never share an entry

@@ -40,7 +40,8 @@ VolumeSource Only(const DomainOptions& o) {
   return o.volumes_size() > 0 ? o.volumes(0) : VolumeSource();
 }
 
-const std::string kVmiDir = absl::StrCat("/var/lib/kvnode/vmis/", kUid);
+// VmiPaths names the VMI dir by a short key of the UID.
+const std::string kVmiDir = "/var/lib/kvnode/vmis/4b9e3c362a83";
 
 TEST(BuildDomainOptionsTest, ClaimIsARawFileInTheVolumesDir) {
   const VolumeSource v = Only(Build("  volumes: [{name: root, persistentVolumeClaim: {claimName: c1}}]\n"));
@@ -93,6 +94,37 @@ TEST(BuildDomainOptionsTest, CloudInitEmptyDiskHostDiskAndEphemeral) {
   EXPECT_EQ(o.volumes(4).format(), "qcow2");
   EXPECT_EQ(o.volumes(4).backing_path(), "/var/lib/kvnode/volumes/ns1/base/disk.img");
   EXPECT_EQ(o.volumes(4).backing_format(), "raw");
+}
+
+TEST(BuildDomainOptionsTest, BlockClaimsAreBlockDevicesAlsoUnderAnEphemeralOverlay) {
+  VirtualMachineInstance vmi = Vmi(
+      "  volumes:\n"
+      "  - {name: a, persistentVolumeClaim: {claimName: san}}\n"
+      "  - {name: b, dataVolume: {name: san}}\n"
+      "  - {name: c, ephemeral: {persistentVolumeClaim: {claimName: san}}}\n"
+      "  - {name: d, persistentVolumeClaim: {claimName: plain}}\n");
+  DomainOptions o = BuildDomainOptions(vmi, NodePaths("/var/lib/kvnode"), "kvm", {"san"});
+  ASSERT_THAT(o.volumes(), SizeIs(4));
+  EXPECT_EQ(o.volumes(0).type(), "block");
+  EXPECT_EQ(o.volumes(0).path(), "/var/lib/kvnode/volumes/ns1/san/disk.img");
+  EXPECT_EQ(o.volumes(1).type(), "block");
+  EXPECT_EQ(o.volumes(2).type(), "file");
+  EXPECT_EQ(o.volumes(2).backing_type(), "block");
+  EXPECT_EQ(o.volumes(3).type(), "file");
+}
+
+TEST(BlockClaimNamesTest, TakesBlockClaimsOfTheNamespaceOnly) {
+  auto claim = [](const std::string& ns, const std::string& name, const std::string& mode) {
+    kvnode::v1::PersistentVolumeClaim c;
+    c.mutable_metadata()->set_namespace_(ns);
+    c.mutable_metadata()->set_name(name);
+    c.mutable_spec()->set_volume_mode(mode);
+    return c;
+  };
+  auto a = claim("ns1", "a", "Block"), b = claim("ns1", "b", "Filesystem"),
+       c = claim("ns2", "c", "Block"), d = claim("", "d", "Block");
+  EXPECT_THAT(BlockClaimNames({&a, &b, &c, &d}, "ns1"), ::testing::ElementsAre("a"));
+  EXPECT_THAT(BlockClaimNames({&a, &b, &c, &d}, "default"), ::testing::ElementsAre("d"));
 }
 
 TEST(BuildDomainOptionsTest, RuntimeDirFirmwareAndVirtType) {

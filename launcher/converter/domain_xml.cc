@@ -8,6 +8,7 @@
 #include "launcher/converter/device_xml.h"
 #include "launcher/converter/disk_xml.h"
 #include "launcher/converter/xml_builder.h"
+#include "launcher/converter/xml_text.h"
 #include "pugixml.hpp"
 
 namespace kvnode {
@@ -179,24 +180,29 @@ absl::Status AppendFeatures(const ConvertContext& ctx, pugi::xml_node domain) {
     pugi::xml_node apic = Child(features, "apic");
     if (f.apic().end_of_interrupt()) Attr(apic, "eoi", "on");
   }
+  // Paravirtual spinlocks are a KVM feature: under TCG libvirt refuses to start a domain that
+  // asks for them ("host doesn't support paravirtual spinlocks"), and there is nothing to gain,
+  // so TCG drops an enabled one.
   if (f.has_pvspinlock()) {
-    Attr(Child(features, "pvspinlock"), "state", converter::OnOff(Enabled(true, f.pvspinlock())));
+    bool on = Enabled(true, f.pvspinlock());
+    if (!on || !ctx.tcg()) Attr(Child(features, "pvspinlock"), "state", converter::OnOff(on));
   }
   bool smm_off = f.has_smm() && f.smm().has_enabled() && !f.smm().enabled();
   if (SecureBoot(ctx) && smm_off) {
     return Invalid("spec.domain.features.smm", "secure boot needs SMM");
   }
   if (SecureBoot(ctx) || f.has_smm()) Attr(Child(features, "smm"), "state", converter::OnOff(!smm_off));
-  // Hiding KVM from the guest means nothing without KVM; libvirt refuses it for TCG.
-  if (f.kvm().hidden() && !ctx.tcg()) {
+  if (f.kvm().hidden()) {
     Attr(Child(Child(features, "kvm"), "hidden"), "state", "on");
   }
   Attr(Child(features, "vmport"), "state", "off");
   return absl::OkStatus();
 }
 
-// host-model by default. host-passthrough has no meaning under TCG (libvirt refuses it), so
-// there it becomes "maximum": every feature QEMU can emulate, the closest TCG equivalent.
+// host-model by default, also under TCG (libvirt 9 computes a host model QEMU can emulate).
+// host-passthrough cannot start under TCG ("CPU mode 'host-passthrough' for x86_64 qemu domain
+// ... is not supported by hypervisor"), so there it becomes "maximum": every feature QEMU can
+// emulate, the closest TCG equivalent.
 void AppendCpu(const ConvertContext& ctx, pugi::xml_node domain) {
   const auto& cpu = ctx.domain().cpu();
   pugi::xml_node node = Child(domain, "cpu");
@@ -315,6 +321,7 @@ absl::StatusOr<std::string> ConvertToDomainXml(const kvnode::v1::VirtualMachineI
   pugi::xml_document doc;
   pugi::xml_node domain = Attr(Child(doc, "domain"), "type", options.virt_type());
   RETURN_IF_ERROR(BuildDomain(ctx, domain));
+  RETURN_IF_ERROR(converter::CheckXmlText(domain));
   std::ostringstream out;
   doc.save(out, "  ", pugi::format_indent | pugi::format_no_declaration, pugi::encoding_utf8);
   return out.str();

@@ -107,6 +107,14 @@ TEST(ConvertTest, ManifestStringsAreEscaped) {
   EXPECT_THAT(*xml, HasSubstr("<serial>&lt;a&amp;b\"c&gt;</serial>"));
 }
 
+TEST(ConvertTest, StringsXmlCannotCarryAreRefused) {
+  absl::Status s = ConvertError(
+      "    devices:\n      disks: [{name: d, serial: \"a\\x01b\", disk: {bus: virtio}}]\n"
+      "  volumes: [{name: d, persistentVolumeClaim: {claimName: c}}]\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("/domain/devices/disk/serial text"));
+}
+
 TEST(ConvertTest, DiskWithoutVolumeSourceIsRefusedByPath) {
   auto vmi = Vmi(
       "    devices:\n      disks: [{name: d, disk: {bus: virtio}}]\n"
@@ -213,16 +221,33 @@ TEST(ConvertTest, BlockDeviceWithCacheNoneGetsNativeIo) {
   EXPECT_EQ(Xpath(doc, "//disk/driver/@io"), "native");
 }
 
-TEST(ConvertTest, TcgHasNoHostPassthroughAndNoKvmFeatures) {
-  const std::string spec = "    cpu: {model: host-passthrough}\n    features: {kvm: {hidden: true}}\n";
+TEST(ConvertTest, OverlayOverABlockDeviceHasABlockBackingStore) {
+  auto vmi = Vmi(
+      "    devices:\n      disks: [{name: e, disk: {bus: virtio}}]\n"
+      "  volumes: [{name: e, ephemeral: {persistentVolumeClaim: {claimName: san}}}]\n");
+  auto doc = Convert(vmi, BuildDomainOptions(vmi, NodePaths("/var/lib/kvnode"), "kvm", {"san"}));
+  EXPECT_EQ(Xpath(doc, "//disk/@type"), "file");
+  EXPECT_EQ(Xpath(doc, "//disk/driver/@type"), "qcow2");
+  EXPECT_EQ(Xpath(doc, "//disk/backingStore/@type"), "block");
+  EXPECT_EQ(Xpath(doc, "//disk/backingStore/source/@dev"),
+            "/var/lib/kvnode/volumes/ns1/san/disk.img");
+}
+
+TEST(ConvertTest, TcgHasNoHostPassthroughAndNoParavirtSpinlocks) {
+  const std::string spec =
+      "    cpu: {model: host-passthrough}\n    features: {pvspinlock: {}, kvm: {hidden: true}}\n";
   auto kvm = Convert(spec, "kvm");
   EXPECT_EQ(Xpath(kvm, "/domain/@type"), "kvm");
   EXPECT_EQ(Xpath(kvm, "/domain/cpu/@mode"), "host-passthrough");
-  EXPECT_EQ(Xpath(kvm, "/domain/features/kvm/hidden/@state"), "on");
+  EXPECT_EQ(Xpath(kvm, "/domain/features/pvspinlock/@state"), "on");
   auto tcg = Convert(spec, "qemu");
   EXPECT_EQ(Xpath(tcg, "/domain/@type"), "qemu");
   EXPECT_EQ(Xpath(tcg, "/domain/cpu/@mode"), "maximum");
-  EXPECT_FALSE(tcg.select_node("/domain/features/kvm"));
+  EXPECT_FALSE(tcg.select_node("/domain/features/pvspinlock"));
+  // libvirt starts TCG guests with KVM hidden; nothing to drop.
+  EXPECT_EQ(Xpath(tcg, "/domain/features/kvm/hidden/@state"), "on");
+  auto off = Convert("    features: {pvspinlock: {enabled: false}}\n", "qemu");
+  EXPECT_EQ(Xpath(off, "/domain/features/pvspinlock/@state"), "off");
 }
 
 TEST(ConvertTest, UnknownVirtTypeIsRefused) {
@@ -239,6 +264,13 @@ TEST(ConvertTest, SerialConsoleAndVncLiveInTheRuntimeDir) {
   EXPECT_EQ(Xpath(doc, "//serial/source/@path"), paths.serial_socket());
   EXPECT_EQ(Xpath(doc, "//serial/log/@file"), paths.serial_log());
   EXPECT_EQ(Xpath(doc, "//graphics/listen/@socket"), paths.vnc_socket());
+  EXPECT_EQ(Xpath(doc, "//channel[target/@name='org.qemu.guest_agent.0']/source/@path"),
+            paths.runtime_dir() + "/guest-agent");
+  // Every socket fits sockaddr_un (108 bytes with the NUL) under the default state dir.
+  for (const char* q :
+       {"//serial/source/@path", "//graphics/listen/@socket", "//channel/source/@path"}) {
+    EXPECT_LT(Xpath(doc, q).size(), 108u) << q;
+  }
 }
 
 TEST(ConvertTest, IoThreadsSharedPlusDedicated) {

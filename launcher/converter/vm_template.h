@@ -12,6 +12,11 @@
 
 namespace kvnode {
 
+// The UID a VMI gets in `kvnode-launcher convert` and the golden tests when it has none: a VMI
+// made from a manifest has no UID until the handler assigns one, and the UID names its state
+// dir.
+inline constexpr char kPlaceholderVmiUid[] = "00000000-0000-0000-0000-000000000001";
+
 // `vm` should be defaulted (ApplyVmDefaults), so that the template spec is too.
 kvnode::v1::VirtualMachineInstance VmiFromVmTemplate(const kvnode::v1::VirtualMachine& vm);
 

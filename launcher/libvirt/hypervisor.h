@@ -44,6 +44,8 @@ class Hypervisor {
   virtual absl::Status Undefine() = 0;
   // Current state; exists=false when no domain is defined.
   virtual absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool include_xml) = 0;
+  // CPU, vCPU, balloon, interface and block statistics of the running domain.
+  virtual absl::StatusOr<kvnode::v1::DomainStats> GetStats() = 0;
   virtual void SetEventCallback(EventCallback callback) = 0;
   // The QEMU process of the running domain, 0 when none (read from libvirt's pid file, no
   // libvirt call, so it is safe on the event thread).

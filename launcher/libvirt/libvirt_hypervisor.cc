@@ -3,6 +3,7 @@
 #include <libvirt/virterror.h>
 
 #include <fstream>
+#include <map>
 #include <mutex>
 
 #include "absl/strings/numbers.h"
@@ -201,6 +202,103 @@ absl::StatusOr<kvnode::v1::DomainStatus> LibvirtHypervisor::GetStatus(bool inclu
   }
   if (state != VIR_DOMAIN_SHUTOFF) status.set_qemu_pid(QemuPid());
   return status;
+}
+
+namespace {
+
+uint64_t ParamValue(const virTypedParameter& p) {
+  switch (p.type) {
+    case VIR_TYPED_PARAM_INT: return static_cast<uint64_t>(std::max(0, p.value.i));
+    case VIR_TYPED_PARAM_UINT: return p.value.ui;
+    case VIR_TYPED_PARAM_LLONG: return static_cast<uint64_t>(std::max<long long>(0, p.value.l));
+    case VIR_TYPED_PARAM_ULLONG: return p.value.ul;
+    case VIR_TYPED_PARAM_DOUBLE: return static_cast<uint64_t>(p.value.d);
+    default: return 0;
+  }
+}
+
+// Applies one "group.<index>.field" parameter to `stats`.
+void ApplyStat(const virTypedParameter& p, kvnode::v1::DomainStats* stats) {
+  std::string field = p.field;
+  uint64_t v = ParamValue(p);
+  auto index_of = [&](const std::string& prefix, std::string* rest) -> int {
+    if (field.rfind(prefix, 0) != 0) return -1;
+    size_t dot = field.find('.', prefix.size());
+    if (dot == std::string::npos) return -1;
+    int idx = 0;
+    if (!absl::SimpleAtoi(field.substr(prefix.size(), dot - prefix.size()), &idx)) return -1;
+    *rest = field.substr(dot + 1);
+    return idx;
+  };
+  std::string rest;
+  if (field == "cpu.time") return stats->set_cpu_time_ns(v);
+  if (field == "cpu.user") return stats->set_cpu_user_ns(v);
+  if (field == "cpu.system") return stats->set_cpu_system_ns(v);
+  if (field == "balloon.rss") return stats->set_memory_rss_bytes(v * 1024);
+  if (field == "balloon.current") return stats->set_actual_balloon_bytes(v * 1024);
+  if (field == "balloon.available") return stats->set_available_bytes(v * 1024);
+  if (field == "balloon.usable") return stats->set_usable_bytes(v * 1024);
+  if (field == "balloon.unused") return stats->set_unused_bytes(v * 1024);
+  if (field == "balloon.major_fault") return stats->set_major_faults(v);
+  if (field == "balloon.minor_fault") return stats->set_minor_faults(v);
+  if (field == "balloon.swap_in") return stats->set_swap_in_bytes(v * 1024);
+  if (field == "balloon.swap_out") return stats->set_swap_out_bytes(v * 1024);
+  if (int i = index_of("vcpu.", &rest); i >= 0) {
+    while (stats->vcpus_size() <= i) stats->add_vcpus()->set_id(stats->vcpus_size() - 1);
+    auto* c = stats->mutable_vcpus(i);
+    if (rest == "state") c->set_state(v == 1 ? "running" : v == 2 ? "blocked" : "offline");
+    if (rest == "time") c->set_time_ns(v);
+    if (rest == "wait") c->set_wait_ns(v);
+    if (rest == "delay") c->set_delay_ns(v);
+    return;
+  }
+  if (int i = index_of("net.", &rest); i >= 0) {
+    while (stats->interfaces_size() <= i) stats->add_interfaces();
+    auto* n = stats->mutable_interfaces(i);
+    if (rest == "name" && p.type == VIR_TYPED_PARAM_STRING) n->set_name(p.value.s);
+    if (rest == "rx.bytes") n->set_rx_bytes(v);
+    if (rest == "rx.pkts") n->set_rx_packets(v);
+    if (rest == "rx.errs") n->set_rx_errs(v);
+    if (rest == "rx.drop") n->set_rx_drop(v);
+    if (rest == "tx.bytes") n->set_tx_bytes(v);
+    if (rest == "tx.pkts") n->set_tx_packets(v);
+    if (rest == "tx.errs") n->set_tx_errs(v);
+    if (rest == "tx.drop") n->set_tx_drop(v);
+    return;
+  }
+  if (int i = index_of("block.", &rest); i >= 0) {
+    while (stats->blocks_size() <= i) stats->add_blocks();
+    auto* b = stats->mutable_blocks(i);
+    if (rest == "name" && p.type == VIR_TYPED_PARAM_STRING) b->set_name(p.value.s);
+    if (rest == "rd.bytes") b->set_rd_bytes(v);
+    if (rest == "rd.reqs") b->set_rd_reqs(v);
+    if (rest == "rd.times") b->set_rd_times_ns(v);
+    if (rest == "wr.bytes") b->set_wr_bytes(v);
+    if (rest == "wr.reqs") b->set_wr_reqs(v);
+    if (rest == "wr.times") b->set_wr_times_ns(v);
+    if (rest == "fl.reqs") b->set_fl_reqs(v);
+    if (rest == "fl.times") b->set_fl_times_ns(v);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<kvnode::v1::DomainStats> LibvirtHypervisor::GetStats() {
+  ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
+  DomainHandle handle{dom};
+  virDomainPtr doms[] = {dom, nullptr};
+  virDomainStatsRecordPtr* records = nullptr;
+  unsigned int which = VIR_DOMAIN_STATS_CPU_TOTAL | VIR_DOMAIN_STATS_VCPU |
+                       VIR_DOMAIN_STATS_BALLOON | VIR_DOMAIN_STATS_INTERFACE |
+                       VIR_DOMAIN_STATS_BLOCK;
+  int n = virDomainListGetStats(doms, which, &records, 0);
+  if (n < 0) return LibvirtError("domain stats of " + domain_name_);
+  kvnode::v1::DomainStats stats;
+  for (int r = 0; r < n; ++r) {
+    for (int i = 0; i < records[r]->nparams; ++i) ApplyStat(records[r]->params[i], &stats);
+  }
+  virDomainStatsRecordListFree(records);
+  return stats;
 }
 
 int LibvirtHypervisor::QemuPid() {

@@ -34,6 +34,7 @@ class LibvirtHypervisor : public Hypervisor {
   absl::Status Reset() override;
   absl::Status Undefine() override;
   absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool include_xml) override;
+  absl::StatusOr<kvnode::v1::DomainStats> GetStats() override;
   void SetEventCallback(EventCallback callback) override;
   int QemuPid() override;
 

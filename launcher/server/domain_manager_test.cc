@@ -62,6 +62,7 @@ class FakeHypervisor : public Hypervisor {
     return s;
   }
   int QemuPid() override { return 4242; }
+  absl::StatusOr<kvnode::v1::DomainStats> GetStats() override { return kvnode::v1::DomainStats(); }
   void SetEventCallback(EventCallback cb) override {
     absl::MutexLock lock(&mu_);
     cb_ = std::move(cb);

@@ -64,4 +64,12 @@ grpc::Status LauncherService::Ping(grpc::ServerContext*, const kvnode::v1::PingR
   return grpc::Status::OK;
 }
 
+grpc::Status LauncherService::GetDomainStats(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                                             kvnode::v1::DomainStats* resp) {
+  auto stats = manager_->GetStats();
+  if (!stats.ok()) return ToGrpcStatus(stats.status());
+  *resp = *stats;
+  return grpc::Status::OK;
+}
+
 }  // namespace kvnode

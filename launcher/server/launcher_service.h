@@ -29,6 +29,8 @@ class LauncherService final : public kvnode::v1::Launcher::Service {
                          kvnode::v1::DomainStatus* resp) override;
   grpc::Status Ping(grpc::ServerContext*, const kvnode::v1::PingRequest*,
                     kvnode::v1::LauncherResponse* resp) override;
+  grpc::Status GetDomainStats(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                              kvnode::v1::DomainStats* resp) override;
 
  private:
   DomainManager* const manager_;
