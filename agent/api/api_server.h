@@ -1,0 +1,90 @@
+// The handler's gRPC endpoints, locked down:
+//   - a unix socket (mode 0660, group kvnode) whose every connection is accepted by kvnode
+//     itself and checked with SO_PEERCRED before gRPC sees it: root and members of the API
+//     group pass, anyone else is closed at once (and logged);
+//   - optionally TCP with mutual TLS only: a client without a certificate, or with one not
+//     signed by --tls-ca, fails the handshake;
+//   - the standard gRPC health service and server reflection, so grpcurl works.
+//
+// Thread-safe after Start; Stop ends the accept loop and the server.
+#ifndef KVNODE_AGENT_API_API_SERVER_H_
+#define KVNODE_AGENT_API_API_SERVER_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/support/server_interceptor.h"
+
+namespace kvnode {
+
+// Who may connect to a unix socket.
+struct PeerPolicy {
+  std::set<uid_t> uids;  // always allowed (root, the launcher user, ...)
+  gid_t group = static_cast<gid_t>(-1);  // members (primary or supplementary) are allowed
+  std::string description;               // for logs: "handler API", "launcher notify"
+};
+
+// True when the process `pid` (uid, gid from SO_PEERCRED) passes `policy`. Supplementary
+// groups come from /proc/<pid>/status, as the kernel sees them.
+bool PeerAllowed(const PeerPolicy& policy, pid_t pid, uid_t uid, gid_t gid);
+
+struct TlsFiles {
+  std::string cert, key, ca;
+};
+
+class ApiServer {
+ public:
+  struct Options {
+    std::string unix_socket;
+    mode_t socket_mode = 0660;
+    uid_t socket_owner = 0;
+    gid_t socket_group = 0;
+    PeerPolicy policy;
+    // "HOST:PORT" with mutual TLS, or empty.
+    std::string tcp_address;
+    TlsFiles tls;
+    std::vector<grpc::Service*> services;
+    // Health service names reported SERVING.
+    std::vector<std::string> health_names;
+    bool reflection = true;
+    // Installed on the server (call metrics).
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+        interceptors;
+  };
+
+  static absl::StatusOr<std::unique_ptr<ApiServer>> Start(Options options);
+  ~ApiServer();
+
+  void Stop();
+  // The TCP port actually bound (for "HOST:0").
+  int tcp_port() const { return tcp_port_; }
+  uint64_t refused_connections() const { return refused_.load(); }
+
+ private:
+  ApiServer() = default;
+  void AcceptLoop();
+
+  Options options_;
+  std::unique_ptr<grpc::Server> server_;
+  int listen_fd_ = -1;
+  int wake_fd_ = -1;
+  int tcp_port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> refused_{0};
+  std::thread accept_thread_;
+};
+
+// Reads a whole small file (certificates, keys).
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_API_API_SERVER_H_
