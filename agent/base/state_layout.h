@@ -5,6 +5,7 @@
 //   <state>/notify.sock                   the handler's LauncherNotify socket
 //   <state>/volumes/<ns>/<claim>/disk.img node-local PVCs
 //   <state>/images/                       containerDisk image cache
+//   <state>/network/<key>/                DHCP server files of a VMI's pod network (root's)
 //   <state>/vmis/<key>/                   one VMI ("pod"), 0700, owned by the launcher's user;
 //                                         <key> is the first 12 hex digits of the VMI's UID
 //       launcher.sock  launcher.log  lv/ (libvirtd: h=HOME r=XDG_RUNTIME_DIR c=XDG_CONFIG_HOME
@@ -75,6 +76,11 @@ class NodePaths {
     return volume_dir(ns, claim) + "/disk.img";
   }
   VmiPaths vmi(absl::string_view uid) const { return VmiPaths(state_dir_, uid); }
+  // dnsmasq's pid, lease and log files of a VMI's pod network: root's, never the launcher's.
+  std::string network_dir() const { return state_dir_ + "/network"; }
+  std::string pod_network_dir(absl::string_view uid) const {
+    return absl::StrCat(network_dir(), "/", VmiPaths::DirKey(uid));
+  }
   // The primed QEMU capabilities cache that launchers link (see SessionDaemon).
   std::string capabilities_dir() const { return state_dir_ + "/capabilities"; }
   std::string capabilities_cache() const { return CapabilitiesCacheIn(capabilities_dir()); }

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/api/node_service.h"
 #include "agent/api/notify_service.h"
@@ -25,6 +26,8 @@
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
 #include "agent/handler/vmi_controller.h"
+#include "agent/network/linux_netns.h"
+#include "agent/network/pod_network.h"
 #include "grpcpp/grpcpp.h"
 #include "launcher/converter/convert_command.h"
 
@@ -92,6 +95,32 @@ absl::Status SetSocketOwner(const std::string& path, int uid, int gid, mode_t mo
   return absl::OkStatus();
 }
 
+// The node's pod network from --pod-* flags; the defaults are NodeNetworkConfig's.
+absl::StatusOr<NodeNetworkConfig> NodeNetworkConfigFromFlags(const FlagSet& flags) {
+  NodeNetworkConfig c;
+  c.bridge = flags.GetOr("pod-bridge", c.bridge);
+  c.pod_cidr = flags.GetOr("pod-cidr", c.pod_cidr);
+  c.pod_cidr_v6 = flags.GetOr("pod-cidr-v6", c.pod_cidr_v6);
+  c.netns_prefix = flags.GetOr("pod-netns-prefix", c.netns_prefix);
+  c.resolv_conf = flags.GetOr("resolv-conf", c.resolv_conf);
+  if (auto mtu = flags.Get("pod-mtu")) {
+    if (!absl::SimpleAtoi(*mtu, &c.mtu) || c.mtu < 1280 || c.mtu > 65535) {
+      return absl::InvalidArgumentError("--pod-mtu: expected a number from 1280 to 65535, got \"" +
+                                        *mtu + "\"");
+    }
+  }
+  if (c.bridge.empty() || c.bridge.size() > 15) {
+    return absl::InvalidArgumentError("--pod-bridge: a link name of 1 to 15 characters, got \"" +
+                                      c.bridge + "\"");
+  }
+  // PlanNodeBridge checks the CIDRs and names the flag's value in its error.
+  if (auto plan = PlanNodeBridge(c); !plan.ok()) {
+    return absl::InvalidArgumentError("--pod-cidr/--pod-cidr-v6: " +
+                                      std::string(plan.status().message()));
+  }
+  return c;
+}
+
 }  // namespace
 
 std::string DetectVirtType(std::string* why) {
@@ -125,7 +154,9 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
   flags.Value("state-dir").Value("socket").Value("node-name").Value("virt-type").Value("launcher")
       .Value("launcher-user").Value("cgroup-root").Value("host-disk-root").Value("log-format")
       .Value("host-uuid").Value("capabilities-dir").Value("launcher-unresponsive-timeout")
-      .Value("launcher-failure-timeout").Value("launcher-probe-interval");
+      .Value("launcher-failure-timeout").Value("launcher-probe-interval").Value("pod-bridge")
+      .Value("pod-cidr").Value("pod-cidr-v6").Value("pod-mtu").Value("pod-netns-prefix")
+      .Value("resolv-conf");
   InitLogging("kvnode-handler", false);
   if (absl::Status s = flags.Parse(args); !s.ok()) return Fail(s);
   spdlog::info("kvnode-handler starting (pid {})", getpid());
@@ -174,8 +205,8 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
   if (!identity.ok()) return Fail(identity.status());
   config.identity = *identity;
   config.limits = NodeLimitsOfThisMachine(flags.GetAll("host-disk-root"));
-  // Masquerade networking is not built yet: VMIs that ask for a network are refused clearly.
-  config.limits.pod_network_supported = false;
+  auto network_config = NodeNetworkConfigFromFlags(flags);
+  if (!network_config.ok()) return Fail(network_config.status());
 
   NodePaths paths(config.state_dir);
   if (absl::Status s = MakeDir(config.state_dir, 0711); !s.ok()) return Fail(s);
@@ -194,6 +225,21 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
   auto store = Store::Open(paths.database());
   if (!store.ok()) return Fail(store.status());
   spdlog::info("state opened: {}", paths.database());
+
+  if (absl::Status s = MakeDir(paths.network_dir(), 0700); !s.ok()) return Fail(s);
+  auto pod_network = MasqueradePodNetwork::CreateLinux(*network_config, store->get());
+  if (!pod_network.ok()) return Fail(Annotate(pod_network.status(), "pod network"));
+  if (absl::Status s = (*pod_network)->InitNode(); !s.ok()) {
+    return Fail(Annotate(s, "node bridge " + network_config->bridge));
+  }
+  auto tun = EnsureTunDeviceUsable();
+  if (!tun.ok()) return Fail(Annotate(tun.status(), "pod network"));
+  if (*tun) spdlog::warn("/dev/net/tun was not usable by the launcher user; set it to 0666");
+  config.pod_network = pod_network->get();
+  config.limits.pod_network_supported = true;
+  spdlog::info("pod network: bridge {}, pod CIDR {}{}{}, MTU {}", network_config->bridge,
+               network_config->pod_cidr, network_config->pod_cidr_v6.empty() ? "" : " and ",
+               network_config->pod_cidr_v6, network_config->mtu);
 
   std::string caps_dir = flags.GetOr("capabilities-dir", paths.capabilities_dir());
   config.capabilities_cache = NodePaths::CapabilitiesCacheIn(caps_dir);

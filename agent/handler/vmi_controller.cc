@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/base/file_tree.h"
 #include "agent/base/grpc_status.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
@@ -34,30 +35,6 @@ std::string RandomSuffix() {
   std::string out;
   for (int i = 0; i < 5; ++i) out += kChars[static_cast<unsigned char>(uuid[i * 2]) % 27];
   return out;
-}
-
-// Removes a directory tree without following symlinks anywhere in it.
-void RemoveTreeAt(int parent_fd, const char* name) {
-  int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    unlinkat(parent_fd, name, 0);
-    return;
-  }
-  DIR* d = fdopendir(fd);
-  if (d != nullptr) {
-    while (struct dirent* e = readdir(d)) {
-      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-      if (e->d_type == DT_DIR) {
-        RemoveTreeAt(fd, e->d_name);
-      } else {
-        unlinkat(fd, e->d_name, 0);
-      }
-    }
-    closedir(d);
-  } else {
-    close(fd);
-  }
-  unlinkat(parent_fd, name, AT_REMOVEDIR);
 }
 
 grpc::ClientContext* WithDeadline(grpc::ClientContext* ctx, absl::Duration d) {
@@ -148,7 +125,10 @@ void VmiController::RemoveLocked(const std::string& uid) {
   uid_by_name_.erase({r->vmi.metadata().namespace_(), r->vmi.metadata().name()});
   by_uid_.erase(it);
   changed_.SignalAll();
-  work_.Schedule([this, uid] { CleanupVmiDir(uid); });
+  work_.Schedule([this, uid] {
+    TearDownPodNetwork(uid);
+    CleanupVmiDir(uid);
+  });
 }
 
 std::map<std::string, int> VmiController::PhaseCounts() {
@@ -380,7 +360,9 @@ absl::StatusOr<std::string> VmiController::DomainXml(const ObjectRef& ref) {
     if (stub->GetDomain(&ctx, req, &resp).ok() && !resp.xml().empty()) return resp.xml();
   }
   // No live domain: what the converter would produce for it.
-  return ConvertToDomainXml(vmi, BuildDomainOptions(vmi, paths_, config_.virt_type));
+  kvnode::v1::DomainOptions options = BuildDomainOptions(vmi, paths_, config_.virt_type);
+  ApplyPodInterfaces(vmi.metadata().uid(), &options);
+  return ConvertToDomainXml(vmi, options);
 }
 
 absl::StatusOr<VmiPaths> VmiController::PathsOf(const ObjectRef& ref) {
@@ -554,66 +536,69 @@ void VmiController::StartLauncher(const std::string& uid) {
     }
     vmi = r->vmi;
   }
+  // The slow steps (disks, the pod network, the spawn) run without the lock; a Delete that
+  // comes meanwhile removes the record, and what was made is then taken down again.
+  bool retry = true;
   absl::Status volumes = PrepareVolumes(vmi);
+  absl::StatusOr<PodLaunch> launch =
+      volumes.ok() ? LaunchPod(vmi, &retry) : absl::StatusOr<PodLaunch>(volumes);
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
-  if (it == by_uid_.end()) return;
+  if (it == by_uid_.end()) {
+    if (launch.ok()) work_.Schedule([this, uid] { AbandonLaunch(uid); });
+    return;
+  }
   Record* r = it->second.get();
-  // Until this returns, no second start may be scheduled for this VMI.
-  struct ClearScheduled {
-    Record* r;
-    ~ClearScheduled() { r->start_scheduled = false; }
-  } clear_scheduled{r};
-  if (!volumes.ok()) {
-    // As KubeVirt: the VMI stays Pending with Synchronized=False until its disk appears.
-    bool changed = SetCondition(r->vmi.mutable_status()->mutable_conditions(), "Synchronized",
-                                "False",
-                                absl::IsNotFound(volumes) ? "FailedPvcNotFound" : "FailedCreate",
-                                std::string(volumes.message()), clock_->Now());
-    if (changed) {
-      (void)Persist(r, "MODIFIED");
-      EventLocked(r->vmi, "Warning",
-                  absl::IsNotFound(volumes) ? "FailedPvcNotFound" : "FailedCreate",
-                  std::string(volumes.message()));
-    }
+  r->start_scheduled = false;
+  if (!launch.ok()) {
+    OnStartFailedLocked(r, launch.status(), retry);
     return;
   }
   RemoveCondition(r->vmi.mutable_status()->mutable_conditions(), "Synchronized");
-  absl::Status dir = PrepareVmiDir(r->vmi);
-  LauncherSpec spec;
-  spec.launcher_binary = config_.launcher_binary;
-  spec.vmi_dir = paths_.vmi(uid).root();
-  spec.vmi_uid = uid;
-  spec.domain_name = DomainName(r->vmi.metadata());
-  spec.notify_socket = paths_.notify_socket();
-  spec.capabilities_cache = config_.capabilities_cache;
-  spec.host_uuid = config_.host_uuid;
-  absl::StatusOr<LauncherHandle> handle =
-      dir.ok() ? kvnode::StartLauncher(spec, config_.identity, cgroups_)
-               : absl::StatusOr<LauncherHandle>(dir);
-  if (!handle.ok()) {
-    FailVmi(&r->vmi, "LauncherStartFailed", std::string(handle.status().message()), clock_->Now());
-    (void)Persist(r, "MODIFIED");
-    EventLocked(r->vmi, "Warning", "FailedCreate", std::string(handle.status().message()));
-    return;
-  }
-  r->launcher_pid = handle->pid;
-  r->launcher_start_time = handle->start_time;
+  r->launcher_pid = launch->handle.pid;
+  r->launcher_start_time = launch->handle.start_time;
   r->launcher_alive = true;
   r->launcher_ready = false;
   r->launcher_started = clock_->Now();
   r->last_seen = r->launcher_started;
   r->stub = nullptr;
+  const VmiPaths vp = paths_.vmi(uid);
   auto* ls = r->vmi.mutable_status()->mutable_launcher();
-  ls->set_pid(handle->pid);
-  ls->set_start_time(std::to_string(handle->start_time));
-  ls->set_socket(spec.vmi_dir + "/launcher.sock");
-  ls->set_log_file(spec.vmi_dir + "/launcher.log");
+  ls->set_pid(launch->handle.pid);
+  ls->set_start_time(std::to_string(launch->handle.start_time));
+  ls->set_socket(vp.launcher_socket());
+  ls->set_log_file(vp.log_file());
+  if (launch->attachment.has_value()) {
+    auto* ifaces = r->vmi.mutable_status()->mutable_interfaces();
+    ifaces->Clear();
+    for (auto& i : InterfaceStatus(*launch->attachment)) *ifaces->Add() = std::move(i);
+  }
   SetPhase(r->vmi.mutable_status(), phase::kScheduling, clock_->Now());
   (void)Persist(r, "MODIFIED");
   EventLocked(r->vmi, "Normal", "SuccessfulCreate",
-              absl::StrCat("Created launcher pid ", handle->pid));
-  WatchLauncher(uid, handle->pid, handle->start_time);
+              absl::StrCat("Created launcher pid ", launch->handle.pid,
+                           launch->attachment ? " with pod IP " + launch->attachment->pod_ipv4
+                                              : std::string()));
+  WatchLauncher(uid, launch->handle.pid, launch->handle.start_time);
+}
+
+void VmiController::OnStartFailedLocked(Record* r, const absl::Status& status, bool retry) {
+  std::string message(status.message());
+  if (retry) {
+    // As KubeVirt: the VMI stays Pending with Synchronized=False until what it waits for (its
+    // disk, a pod IP) is there; the janitor tries again.
+    std::string reason = absl::IsNotFound(status) ? "FailedPvcNotFound" : "FailedCreate";
+    bool changed = SetCondition(r->vmi.mutable_status()->mutable_conditions(), "Synchronized",
+                                "False", reason, message, clock_->Now());
+    if (changed) {
+      (void)Persist(r, "MODIFIED");
+      EventLocked(r->vmi, "Warning", reason, message);
+    }
+    return;
+  }
+  FailVmi(&r->vmi, "LauncherStartFailed", message, clock_->Now());
+  (void)Persist(r, "MODIFIED");
+  EventLocked(r->vmi, "Warning", "FailedCreate", message);
 }
 
 void VmiController::WatchLauncher(const std::string& uid, pid_t pid, uint64_t start_time) {
@@ -635,6 +620,7 @@ void VmiController::SyncLauncher(const std::string& uid) {
     stub = r->stub;
     *req.mutable_vmi() = r->vmi;
     *req.mutable_options() = BuildDomainOptions(r->vmi, paths_, config_.virt_type);
+    ApplyPodInterfaces(uid, req.mutable_options());
     req.mutable_options()->set_start_paused(r->vmi.spec().start_strategy() == "Paused");
   }
   grpc::ClientContext ctx;
@@ -707,6 +693,7 @@ void VmiController::OnLauncherExit(const std::string& uid, pid_t pid,
   }
   // Whatever the launcher left behind (libvirtd, QEMU) goes with it.
   absl::Status killed = cgroups_.KillAndRemove(uid, absl::Seconds(10));
+  TearDownPodNetwork(uid);
   std::optional<DomainStatus> final_status = ReadFinalStatus(uid);
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
@@ -736,10 +723,7 @@ void VmiController::OnLauncherExit(const std::string& uid, pid_t pid,
 }
 
 void VmiController::CleanupVmiDir(const std::string& uid) {
-  int parent = open(paths_.vmis_dir().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (parent < 0) return;
-  RemoveTreeAt(parent, VmiPaths::DirKey(uid).c_str());
-  close(parent);
+  RemoveTreeUnder(paths_.vmis_dir(), VmiPaths::DirKey(uid));
 }
 
 void VmiController::JanitorLoop() {

@@ -27,6 +27,7 @@
 #include "agent/base/state_layout.h"
 #include "agent/base/work_queue.h"
 #include "agent/manifest/admission.h"
+#include "agent/network/pod_network.h"
 #include "agent/store/store.h"
 #include "agent/supervisor/cgroup.h"
 #include "agent/supervisor/launcher_process.h"
@@ -59,6 +60,10 @@ struct HandlerConfig {
   absl::Duration launcher_unresponsive_timeout = absl::Seconds(30);
   absl::Duration launcher_failure_timeout = absl::Seconds(60);
   int workers = 8;
+  // The node's pod networks (masquerade, DESIGN.md section 4): every launcher runs in a network
+  // namespace of its own made by it. Null: launchers run in the handler's namespace, and
+  // admission must refuse interfaces (limits.pod_network_supported). Not owned.
+  PodNetwork* pod_network = nullptr;
 };
 
 struct SyncResult {
@@ -147,6 +152,24 @@ class VmiController {
   // Asks a (re-adopted or recovered) launcher for its domain and applies it; syncs or shuts
   // it down when its VMI needs that.
   void RefreshLauncher(const std::string& uid);
+
+  // What LaunchPod made for one execution.
+  struct PodLaunch {
+    LauncherHandle handle;
+    std::optional<PodNetworkAttachment> attachment;
+  };
+  // Makes the VMI's "pod" — state dir, cgroup, pod network — and starts its launcher in it,
+  // without the lock. On error nothing of the pod is left; *retry says whether the VMI should
+  // wait in Pending and try again (no pod IP yet) rather than fail.
+  absl::StatusOr<PodLaunch> LaunchPod(const kvnode::v1::VirtualMachineInstance& vmi, bool* retry);
+  void OnStartFailedLocked(Record* r, const absl::Status& status, bool retry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends everything of a pod whose VMI is gone: its processes, pod network and state dir.
+  void AbandonLaunch(const std::string& uid);
+  // Removes the VMI's pod network (namespace, veth, DHCP server, IP); errors become events.
+  void TearDownPodNetwork(const std::string& uid);
+  // The pod network's tap, MAC and MTU for the VMI's interface in `options`.
+  void ApplyPodInterfaces(const std::string& uid, kvnode::v1::DomainOptions* options);
 
   std::shared_ptr<kvnode::v1::Launcher::Stub> StubFor(const std::string& uid);
   absl::Status PrepareVmiDir(const kvnode::v1::VirtualMachineInstance& vmi);

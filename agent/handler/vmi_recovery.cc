@@ -1,6 +1,8 @@
 // VmiController::Recover: what the handler does when it starts over its existing state. A
 // running guest is never stopped or restarted by this: live launchers are re-adopted by pid
 // and start time, asked for their domain, and watched again.
+#include <set>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
@@ -70,6 +72,23 @@ absl::Status VmiController::Recover() {
     if (!r->launcher_alive && !r->vmi.metadata().deletion_timestamp().empty()) remove.push_back(uid);
   }
   for (const auto& uid : remove) RemoveLocked(uid);
+  // Pod networks of VMIs that ended or vanished while the handler was down (namespaces, veths,
+  // DHCP servers, pod IPs) are removed; those of running or still starting VMIs stay.
+  if (config_.pod_network != nullptr) {
+    std::set<std::string> live;
+    for (const auto& [uid, r] : by_uid_) {
+      if (r->launcher_alive || !IsFinalPhase(r->vmi.status().phase())) live.insert(uid);
+    }
+    auto cleaned = config_.pod_network->CleanupOrphans(live);
+    if (!cleaned.ok()) {
+      spdlog::error("clean up pod networks of ended VMIs: {}", cleaned.status().ToString());
+    } else if (!cleaned->empty()) {
+      spdlog::info("removed pod networks of ended VMIs: {} namespaces, {} veths, {} DHCP servers, "
+                   "{} pod IPs released",
+                   cleaned->namespaces.size(), cleaned->host_veths.size(),
+                   cleaned->dhcp_pids.size(), cleaned->released_uids.size());
+    }
+  }
   // cgroups of VMIs nobody knows any more (a crash between steps) are ended.
   for (const std::string& uid : cgroups_.List()) {
     auto it = by_uid_.find(uid);

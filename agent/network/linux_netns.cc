@@ -287,4 +287,17 @@ bool StopProcess(pid_t pid, uint64_t start_time, absl::Duration grace) {
   return exited;
 }
 
+absl::StatusOr<bool> EnsureTunDeviceUsable(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) < 0) {
+    return absl::ErrnoToStatus(errno, "stat " + path + " (is the tun module loaded?)");
+  }
+  if (!S_ISCHR(st.st_mode)) {
+    return absl::FailedPreconditionError(path + " is not a character device");
+  }
+  if ((st.st_mode & 0666) == 0666) return false;
+  if (chmod(path.c_str(), 0666) < 0) return absl::ErrnoToStatus(errno, "chmod 0666 " + path);
+  return true;
+}
+
 }  // namespace kvnode

@@ -49,6 +49,13 @@ absl::StatusOr<CommandResult> RunWithInput(const std::vector<std::string>& argv,
 absl::Status CommandError(const std::string& what, const std::vector<std::string>& argv,
                           const CommandResult& result);
 
+// Makes the tun device (`path`, /dev/net/tun) usable by unprivileged users, as udev's default
+// rule does (mode 0666): libvirt, running as the launcher's user, opens it to attach QEMU to the
+// tap the handler made for that user; the kernel lets only the tap's owner attach to it, so
+// opening the device grants nothing else. Minimal container images leave it 0600. Returns
+// whether the mode was changed.
+absl::StatusOr<bool> EnsureTunDeviceUsable(const std::string& path = "/dev/net/tun");
+
 // Processes whose network namespace is the one bind-mounted at `netns_path`.
 std::vector<pid_t> PidsInNetns(const std::string& netns_path);
 // /proc/PID/comm without the newline, or "" when the process is gone.

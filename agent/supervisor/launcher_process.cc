@@ -45,9 +45,19 @@ absl::StatusOr<LauncherHandle> StartLauncher(const LauncherSpec& spec,
     close(log_fd);
     return absl::ErrnoToStatus(e, "chown " + paths.log_file());
   }
+  int netns_fd = -1;
+  if (!spec.netns_path.empty()) {
+    netns_fd = open(spec.netns_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (netns_fd < 0) {
+      int e = errno;
+      close(log_fd);
+      return absl::ErrnoToStatus(e, "open network namespace " + spec.netns_path);
+    }
+  }
   auto procs = cgroups.CreateForVmi(spec.vmi_uid);
   if (!procs.ok()) {
     close(log_fd);
+    if (netns_fd >= 0) close(netns_fd);
     return procs.status();
   }
   SpawnOptions o;
@@ -68,9 +78,11 @@ absl::StatusOr<LauncherHandle> StartLauncher(const LauncherSpec& spec,
   o.uid = identity.uid;
   o.gid = identity.gid;
   o.groups = identity.groups;
+  o.netns_fd = netns_fd;
   auto pid = Spawn(o);
   close(log_fd);
   close(*procs);
+  if (netns_fd >= 0) close(netns_fd);
   if (!pid.ok()) return Annotate(pid.status(), "start launcher");
   LauncherHandle h;
   h.pid = *pid;

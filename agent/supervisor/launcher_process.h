@@ -33,6 +33,9 @@ struct LauncherSpec {
   std::string notify_socket;
   std::string capabilities_cache;
   std::string host_uuid;
+  // The VMI's pod network namespace (/run/netns/...), entered before exec; empty: the
+  // handler's own.
+  std::string netns_path;
 };
 
 struct LauncherHandle {
@@ -40,7 +43,7 @@ struct LauncherHandle {
   uint64_t start_time = 0;
 };
 
-// Creates the VMI's cgroup, opens the log, and spawns the launcher.
+// Creates the VMI's cgroup, opens the log, and spawns the launcher (in spec.netns_path).
 absl::StatusOr<LauncherHandle> StartLauncher(const LauncherSpec& spec,
                                              const LauncherIdentity& identity,
                                              const CgroupTree& cgroups);

@@ -4,65 +4,23 @@
 #include <signal.h>
 
 #include <map>
-#include <regex>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "tests/integration/kvnode_fixture.h"
+#include "tests/integration/guest_test.h"
 
 namespace kvnode::testing {
 namespace {
 
 using kvnode::v1::VirtualMachineInstance;
 
-class HandlerRestartTest : public ::testing::Test {
+class HandlerRestartTest : public GuestTest {
  protected:
-  void StartHandler(HandlerProcess::Options options = {}) {
-    std::string why;
-    if (!CanRunGuests(&why)) GTEST_SKIP() << why;
-    ASSERT_FALSE(GuestImage().empty());
-    auto h = HandlerProcess::Start(options);
-    ASSERT_TRUE(h.ok()) << h.status();
-    handler_ = std::move(*h);
-  }
-  void TearDown() override {
-    if (HasFailure() && handler_) std::cerr << handler_->DiagnosticLogs() << "\n";
-    handler_.reset();
-  }
-
-  VirtualMachineInstance Start(const std::string& name) {
-    EXPECT_TRUE(handler_->PrepareDisk("default", name + "-disk").ok());
-    kvnode::v1::SyncVMIRequest req;
-    *req.mutable_vmi() = GuestVmi(name, name + "-disk");
-    kvnode::v1::SyncVMIResponse resp;
-    grpc::ClientContext ctx;
-    EXPECT_TRUE(handler_->stub()->SyncVMI(&ctx, req, &resp).ok());
-    auto vmi = WaitForVmi(handler_->stub(), "default", name,
-                          [](const VirtualMachineInstance& v) {
-                            return v.status().phase() == "Running" &&
-                                   v.status().launcher().qemu_pid() > 0;
-                          },
-                          absl::Seconds(180));
-    EXPECT_TRUE(vmi.ok()) << vmi.status();
-    return vmi.ok() ? *vmi : VirtualMachineInstance();
-  }
-
-  // Boot ids the guest printed, in order (one per boot).
-  std::vector<std::string> BootIds(const std::string& uid) {
-    std::string log = handler_->SerialLog(uid);
-    std::regex re("KVNODE-GUEST-BOOTED boot_id=([0-9a-f-]+)");
-    std::vector<std::string> ids;
-    for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator();
-         ++it) {
-      ids.push_back((*it)[1]);
-    }
-    return ids;
-  }
-
-  std::unique_ptr<HandlerProcess> handler_;
+  HandlerRestartTest() { start_in_setup_ = false; }
+  VirtualMachineInstance Start(const std::string& name) { return StartGuest(name); }
 };
 
 TEST_F(HandlerRestartTest, TenKillsOfTheHandlerNeverTouchFiveRunningGuests) {

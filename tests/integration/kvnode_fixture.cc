@@ -88,8 +88,25 @@ absl::StatusOr<std::unique_ptr<HandlerProcess>> HandlerProcess::Start(Options op
   auto mount = CgroupTree::FindCgroup2Mount();
   RETURN_IF_ERROR(mount.status());
   h->cgroup_root_ = *mount + "/kvnode." + h->node_name_;
+  RETURN_IF_ERROR(h->CreateNodeNamespace());
   RETURN_IF_ERROR(h->Launch());
   return h;
+}
+
+absl::Status HandlerProcess::CreateNodeNamespace() {
+  node_netns_ = node_name_;
+  pod_netns_prefix_ = node_name_ + "-p";
+  auto add = RunCommand({"/usr/sbin/ip", "netns", "add", node_netns_});
+  RETURN_IF_ERROR(add.status());
+  if (!add->success()) return absl::InternalError("ip netns add " + node_netns_ + ": " + add->output);
+  auto lo = RunCommand({"/usr/sbin/ip", "-n", node_netns_, "link", "set", "lo", "up"});
+  RETURN_IF_ERROR(lo.status());
+  if (!lo->success()) return absl::InternalError("lo up: " + lo->output);
+  // A resolv.conf of a cluster, for the guest's DHCP (the machine's may name 127.0.0.53).
+  std::ofstream(state_dir_ + "/resolv.conf")
+      << "nameserver 10.96.0.10\nsearch default.svc.cluster.local svc.cluster.local "
+         "cluster.local\noptions ndots:5\n";
+  return absl::OkStatus();
 }
 
 absl::Status HandlerProcess::Launch() {
@@ -98,11 +115,19 @@ absl::Status HandlerProcess::Launch() {
   o.argv = {BinaryDir() + "/kvnode-handler", "--state-dir", state_dir_, "--socket", socket_,
             "--node-name", node_name_, "--virt-type", "qemu",
             // One primed capabilities cache for every test handler on this machine.
-            "--capabilities-dir", Env("KVNODE_TEST_CAPABILITIES_DIR", "/var/tmp/kvnode-test-capabilities")};
+            "--capabilities-dir", Env("KVNODE_TEST_CAPABILITIES_DIR", "/var/tmp/kvnode-test-capabilities"),
+            "--pod-netns-prefix", pod_netns_prefix_, "--resolv-conf", state_dir_ + "/resolv.conf"};
   o.argv.insert(o.argv.end(), extra_args_.begin(), extra_args_.end());
   o.env = CurrentEnv();
   o.stdout_fd = log;
+  int netns = open(("/run/netns/" + node_netns_).c_str(), O_RDONLY | O_CLOEXEC);
+  if (netns < 0) {
+    close(log);
+    return absl::ErrnoToStatus(errno, "open node namespace " + node_netns_);
+  }
+  o.netns_fd = netns;
   auto pid = Spawn(o);
+  close(netns);
   close(log);
   RETURN_IF_ERROR(pid.status());
   pid_ = *pid;
@@ -185,7 +210,44 @@ void HandlerProcess::Teardown() {
     for (const std::string& uid : tree->List()) (void)tree->KillAndRemove(uid, absl::Seconds(10));
     rmdir(cgroup_root_.c_str());
   }
+  // Pod namespaces the handler had no time to remove, then the node (with its bridge).
+  for (const std::string& ns : PodNamespaces()) {
+    (void)RunCommand({"/usr/sbin/ip", "netns", "del", ns});
+  }
+  if (!node_netns_.empty()) (void)RunCommand({"/usr/sbin/ip", "netns", "del", node_netns_});
   (void)RunCommand({"/bin/rm", "-rf", "--one-file-system", state_dir_});
+}
+
+std::vector<std::string> HandlerProcess::PodNamespaces() const {
+  std::vector<std::string> out;
+  if (pod_netns_prefix_.empty()) return out;
+  DIR* d = opendir("/run/netns");
+  if (d == nullptr) return out;
+  while (struct dirent* e = readdir(d)) {
+    if (absl::StartsWith(e->d_name, pod_netns_prefix_)) out.push_back(e->d_name);
+  }
+  closedir(d);
+  return out;
+}
+
+HandlerProcess::CommandOutput HandlerProcess::InNode(const std::vector<std::string>& argv,
+                                                     absl::Duration timeout) const {
+  std::vector<std::string> full = {"/usr/sbin/ip", "netns", "exec", node_netns_};
+  full.insert(full.end(), argv.begin(), argv.end());
+  auto r = RunCommand(full, timeout);
+  if (!r.ok()) return {-1, r.status().ToString()};
+  return {WIFEXITED(r->wait_status) ? WEXITSTATUS(r->wait_status) : -1, r->output};
+}
+
+absl::StatusOr<std::string> HandlerProcess::HttpGetFromNode(const std::string& address,
+                                                            int port) const {
+  std::string host = absl::StrContains(address, ':') ? "[" + address + "]" : address;
+  CommandOutput r = InNode({"/usr/bin/curl", "-sS", "--max-time", "5",
+                            absl::StrCat("http://", host, ":", port, "/")});
+  if (r.exit_code != 0) {
+    return absl::UnavailableError(absl::StrCat("GET ", host, ":", port, ": ", r.out));
+  }
+  return r.out;
 }
 
 HandlerProcess::~HandlerProcess() { Teardown(); }
@@ -206,6 +268,15 @@ absl::Status HandlerProcess::PrepareDisk(const std::string& ns, const std::strin
     RETURN_IF_ERROR(m.status());
     if (!m->success()) return absl::InternalError("set-mode: " + m->output);
   }
+  return absl::OkStatus();
+}
+
+absl::Status HandlerProcess::SetGuestConnect(const std::string& ns, const std::string& claim,
+                                             const std::string& target) {
+  std::string image = absl::StrCat(state_dir_, "/volumes/", ns, "/", claim, "/disk.img");
+  auto r = RunCommand({"/bin/bash", SourceDir() + "/tests/guest/set-connect.sh", image, target});
+  RETURN_IF_ERROR(r.status());
+  if (!r->success()) return absl::InternalError("set-connect: " + r->output);
   return absl::OkStatus();
 }
 

@@ -59,11 +59,28 @@ class HandlerProcess {
   absl::Status PrepareDisk(const std::string& ns, const std::string& claim,
                            const std::string& mode = "normal", int delay = 2);
 
-  // Runs kvctl against this handler; returns exit status and output.
+  // The handler runs in a network namespace of its own (the test's "node"), so that its node
+  // bridge, NAT and pod networks never touch the machine's: `node_netns()` is its name under
+  // /run/netns, and every pod namespace it makes starts with `pod_netns_prefix()`.
+  const std::string& node_netns() const { return node_netns_; }
+  const std::string& pod_netns_prefix() const { return pod_netns_prefix_; }
+  // Pod namespaces of this handler that exist now.
+  std::vector<std::string> PodNamespaces() const;
+  // Runs argv inside the node namespace (`ip netns exec`); exit status and output.
   struct CommandOutput {
     int exit_code;
     std::string out;
   };
+  CommandOutput InNode(const std::vector<std::string>& argv,
+                       absl::Duration timeout = absl::Seconds(30)) const;
+  // GET http://address:port/ from the node namespace (curl, 5 s); the body, or an error.
+  absl::StatusOr<std::string> HttpGetFromNode(const std::string& address, int port) const;
+
+  // Makes the guest on PVC `claim` connect to `target` ("HOST:PORT") once it has an address.
+  absl::Status SetGuestConnect(const std::string& ns, const std::string& claim,
+                               const std::string& target);
+
+  // Runs kvctl against this handler; returns exit status and output.
   CommandOutput Kvctl(const std::vector<std::string>& args, absl::Duration timeout = absl::Seconds(60));
 
   // Pids in the VMI's cgroup (launcher, libvirtd, QEMU).
@@ -79,7 +96,9 @@ class HandlerProcess {
   absl::Status Launch();
   void Teardown();
 
+  absl::Status CreateNodeNamespace();
   std::string state_dir_, socket_, node_name_, cgroup_root_, log_path_;
+  std::string node_netns_, pod_netns_prefix_;
   std::vector<std::string> extra_args_;
   pid_t pid_ = -1;
   std::unique_ptr<kvnode::v1::Node::Stub> stub_;

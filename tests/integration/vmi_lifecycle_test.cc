@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "tests/integration/kvnode_fixture.h"
+#include "tests/integration/guest_test.h"
 
 namespace kvnode::testing {
 namespace {
@@ -20,97 +20,7 @@ namespace {
 using kvnode::v1::VirtualMachineInstance;
 using ::testing::HasSubstr;
 
-constexpr absl::Duration kBoot = absl::Seconds(90);
-
-class VmiLifecycleTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!CanRunGuests(&why)) GTEST_SKIP() << why;
-    ASSERT_FALSE(GuestImage().empty()) << "the test guest could not be built";
-    auto h = HandlerProcess::Start();
-    ASSERT_TRUE(h.ok()) << h.status();
-    handler_ = std::move(*h);
-  }
-  void TearDown() override {
-    if (HasFailure() && handler_) std::cerr << handler_->DiagnosticLogs() << "\n";
-    handler_.reset();
-  }
-
-  kvnode::v1::SyncVMIResponse Sync(const VirtualMachineInstance& vmi) {
-    kvnode::v1::SyncVMIRequest req;
-    *req.mutable_vmi() = vmi;
-    kvnode::v1::SyncVMIResponse resp;
-    grpc::ClientContext ctx;
-    grpc::Status s = handler_->stub()->SyncVMI(&ctx, req, &resp);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return resp;
-  }
-
-  VirtualMachineInstance StartGuest(const std::string& name, const std::string& mode = "normal",
-                                    int64_t grace = 30) {
-    EXPECT_TRUE(handler_->PrepareDisk("default", name + "-disk", mode).ok());
-    Sync(GuestVmi(name, name + "-disk", grace));
-    auto vmi = WaitForVmi(handler_->stub(), "default", name,
-                          [](const VirtualMachineInstance& v) {
-                            return v.status().phase() == "Running" ||
-                                   v.status().phase() == "Failed";
-                          },
-                          kBoot);
-    EXPECT_TRUE(vmi.ok()) << vmi.status();
-    EXPECT_EQ(vmi->status().phase(), "Running");
-    return *vmi;
-  }
-
-  bool SerialShows(const std::string& uid, const std::string& marker,
-                   absl::Duration timeout = kBoot) {
-    return Eventually([&] { return absl::StrContains(handler_->SerialLog(uid), marker); },
-                      timeout, absl::Milliseconds(100));
-  }
-
-  void Delete(const std::string& name, std::optional<int64_t> grace = std::nullopt) {
-    kvnode::v1::DeleteRequest req;
-    req.mutable_ref()->set_namespace_("default");
-    req.mutable_ref()->set_name(name);
-    if (grace) req.set_grace_period_seconds(*grace);
-    kvnode::v1::DeleteResponse resp;
-    grpc::ClientContext ctx;
-    grpc::Status s = handler_->stub()->DeleteVMI(&ctx, req, &resp);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-  }
-
-  // The final state of a VMI as the watch stream reported it before it was deleted.
-  VirtualMachineInstance FinalFromWatch(const std::string& name, absl::Duration timeout) {
-    kvnode::v1::WatchRequest req;
-    req.set_name(name);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-    auto reader = handler_->stub()->WatchVMIs(&ctx, req);
-    kvnode::v1::VMIWatchEvent e;
-    VirtualMachineInstance last;
-    while (reader->Read(&e)) {
-      if (e.type() == "DELETED" ||
-          e.object().status().phase() == "Succeeded" || e.object().status().phase() == "Failed") {
-        last = e.object();
-        ctx.TryCancel();
-        break;
-      }
-    }
-    reader->Finish();
-    return last;
-  }
-
-  // Nothing of the VMI is left: no process in its cgroup or naming its dir.
-  void ExpectNoProcessesLeft(const std::string& uid) {
-    EXPECT_TRUE(Eventually([&] {
-      return handler_->VmiProcesses(uid).empty() &&
-             handler_->ProcessesMentioning(handler_->VmiDir(uid)).empty();
-    }, absl::Seconds(10)))
-        << "left: " << handler_->ProcessesMentioning(handler_->VmiDir(uid)).size();
-  }
-
-  std::unique_ptr<HandlerProcess> handler_;
-};
+class VmiLifecycleTest : public GuestTest {};
 
 TEST_F(VmiLifecycleTest, PhasesArriveInOrderOnTheWatchAndTheConsoleShowsTheBootMarker) {
   ASSERT_TRUE(handler_->PrepareDisk("default", "guest1-disk").ok());
@@ -364,14 +274,16 @@ TEST_F(VmiLifecycleTest, InvalidVmisAreRefusedWithTheFieldPathAndNothingIsStored
   grpc::Status s = handler_->stub()->SyncVMI(&ctx, req, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("metadata.name"));
-  // A VMI that asks for a network, before networking exists here.
+  // An interface whose network does not exist.
   VirtualMachineInstance net = GuestVmi("wantsnet", "x");
-  net.mutable_spec()->mutable_domain()->mutable_devices()->clear_autoattach_pod_interface();
+  auto* iface = net.mutable_spec()->mutable_domain()->mutable_devices()->add_interfaces();
+  iface->set_name("default");
+  iface->mutable_masquerade();
   *req.mutable_vmi() = net;
   grpc::ClientContext ctx2;
   s = handler_->stub()->SyncVMI(&ctx2, req, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(s.error_message(), HasSubstr("not yet supported on this node"));
+  EXPECT_THAT(s.error_message(), HasSubstr("spec.domain.devices.interfaces[0]"));
   kvnode::v1::ListRequest lreq;
   kvnode::v1::ListVMIsResponse list;
   grpc::ClientContext ctx3;

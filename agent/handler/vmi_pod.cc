@@ -1,0 +1,88 @@
+// The VMI's "pod": what the handler makes for one execution before the launcher starts (state
+// dir, cgroup, pod network) and takes down after it ends. KubeVirt gets these from Kubernetes
+// (the launcher pod, its CNI network); here the handler is the kubelet and the CNI plugin.
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "agent/base/file_tree.h"
+#include "agent/base/status_macros.h"
+#include "agent/handler/vmi_controller.h"
+#include "launcher/converter/domain_xml.h"
+#include "spdlog/spdlog.h"
+
+namespace kvnode {
+
+using kvnode::v1::VirtualMachineInstance;
+
+absl::StatusOr<VmiController::PodLaunch> VmiController::LaunchPod(const VirtualMachineInstance& vmi,
+                                                                  bool* retry) {
+  const std::string& uid = vmi.metadata().uid();
+  *retry = false;
+  RETURN_IF_ERROR(PrepareVmiDir(vmi));
+  LauncherSpec spec;
+  spec.launcher_binary = config_.launcher_binary;
+  spec.vmi_dir = paths_.vmi(uid).root();
+  spec.vmi_uid = uid;
+  spec.domain_name = DomainName(vmi.metadata());
+  spec.notify_socket = paths_.notify_socket();
+  spec.capabilities_cache = config_.capabilities_cache;
+  spec.host_uuid = config_.host_uuid;
+  PodLaunch launch;
+  if (config_.pod_network != nullptr) {
+    // dnsmasq joins the VMI's cgroup, so that it ends with the VMI's other processes.
+    ASSIGN_OR_RETURN(int procs, cgroups_.CreateForVmi(uid));
+    PodSetupOptions options;
+    options.launcher_uid = config_.identity.uid;
+    options.launcher_gid = config_.identity.gid;
+    options.run_dir = paths_.pod_network_dir(uid);
+    options.cgroup_procs_fd = procs;
+    absl::StatusOr<PodNetworkAttachment> attachment = config_.pod_network->Setup(vmi, options);
+    close(procs);
+    if (!attachment.ok()) {
+      (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
+      *retry = true;
+      return attachment.status();
+    }
+    spec.netns_path = attachment->netns_path;
+    launch.attachment = std::move(*attachment);
+  }
+  absl::StatusOr<LauncherHandle> handle = kvnode::StartLauncher(spec, config_.identity, cgroups_);
+  if (!handle.ok()) {
+    (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
+    TearDownPodNetwork(uid);
+    return handle.status();
+  }
+  launch.handle = *handle;
+  return launch;
+}
+
+void VmiController::AbandonLaunch(const std::string& uid) {
+  spdlog::info("VMI {} went away while its launcher started; ending its pod", uid);
+  (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
+  TearDownPodNetwork(uid);
+  CleanupVmiDir(uid);
+}
+
+void VmiController::TearDownPodNetwork(const std::string& uid) {
+  if (config_.pod_network == nullptr) return;
+  absl::Status s = config_.pod_network->Teardown(uid);
+  RemoveTreeUnder(paths_.network_dir(), VmiPaths::DirKey(uid));
+  if (s.ok()) return;
+  spdlog::error("{}", s.ToString());
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  if (it != by_uid_.end()) {
+    EventLocked(it->second->vmi, "Warning", "NetworkCleanupFailed", std::string(s.message()));
+  }
+}
+
+void VmiController::ApplyPodInterfaces(const std::string& uid, kvnode::v1::DomainOptions* options) {
+  if (config_.pod_network == nullptr) return;
+  std::optional<PodNetworkAttachment> a = config_.pod_network->Attachment(uid);
+  if (!a.has_value() || a->interface_name.empty()) return;
+  for (auto& iface : *options->mutable_interfaces()) {
+    if (iface.name() == a->interface_name) iface = a->ToInterfaceAttachment();
+  }
+}
+
+}  // namespace kvnode
