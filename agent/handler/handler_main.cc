@@ -156,7 +156,7 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
       .Value("host-uuid").Value("capabilities-dir").Value("launcher-unresponsive-timeout")
       .Value("launcher-failure-timeout").Value("launcher-probe-interval").Value("pod-bridge")
       .Value("pod-cidr").Value("pod-cidr-v6").Value("pod-mtu").Value("pod-netns-prefix")
-      .Value("resolv-conf");
+      .Value("resolv-conf").Value("pod-network");
   InitLogging("kvnode-handler", false);
   if (absl::Status s = flags.Parse(args); !s.ok()) return Fail(s);
   spdlog::info("kvnode-handler starting (pid {})", getpid());
@@ -226,20 +226,33 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
   if (!store.ok()) return Fail(store.status());
   spdlog::info("state opened: {}", paths.database());
 
-  if (absl::Status s = MakeDir(paths.network_dir(), 0700); !s.ok()) return Fail(s);
-  auto pod_network = MasqueradePodNetwork::CreateLinux(*network_config, store->get());
-  if (!pod_network.ok()) return Fail(Annotate(pod_network.status(), "pod network"));
-  if (absl::Status s = (*pod_network)->InitNode(); !s.ok()) {
-    return Fail(Annotate(s, "node bridge " + network_config->bridge));
+  // --pod-network=off: launchers run in the handler's namespace and VMIs with interfaces are
+  // refused (for nodes whose guests need no network, and to measure what networking costs).
+  std::string pod_network_mode = flags.GetOr("pod-network", "on");
+  if (pod_network_mode != "on" && pod_network_mode != "off") {
+    return Fail(absl::InvalidArgumentError("--pod-network: expected on or off, got \"" +
+                                           pod_network_mode + "\""));
   }
-  auto tun = EnsureTunDeviceUsable();
-  if (!tun.ok()) return Fail(Annotate(tun.status(), "pod network"));
-  if (*tun) spdlog::warn("/dev/net/tun was not usable by the launcher user; set it to 0666");
-  config.pod_network = pod_network->get();
-  config.limits.pod_network_supported = true;
-  spdlog::info("pod network: bridge {}, pod CIDR {}{}{}, MTU {}", network_config->bridge,
-               network_config->pod_cidr, network_config->pod_cidr_v6.empty() ? "" : " and ",
-               network_config->pod_cidr_v6, network_config->mtu);
+  std::unique_ptr<MasqueradePodNetwork> pod_network;
+  config.limits.pod_network_supported = pod_network_mode == "on";
+  if (pod_network_mode == "on") {
+    if (absl::Status s = MakeDir(paths.network_dir(), 0700); !s.ok()) return Fail(s);
+    auto created = MasqueradePodNetwork::CreateLinux(*network_config, store->get());
+    if (!created.ok()) return Fail(Annotate(created.status(), "pod network"));
+    pod_network = std::move(*created);
+    if (absl::Status s = pod_network->InitNode(); !s.ok()) {
+      return Fail(Annotate(s, "node bridge " + network_config->bridge));
+    }
+    auto tun = EnsureTunDeviceUsable();
+    if (!tun.ok()) return Fail(Annotate(tun.status(), "pod network"));
+    if (*tun) spdlog::warn("/dev/net/tun was not usable by the launcher user; set it to 0666");
+    config.pod_network = pod_network.get();
+    spdlog::info("pod network: bridge {}, pod CIDR {}{}{}, MTU {}", network_config->bridge,
+                 network_config->pod_cidr, network_config->pod_cidr_v6.empty() ? "" : " and ",
+                 network_config->pod_cidr_v6, network_config->mtu);
+  } else {
+    spdlog::info("pod network: off (--pod-network=off)");
+  }
 
   std::string caps_dir = flags.GetOr("capabilities-dir", paths.capabilities_dir());
   config.capabilities_cache = NodePaths::CapabilitiesCacheIn(caps_dir);

@@ -1117,8 +1117,8 @@ void CheckBootOrder(const kvnode::v1::Devices& devices, const FieldPath& path,
 // ---------------------------------------------------------------------------------------------
 
 constexpr char kNetworkingUnsupported[] =
-    "networking is not yet supported on this node (set spec.domain.devices.autoattachPodInterface: "
-    "false and remove interfaces)";
+    "networking is turned off on this node (kvnode-handler --pod-network=off); set "
+    "spec.domain.devices.autoattachPodInterface: false and remove interfaces";
 
 int HexValue(char c) {
   if (absl::ascii_isdigit(c)) return c - '0';

@@ -1183,9 +1183,10 @@ TEST(AdmissionNetworkTest, NodesWithoutNetworkingRefuseInterfaces) {
   NodeLimits node = Node();
   node.pod_network_supported = false;
   EXPECT_THAT(Errors(BaseVmi(), node),
-              ElementsAre("spec.domain.devices.interfaces[0]: networking is not yet supported on "
-                          "this node (set spec.domain.devices.autoattachPodInterface: false and "
-                          "remove interfaces)"));
+              ElementsAre("spec.domain.devices.interfaces[0]: networking is turned off on this "
+                          "node (kvnode-handler --pod-network=off); set "
+                          "spec.domain.devices.autoattachPodInterface: false and remove "
+                          "interfaces"));
   auto vmi = BaseVmi();
   Domain(&vmi)->mutable_devices()->set_autoattach_pod_interface(false);
   EXPECT_THAT(Errors(vmi, node), IsEmpty());

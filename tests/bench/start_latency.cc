@@ -4,7 +4,10 @@
 //
 //   kvnode-bench-start [--runs N]
 //
-// Prints each run and the medians, p95s and the ratio kvnode/floor.
+// Three kvnode series, each on its own handler: without pod networks (--pod-network=off), a
+// pod network without an interface (namespace, veth, pod IP), and a masquerade interface (the
+// same plus k6t-eth0, tap0, nftables and dnsmasq). Prints each run, the medians and p95s, what
+// networking adds, and the ratio kvnode/floor.
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -39,8 +42,10 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(idx, v.size() - 1)];
 }
 
+enum class Network { kOff, kPodOnly, kMasquerade };
+
 // One kvnode start: SyncVMI until the watch reports Running. Returns milliseconds.
-absl::StatusOr<double> KvnodeStart(HandlerProcess* h, const std::string& name) {
+absl::StatusOr<double> KvnodeStart(HandlerProcess* h, const std::string& name, Network network) {
   grpc::ClientContext wctx;
   wctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
   kvnode::v1::WatchRequest wreq;
@@ -48,6 +53,11 @@ absl::StatusOr<double> KvnodeStart(HandlerProcess* h, const std::string& name) {
   auto reader = h->stub()->WatchVMIs(&wctx, wreq);
   kvnode::v1::SyncVMIRequest req;
   *req.mutable_vmi() = testing::GuestVmi(name, "bench-disk", 0);
+  if (network == Network::kMasquerade) {
+    // KubeVirt's default: one masquerade interface on the pod network.
+    req.mutable_vmi()->mutable_spec()->mutable_domain()->mutable_devices()
+        ->clear_autoattach_pod_interface();
+  }
   kvnode::v1::SyncVMIResponse resp;
   grpc::ClientContext ctx;
   absl::Time t0 = absl::Now();
@@ -143,34 +153,50 @@ int Run(int argc, char** argv) {
     return 2;
   }
   int runs = static_cast<int>(flags.GetInt("runs", 10).value_or(10));
-  auto h = HandlerProcess::Start();
-  if (!h.ok()) {
-    std::cerr << h.status() << "\n";
-    return 1;
-  }
-  if (auto s = (*h)->PrepareDisk("default", "bench-disk"); !s.ok()) {
-    std::cerr << s << "\n";
-    return 1;
-  }
-  // Warm-up (first start after a handler start also settles the capabilities cache).
-  (void)KvnodeStart(h->get(), "warmup");
-  std::vector<double> kv, floor;
-  for (int i = 0; i < runs; ++i) {
-    auto ms = KvnodeStart(h->get(), absl::StrCat("bench", i));
-    if (!ms.ok()) {
-      std::cerr << ms.status() << "\n";
+  struct Series {
+    const char* label;
+    Network network;
+    std::vector<double> ms;
+  };
+  std::vector<Series> series = {{"kvnode, --pod-network=off", Network::kOff, {}},
+                                {"kvnode, pod network, no interface", Network::kPodOnly, {}},
+                                {"kvnode, masquerade interface", Network::kMasquerade, {}}};
+  std::unique_ptr<HandlerProcess> last;
+  for (Series& x : series) {
+    HandlerProcess::Options options;
+    if (x.network == Network::kOff) options.extra_args = {"--pod-network", "off"};
+    last.reset();
+    auto h = HandlerProcess::Start(options);
+    if (!h.ok()) {
+      std::cerr << h.status() << "\n";
       return 1;
     }
-    kv.push_back(*ms);
-    std::cout << absl::StrFormat("kvnode run %2d: %7.1f ms\n", i + 1, *ms);
+    last = std::move(*h);
+    if (auto s = last->PrepareDisk("default", "bench-disk"); !s.ok()) {
+      std::cerr << s << "\n";
+      return 1;
+    }
+    // Warm-up (the first start after a handler start also settles the capabilities cache).
+    (void)KvnodeStart(last.get(), "warmup", x.network);
+    for (int i = 0; i < runs; ++i) {
+      auto ms = KvnodeStart(last.get(), absl::StrCat("bench", i), x.network);
+      if (!ms.ok()) {
+        std::cerr << x.label << ": " << ms.status() << "\n" << last->DiagnosticLogs() << "\n";
+        return 1;
+      }
+      x.ms.push_back(*ms);
+      std::cout << absl::StrFormat("%-36s run %2d: %7.1f ms\n", x.label, i + 1, *ms);
+    }
   }
+  HandlerProcess* h = last.get();
+  std::vector<double> floor;
   // The floor runs the same domain: convert with a fixed UID under the handler's state dir.
   auto id = LauncherIdentity::Lookup("kvnode");
   if (!id.ok()) return 1;
   std::string floor_uid = "f100f100-0000-4000-8000-000000000001";
-  NodePaths paths((*h)->state_dir());
+  NodePaths paths(h->state_dir());
   std::string base = paths.vmi(floor_uid).root();
-  std::string manifest = (*h)->state_dir() + "/floor.yaml";
+  std::string manifest = h->state_dir() + "/floor.yaml";
   std::ofstream(manifest) << R"(apiVersion: kubevirt.io/v1
 kind: VirtualMachineInstance
 metadata: {name: floor, namespace: bench}
@@ -189,7 +215,7 @@ spec:
                     paths.volume_image("bench", "bench-disk")});
   (void)Chown(paths.volume_dir("bench", "bench-disk"), *id);
   auto xml = RunCommand({testing::BinaryDir() + "/kvnode-launcher", "convert", "--virt-type",
-                         "qemu", "--state-dir", (*h)->state_dir(), "--uid", floor_uid, manifest});
+                         "qemu", "--state-dir", h->state_dir(), "--uid", floor_uid, manifest});
   if (!xml.ok() || !xml->success()) {
     std::cerr << "convert failed: " << (xml.ok() ? xml->output : xml.status().ToString()) << "\n";
     return 1;
@@ -207,12 +233,19 @@ spec:
     floor.push_back(*ms);
     std::cout << absl::StrFormat("floor  run %2d: %7.1f ms\n", i + 1, *ms);
   }
-  double kv50 = Percentile(kv, 0.5), fl50 = Percentile(floor, 0.5);
+  double fl50 = Percentile(floor, 0.5);
+  std::cout << "\n";
+  for (const Series& x : series) {
+    std::cout << absl::StrFormat("%-36s median %6.0f ms  p95 %6.0f ms  ratio to floor %.2f\n",
+                                 x.label, Percentile(x.ms, 0.5), Percentile(x.ms, 0.95),
+                                 Percentile(x.ms, 0.5) / fl50);
+  }
   std::cout << absl::StrFormat(
-      "\nSyncVMI -> Running   median %.0f ms  p95 %.0f ms\n"
-      "floor (libvirtd + virsh create)   median %.0f ms  p95 %.0f ms\n"
-      "ratio (median) %.2f\n",
-      kv50, Percentile(kv, 0.95), fl50, Percentile(floor, 0.95), kv50 / fl50);
+      "%-36s median %6.0f ms  p95 %6.0f ms\n"
+      "networking adds (medians): pod network %+.0f ms, masquerade interface %+.0f ms\n",
+      "floor (libvirtd + virsh create)", fl50, Percentile(floor, 0.95),
+      Percentile(series[1].ms, 0.5) - Percentile(series[0].ms, 0.5),
+      Percentile(series[2].ms, 0.5) - Percentile(series[0].ms, 0.5));
   return 0;
 }
 
