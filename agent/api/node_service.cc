@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/grpc_status.h"
+#include "agent/base/user_fs.h"
 
 namespace kvnode {
 namespace {
@@ -24,28 +25,6 @@ grpc::Status Reply(absl::StatusOr<T> result, T* out) {
   if (!result.ok()) return ToGrpcStatus(result.status());
   *out = std::move(*result);
   return grpc::Status::OK;
-}
-
-// Connects to a unix socket without following a symlink planted at its path.
-absl::StatusOr<int> ConnectUnix(const std::string& path) {
-  struct stat st;
-  if (lstat(path.c_str(), &st) < 0) return absl::UnavailableError("no console socket " + path);
-  if (!S_ISSOCK(st.st_mode)) return absl::FailedPreconditionError(path + " is not a socket");
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::ErrnoToStatus(errno, "socket");
-  struct sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) {
-    close(fd);
-    return absl::InvalidArgumentError("socket path too long: " + path);
-  }
-  memcpy(addr.sun_path, path.c_str(), path.size());
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) {
-    int e = errno;
-    close(fd);
-    return absl::ErrnoToStatus(e, "connect " + path);
-  }
-  return fd;
 }
 
 }  // namespace
@@ -154,7 +133,9 @@ grpc::Status NodeService::Console(
                         "VMI " + first.ref().name() + " is not running (phase " +
                             vmi->status().phase() + ")");
   }
-  auto fd_or = ConnectUnix(paths->serial_socket());
+  // The socket is in the VMI's dir, which its launcher's user controls: connect with that
+  // user's rights, so a planted symlink can reach nothing the user could not (user_fs.h).
+  auto fd_or = ConnectUnixAs(vmis_->LauncherFsIdentity(), paths->serial_socket());
   if (!fd_or.ok()) return ToGrpcStatus(fd_or.status());
   int fd = *fd_or;
   if (!first.data().empty()) (void)!write(fd, first.data().data(), first.data().size());
@@ -215,8 +196,19 @@ grpc::Status NodeService::GetLauncherLog(grpc::ServerContext*, const kvnode::v1:
                                          kvnode::v1::LogResponse* resp) {
   auto paths = vmis_->PathsOf(req->ref());
   if (!paths.ok()) return ToGrpcStatus(paths.status());
-  int fd = open(paths->log_file().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no launcher log yet");
+  // Opened with the launcher user's rights and without following a link (user_fs.h).
+  auto opened = OpenAs(vmis_->LauncherFsIdentity(), paths->log_file(), O_RDONLY | O_NOFOLLOW);
+  if (!opened.ok()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "no launcher log: " + std::string(opened.status().message()));
+  }
+  int fd = *opened;
+  struct stat st;
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "the launcher log is not a regular file");
+  }
   std::string content;
   char buf[65536];
   ssize_t n;

@@ -45,19 +45,15 @@ void VmiController::CheckLivenessLocked(Record* r, absl::Time now) {
 }
 
 void VmiController::ProbeLauncher(const std::string& uid) {
-  std::shared_ptr<kvnode::v1::Launcher::Stub> stub;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = by_uid_.find(uid);
-    if (it == by_uid_.end()) return;
-    it->second->stub = StubFor(uid);
-    stub = it->second->stub;
+  auto stub = LauncherStub(uid);
+  bool ok = false;
+  if (stub.ok()) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    kvnode::v1::PingRequest req;
+    kvnode::v1::LauncherResponse resp;
+    ok = (*stub)->Ping(&ctx, req, &resp).ok();
   }
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-  kvnode::v1::PingRequest req;
-  kvnode::v1::LauncherResponse resp;
-  bool ok = stub->Ping(&ctx, req, &resp).ok();
   bool refresh = false;
   {
     absl::MutexLock lock(&mu_);

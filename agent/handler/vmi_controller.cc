@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <limits>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -13,10 +14,12 @@
 #include "agent/base/grpc_status.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
+#include "agent/base/user_fs.h"
 #include "agent/base/uuid.h"
 #include "agent/handler/vmi_status.h"
 #include "agent/manifest/defaults.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "grpcpp/create_channel_posix.h"
 #include "grpcpp/grpcpp.h"
 #include "launcher/converter/domain_options.h"
 #include "launcher/converter/domain_xml.h"
@@ -295,9 +298,8 @@ absl::StatusOr<VirtualMachineInstance> VmiController::Act(const ObjectRef& ref,
       return absl::FailedPreconditionError("VMI " + ref.name() + " is paused; unpause it first");
     }
     uid = r->vmi.metadata().uid();
-    stub = StubFor(uid);
-    r->stub = stub;
   }
+  ASSIGN_OR_RETURN(stub, LauncherStub(uid));
   grpc::ClientContext ctx;
   WithDeadline(&ctx, absl::Seconds(30));
   kvnode::v1::PingRequest req;
@@ -349,9 +351,12 @@ absl::StatusOr<std::string> VmiController::DomainXml(const ObjectRef& ref) {
     ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
     vmi = r->vmi;
     alive = r->launcher_alive && r->launcher_ready;
-    if (alive) stub = StubFor(vmi.metadata().uid());
   }
   if (alive) {
+    auto connected = LauncherStub(vmi.metadata().uid());
+    if (connected.ok()) stub = *connected;
+  }
+  if (stub != nullptr) {
     grpc::ClientContext ctx;
     WithDeadline(&ctx, absl::Seconds(10));
     kvnode::v1::GetDomainRequest req;
@@ -460,12 +465,44 @@ void VmiController::ScheduleStartLocked(Record* r) {
   work_.Schedule([this, uid] { StartLauncher(uid); });
 }
 
-std::shared_ptr<kvnode::v1::Launcher::Stub> VmiController::StubFor(const std::string& uid) {
+absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> VmiController::LauncherStub(
+    const std::string& uid, absl::Duration wait) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end()) return absl::NotFoundError("no VMI with uid " + uid);
+    Record* r = it->second.get();
+    if (r->stub != nullptr && r->channel != nullptr) {
+      grpc_connectivity_state state = r->channel->GetState(false);
+      if (state != GRPC_CHANNEL_SHUTDOWN && state != GRPC_CHANNEL_TRANSIENT_FAILURE) {
+        return r->stub;
+      }
+    }
+  }
+  // The socket lives in a dir the launcher's user controls: connect with that user's rights,
+  // never root's (user_fs.h), and give gRPC the connected socket.
+  const std::string path = paths_.vmi(uid).launcher_socket();
+  absl::Time deadline = absl::Now() + wait;
+  absl::StatusOr<int> fd = ConnectUnixAs(config_.identity.fs(), path);
+  while (!fd.ok() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+    fd = ConnectUnixAs(config_.identity.fs(), path);
+  }
+  if (!fd.ok()) return Annotate(fd.status(), "launcher of VMI " + uid);
+  fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) | O_NONBLOCK);
+  grpc::ChannelArguments args;
+  // A channel made from a socket cannot dial again: it must never go idle.
+  args.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS, std::numeric_limits<int>::max());
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomInsecureChannelFromFd("launcher", *fd, args);
+  auto stub = std::shared_ptr<kvnode::v1::Launcher::Stub>(kvnode::v1::Launcher::NewStub(channel));
+  absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
-  if (it != by_uid_.end() && it->second->stub) return it->second->stub;
-  auto channel = grpc::CreateChannel("unix:" + paths_.vmi(uid).launcher_socket(),
-                                     grpc::InsecureChannelCredentials());
-  return std::shared_ptr<kvnode::v1::Launcher::Stub>(kvnode::v1::Launcher::NewStub(channel));
+  if (it != by_uid_.end()) {
+    it->second->channel = channel;
+    it->second->stub = stub;
+  }
+  return stub;
 }
 
 absl::Status VmiController::PrepareVmiDir(const VirtualMachineInstance& vmi) {
@@ -562,6 +599,7 @@ void VmiController::StartLauncher(const std::string& uid) {
   r->launcher_started = clock_->Now();
   r->last_seen = r->launcher_started;
   r->stub = nullptr;
+  r->channel = nullptr;
   const VmiPaths vp = paths_.vmi(uid);
   auto* ls = r->vmi.mutable_status()->mutable_launcher();
   ls->set_pid(launch->handle.pid);
@@ -616,17 +654,20 @@ void VmiController::SyncLauncher(const std::string& uid) {
     auto it = by_uid_.find(uid);
     if (it == by_uid_.end() || !it->second->launcher_alive) return;
     Record* r = it->second.get();
-    r->stub = StubFor(uid);
-    stub = r->stub;
     *req.mutable_vmi() = r->vmi;
     *req.mutable_options() = BuildDomainOptions(r->vmi, paths_, config_.virt_type);
     ApplyPodInterfaces(uid, req.mutable_options());
     req.mutable_options()->set_start_paused(r->vmi.spec().start_strategy() == "Paused");
   }
-  grpc::ClientContext ctx;
-  WithDeadline(&ctx, absl::Seconds(120));
-  kvnode::v1::LauncherResponse resp;
-  grpc::Status s = stub->Sync(&ctx, req, &resp);
+  auto connected = LauncherStub(uid, absl::Seconds(10));
+  grpc::Status s = connected.ok() ? grpc::Status::OK : ToGrpcStatus(connected.status());
+  if (connected.ok()) {
+    stub = *connected;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx, absl::Seconds(120));
+    kvnode::v1::LauncherResponse resp;
+    s = stub->Sync(&ctx, req, &resp);
+  }
   if (!s.ok()) {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
@@ -642,16 +683,19 @@ void VmiController::ShutdownLauncher(const std::string& uid, int64_t grace) {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
     if (it == by_uid_.end() || !it->second->launcher_alive) return;
-    it->second->stub = StubFor(uid);
-    stub = it->second->stub;
   }
-  grpc::ClientContext ctx;
-  WithDeadline(&ctx, absl::Seconds(10));
-  ctx.set_wait_for_ready(true);
-  kvnode::v1::LauncherShutdownRequest req;
-  req.set_grace_period_seconds(grace);
-  kvnode::v1::LauncherResponse resp;
-  grpc::Status s = stub->Shutdown(&ctx, req, &resp);
+  // A launcher that is still starting gets a little time to serve.
+  auto connected = LauncherStub(uid, absl::Seconds(10));
+  grpc::Status s = connected.ok() ? grpc::Status::OK : ToGrpcStatus(connected.status());
+  if (connected.ok()) {
+    stub = *connected;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx, absl::Seconds(10));
+    kvnode::v1::LauncherShutdownRequest req;
+    req.set_grace_period_seconds(grace);
+    kvnode::v1::LauncherResponse resp;
+    s = stub->Shutdown(&ctx, req, &resp);
+  }
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return;
@@ -702,6 +746,7 @@ void VmiController::OnLauncherExit(const std::string& uid, pid_t pid,
   r->launcher_alive = false;
   r->launcher_ready = false;
   r->stub = nullptr;
+  r->channel = nullptr;
   if (!killed.ok()) EventLocked(r->vmi, "Warning", "CleanupFailed", std::string(killed.message()));
   std::string how = wait_status ? DescribeWaitStatus(*wait_status) : "exited";
   bool changed = false;

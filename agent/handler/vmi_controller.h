@@ -25,6 +25,7 @@
 #include "absl/synchronization/notification.h"
 #include "agent/base/clock.h"
 #include "agent/base/state_layout.h"
+#include "agent/base/user_fs.h"
 #include "agent/base/work_queue.h"
 #include "agent/manifest/admission.h"
 #include "agent/network/pod_network.h"
@@ -94,6 +95,8 @@ class VmiController {
   absl::StatusOr<std::string> DomainXml(const kvnode::v1::ObjectRef& ref);
   // Paths for console and logs of a VMI that exists.
   absl::StatusOr<VmiPaths> PathsOf(const kvnode::v1::ObjectRef& ref);
+  // Whose rights the handler takes to open or connect paths inside a VMI's state dir.
+  FsIdentity LauncherFsIdentity() const { return config_.identity.fs(); }
   absl::StatusOr<std::vector<kvnode::v1::Event>> Events(const std::string& ns,
                                                         const std::string& kind,
                                                         const std::string& name);
@@ -113,6 +116,7 @@ class VmiController {
  private:
   struct Record {
     kvnode::v1::VirtualMachineInstance vmi;
+    std::shared_ptr<grpc::Channel> channel;
     std::shared_ptr<kvnode::v1::Launcher::Stub> stub;
     pid_t launcher_pid = 0;
     uint64_t launcher_start_time = 0;
@@ -171,7 +175,12 @@ class VmiController {
   // The pod network's tap, MAC and MTU for the VMI's interface in `options`.
   void ApplyPodInterfaces(const std::string& uid, kvnode::v1::DomainOptions* options);
 
-  std::shared_ptr<kvnode::v1::Launcher::Stub> StubFor(const std::string& uid);
+  // A stub on a connection to the launcher of `uid`, made with the launcher user's rights (its
+  // socket lives in a dir that user controls). The record's connection is reused while it is
+  // healthy; otherwise this connects again, retrying until `wait` has passed (a launcher that
+  // is still starting). Call without mu_.
+  absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> LauncherStub(
+      const std::string& uid, absl::Duration wait = absl::ZeroDuration());
   absl::Status PrepareVmiDir(const kvnode::v1::VirtualMachineInstance& vmi);
   absl::Status PrepareVolumes(const kvnode::v1::VirtualMachineInstance& vmi);
   std::optional<kvnode::v1::DomainStatus> ReadFinalStatus(const std::string& uid);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "agent/base/grpc_status.h"
 #include "agent/base/status_macros.h"
 #include "agent/handler/vmi_controller.h"
 #include "agent/handler/vmi_status.h"
@@ -104,20 +105,20 @@ absl::Status VmiController::Recover() {
 }
 
 void VmiController::RefreshLauncher(const std::string& uid) {
-  std::shared_ptr<kvnode::v1::Launcher::Stub> stub;
   {
     absl::MutexLock l(&mu_);
     auto it = by_uid_.find(uid);
     if (it == by_uid_.end() || !it->second->launcher_alive) return;
-    it->second->stub = StubFor(uid);
-    stub = it->second->stub;
   }
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  ctx.set_wait_for_ready(true);
-  kvnode::v1::GetDomainRequest req;
+  auto stub = LauncherStub(uid, absl::Seconds(10));
   kvnode::v1::DomainStatus domain;
-  grpc::Status s = stub->GetDomain(&ctx, req, &domain);
+  grpc::Status s = stub.ok() ? grpc::Status::OK : ToGrpcStatus(stub.status());
+  if (stub.ok()) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    kvnode::v1::GetDomainRequest req;
+    s = (*stub)->GetDomain(&ctx, req, &domain);
+  }
   bool need_sync = false, need_shutdown = false;
   int64_t grace = 0;
   {

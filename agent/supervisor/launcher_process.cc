@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/base/state_layout.h"
@@ -37,9 +38,17 @@ absl::StatusOr<LauncherHandle> StartLauncher(const LauncherSpec& spec,
                                              const LauncherIdentity& identity,
                                              const CgroupTree& cgroups) {
   VmiPaths paths{std::string(spec.vmi_dir)};
+  // The VMI dir is the launcher user's: never follow a link there, and never block on a FIFO
+  // planted in place of the log.
   int log_fd = open(paths.log_file().c_str(),
-                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
   if (log_fd < 0) return absl::ErrnoToStatus(errno, "open " + paths.log_file());
+  struct stat log_st;
+  if (fstat(log_fd, &log_st) < 0 || !S_ISREG(log_st.st_mode)) {
+    close(log_fd);
+    return absl::FailedPreconditionError(paths.log_file() + " is not a regular file");
+  }
+  fcntl(log_fd, F_SETFL, fcntl(log_fd, F_GETFL) & ~O_NONBLOCK);
   if (fchown(log_fd, identity.uid, identity.gid) < 0) {
     int e = errno;
     close(log_fd);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/base/user_fs.h"
 #include "agent/supervisor/cgroup.h"
 
 namespace kvnode {
@@ -23,6 +24,9 @@ struct LauncherIdentity {
 
   // Looks up `user` (and its groups, plus kvm when it exists) in the user database.
   static absl::StatusOr<LauncherIdentity> Lookup(const std::string& user);
+  FsIdentity fs() const {
+    return FsIdentity{static_cast<uid_t>(uid), static_cast<gid_t>(gid), groups};
+  }
 };
 
 struct LauncherSpec {
