@@ -2,34 +2,35 @@
 
 #include <fcntl.h>
 #include <grp.h>
-#include <linux/kvm.h>
 #include <signal.h>
 #include <sys/file.h>
-#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include <fstream>
+#include <atomic>
+#include <iostream>
 #include <thread>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "agent/api/api_server.h"
+#include "agent/api/call_metrics.h"
 #include "agent/api/node_service.h"
 #include "agent/api/notify_service.h"
-#include "agent/base/flags.h"
 #include "agent/base/logging.h"
 #include "agent/base/state_layout.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
+#include "agent/handler/config_check.h"
+#include "agent/handler/handler_metrics.h"
+#include "agent/handler/handler_options.h"
 #include "agent/handler/vmi_controller.h"
+#include "agent/metrics/http_server.h"
 #include "agent/network/linux_netns.h"
 #include "agent/network/pod_network.h"
-#include "grpcpp/grpcpp.h"
-#include "launcher/converter/convert_command.h"
 
 namespace kvnode {
 namespace {
@@ -53,20 +54,12 @@ absl::Status MakeDir(const std::string& path, mode_t mode) {
   return absl::OkStatus();
 }
 
-std::string HostName() {
-  char buf[256] = {};
-  gethostname(buf, sizeof(buf) - 1);
-  std::string name = buf;
-  for (char& c : name) c = static_cast<char>(tolower(c));
-  return name.empty() ? "node01" : name;
-}
-
 std::string DirName(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-// Runs `kvnode-launcher prime-capabilities` as the launcher user, once, in the background.
+// Runs `kvnode-launcher prime-capabilities` as the launcher user, once.
 void PrimeCapabilities(const std::string& launcher, const std::string& dir,
                        const LauncherIdentity& id) {
   if (mkdir(dir.c_str(), 0700) < 0 && errno != EEXIST) return;
@@ -89,227 +82,184 @@ void PrimeCapabilities(const std::string& launcher, const std::string& dir,
   spdlog::info("capabilities cache priming {}", DescribeWaitStatus(status));
 }
 
-absl::Status SetSocketOwner(const std::string& path, int uid, int gid, mode_t mode) {
-  if (chown(path.c_str(), uid, gid) < 0) return absl::ErrnoToStatus(errno, "chown " + path);
-  if (chmod(path.c_str(), mode) < 0) return absl::ErrnoToStatus(errno, "chmod " + path);
+// Everything the handler process holds, made in order by the Start* steps below and ended in
+// reverse by the destructor (members are destroyed bottom-up).
+struct Handler {
+  HandlerOptions options;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<MasqueradePodNetwork> pod_network;
+  std::unique_ptr<ProcessWatcher> watcher;
+  std::thread primer;
+  std::unique_ptr<VmiController> controller;
+  std::unique_ptr<NotifyService> notify_service;
+  std::unique_ptr<ApiServer> notify_server;
+  std::unique_ptr<NodeService> node_service;
+  std::unique_ptr<ApiServer> api_server;
+  std::unique_ptr<HttpServer> metrics_server;
+  std::atomic<bool> ready{false};
+  std::atomic<bool> stopping{false};
+  std::thread watchdog;
+
+  ~Handler() {
+    stopping = true;
+    if (watchdog.joinable()) watchdog.join();
+    metrics_server.reset();
+    if (api_server) api_server->Stop();
+    if (notify_server) notify_server->Stop();
+    if (primer.joinable()) primer.join();
+    controller.reset();
+  }
+};
+
+absl::Status StartPodNetwork(Handler* h) {
+  NodePaths paths(h->options.config.state_dir);
+  if (!h->options.pod_network) {
+    spdlog::info("pod network: off (--pod-network=off)");
+    return absl::OkStatus();
+  }
+  const NodeNetworkConfig& net = h->options.network;
+  RETURN_IF_ERROR(MakeDir(paths.network_dir(), 0700));
+  ASSIGN_OR_RETURN(h->pod_network, MasqueradePodNetwork::CreateLinux(net, h->store.get()));
+  RETURN_IF_ERROR(Annotate(h->pod_network->InitNode(), "node bridge " + net.bridge));
+  ASSIGN_OR_RETURN(bool changed, EnsureTunDeviceUsable());
+  if (changed) spdlog::warn("/dev/net/tun was not usable by the launcher user; set it to 0666");
+  h->options.config.pod_network = h->pod_network.get();
+  spdlog::info("pod network: bridge {}, pod CIDR {}{}{}, MTU {}", net.bridge, net.pod_cidr,
+               net.pod_cidr_v6.empty() ? "" : " and ", net.pod_cidr_v6, net.mtu);
   return absl::OkStatus();
 }
 
-// The node's pod network from --pod-* flags; the defaults are NodeNetworkConfig's.
-absl::StatusOr<NodeNetworkConfig> NodeNetworkConfigFromFlags(const FlagSet& flags) {
-  NodeNetworkConfig c;
-  c.bridge = flags.GetOr("pod-bridge", c.bridge);
-  c.pod_cidr = flags.GetOr("pod-cidr", c.pod_cidr);
-  c.pod_cidr_v6 = flags.GetOr("pod-cidr-v6", c.pod_cidr_v6);
-  c.netns_prefix = flags.GetOr("pod-netns-prefix", c.netns_prefix);
-  c.resolv_conf = flags.GetOr("resolv-conf", c.resolv_conf);
-  if (auto mtu = flags.Get("pod-mtu")) {
-    if (!absl::SimpleAtoi(*mtu, &c.mtu) || c.mtu < 1280 || c.mtu > 65535) {
-      return absl::InvalidArgumentError("--pod-mtu: expected a number from 1280 to 65535, got \"" +
-                                        *mtu + "\"");
-    }
-  }
-  if (c.bridge.empty() || c.bridge.size() > 15) {
-    return absl::InvalidArgumentError("--pod-bridge: a link name of 1 to 15 characters, got \"" +
-                                      c.bridge + "\"");
-  }
-  // PlanNodeBridge checks the CIDRs and names the flag's value in its error.
-  if (auto plan = PlanNodeBridge(c); !plan.ok()) {
-    return absl::InvalidArgumentError("--pod-cidr/--pod-cidr-v6: " +
-                                      std::string(plan.status().message()));
-  }
-  return c;
-}
-
-}  // namespace
-
-std::string DetectVirtType(std::string* why) {
-  int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-  if (kvm < 0) {
-    *why = "/dev/kvm cannot be opened";
-    return "qemu";
-  }
-  int vm = ioctl(kvm, KVM_CREATE_VM, 0);
-  close(kvm);
-  if (vm < 0) {
-    *why = "/dev/kvm cannot create a VM";
-    return "qemu";
-  }
-  close(vm);
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (absl::StartsWith(line, "flags") && absl::StrContains(line, " hypervisor")) {
-      *why = "this host is a virtual machine; nested KVM is too slow to rely on (use "
-             "--virt-type kvm to force it)";
-      return "qemu";
-    }
-  }
-  *why = "/dev/kvm works";
-  return "kvm";
-}
-
-int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
-  FlagSet flags;
-  flags.Value("state-dir").Value("socket").Value("node-name").Value("virt-type").Value("launcher")
-      .Value("launcher-user").Value("cgroup-root").Value("host-disk-root").Value("log-format")
-      .Value("host-uuid").Value("capabilities-dir").Value("launcher-unresponsive-timeout")
-      .Value("launcher-failure-timeout").Value("launcher-probe-interval").Value("pod-bridge")
-      .Value("pod-cidr").Value("pod-cidr-v6").Value("pod-mtu").Value("pod-netns-prefix")
-      .Value("resolv-conf").Value("pod-network");
-  InitLogging("kvnode-handler", false);
-  if (absl::Status s = flags.Parse(args); !s.ok()) return Fail(s);
-  spdlog::info("kvnode-handler starting (pid {})", getpid());
-  if (!flags.positional().empty()) {
-    return Fail(absl::InvalidArgumentError("unexpected argument " + flags.positional()[0]));
-  }
-  HandlerConfig config;
-  config.state_dir = flags.GetOr("state-dir", "/var/lib/kvnode");
-  config.node_name = flags.GetOr("node-name", HostName());
-  config.host_uuid = flags.GetOr("host-uuid", "");
-  std::string socket = flags.GetOr("socket", "/run/kvnode/handler.sock");
-  std::string virt = flags.GetOr("virt-type", "auto");
-  if (virt == "auto") {
-    std::string why;
-    virt = DetectVirtType(&why);
-    spdlog::info("--virt-type auto: {} ({})", virt, why);
-  } else if (virt != "kvm" && virt != "qemu") {
-    return Fail(absl::InvalidArgumentError("--virt-type: expected kvm, qemu or auto, got \"" +
-                                           virt + "\""));
-  }
-  config.virt_type = virt;
-  for (auto [flag, target] : {std::pair<const char*, absl::Duration*>{
-                                  "launcher-unresponsive-timeout",
-                                  &config.launcher_unresponsive_timeout},
-                              {"launcher-failure-timeout", &config.launcher_failure_timeout},
-                              {"launcher-probe-interval", &config.launcher_probe_interval}}) {
-    if (auto v = flags.Get(flag); v && !absl::ParseDuration(*v, target)) {
-      return Fail(absl::InvalidArgumentError(absl::StrCat("--", flag, ": not a duration: \"", *v,
-                                                          "\" (for example 30s)")));
-    }
-  }
-  char self[4096] = {};
-  ssize_t self_len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  std::string self_dir = self_len > 0 ? DirName(std::string(self, self_len)) : DirName(argv0);
-  config.launcher_binary = flags.GetOr("launcher", self_dir + "/kvnode-launcher");
-  if (config.launcher_binary.empty() || config.launcher_binary[0] != '/') {
-    char cwd[4096];
-    if (getcwd(cwd, sizeof(cwd)) != nullptr) {
-      config.launcher_binary = std::string(cwd) + "/" + config.launcher_binary;
-    }
-  }
-  if (access(config.launcher_binary.c_str(), X_OK) < 0) {
-    return Fail(absl::NotFoundError("--launcher: " + config.launcher_binary + " is not executable"));
-  }
-  auto identity = LauncherIdentity::Lookup(flags.GetOr("launcher-user", "kvnode"));
-  if (!identity.ok()) return Fail(identity.status());
-  config.identity = *identity;
-  config.limits = NodeLimitsOfThisMachine(flags.GetAll("host-disk-root"));
-  auto network_config = NodeNetworkConfigFromFlags(flags);
-  if (!network_config.ok()) return Fail(network_config.status());
-
-  NodePaths paths(config.state_dir);
-  if (absl::Status s = MakeDir(config.state_dir, 0711); !s.ok()) return Fail(s);
-  if (absl::Status s = MakeDir(paths.vmis_dir(), 0711); !s.ok()) return Fail(s);
-  if (absl::Status s = MakeDir(DirName(socket), 0755); !s.ok()) return Fail(s);
-
-  std::string cgroup_root = flags.GetOr("cgroup-root", "");
-  if (cgroup_root.empty()) {
-    auto mount = CgroupTree::FindCgroup2Mount();
-    if (!mount.ok()) return Fail(mount.status());
-    cgroup_root = *mount + "/kvnode." + config.node_name;
-  }
-  auto cgroups = CgroupTree::Open(cgroup_root);
-  if (!cgroups.ok()) return Fail(cgroups.status());
-
-  auto store = Store::Open(paths.database());
-  if (!store.ok()) return Fail(store.status());
-  spdlog::info("state opened: {}", paths.database());
-
-  // --pod-network=off: launchers run in the handler's namespace and VMIs with interfaces are
-  // refused (for nodes whose guests need no network, and to measure what networking costs).
-  std::string pod_network_mode = flags.GetOr("pod-network", "on");
-  if (pod_network_mode != "on" && pod_network_mode != "off") {
-    return Fail(absl::InvalidArgumentError("--pod-network: expected on or off, got \"" +
-                                           pod_network_mode + "\""));
-  }
-  std::unique_ptr<MasqueradePodNetwork> pod_network;
-  config.limits.pod_network_supported = pod_network_mode == "on";
-  if (pod_network_mode == "on") {
-    if (absl::Status s = MakeDir(paths.network_dir(), 0700); !s.ok()) return Fail(s);
-    auto created = MasqueradePodNetwork::CreateLinux(*network_config, store->get());
-    if (!created.ok()) return Fail(Annotate(created.status(), "pod network"));
-    pod_network = std::move(*created);
-    if (absl::Status s = pod_network->InitNode(); !s.ok()) {
-      return Fail(Annotate(s, "node bridge " + network_config->bridge));
-    }
-    auto tun = EnsureTunDeviceUsable();
-    if (!tun.ok()) return Fail(Annotate(tun.status(), "pod network"));
-    if (*tun) spdlog::warn("/dev/net/tun was not usable by the launcher user; set it to 0666");
-    config.pod_network = pod_network.get();
-    spdlog::info("pod network: bridge {}, pod CIDR {}{}{}, MTU {}", network_config->bridge,
-                 network_config->pod_cidr, network_config->pod_cidr_v6.empty() ? "" : " and ",
-                 network_config->pod_cidr_v6, network_config->mtu);
-  } else {
-    spdlog::info("pod network: off (--pod-network=off)");
-  }
-
-  std::string caps_dir = flags.GetOr("capabilities-dir", paths.capabilities_dir());
-  config.capabilities_cache = NodePaths::CapabilitiesCacheIn(caps_dir);
-  config.capabilities_ready = std::make_shared<absl::Notification>();
-  // Handlers sharing one capabilities dir (tests, two nodes on one machine) take turns.
-  std::thread primer([caps_dir, cache = config.capabilities_cache, launcher = config.launcher_binary,
-                      identity = config.identity, ready = config.capabilities_ready] {
-    int lock = open((caps_dir + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+// The primed QEMU capabilities cache every launcher links, made once in the background;
+// handlers sharing one dir (tests, two nodes on one machine) take turns.
+void StartCapabilitiesPrimer(Handler* h) {
+  HandlerConfig& c = h->options.config;
+  c.capabilities_cache = NodePaths::CapabilitiesCacheIn(h->options.capabilities_dir);
+  c.capabilities_ready = std::make_shared<absl::Notification>();
+  h->primer = std::thread([dir = h->options.capabilities_dir, cache = c.capabilities_cache,
+                           launcher = c.launcher_binary, identity = c.identity,
+                           ready = c.capabilities_ready] {
+    int lock = open((dir + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (lock >= 0) flock(lock, LOCK_EX);
     struct stat st;
-    if (stat(cache.c_str(), &st) < 0) PrimeCapabilities(launcher, caps_dir, identity);
+    if (stat(cache.c_str(), &st) < 0) PrimeCapabilities(launcher, dir, identity);
     if (lock >= 0) close(lock);
     ready->Notify();
   });
+}
 
+// Launchers notify on a socket only their user (and root) may use.
+absl::Status StartNotifyServer(Handler* h) {
+  const HandlerConfig& c = h->options.config;
+  h->notify_service = std::make_unique<NotifyService>(h->controller.get());
+  ApiServer::Options o;
+  o.unix_socket = NodePaths(c.state_dir).notify_socket();
+  o.socket_mode = 0600;
+  o.socket_owner = c.identity.uid;
+  o.socket_group = c.identity.gid;
+  o.policy.uids = {0, static_cast<uid_t>(c.identity.uid)};
+  o.policy.description = "launcher notify";
+  o.services = {h->notify_service.get()};
+  o.reflection = false;
+  ASSIGN_OR_RETURN(h->notify_server, ApiServer::Start(std::move(o)));
+  return absl::OkStatus();
+}
+
+absl::Status StartApi(Handler* h) {
+  const HandlerOptions& opt = h->options;
+  h->node_service = std::make_unique<NodeService>(h->controller.get());
+  ApiServer::Options o;
+  o.unix_socket = opt.socket;
+  o.socket_mode = 0660;
+  struct group* g = getgrnam(opt.api_group.c_str());
+  if (g == nullptr) {
+    return absl::NotFoundError("--api-group: group \"" + opt.api_group + "\" does not exist");
+  }
+  o.socket_group = g->gr_gid;
+  o.policy.uids = {0};
+  o.policy.group = g->gr_gid;
+  o.policy.description = "handler API";
+  o.tcp_address = opt.listen;
+  o.tls = {opt.tls_cert, opt.tls_key, opt.tls_ca};
+  o.services = {h->node_service.get()};
+  o.health_names = {"kvnode.v1.Node"};
+  o.interceptors = CallMetricsInterceptors(MetricsRegistry::Default());
+  ASSIGN_OR_RETURN(h->api_server, ApiServer::Start(std::move(o)));
+  return absl::OkStatus();
+}
+
+absl::Status StartMetrics(Handler* h) {
+  if (h->options.metrics_addr.empty()) return absl::OkStatus();
+  MetricsRegistry* registry = MetricsRegistry::Default();
+  AddVmiCollectors(registry, h->controller.get(), h->options.config.node_name);
+  std::map<std::string, HttpServer::Handler> routes;
+  routes["/metrics"] = [registry] {
+    return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", registry->Render()};
+  };
+  routes["/healthz"] = [] { return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"}; };
+  routes["/readyz"] = [h] {
+    return h->ready ? HttpResponse{200, "text/plain; charset=utf-8", "ready\n"}
+                    : HttpResponse{503, "text/plain; charset=utf-8", "starting\n"};
+  };
+  ASSIGN_OR_RETURN(h->metrics_server, HttpServer::Start(h->options.metrics_addr, routes));
+  spdlog::info("metrics on http://{} (port {})", h->options.metrics_addr, h->metrics_server->port());
+  return absl::OkStatus();
+}
+
+// systemd's watchdog (WatchdogSec=): pinged only while the controller answers, so a handler
+// that deadlocked is restarted by systemd (its guests keep running).
+void StartWatchdog(Handler* h) {
+  uint64_t usec = 0;
+  if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0) return;
+  h->watchdog = std::thread([h, every = absl::Microseconds(usec / 2)] {
+    while (!h->stopping) {
+      (void)h->controller->PhaseCounts();  // takes the controller's lock
+      sd_notify(0, "WATCHDOG=1");
+      for (absl::Time until = absl::Now() + every; !h->stopping && absl::Now() < until;) {
+        absl::SleepFor(absl::Milliseconds(100));
+      }
+    }
+  });
+}
+
+int Serve(Handler* h, const sigset_t& mask) {
+  HandlerOptions& opt = h->options;
+  HandlerConfig& c = opt.config;
+  NodePaths paths(c.state_dir);
+  if (absl::Status s = MakeDir(c.state_dir, 0711); !s.ok()) return Fail(s);
+  if (absl::Status s = MakeDir(paths.vmis_dir(), 0711); !s.ok()) return Fail(s);
+  if (absl::Status s = MakeDir(DirName(opt.socket), 0755); !s.ok()) return Fail(s);
+  std::string cgroup_root = opt.cgroup_root;
+  if (cgroup_root.empty()) {
+    auto mount = CgroupTree::FindCgroup2Mount();
+    if (!mount.ok()) return Fail(mount.status());
+    cgroup_root = *mount + "/kvnode." + c.node_name;
+  }
+  auto cgroups = CgroupTree::Open(cgroup_root);
+  if (!cgroups.ok()) return Fail(cgroups.status());
+  auto store = Store::Open(paths.database());
+  if (!store.ok()) return Fail(store.status());
+  h->store = std::move(*store);
+  spdlog::info("state opened: {}", paths.database());
+  if (absl::Status s = StartPodNetwork(h); !s.ok()) return Fail(Annotate(s, "pod network"));
+  StartCapabilitiesPrimer(h);
   auto watcher = ProcessWatcher::Create();
   if (!watcher.ok()) return Fail(watcher.status());
-
-  // Signals are taken by a signalfd; block them before threads start.
-  sigset_t mask;
-  sigemptyset(&mask);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, sig);
-  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  auto controller = std::make_unique<VmiController>(config, store->get(), *cgroups,
-                                                    watcher->get(), Clock::Real());
-  NotifyService notify_service(controller.get());
-  unlink(paths.notify_socket().c_str());
-  grpc::ServerBuilder notify_builder;
-  notify_builder.AddListeningPort("unix:" + paths.notify_socket(),
-                                  grpc::InsecureServerCredentials());
-  notify_builder.RegisterService(&notify_service);
-  auto notify_server = notify_builder.BuildAndStart();
-  if (notify_server == nullptr) return Fail(absl::InternalError("cannot serve " + paths.notify_socket()));
-  // Only the launcher user (and root) may notify.
-  if (auto s = SetSocketOwner(paths.notify_socket(), config.identity.uid, config.identity.gid, 0600);
-      !s.ok()) {
-    return Fail(s);
-  }
-
-  if (absl::Status s = controller->Recover(); !s.ok()) return Fail(Annotate(s, "recover state"));
-
-  NodeService node_service(controller.get());
-  unlink(socket.c_str());
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
-  builder.RegisterService(&node_service);
-  auto server = builder.BuildAndStart();
-  if (server == nullptr) return Fail(absl::InternalError("cannot serve " + socket));
-  struct group* kvnode_group = getgrnam("kvnode");
-  if (auto s = SetSocketOwner(socket, 0, kvnode_group ? kvnode_group->gr_gid : 0, 0660); !s.ok()) {
-    return Fail(s);
-  }
-  spdlog::info("kvnode-handler serving on {} (node {}, virt type {}, state {})", socket,
-               config.node_name, config.virt_type, config.state_dir);
+  h->watcher = std::move(*watcher);
+  DeclareHandlerMetrics(MetricsRegistry::Default());
+  c.metrics = MetricsRegistry::Default();
+  h->controller = std::make_unique<VmiController>(c, h->store.get(), *cgroups, h->watcher.get(),
+                                                  Clock::Real());
+  if (absl::Status s = StartNotifyServer(h); !s.ok()) return Fail(Annotate(s, "notify socket"));
+  if (absl::Status s = StartMetrics(h); !s.ok()) return Fail(Annotate(s, "--metrics-addr"));
+  // Only with the state recovered (live launchers re-adopted) does the API serve.
+  if (absl::Status s = h->controller->Recover(); !s.ok()) return Fail(Annotate(s, "recover state"));
+  if (absl::Status s = StartApi(h); !s.ok()) return Fail(Annotate(s, "API"));
+  h->ready = true;
+  spdlog::info("kvnode-handler serving on {}{} (node {}, virt type {}, state {})", opt.socket,
+               opt.listen.empty() ? "" : " and " + opt.listen + " (mutual TLS)", c.node_name,
+               c.virt_type, c.state_dir);
   sd_notify(0, "READY=1");
+  StartWatchdog(h);
 
   int sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
   struct signalfd_siginfo info;
@@ -318,11 +268,38 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
   spdlog::info("signal {}: stopping the handler; launchers and guests keep running",
                info.ssi_signo);
   sd_notify(0, "STOPPING=1");
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  notify_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  if (primer.joinable()) primer.join();
-  controller.reset();
+  h->ready = false;
   return 0;
+}
+
+}  // namespace
+
+int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
+  InitLogging("kvnode-handler", false);
+  auto options = ParseHandlerOptions(argv0, args);
+  if (!options.ok()) return Fail(options.status());
+  InitLogging("kvnode-handler", options->json_logs);
+  if (options->validate_only) {
+    return PrintConfigFindings(CheckHandlerConfig(*options), std::cout);
+  }
+  spdlog::info("kvnode-handler starting (pid {})", getpid());
+  if (!options->virt_type_reason.empty()) {
+    spdlog::info("--virt-type auto: {} ({})", options->config.virt_type,
+                 options->virt_type_reason);
+  }
+  if (access(options->config.launcher_binary.c_str(), X_OK) < 0) {
+    return Fail(absl::NotFoundError("--launcher: " + options->config.launcher_binary +
+                                    " is not executable"));
+  }
+  // Signals are taken by a signalfd; block them before any thread starts.
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, sig);
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  Handler handler;
+  handler.options = std::move(*options);
+  return Serve(&handler, mask);
 }
 
 }  // namespace kvnode

@@ -12,10 +12,12 @@
 #include "absl/strings/str_join.h"
 #include "agent/base/file_tree.h"
 #include "agent/base/grpc_status.h"
+#include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
 #include "agent/base/user_fs.h"
 #include "agent/base/uuid.h"
+#include "agent/handler/handler_metrics.h"
 #include "agent/handler/vmi_status.h"
 #include "agent/manifest/defaults.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -95,8 +97,8 @@ void VmiController::EventLocked(const VirtualMachineInstance& vmi, const std::st
   e.set_reason(reason);
   e.set_message(message);
   e.set_source("kvnode-handler");
-  spdlog::info("{}/{} uid={}: {} {}: {}", o->namespace_(), o->name(), o->uid(), type, reason,
-               message);
+  LogFor(type == "Warning" ? spdlog::level::warn : spdlog::level::info,
+         {o->namespace_(), o->name(), o->uid()}, "{} {}: {}", type, reason, message);
   (void)store_->RecordEvent(e, clock_->Now());
 }
 
@@ -132,6 +134,20 @@ void VmiController::RemoveLocked(const std::string& uid) {
     TearDownPodNetwork(uid);
     CleanupVmiDir(uid);
   });
+}
+
+void VmiController::Count(const char* counter, const Labels& labels) {
+  if (config_.metrics != nullptr) config_.metrics->Increment(counter, labels);
+}
+
+absl::StatusOr<kvnode::v1::DomainStats> VmiController::DomainStatsOf(const std::string& uid) {
+  ASSIGN_OR_RETURN(auto stub, LauncherStub(uid));
+  grpc::ClientContext ctx;
+  WithDeadline(&ctx, absl::Seconds(2));
+  kvnode::v1::PingRequest req;
+  kvnode::v1::DomainStats stats;
+  RETURN_IF_ERROR(FromGrpcStatus(stub->GetDomainStats(&ctx, req, &stats)));
+  return stats;
 }
 
 std::map<std::string, int> VmiController::PhaseCounts() {
@@ -215,6 +231,7 @@ absl::StatusOr<SyncResult> VmiController::Sync(VirtualMachineInstance vmi, bool 
   }
   auto record = std::make_unique<Record>();
   record->vmi = std::move(vmi);
+  record->synced_at = absl::Now();
   Record* r = record.get();
   RETURN_IF_ERROR(Persist(r, "ADDED"));
   uid_by_name_[{r->vmi.metadata().namespace_(), r->vmi.metadata().name()}] =
@@ -421,6 +438,10 @@ void VmiController::OnDomainEvent(const kvnode::v1::DomainEvent& event) {
   if (before != now_phase) {
     if (now_phase == phase::kRunning) {
       EventLocked(r->vmi, "Normal", "Started", "VirtualMachineInstance started.");
+      if (config_.metrics != nullptr && r->synced_at != absl::InfinitePast()) {
+        config_.metrics->Observe(kVmiStartSeconds, {},
+                                 absl::ToDoubleSeconds(absl::Now() - r->synced_at));
+      }
     } else if (now_phase == phase::kSucceeded) {
       EventLocked(r->vmi, "Normal", "Stopped", "The VirtualMachineInstance was shut down.");
     } else if (now_phase == phase::kFailed) {
@@ -618,6 +639,7 @@ void VmiController::StartLauncher(const std::string& uid) {
                            launch->attachment ? " with pod IP " + launch->attachment->pod_ipv4
                                               : std::string()));
   WatchLauncher(uid, launch->handle.pid, launch->handle.start_time);
+  Count(kLauncherStarts);
 }
 
 void VmiController::OnStartFailedLocked(Record* r, const absl::Status& status, bool retry) {
@@ -753,6 +775,8 @@ void VmiController::OnLauncherExit(const std::string& uid, pid_t pid,
   if (final_status.has_value()) {
     changed = ApplyDomainStatus(&r->vmi, *final_status, clock_->Now());
   }
+  Count(kLauncherExits,
+        {{"reason", IsFinalPhase(r->vmi.status().phase()) ? "domain_ended" : "launcher_died"}});
   if (!IsFinalPhase(r->vmi.status().phase())) {
     changed |= FailVmi(&r->vmi, "LauncherExited",
                        absl::StrCat("The launcher process ", how,

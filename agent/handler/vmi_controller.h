@@ -28,6 +28,7 @@
 #include "agent/base/user_fs.h"
 #include "agent/base/work_queue.h"
 #include "agent/manifest/admission.h"
+#include "agent/metrics/metrics.h"
 #include "agent/network/pod_network.h"
 #include "agent/store/store.h"
 #include "agent/supervisor/cgroup.h"
@@ -65,6 +66,10 @@ struct HandlerConfig {
   // namespace of its own made by it. Null: launchers run in the handler's namespace, and
   // admission must refuse interfaces (limits.pod_network_supported). Not owned.
   PodNetwork* pod_network = nullptr;
+  // Launchers log JSON lines too (--log-format json).
+  bool json_logs = false;
+  // Start latencies and launcher lifecycle counts go here (handler_metrics.h); may be null.
+  MetricsRegistry* metrics = nullptr;
 };
 
 struct SyncResult {
@@ -112,6 +117,8 @@ class VmiController {
 
   // Counts for metrics and tests.
   std::map<std::string, int> PhaseCounts();
+  // libvirt's statistics of the VMI's running domain, from its launcher (2 s at most).
+  absl::StatusOr<kvnode::v1::DomainStats> DomainStatsOf(const std::string& uid);
 
  private:
   struct Record {
@@ -130,7 +137,11 @@ class VmiController {
     absl::Time last_probe;
     bool probing = false;
     bool unresponsive = false;
+    // When this handler accepted the VMI (for the start latency; unknown after a restart).
+    absl::Time synced_at = absl::InfinitePast();
   };
+
+  void Count(const char* counter, const Labels& labels = {});
 
   absl::Status Persist(Record* r, const std::string& type) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EventLocked(const kvnode::v1::VirtualMachineInstance& vmi, const std::string& type,

@@ -27,6 +27,9 @@ absl::StatusOr<VmiController::PodLaunch> VmiController::LaunchPod(const VirtualM
   spec.notify_socket = paths_.notify_socket();
   spec.capabilities_cache = config_.capabilities_cache;
   spec.host_uuid = config_.host_uuid;
+  spec.vmi_namespace = vmi.metadata().namespace_();
+  spec.vmi_name = vmi.metadata().name();
+  spec.json_logs = config_.json_logs;
   PodLaunch launch;
   if (config_.pod_network != nullptr) {
     // dnsmasq joins the VMI's cgroup, so that it ends with the VMI's other processes.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/grpc_status.h"
 #include "agent/base/status_macros.h"
+#include "agent/handler/handler_metrics.h"
 #include "agent/handler/vmi_controller.h"
 #include "agent/handler/vmi_status.h"
 #include "agent/supervisor/process_watcher.h"
@@ -41,6 +42,7 @@ absl::Status VmiController::Recover() {
         rec->last_seen = rec->launcher_started;
         WatchLauncher(uid, launcher.pid(), start);
         refresh.push_back(uid);
+        Count(kLaunchersReadopted);
         spdlog::info("re-adopted launcher {} of VMI {}/{} ({})", launcher.pid(), o.ns, o.name,
                      uid);
       }

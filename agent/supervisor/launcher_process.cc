@@ -74,7 +74,10 @@ absl::StatusOr<LauncherHandle> StartLauncher(const LauncherSpec& spec,
             "--vmi-dir",           spec.vmi_dir,
             "--uid",               spec.vmi_uid,
             "--domain-name",       spec.domain_name,
-            "--notify-socket",     spec.notify_socket};
+            "--notify-socket",     spec.notify_socket,
+            "--namespace",         spec.vmi_namespace,
+            "--name",              spec.vmi_name,
+            "--log-format",        spec.json_logs ? "json" : "text"};
   if (!spec.capabilities_cache.empty()) {
     o.argv.insert(o.argv.end(), {"--capabilities-cache", spec.capabilities_cache});
   }

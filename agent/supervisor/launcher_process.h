@@ -40,6 +40,9 @@ struct LauncherSpec {
   // The VMI's pod network namespace (/run/netns/...), entered before exec; empty: the
   // handler's own.
   std::string netns_path;
+  // For the launcher's log lines.
+  std::string vmi_namespace, vmi_name;
+  bool json_logs = false;
 };
 
 struct LauncherHandle {

@@ -32,14 +32,23 @@ namespace {
 
 struct LauncherConfig {
   std::string vmi_dir, uid, domain_name, notify_socket, capabilities_cache, host_uuid;
+  // For log lines (every line of a launcher is about its VMI).
+  std::string vmi_namespace, vmi_name;
+  bool json_logs = false;
 };
 
 absl::StatusOr<LauncherConfig> ParseFlags(const std::vector<std::string>& args) {
   FlagSet flags;
   flags.Value("vmi-dir").Value("uid").Value("domain-name").Value("notify-socket")
-      .Value("capabilities-cache").Value("host-uuid");
+      .Value("capabilities-cache").Value("host-uuid").Value("namespace").Value("name")
+      .Value("log-format");
   if (absl::Status s = flags.Parse(args); !s.ok()) return s;
   LauncherConfig c;
+  c.vmi_namespace = flags.GetOr("namespace", "");
+  c.vmi_name = flags.GetOr("name", "");
+  if (!ParseLogFormat(flags.GetOr("log-format", "text"), &c.json_logs)) {
+    return absl::InvalidArgumentError("--log-format: expected text or json");
+  }
   c.vmi_dir = flags.GetOr("vmi-dir", "");
   c.uid = flags.GetOr("uid", "");
   c.domain_name = flags.GetOr("domain-name", "");
@@ -132,6 +141,8 @@ int RunLauncher(const std::vector<std::string>& args) {
   auto config_or = ParseFlags(args);
   if (!config_or.ok()) return Fail(config_or.status());
   const LauncherConfig config = *config_or;
+  InitLogging("kvnode-launcher", config.json_logs, "info",
+              LogObject{config.vmi_namespace, config.vmi_name, config.uid});
   VmiPaths paths{std::string(config.vmi_dir)};
 
   // Signals go to a signalfd; block them before any thread starts so every thread inherits it.

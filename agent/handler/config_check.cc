@@ -1,0 +1,166 @@
+#include "agent/handler/config_check.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "agent/network/resolv_conf.h"
+#include "agent/supervisor/cgroup.h"
+
+namespace kvnode {
+namespace {
+
+std::string Parent(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+}
+
+// The nearest existing ancestor of `path` (itself when it exists).
+std::string ExistingAncestor(std::string path) {
+  struct stat st;
+  while (path != "/" && stat(path.c_str(), &st) < 0) path = Parent(path);
+  return path;
+}
+
+ConfigFinding CheckDir(const std::string& subject, const std::string& path, bool private_dir) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) return {false, subject, path + " exists and is not a directory"};
+    if (st.st_uid != 0) return {false, subject, path + " is not owned by root"};
+    if (private_dir && (st.st_mode & 0022)) {
+      return {false, subject,
+              absl::StrFormat("%s is writable by group or others (mode %04o)", path,
+                              st.st_mode & 07777)};
+    }
+    return {true, subject, absl::StrFormat("%s exists (mode %04o)", path, st.st_mode & 07777)};
+  }
+  std::string ancestor = ExistingAncestor(path);
+  if (access(ancestor.c_str(), W_OK) < 0) {
+    return {false, subject, path + " does not exist and " + ancestor + " is not writable"};
+  }
+  return {true, subject, path + " will be created (under " + ancestor + ")"};
+}
+
+ConfigFinding CheckExecutable(const std::string& subject, const std::string& path) {
+  if (access(path.c_str(), X_OK) < 0) return {false, subject, path + " is not executable"};
+  return {true, subject, path};
+}
+
+ConfigFinding CheckPemFile(const std::string& subject, const std::string& path,
+                           const std::string& marker) {
+  std::ifstream f(path);
+  if (!f) return {false, subject, "cannot read " + path};
+  std::stringstream ss;
+  ss << f.rdbuf();
+  if (!absl::StrContains(ss.str(), marker)) {
+    return {false, subject, path + " holds no PEM \"" + marker + "\" block"};
+  }
+  return {true, subject, path};
+}
+
+void CheckTools(const HandlerOptions& o, std::vector<ConfigFinding>* out) {
+  out->push_back(CheckExecutable("libvirtd", "/usr/sbin/libvirtd"));
+  out->push_back(CheckExecutable("qemu", "/usr/bin/qemu-system-x86_64"));
+  if (o.config.virt_type == "kvm") {
+    int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+    out->push_back(fd >= 0 ? ConfigFinding{true, "--virt-type kvm", "/dev/kvm opens"}
+                           : ConfigFinding{false, "--virt-type kvm", "/dev/kvm cannot be opened"});
+    if (fd >= 0) close(fd);
+  } else {
+    out->push_back({true, "--virt-type " + o.config.virt_type,
+                    o.virt_type_reason.empty() ? "TCG (software emulation)"
+                                               : "TCG: " + o.virt_type_reason});
+  }
+  if (!o.pod_network) {
+    out->push_back({true, "--pod-network", "off: VMIs with interfaces are refused"});
+    return;
+  }
+  for (const std::string* tool : {&o.network.ip_binary, &o.network.nft_binary,
+                                  &o.network.dnsmasq_binary}) {
+    out->push_back(CheckExecutable("pod network", *tool));
+  }
+  struct stat st;
+  if (stat("/dev/net/tun", &st) < 0 || !S_ISCHR(st.st_mode)) {
+    out->push_back({false, "/dev/net/tun", "missing (load the tun module)"});
+  } else if ((st.st_mode & 0666) != 0666) {
+    out->push_back({true, "/dev/net/tun",
+                    absl::StrFormat("mode %04o; the handler will set 0666 (udev's default) so "
+                                    "the launcher user can attach to its tap",
+                                    st.st_mode & 07777)});
+  } else {
+    out->push_back({true, "/dev/net/tun", "usable"});
+  }
+  auto resolv = ReadResolvConf(o.network.resolv_conf);
+  if (!resolv.ok()) {
+    out->push_back({false, "--resolv-conf", std::string(resolv.status().message())});
+  } else {
+    out->push_back({true, "--resolv-conf",
+                    absl::StrCat(o.network.resolv_conf, ": ", resolv->nameservers_v4.size() +
+                                                                  resolv->nameservers_v6.size(),
+                                 " nameservers, ", resolv->search.size(), " search domains")});
+  }
+  out->push_back({true, "pod network",
+                  absl::StrCat("bridge ", o.network.bridge, ", CIDR ", o.network.pod_cidr,
+                               o.network.pod_cidr_v6.empty() ? "" : " and " + o.network.pod_cidr_v6,
+                               ", MTU ", o.network.mtu)});
+}
+
+}  // namespace
+
+std::vector<ConfigFinding> CheckHandlerConfig(const HandlerOptions& o) {
+  std::vector<ConfigFinding> out;
+  if (geteuid() != 0) out.push_back({false, "user", "kvnode-handler must run as root"});
+  out.push_back(CheckDir("--state-dir", o.config.state_dir, true));
+  out.push_back(CheckDir("socket dir", Parent(o.socket), false));
+  out.push_back(CheckExecutable("--launcher", o.config.launcher_binary));
+  out.push_back({true, "--launcher-user",
+                 absl::StrCat(o.config.identity.user_name, " (uid ", o.config.identity.uid,
+                              ", gid ", o.config.identity.gid, ")")});
+  if (o.config.identity.uid == 0) {
+    out.push_back({false, "--launcher-user", "launchers must not run as root"});
+  }
+  struct group* g = getgrnam(o.api_group.c_str());
+  out.push_back(g != nullptr
+                    ? ConfigFinding{true, "--api-group", absl::StrCat(o.api_group, " (gid ", g->gr_gid, ")")}
+                    : ConfigFinding{false, "--api-group", "group \"" + o.api_group + "\" does not exist"});
+  auto mount = CgroupTree::FindCgroup2Mount();
+  if (!mount.ok()) {
+    out.push_back({false, "cgroup v2", std::string(mount.status().message())});
+  } else {
+    std::string root = o.cgroup_root.empty() ? *mount + "/kvnode." + o.config.node_name
+                                             : o.cgroup_root;
+    std::string ancestor = ExistingAncestor(root);
+    out.push_back(access(ancestor.c_str(), W_OK) == 0
+                      ? ConfigFinding{true, "cgroup root", root}
+                      : ConfigFinding{false, "cgroup root", ancestor + " is not writable"});
+  }
+  CheckTools(o, &out);
+  if (!o.listen.empty()) {
+    out.push_back(CheckPemFile("--tls-cert", o.tls_cert, "BEGIN CERTIFICATE"));
+    out.push_back(CheckPemFile("--tls-key", o.tls_key, "PRIVATE KEY"));
+    out.push_back(CheckPemFile("--tls-ca", o.tls_ca, "BEGIN CERTIFICATE"));
+    out.push_back({true, "--listen", o.listen + " with mutual TLS"});
+  }
+  if (!o.metrics_addr.empty()) out.push_back({true, "--metrics-addr", o.metrics_addr});
+  return out;
+}
+
+int PrintConfigFindings(const std::vector<ConfigFinding>& findings, std::ostream& out) {
+  int failed = 0;
+  for (const auto& f : findings) {
+    out << (f.ok ? "ok    " : "FAIL  ") << f.subject << ": " << f.detail << "\n";
+    if (!f.ok) ++failed;
+  }
+  out << (failed == 0 ? "configuration is valid\n"
+                      : absl::StrCat(failed, " problem(s) found\n"));
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace kvnode

@@ -1,0 +1,29 @@
+// `kvnode-handler --validate-config`: everything the handler needs from the machine, checked
+// without changing anything (nothing is created, chowned, mounted or started), so that an
+// operator can run it before enabling the unit or after an upgrade.
+#ifndef KVNODE_AGENT_HANDLER_CONFIG_CHECK_H_
+#define KVNODE_AGENT_HANDLER_CONFIG_CHECK_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "agent/handler/handler_options.h"
+
+namespace kvnode {
+
+struct ConfigFinding {
+  bool ok;
+  std::string subject;  // "state dir", "--tls-cert", "/dev/net/tun"
+  std::string detail;
+};
+
+std::vector<ConfigFinding> CheckHandlerConfig(const HandlerOptions& options);
+
+// Prints one line per finding ("ok    state dir: ..." / "FAIL  --launcher: ..."); returns the
+// exit status: 0 when every finding is ok, 1 otherwise.
+int PrintConfigFindings(const std::vector<ConfigFinding>& findings, std::ostream& out);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_HANDLER_CONFIG_CHECK_H_

@@ -1,0 +1,36 @@
+// The handler's Prometheus metrics (KUBEVIRT-REFERENCE.md section 10): KubeVirt's names for
+// what a VMI does — phase counts, CPU, vCPU, memory, network and block statistics read from
+// each launcher's libvirt at scrape time — plus the handler's own: how long VMI starts take,
+// launcher starts, exits and re-adoptions, and gRPC calls (agent/api/call_metrics.h).
+//
+// Thread-safe.
+#ifndef KVNODE_AGENT_HANDLER_HANDLER_METRICS_H_
+#define KVNODE_AGENT_HANDLER_HANDLER_METRICS_H_
+
+#include <string>
+
+#include "agent/handler/vmi_controller.h"
+#include "agent/metrics/metrics.h"
+
+namespace kvnode {
+
+// Families the VMI controller updates as things happen.
+inline constexpr char kVmiStartSeconds[] = "kvnode_vmi_start_seconds";
+inline constexpr char kLauncherStarts[] = "kvnode_launcher_starts_total";
+inline constexpr char kLauncherExits[] = "kvnode_launcher_exits_total";
+inline constexpr char kLaunchersReadopted[] = "kvnode_launchers_readopted_total";
+
+void DeclareHandlerMetrics(MetricsRegistry* registry);
+
+// The scrape-time collectors: kubevirt_vmi_phase_count and every running VMI's statistics.
+// `vmis` must outlive the registry's use.
+void AddVmiCollectors(MetricsRegistry* registry, VmiController* vmis, const std::string& node);
+
+// The families for one VMI's libvirt statistics (exposed for tests).
+std::vector<CollectedFamily> VmiStatsFamilies(const kvnode::v1::VirtualMachineInstance& vmi,
+                                              const kvnode::v1::DomainStats& stats,
+                                              const std::string& node);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_HANDLER_HANDLER_METRICS_H_

@@ -1,0 +1,204 @@
+#include "agent/handler/handler_options.h"
+
+#include <fcntl.h>
+#include <linux/kvm.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "agent/base/flags.h"
+#include "agent/base/logging.h"
+#include "agent/base/status_macros.h"
+
+namespace kvnode {
+namespace {
+
+std::string HostName() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  std::string name = buf;
+  for (char& c : name) c = static_cast<char>(tolower(c));
+  return name.empty() ? "node01" : name;
+}
+
+std::string DirName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+absl::Status ParseDurations(const FlagSet& flags, HandlerConfig* config) {
+  for (auto [flag, target] : {std::pair<const char*, absl::Duration*>{
+                                  "launcher-unresponsive-timeout",
+                                  &config->launcher_unresponsive_timeout},
+                              {"launcher-failure-timeout", &config->launcher_failure_timeout},
+                              {"launcher-probe-interval", &config->launcher_probe_interval}}) {
+    if (auto v = flags.Get(flag); v && (!absl::ParseDuration(*v, target) || *target <= absl::ZeroDuration())) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": not a positive duration: \"",
+                                                     *v, "\" (for example 30s)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The launcher binary: --launcher, or kvnode-launcher beside this binary; made absolute.
+std::string LauncherBinary(const FlagSet& flags, const std::string& argv0) {
+  char self[4096] = {};
+  ssize_t self_len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string self_dir = self_len > 0 ? DirName(std::string(self, self_len)) : DirName(argv0);
+  std::string path = flags.GetOr("launcher", self_dir + "/kvnode-launcher");
+  if (!path.empty() && path[0] != '/') {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) path = std::string(cwd) + "/" + path;
+  }
+  return path;
+}
+
+absl::Status ParseNetwork(const FlagSet& flags, HandlerOptions* o) {
+  std::string mode = flags.GetOr("pod-network", "on");
+  if (mode != "on" && mode != "off") {
+    return absl::InvalidArgumentError("--pod-network: expected on or off, got \"" + mode + "\"");
+  }
+  o->pod_network = mode == "on";
+  NodeNetworkConfig& c = o->network;
+  c.bridge = flags.GetOr("pod-bridge", c.bridge);
+  c.pod_cidr = flags.GetOr("pod-cidr", c.pod_cidr);
+  c.pod_cidr_v6 = flags.GetOr("pod-cidr-v6", c.pod_cidr_v6);
+  c.netns_prefix = flags.GetOr("pod-netns-prefix", c.netns_prefix);
+  c.resolv_conf = flags.GetOr("resolv-conf", c.resolv_conf);
+  if (auto mtu = flags.Get("pod-mtu")) {
+    if (!absl::SimpleAtoi(*mtu, &c.mtu) || c.mtu < 1280 || c.mtu > 65535) {
+      return absl::InvalidArgumentError("--pod-mtu: expected a number from 1280 to 65535, got \"" +
+                                        *mtu + "\"");
+    }
+  }
+  if (c.bridge.empty() || c.bridge.size() > 15) {
+    return absl::InvalidArgumentError("--pod-bridge: a link name of 1 to 15 characters, got \"" +
+                                      c.bridge + "\"");
+  }
+  // PlanNodeBridge checks the CIDRs; its message names the value.
+  if (auto plan = PlanNodeBridge(c); !plan.ok()) {
+    return absl::InvalidArgumentError("--pod-cidr/--pod-cidr-v6: " +
+                                      std::string(plan.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseApi(const FlagSet& flags, HandlerOptions* o) {
+  o->socket = flags.GetOr("socket", o->socket);
+  if (o->socket.empty() || o->socket[0] != '/') {
+    return absl::InvalidArgumentError("--socket: an absolute path, got \"" + o->socket + "\"");
+  }
+  o->api_group = flags.GetOr("api-group", o->api_group);
+  o->listen = flags.GetOr("listen", "");
+  o->tls_cert = flags.GetOr("tls-cert", "");
+  o->tls_key = flags.GetOr("tls-key", "");
+  o->tls_ca = flags.GetOr("tls-ca", "");
+  bool any_tls = !o->tls_cert.empty() || !o->tls_key.empty() || !o->tls_ca.empty();
+  if (!o->listen.empty() && (o->tls_cert.empty() || o->tls_key.empty() || o->tls_ca.empty())) {
+    return absl::InvalidArgumentError(
+        "--listen: kvnode serves TCP only with mutual TLS; give --tls-cert, --tls-key and "
+        "--tls-ca");
+  }
+  if (o->listen.empty() && any_tls) {
+    return absl::InvalidArgumentError("--tls-cert/--tls-key/--tls-ca: only used with --listen");
+  }
+  o->metrics_addr = flags.GetOr("metrics-addr", "");
+  for (const auto& [flag, value] :
+       {std::pair<const char*, std::string>{"listen", o->listen}, {"metrics-addr", o->metrics_addr}}) {
+    if (value.empty()) continue;
+    size_t colon = value.rfind(':');
+    int port = -1;
+    if (colon == std::string::npos || colon == 0 ||
+        !absl::SimpleAtoi(value.substr(colon + 1), &port) || port < 0 || port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": expected HOST:PORT, got \"",
+                                                     value, "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string DetectVirtType(std::string* why) {
+  int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+  if (kvm < 0) {
+    *why = "/dev/kvm cannot be opened";
+    return "qemu";
+  }
+  int vm = ioctl(kvm, KVM_CREATE_VM, 0);
+  close(kvm);
+  if (vm < 0) {
+    *why = "/dev/kvm cannot create a VM";
+    return "qemu";
+  }
+  close(vm);
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (absl::StartsWith(line, "flags") && absl::StrContains(line, " hypervisor")) {
+      *why = "this host is a virtual machine; nested KVM is too slow to rely on (use "
+             "--virt-type kvm to force it)";
+      return "qemu";
+    }
+  }
+  *why = "/dev/kvm works";
+  return "kvm";
+}
+
+absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
+                                                   const std::vector<std::string>& args) {
+  FlagSet flags;
+  flags.Value("state-dir").Value("socket").Value("node-name").Value("virt-type").Value("launcher")
+      .Value("launcher-user").Value("cgroup-root").Value("host-disk-root").Value("log-format")
+      .Value("host-uuid").Value("capabilities-dir").Value("launcher-unresponsive-timeout")
+      .Value("launcher-failure-timeout").Value("launcher-probe-interval").Value("pod-bridge")
+      .Value("pod-cidr").Value("pod-cidr-v6").Value("pod-mtu").Value("pod-netns-prefix")
+      .Value("resolv-conf").Value("pod-network").Value("listen").Value("tls-cert")
+      .Value("tls-key").Value("tls-ca").Value("metrics-addr").Value("api-group")
+      .Bool("validate-config");
+  RETURN_IF_ERROR(flags.Parse(args));
+  if (!flags.positional().empty()) {
+    return absl::InvalidArgumentError("unexpected argument \"" + flags.positional()[0] + "\"");
+  }
+  HandlerOptions o;
+  o.validate_only = flags.GetBool("validate-config");
+  if (!ParseLogFormat(flags.GetOr("log-format", "text"), &o.json_logs)) {
+    return absl::InvalidArgumentError("--log-format: expected text or json, got \"" +
+                                      flags.GetOr("log-format", "") + "\"");
+  }
+  HandlerConfig& c = o.config;
+  c.json_logs = o.json_logs;
+  c.state_dir = flags.GetOr("state-dir", c.state_dir);
+  if (c.state_dir.empty() || c.state_dir[0] != '/') {
+    return absl::InvalidArgumentError("--state-dir: an absolute path, got \"" + c.state_dir + "\"");
+  }
+  c.node_name = flags.GetOr("node-name", HostName());
+  c.host_uuid = flags.GetOr("host-uuid", "");
+  std::string virt = flags.GetOr("virt-type", "auto");
+  if (virt == "auto") {
+    virt = DetectVirtType(&o.virt_type_reason);
+  } else if (virt != "kvm" && virt != "qemu") {
+    return absl::InvalidArgumentError("--virt-type: expected kvm, qemu or auto, got \"" + virt +
+                                      "\"");
+  }
+  c.virt_type = virt;
+  RETURN_IF_ERROR(ParseDurations(flags, &c));
+  c.launcher_binary = LauncherBinary(flags, argv0);
+  auto identity = LauncherIdentity::Lookup(flags.GetOr("launcher-user", "kvnode"));
+  if (!identity.ok()) return Annotate(identity.status(), "--launcher-user");
+  c.identity = *identity;
+  c.limits = NodeLimitsOfThisMachine(flags.GetAll("host-disk-root"));
+  o.cgroup_root = flags.GetOr("cgroup-root", "");
+  o.capabilities_dir = flags.GetOr("capabilities-dir", NodePaths(c.state_dir).capabilities_dir());
+  RETURN_IF_ERROR(ParseNetwork(flags, &o));
+  c.limits.pod_network_supported = o.pod_network;
+  RETURN_IF_ERROR(ParseApi(flags, &o));
+  return o;
+}
+
+}  // namespace kvnode

@@ -1,0 +1,68 @@
+// kvnode-handler's command line, turned into what the handler assembles. Parsing has no side
+// effects beyond reading the machine (the user database, /proc, /dev/kvm for --virt-type
+// auto), so `--validate-config` can run it and change nothing.
+//
+//   --state-dir DIR        SQLite state and per-VMI dirs (default /var/lib/kvnode)
+//   --socket PATH          gRPC API unix socket (default /run/kvnode/handler.sock), mode 0660,
+//                          group kvnode; every connection's peer is checked (SO_PEERCRED)
+//   --listen HOST:PORT     also serve the API on TCP, only with mutual TLS:
+//   --tls-cert F --tls-key F --tls-ca F   server certificate and key, and the CA that signs
+//                          client certificates (clients without one are refused)
+//   --metrics-addr HOST:PORT   HTTP /metrics (Prometheus), /healthz, /readyz
+//   --node-name NAME       this node's name (default: the host name)
+//   --virt-type kvm|qemu|auto   domain type; auto picks kvm when /dev/kvm can create a VM and
+//                          the host is not itself a virtual machine (nested KVM is too slow),
+//                          otherwise qemu (TCG). Default auto.
+//   --launcher PATH        kvnode-launcher binary (default: beside this binary)
+//   --launcher-user USER   unprivileged user for launchers, libvirtd and QEMU (default kvnode)
+//   --api-group GROUP      group allowed on the unix socket besides root (default kvnode)
+//   --cgroup-root DIR      cgroup v2 dir for VMI cgroups (default <cgroup2>/kvnode.<node>)
+//   --host-disk-root DIR   where hostDisk volumes may live (repeatable)
+//   --capabilities-dir DIR where the primed QEMU capabilities cache lives (default
+//                          <state>/capabilities); handlers may share one
+//   --launcher-probe-interval D, --launcher-unresponsive-timeout D (→ Unknown, default 30s),
+//   --launcher-failure-timeout D (→ Failed, default 60s)
+//   --pod-network on|off   masquerade pod networks (default on); off refuses interfaces
+//   --pod-bridge NAME --pod-cidr CIDR --pod-cidr-v6 CIDR --pod-mtu N --pod-netns-prefix P
+//   --resolv-conf FILE     DNS for guests (default /etc/resolv.conf)
+//   --log-format text|json
+//   --validate-config      check flags, paths and permissions, print the findings, exit
+#ifndef KVNODE_AGENT_HANDLER_HANDLER_OPTIONS_H_
+#define KVNODE_AGENT_HANDLER_HANDLER_OPTIONS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/handler/vmi_controller.h"
+#include "agent/network/pod_network_plan.h"
+#include "launcher/converter/convert_command.h"
+
+namespace kvnode {
+
+struct HandlerOptions {
+  HandlerConfig config;  // pod_network is left null: the handler makes it
+  std::string socket = "/run/kvnode/handler.sock";
+  std::string api_group = "kvnode";
+  std::string listen;  // HOST:PORT, or empty
+  std::string tls_cert, tls_key, tls_ca;
+  std::string metrics_addr;  // HOST:PORT, or empty
+  std::string cgroup_root;   // empty: <cgroup2 mount>/kvnode.<node name>
+  std::string capabilities_dir;
+  bool pod_network = true;
+  NodeNetworkConfig network;
+  bool json_logs = false;
+  bool validate_only = false;
+  std::string virt_type_reason;  // why --virt-type auto chose what it chose
+};
+
+// Every error names the flag ("--pod-mtu: expected a number from 1280 to 65535, got "9"").
+absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
+                                                   const std::vector<std::string>& args);
+
+// "kvm" or "qemu" for --virt-type auto, with the reason.
+std::string DetectVirtType(std::string* why);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_HANDLER_HANDLER_OPTIONS_H_
