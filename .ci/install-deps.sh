@@ -20,7 +20,7 @@ packages=(
   # test guest
   busybox-static cpio dosfstools mtools syslinux syslinux-common genisoimage
   # tests
-  python3 curl procps psmisc
+  python3 curl procps psmisc openssl
 )
 
 missing=()
@@ -41,4 +41,20 @@ getent group kvm >/dev/null || groupadd --system kvm
 getent group kvnode >/dev/null || groupadd --system kvnode
 if ! getent passwd kvnode >/dev/null; then
   useradd --system --gid kvnode --groups kvm --home-dir /nonexistent --shell /usr/sbin/nologin kvnode
+fi
+
+# promtool, which the tests use to check /metrics: taken out of Debian's prometheus package
+# (apt-get download, dpkg -x) without installing or starting the Prometheus server.
+tools=/var/cache/kvnode-tools
+if [ ! -x "$tools/promtool" ]; then
+  work=$(mktemp -d)
+  chmod 0755 "$work"  # apt downloads as _apt
+  if ! (cd "$work" && apt-get download -qq prometheus); then
+    apt-get update -qq
+    (cd "$work" && apt-get download -qq prometheus)
+  fi
+  dpkg -x "$work"/prometheus_*.deb "$work/x"
+  mkdir -p "$tools"
+  install -m 0755 "$work/x/usr/bin/promtool" "$tools/promtool"
+  rm -rf "$work"
 fi

@@ -1,6 +1,7 @@
 #include "agent/base/logging.h"
 
 #include "absl/strings/str_cat.h"
+#include "grpc/support/log.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -101,6 +102,14 @@ class KvnodeFormatter : public spdlog::formatter {
   const std::optional<LogObject> every_line_;
 };
 
+// gRPC's own messages go through the same logger, so a JSON log stays JSON.
+void LogGrpcMessage(gpr_log_func_args* args) {
+  spdlog::level::level_enum level = args->severity == GPR_LOG_SEVERITY_ERROR  ? spdlog::level::err
+                                    : args->severity == GPR_LOG_SEVERITY_INFO ? spdlog::level::info
+                                                                              : spdlog::level::debug;
+  spdlog::log(level, "grpc: {} ({}:{})", args->message, args->file, args->line);
+}
+
 }  // namespace
 
 bool ParseLogFormat(const std::string& format, bool* json) {
@@ -127,6 +136,7 @@ void InitLogging(const std::string& component, bool json, const std::string& lev
   logger->set_level(spdlog::level::from_str(level));
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
+  gpr_set_log_function(LogGrpcMessage);
 }
 
 }  // namespace kvnode

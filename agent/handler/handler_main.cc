@@ -59,11 +59,14 @@ std::string DirName(const std::string& path) {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-// Runs `kvnode-launcher prime-capabilities` as the launcher user, once.
+// Runs `kvnode-launcher prime-capabilities` as the launcher user, once; what it and its
+// libvirtd print goes to <dir>.log, not into the handler's own (structured) log.
 void PrimeCapabilities(const std::string& launcher, const std::string& dir,
                        const LauncherIdentity& id) {
   if (mkdir(dir.c_str(), 0700) < 0 && errno != EEXIST) return;
   if (chown(dir.c_str(), id.uid, id.gid) < 0) return;
+  std::string log_path = dir + ".log";
+  int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   SpawnOptions o;
   o.argv = {launcher, "prime-capabilities", "--dir", dir};
   o.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"};
@@ -71,15 +74,16 @@ void PrimeCapabilities(const std::string& launcher, const std::string& dir,
   o.gid = id.gid;
   o.groups = id.groups;
   o.new_session = true;
-  o.stdout_fd = STDERR_FILENO;
+  o.stdout_fd = log >= 0 ? log : STDERR_FILENO;
   auto pid = Spawn(o);
+  if (log >= 0) close(log);
   if (!pid.ok()) {
     spdlog::warn("cannot prime the capabilities cache: {}", pid.status().ToString());
     return;
   }
   int status;
   waitpid(*pid, &status, 0);
-  spdlog::info("capabilities cache priming {}", DescribeWaitStatus(status));
+  spdlog::info("capabilities cache priming {} (its log: {})", DescribeWaitStatus(status), log_path);
 }
 
 // Everything the handler process holds, made in order by the Start* steps below and ended in

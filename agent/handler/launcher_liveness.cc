@@ -52,7 +52,7 @@ void VmiController::ProbeLauncher(const std::string& uid) {
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
     kvnode::v1::PingRequest req;
     kvnode::v1::LauncherResponse resp;
-    ok = (*stub)->Ping(&ctx, req, &resp).ok();
+    ok = CheckLauncherCall(uid, (*stub)->Ping(&ctx, req, &resp)).ok();
   }
   bool refresh = false;
   {

@@ -146,8 +146,19 @@ absl::StatusOr<kvnode::v1::DomainStats> VmiController::DomainStatsOf(const std::
   WithDeadline(&ctx, absl::Seconds(2));
   kvnode::v1::PingRequest req;
   kvnode::v1::DomainStats stats;
-  RETURN_IF_ERROR(FromGrpcStatus(stub->GetDomainStats(&ctx, req, &stats)));
+  RETURN_IF_ERROR(FromGrpcStatus(CheckLauncherCall(uid, stub->GetDomainStats(&ctx, req, &stats))));
   return stats;
+}
+
+grpc::Status VmiController::CheckLauncherCall(const std::string& uid, grpc::Status status) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return status;
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  if (it != by_uid_.end()) {
+    it->second->stub = nullptr;
+    it->second->channel = nullptr;
+  }
+  return status;
 }
 
 std::map<std::string, int> VmiController::PhaseCounts() {
@@ -333,6 +344,7 @@ absl::StatusOr<VirtualMachineInstance> VmiController::Act(const ObjectRef& ref,
   } else {
     return absl::InvalidArgumentError("unknown action " + action);
   }
+  s = CheckLauncherCall(uid, s);
   RETURN_IF_ERROR(Annotate(FromGrpcStatus(s), action));
   // The domain event usually has arrived by now; wait briefly so the caller sees its effect.
   absl::MutexLock lock(&mu_);
@@ -379,7 +391,8 @@ absl::StatusOr<std::string> VmiController::DomainXml(const ObjectRef& ref) {
     kvnode::v1::GetDomainRequest req;
     req.set_include_xml(true);
     kvnode::v1::DomainStatus resp;
-    if (stub->GetDomain(&ctx, req, &resp).ok() && !resp.xml().empty()) return resp.xml();
+    grpc::Status s = CheckLauncherCall(vmi.metadata().uid(), stub->GetDomain(&ctx, req, &resp));
+    if (s.ok() && !resp.xml().empty()) return resp.xml();
   }
   // No live domain: what the converter would produce for it.
   kvnode::v1::DomainOptions options = BuildDomainOptions(vmi, paths_, config_.virt_type);
@@ -492,13 +505,7 @@ absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> VmiController::Launc
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
     if (it == by_uid_.end()) return absl::NotFoundError("no VMI with uid " + uid);
-    Record* r = it->second.get();
-    if (r->stub != nullptr && r->channel != nullptr) {
-      grpc_connectivity_state state = r->channel->GetState(false);
-      if (state != GRPC_CHANNEL_SHUTDOWN && state != GRPC_CHANNEL_TRANSIENT_FAILURE) {
-        return r->stub;
-      }
-    }
+    if (it->second->stub != nullptr) return it->second->stub;
   }
   // The socket lives in a dir the launcher's user controls: connect with that user's rights,
   // never root's (user_fs.h), and give gRPC the connected socket.
@@ -517,6 +524,8 @@ absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> VmiController::Launc
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomInsecureChannelFromFd("launcher", *fd, args);
   auto stub = std::shared_ptr<kvnode::v1::Launcher::Stub>(kvnode::v1::Launcher::NewStub(channel));
+  // Calls over a dead connection fail UNAVAILABLE; CheckLauncherCall then drops it, and the
+  // next call connects again.
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
   if (it != by_uid_.end()) {
@@ -688,7 +697,7 @@ void VmiController::SyncLauncher(const std::string& uid) {
     grpc::ClientContext ctx;
     WithDeadline(&ctx, absl::Seconds(120));
     kvnode::v1::LauncherResponse resp;
-    s = stub->Sync(&ctx, req, &resp);
+    s = CheckLauncherCall(uid, stub->Sync(&ctx, req, &resp));
   }
   if (!s.ok()) {
     absl::MutexLock lock(&mu_);
@@ -716,7 +725,7 @@ void VmiController::ShutdownLauncher(const std::string& uid, int64_t grace) {
     kvnode::v1::LauncherShutdownRequest req;
     req.set_grace_period_seconds(grace);
     kvnode::v1::LauncherResponse resp;
-    s = stub->Shutdown(&ctx, req, &resp);
+    s = CheckLauncherCall(uid, stub->Shutdown(&ctx, req, &resp));
   }
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);

@@ -192,6 +192,8 @@ class VmiController {
   // is still starting). Call without mu_.
   absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> LauncherStub(
       const std::string& uid, absl::Duration wait = absl::ZeroDuration());
+  // Returns `status`; when it says the connection is gone, forgets the cached stub.
+  grpc::Status CheckLauncherCall(const std::string& uid, grpc::Status status);
   absl::Status PrepareVmiDir(const kvnode::v1::VirtualMachineInstance& vmi);
   absl::Status PrepareVolumes(const kvnode::v1::VirtualMachineInstance& vmi);
   std::optional<kvnode::v1::DomainStatus> ReadFinalStatus(const std::string& uid);

@@ -119,7 +119,7 @@ void VmiController::RefreshLauncher(const std::string& uid) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
     kvnode::v1::GetDomainRequest req;
-    s = (*stub)->GetDomain(&ctx, req, &domain);
+    s = CheckLauncherCall(uid, (*stub)->GetDomain(&ctx, req, &domain));
   }
   bool need_sync = false, need_shutdown = false;
   int64_t grace = 0;

@@ -85,10 +85,11 @@ absl::StatusOr<std::unique_ptr<HandlerProcess>> HandlerProcess::Start(Options op
   h->node_name_ = absl::StrCat("it", getpid(), "-", counter++);
   h->log_path_ = h->state_dir_ + "/handler.log";
   h->extra_args_ = options.extra_args;
+  h->node_namespace_ = options.node_namespace;
   auto mount = CgroupTree::FindCgroup2Mount();
   RETURN_IF_ERROR(mount.status());
   h->cgroup_root_ = *mount + "/kvnode." + h->node_name_;
-  RETURN_IF_ERROR(h->CreateNodeNamespace());
+  if (h->node_namespace_) RETURN_IF_ERROR(h->CreateNodeNamespace());
   RETURN_IF_ERROR(h->Launch());
   return h;
 }
@@ -116,18 +117,27 @@ absl::Status HandlerProcess::Launch() {
             "--node-name", node_name_, "--virt-type", "qemu",
             // One primed capabilities cache for every test handler on this machine.
             "--capabilities-dir", Env("KVNODE_TEST_CAPABILITIES_DIR", "/var/tmp/kvnode-test-capabilities"),
-            "--pod-netns-prefix", pod_netns_prefix_, "--resolv-conf", state_dir_ + "/resolv.conf"};
+            };
+  if (node_namespace_) {
+    o.argv.insert(o.argv.end(), {"--pod-netns-prefix", pod_netns_prefix_, "--resolv-conf",
+                                 state_dir_ + "/resolv.conf"});
+  } else {
+    o.argv.insert(o.argv.end(), {"--pod-network", "off"});
+  }
   o.argv.insert(o.argv.end(), extra_args_.begin(), extra_args_.end());
   o.env = CurrentEnv();
   o.stdout_fd = log;
-  int netns = open(("/run/netns/" + node_netns_).c_str(), O_RDONLY | O_CLOEXEC);
-  if (netns < 0) {
-    close(log);
-    return absl::ErrnoToStatus(errno, "open node namespace " + node_netns_);
+  int netns = -1;
+  if (node_namespace_) {
+    netns = open(("/run/netns/" + node_netns_).c_str(), O_RDONLY | O_CLOEXEC);
+    if (netns < 0) {
+      close(log);
+      return absl::ErrnoToStatus(errno, "open node namespace " + node_netns_);
+    }
   }
   o.netns_fd = netns;
   auto pid = Spawn(o);
-  close(netns);
+  if (netns >= 0) close(netns);
   close(log);
   RETURN_IF_ERROR(pid.status());
   pid_ = *pid;

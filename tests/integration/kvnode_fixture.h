@@ -29,6 +29,9 @@ class HandlerProcess {
  public:
   struct Options {
     std::vector<std::string> extra_args;
+    // false: the handler runs in the test's own network namespace with --pod-network off
+    // (for tests of TCP listeners on loopback).
+    bool node_namespace = true;
   };
   // Starts a handler on a new temp state dir, with a unique node name; waits until it serves.
   static absl::StatusOr<std::unique_ptr<HandlerProcess>> Start(Options options);
@@ -100,6 +103,7 @@ class HandlerProcess {
   std::string state_dir_, socket_, node_name_, cgroup_root_, log_path_;
   std::string node_netns_, pod_netns_prefix_;
   std::vector<std::string> extra_args_;
+  bool node_namespace_ = true;
   pid_t pid_ = -1;
   std::unique_ptr<kvnode::v1::Node::Stub> stub_;
 };
