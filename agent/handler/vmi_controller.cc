@@ -383,6 +383,18 @@ absl::StatusOr<std::string> VmiController::DomainXml(const ObjectRef& ref) {
   return ConvertToDomainXml(vmi, BuildDomainOptions(vmi, paths_, config_.virt_type));
 }
 
+absl::StatusOr<VirtualMachineInstance> VmiController::UpdateOwnership(
+    const ObjectRef& ref,
+    const google::protobuf::RepeatedPtrField<kvnode::v1::OwnerReference>& owners,
+    const google::protobuf::Map<std::string, std::string>& annotations) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
+  *r->vmi.mutable_metadata()->mutable_owner_references() = owners;
+  *r->vmi.mutable_metadata()->mutable_annotations() = annotations;
+  RETURN_IF_ERROR(Persist(r, "MODIFIED"));
+  return r->vmi;
+}
+
 absl::StatusOr<VmiPaths> VmiController::PathsOf(const ObjectRef& ref) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
