@@ -215,8 +215,17 @@ grpc::Status NodeService::GetLauncherLog(grpc::ServerContext*, const kvnode::v1:
                                          kvnode::v1::LogResponse* resp) {
   auto paths = vmis_->PathsOf(req->ref());
   if (!paths.ok()) return ToGrpcStatus(paths.status());
-  int fd = open(paths->log_file().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no launcher log yet");
+  if (!req->source().empty() && req->source() != "launcher" && req->source() != "console") {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "source: expected launcher or console, got \"" + req->source() + "\"");
+  }
+  bool console = req->source() == "console";
+  std::string path = console ? paths->serial_log() : paths->log_file();
+  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        console ? "no console log yet" : "no launcher log yet");
+  }
   std::string content;
   char buf[65536];
   ssize_t n;

@@ -24,6 +24,7 @@
 #include "agent/base/state_layout.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
+#include "agent/controller/vm_controller.h"
 #include "agent/handler/vmi_controller.h"
 #include "grpcpp/grpcpp.h"
 #include "launcher/converter/convert_command.h"
@@ -126,6 +127,8 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
       .Value("launcher-user").Value("cgroup-root").Value("host-disk-root").Value("log-format")
       .Value("host-uuid").Value("capabilities-dir").Value("launcher-unresponsive-timeout")
       .Value("launcher-failure-timeout").Value("launcher-probe-interval");
+  // The VM controller's crash-loop backoff (KubeVirt: 10 s × failures², at most 300 s).
+  flags.Value("vm-start-backoff-base").Value("vm-start-backoff-max");
   InitLogging("kvnode-handler", false);
   if (absl::Status s = flags.Parse(args); !s.ok()) return Fail(s);
   spdlog::info("kvnode-handler starting (pid {})", getpid());
@@ -155,6 +158,19 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
     if (auto v = flags.Get(flag); v && !absl::ParseDuration(*v, target)) {
       return Fail(absl::InvalidArgumentError(absl::StrCat("--", flag, ": not a duration: \"", *v,
                                                           "\" (for example 30s)")));
+    }
+  }
+  VmControllerConfig vm_config;
+  for (auto [flag, target] : {std::pair<const char*, absl::Duration*>{
+                                  "vm-start-backoff-base", &vm_config.backoff.base},
+                              {"vm-start-backoff-max", &vm_config.backoff.max}}) {
+    auto v = flags.Get(flag);
+    if (!v) continue;
+    if (!absl::ParseDuration(*v, target) || *target < absl::Seconds(1) ||
+        *target != absl::Seconds(absl::ToInt64Seconds(*target))) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, ": expected a whole number of seconds, at least 1s (for example 10s), got \"",
+          *v, "\"")));
     }
   }
   char self[4096] = {};
@@ -236,8 +252,16 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
   }
 
   if (absl::Status s = controller->Recover(); !s.ok()) return Fail(Annotate(s, "recover state"));
+  vm_config.limits = config.limits;
+  VmiControllerClient vmi_client(controller.get());
+  auto vm_controller = std::make_unique<VmController>(vm_config, store->get(), &vmi_client,
+                                                      Clock::Real(), DefaultRandom());
+  if (absl::Status s = vm_controller->Recover(); !s.ok()) {
+    return Fail(Annotate(s, "recover VirtualMachines"));
+  }
+  vm_controller->Run();
 
-  NodeService node_service(controller.get());
+  NodeService node_service(controller.get(), vm_controller.get());
   unlink(socket.c_str());
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
@@ -262,6 +286,7 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   notify_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   if (primer.joinable()) primer.join();
+  vm_controller.reset();
   controller.reset();
   return 0;
 }
