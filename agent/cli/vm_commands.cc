@@ -499,6 +499,11 @@ int CmdDiagnose(Cli& cli) {
   if (cli.stub->ListVMExecutions(Deadline(&ectx), cli.Ref(name), &execs).ok()) {
     in.executions.assign(execs.items().begin(), execs.items().end());
   }
+  // No VMI now: the events of the last one still tell how it ended (its log went with it).
+  if (!in.vmi.has_value() && !in.executions.empty()) {
+    in.vmi_events_of = in.executions.back().vmi_uid();
+    in.vmi_events = EventsOf(cli, "VirtualMachineInstance", name, in.vmi_events_of);
+  }
   PrintDiagnosis(*cli.out, in);
   return 0;
 }

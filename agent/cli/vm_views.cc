@@ -227,6 +227,19 @@ std::string PersistentVolumes(const VirtualMachine& vm) {
   return kept.empty() ? "none: every disk of this VM starts fresh" : absl::StrJoin(kept, ", ");
 }
 
+// Starts that keep failing before the guest runs, whether or not the last VMI is still there.
+Finding CrashLoopFinding(const VirtualMachine& vm) {
+  const auto& sf = vm.status().start_failure();
+  return {absl::StrCat("VM in CrashLoopBackOff: ", sf.consecutive_fail_count(),
+                       " consecutive starts ended before the guest ran (last failed VMI ",
+                       sf.last_failed_vmi_uid(), "); next try at ", sf.retry_after_timestamp()),
+          "crash loop: every new VMI fails before Running, so each next start waits longer "
+          "(growing with the square of the failures, at most 5 minutes by default)",
+          "the last VMI's events above and kvctl history vm " + Ref(vm) +
+              " for how each execution ended; once the cause is fixed, kvctl stop then kvctl "
+              "start retries at once (a stop clears the backoff)"};
+}
+
 void NoVmiFindings(const DiagnoseInput& in, std::vector<Finding>* out) {
   const VirtualMachine& vm = in.vm;
   std::string strategy = RunStrategyOf(vm);
@@ -238,20 +251,6 @@ void NoVmiFindings(const DiagnoseInput& in, std::vector<Finding>* out) {
     last = absl::StrCat("; its last execution, VMI ", e.vmi_uid(), ", ended ", Or(e.phase(), "?"),
                         e.reason().empty() ? "" : " (" + e.reason() + ")",
                         e.stopped_by().empty() ? "" : " by " + e.stopped_by());
-  }
-  if (st.printable_status() == "CrashLoopBackOff") {
-    out->push_back(
-        {absl::StrCat("VM present, no VMI: ", st.start_failure().consecutive_fail_count(),
-                      " consecutive starts ended before the guest ran (last failed VMI ",
-                      st.start_failure().last_failed_vmi_uid(), "); next try at ",
-                      st.start_failure().retry_after_timestamp()),
-         "crash loop: every new VMI fails before Running, so starts are held back "
-         "(10 s x failures², at most 5 min)",
-         "kvctl history vm " + Ref(vm) +
-             " for how each execution ended, the VM events above, and the launcher log of "
-             "the next attempt (kvctl logs vmi " + Ref(vm) +
-             "); kvctl restart/start resets the backoff once the cause is fixed"});
-    return;
   }
   if (failure != nullptr && failure->status() == "True") {
     out->push_back({"VM present, no VMI, condition Failure: " + failure->message(),
@@ -371,7 +370,9 @@ std::vector<Finding> Diagnose(const DiagnoseInput& in) {
     out.push_back({"VM is being deleted since " + vm.metadata().deletion_timestamp(),
                    "it goes once its VMI is gone", "kvctl get vm,vmi " + Ref(vm)});
   }
-  if (!in.vmi.has_value()) {
+  if (vm.status().printable_status() == "CrashLoopBackOff") {
+    out.push_back(CrashLoopFinding(vm));
+  } else if (!in.vmi.has_value()) {
     NoVmiFindings(in, &out);
   } else {
     const VirtualMachineInstance& vmi = *in.vmi;
@@ -467,7 +468,8 @@ void PrintDiagnosis(std::ostream& out, const DiagnoseInput& in) {
         << (v.status().reason().empty() ? "" : ", reason " + v.status().reason()) << "\n"
         << "  conditions: " << ConditionList(v.status().conditions()) << "\n";
   }
-  out << "== Launcher\n  events:\n";
+  out << "== Launcher" << (in.vmi_events_of.empty() ? "" : " of the last VMI, " + in.vmi_events_of)
+      << "\n  events:\n";
   PrintEvents(out, in.vmi_events, in.now, 10);
   out << "  log (last lines):\n"
       << (in.launcher_log_tail.empty() ? "    <none>\n" : Tail(in.launcher_log_tail, 10));

@@ -56,6 +56,8 @@ struct DiagnoseInput {
   std::optional<kvnode::v1::VirtualMachineInstance> vmi;
   std::vector<kvnode::v1::Event> vm_events;
   std::vector<kvnode::v1::Event> vmi_events;  // of the current VMI, launcher's included
+  // Without a current VMI: the UID of the last one, whose events `vmi_events` are.
+  std::string vmi_events_of;
   std::vector<kvnode::v1::VirtualMachineExecution> executions;  // oldest first
   std::string launcher_log_tail;
   std::string console_tail;

@@ -100,6 +100,12 @@ TEST(Diagnose, CrashLoopPointsAtHistoryAndTheLauncherLog) {
   EXPECT_THAT(f[0].observed, HasSubstr("3 consecutive starts ended before the guest ran"));
   EXPECT_THAT(f[0].meaning, HasSubstr("crash loop"));
   EXPECT_THAT(f[0].next, HasSubstr("kvctl history vm app01"));
+  // The same while the last failed VMI is still being removed.
+  in.vmi = Vmi("Failed", "uid-3");
+  in.executions = {Exec(1, "uid-2", "Failed", "x"), Exec(2, "uid-3", "Failed", "y")};
+  f = Diagnose(in);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_THAT(f[0].meaning, HasSubstr("crash loop"));
 }
 
 TEST(Diagnose, PendingVmiPointsAtLauncherEventsAndDisks) {
