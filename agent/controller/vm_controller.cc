@@ -156,6 +156,11 @@ void VmController::OnVmiChangeLocked(const VirtualMachineInstance& vmi, bool rem
   EnqueueLocked(key, clock_->Now());
 }
 
+void VmController::Resync() {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [key, r] : vms_) EnqueueLocked(key, clock_->Now());
+}
+
 int VmController::SyncDueForTest(int max_rounds) {
   absl::MutexLock lock(&mu_);
   int ran = 0;

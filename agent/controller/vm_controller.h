@@ -96,6 +96,8 @@ class VmController {
   // Follows the change log up to now and runs every sync that is due by the clock; returns
   // how many ran. Repeats until nothing is due (at most `max_rounds`).
   int SyncDueForTest(int max_rounds = 20);
+  // Queues a sync of every VM now (what the worker does every resync_period).
+  void Resync();
 
  private:
   struct Record {

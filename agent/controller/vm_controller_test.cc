@@ -462,6 +462,23 @@ TEST_F(VmControllerTest, EverythingSurvivesAControllerRestart) {
   EXPECT_FALSE(vmis_->At("vm1").metadata().deletion_timestamp().empty());
 }
 
+TEST_F(VmControllerTest, ASettledVmIsNotRewrittenByLaterSyncs) {
+  Apply("Always");
+  Run();
+  Apply("Halted", "128Mi");
+  Apply("Halted", "128Mi");  // UNCHANGED
+  vmis_->SetPhase("vm1", "Succeeded");
+  Sync();
+  ASSERT_FALSE(vmis_->Has("vm1"));
+  int64_t rv = store_->CurrentResourceVersion();
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Seconds(31));
+    controller_->Resync();
+    EXPECT_GE(Sync(), 1);
+  }
+  EXPECT_EQ(store_->CurrentResourceVersion(), rv) << "a sync that changes nothing wrote";
+}
+
 TEST_F(VmControllerTest, AnExecutionThatEndedWhileTheHandlerWasDownIsClosed) {
   Apply("Manual");
   ASSERT_TRUE(controller_->Start(Ref(), false, false).ok());
