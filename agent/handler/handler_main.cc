@@ -173,6 +173,10 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
           *v, "\"")));
     }
   }
+  if (vm_config.backoff.max < vm_config.backoff.base) {
+    return Fail(absl::InvalidArgumentError(
+        "--vm-start-backoff-max: must not be shorter than --vm-start-backoff-base"));
+  }
   char self[4096] = {};
   ssize_t self_len = readlink("/proc/self/exe", self, sizeof(self) - 1);
   std::string self_dir = self_len > 0 ? DirName(std::string(self, self_len)) : DirName(argv0);

@@ -389,9 +389,13 @@ absl::StatusOr<VirtualMachineInstance> VmiController::UpdateOwnership(
     const google::protobuf::Map<std::string, std::string>& annotations) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
+  kvnode::v1::ObjectMeta before = r->vmi.metadata();
   *r->vmi.mutable_metadata()->mutable_owner_references() = owners;
   *r->vmi.mutable_metadata()->mutable_annotations() = annotations;
-  RETURN_IF_ERROR(Persist(r, "MODIFIED"));
+  if (absl::Status s = Persist(r, "MODIFIED"); !s.ok()) {
+    *r->vmi.mutable_metadata() = before;  // memory stays what the store has
+    return s;
+  }
   return r->vmi;
 }
 
