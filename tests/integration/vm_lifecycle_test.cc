@@ -177,6 +177,9 @@ TEST_P(VmLifecycleTest, HaltedStartStopByAcpiStartAgainGivesANewUidAndKeepsPvcDa
   EXPECT_FALSE(history[0].end_time().empty());
   diag = Kvctl({"diagnose", "vm", "app01"});
   EXPECT_THAT(diag.out, HasSubstr("stopped on purpose or by its run strategy, not an outage"));
+  auto events = Kvctl({"events", "vm", "app01"});
+  EXPECT_THAT(events.out, HasSubstr("StopRequested"));
+  EXPECT_THAT(events.out, HasSubstr("virtualmachine/app01"));
   auto inventory = Kvctl({"get", "vm", "-o", "inventory"});
   EXPECT_THAT(inventory.out, HasSubstr("team-a"));
   EXPECT_THAT(inventory.out, HasSubstr("stopped"));
@@ -292,6 +295,9 @@ TEST_F(VmTest, ChangingTheMemorySetsRestartRequiredWithTheFieldAndRestartClearsI
     return v.has_value() && v->metadata().uid() == first->metadata().uid() &&
            v->status().phase() == "Running";
   }, absl::Seconds(2)));
+  auto described = Kvctl({"describe", "vm", "mem"});
+  EXPECT_THAT(described.out, HasSubstr("RestartRequired   True"));
+  EXPECT_THAT(described.out, HasSubstr("Generation:       2 (running VMI made from 1)"));
   auto diag = Kvctl({"diagnose", "vm", "mem"});
   EXPECT_THAT(diag.out, HasSubstr("condition RestartRequired"));
   EXPECT_THAT(diag.out, HasSubstr("kvctl restart vm mem"));
