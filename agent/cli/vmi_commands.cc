@@ -221,6 +221,47 @@ int GetVmis(Cli& cli, const std::string& name, const std::string& output, bool p
   return 0;
 }
 
+// Several kinds in -o json|yaml: one kubectl List holding every object, so that the output stays
+// one document.
+int PrintList(Cli& cli, const std::vector<std::string>& kinds, const std::string& name,
+              const std::string& output) {
+  std::vector<std::string> items;
+  for (const std::string& kind : kinds) {
+    grpc::ClientContext ctx;
+    grpc::Status s;
+    if (kind == "vm" && !name.empty()) {
+      kvnode::v1::VirtualMachine vm;
+      s = cli.stub->GetVM(Deadline(&ctx), cli.Ref(name), &vm);
+      if (s.ok()) items.push_back(ToJson(vm, true));
+    } else if (kind == "vm") {
+      kvnode::v1::ListRequest req;
+      req.set_namespace_(cli.ns);
+      kvnode::v1::ListVMsResponse resp;
+      s = cli.stub->ListVMs(Deadline(&ctx), req, &resp);
+      for (const auto& vm : resp.items()) items.push_back(ToJson(vm, true));
+    } else if (!name.empty()) {
+      VirtualMachineInstance vmi;
+      s = cli.stub->GetVMI(Deadline(&ctx), cli.Ref(name), &vmi);
+      if (s.ok()) items.push_back(ToJson(vmi, true));
+    } else {
+      kvnode::v1::ListRequest req;
+      req.set_namespace_(cli.ns);
+      kvnode::v1::ListVMIsResponse resp;
+      s = cli.stub->ListVMIs(Deadline(&ctx), req, &resp);
+      for (const auto& vmi : resp.items()) items.push_back(ToJson(vmi, true));
+    }
+    if (!s.ok()) return cli.RpcError(s);
+  }
+  std::string json = "{\n\"apiVersion\": \"v1\",\n\"kind\": \"List\",\n\"items\": [\n" +
+                     absl::StrJoin(items, ",\n") + "\n]\n}";
+  if (output == "yaml") {
+    *cli.out << JsonToYaml(json);
+  } else {
+    *cli.out << json << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 // `get vm`, `get vmi`, `get vm,vmi` (one table per kind, names prefixed as kubectl does).
@@ -251,6 +292,7 @@ int CmdGet(Cli& cli) {
                      (vm_only ? ", inventory, csv, inventory-json" : ""));
   }
   bool prefix = kinds.size() > 1;
+  if (prefix && (output == "json" || output == "yaml")) return PrintList(cli, kinds, name, output);
   int rc = 0;
   for (size_t i = 0; i < kinds.size(); ++i) {
     if (i > 0 && output.empty()) *cli.out << "\n";
