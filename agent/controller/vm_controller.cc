@@ -365,95 +365,118 @@ void VmController::RemoveVmLocked(const Key& key) {
 // Sync
 // ---------------------------------------------------------------------------------------------
 
+// The steps of one sync. Each returns true when it acted; a failed step sets `out->error`.
+struct VmController::SyncState {
+  VirtualMachine vm;  // the VM as the sync changes it
+  std::optional<VirtualMachineInstance> observed;
+  bool foreign = false;
+  absl::Time now;
+  std::optional<SyncError> error;
+  VmiPtr vmi() const { return observed.has_value() ? &*observed : nullptr; }
+};
+
+bool VmController::SyncDeletionLocked(Record* r, SyncState* st, bool* removed) {
+  DeletionPlan plan = PlanDeletion(st->vm, st->vmi(), r->orphan);
+  *removed = plan.remove_vm;
+  if (plan.remove_vm) {
+    RemoveVmLocked({st->vm.metadata().namespace_(), st->vm.metadata().name()});
+    return false;
+  }
+  if (!plan.stop_vmi || IsDeleting(st->vmi())) return false;
+  std::optional<int64_t> grace;
+  if (st->vm.metadata().has_deletion_grace_period_seconds()) {
+    grace = st->vm.metadata().deletion_grace_period_seconds();
+  }
+  if (absl::Status s = StopVmiLocked(r, &st->vm, *st->vmi(), grace, "VM deleted"); !s.ok()) {
+    st->error = SyncError{"FailedDelete", "Failure attempting to delete VMI: " +
+                                              std::string(s.message())};
+  }
+  return true;
+}
+
+bool VmController::SyncRunStrategyLocked(Record* r, SyncState* st) {
+  VirtualMachine& vm = st->vm;
+  VmiPtr vmi = st->vmi();
+  RunStrategyPlan plan = PlanRunStrategy(vm, vmi, st->now);
+  if (!plan.why.empty()) {
+    spdlog::debug("VM {}/{}: {}", vm.metadata().namespace_(), vm.metadata().name(), plan.why);
+  }
+  bool acted = false;
+  if (plan.switch_to_always) {
+    if (!vm.spec().run_strategy().empty() || !vm.spec().has_running()) {
+      vm.mutable_spec()->set_run_strategy(run_strategy::kAlways);
+    } else {
+      vm.mutable_spec()->set_running(true);
+    }
+    vm.mutable_metadata()->set_generation(vm.metadata().generation() + 1);
+    acted = true;
+  }
+  if (plan.stop_vmi && !IsDeleting(vmi)) {
+    // Recorded on the execution; a VMI that ended by itself was not stopped by anyone.
+    std::string why = HasStopRequestFor(vm, vmi) ? "stop request"
+                      : IsFinal(vmi)              ? ""
+                                                  : "run strategy " + RunStrategyOf(vm);
+    if (absl::Status s = StopVmiLocked(r, &vm, *vmi, std::nullopt, why); !s.ok()) {
+      st->error = SyncError{"FailedDelete", "Failure attempting to delete VMI: " +
+                                                std::string(s.message())};
+    }
+    acted = true;
+  }
+  if (plan.append_start_request) {
+    vm.mutable_status()->add_state_change_requests()->set_action(kStartRequest);
+    acted = true;
+  }
+  if (plan.start_vmi) {
+    absl::Status s = st->foreign
+                         ? absl::AlreadyExistsError(absl::StrCat(
+                               "a VirtualMachineInstance named \"", vm.metadata().name(),
+                               "\" exists and is not controlled by this VirtualMachine"))
+                         : StartVmiLocked(r, &vm);
+    if (s.ok()) {
+      acted = true;
+    } else {
+      st->error = SyncError{"FailedCreate", "Failure while starting VMI: " + std::string(s.message())};
+    }
+  }
+  if (plan.retry_at > st->now) {
+    EnqueueLocked({vm.metadata().namespace_(), vm.metadata().name()}, plan.retry_at);
+  }
+  return acted;
+}
+
 bool VmController::SyncLocked(const Key& key) {
   auto it = vms_.find(key);
   if (it == vms_.end()) return false;
   Record* r = it->second.get();
-  VirtualMachine vm = r->vm;
-  absl::Time now = clock_->Now();
-  bool foreign = false;
-  std::optional<VirtualMachineInstance> observed = OwnVmiLocked(r, &foreign);
-  VmiPtr vmi = observed.has_value() ? &*observed : nullptr;
-  std::optional<SyncError> error;
-  bool acted = false;
-
-  if (!vm.metadata().deletion_timestamp().empty()) {
-    DeletionPlan plan = PlanDeletion(vm, vmi, r->orphan);
-    if (plan.remove_vm) {
-      RemoveVmLocked(key);
-      return false;
-    }
-    if (plan.stop_vmi && !IsDeleting(vmi)) {
-      std::optional<int64_t> grace;
-      if (vm.metadata().has_deletion_grace_period_seconds()) {
-        grace = vm.metadata().deletion_grace_period_seconds();
-      }
-      if (absl::Status s = StopVmiLocked(r, &vm, *vmi, grace, "VM deleted"); !s.ok()) {
-        error = SyncError{"FailedDelete", "Failure attempting to delete VMI: " +
-                                              std::string(s.message())};
-      }
-      acted = true;
-    }
+  SyncState st;
+  st.vm = r->vm;
+  st.now = clock_->Now();
+  st.observed = OwnVmiLocked(r, &st.foreign);
+  bool acted;
+  if (!st.vm.metadata().deletion_timestamp().empty()) {
+    bool removed = false;
+    acted = SyncDeletionLocked(r, &st, &removed);
+    if (removed) return false;
   } else {
-    RunStrategyPlan plan = PlanRunStrategy(vm, vmi, now);
-    if (!plan.why.empty()) spdlog::debug("VM {}/{}: {}", key.first, key.second, plan.why);
-    if (plan.switch_to_always) {
-      if (!vm.spec().run_strategy().empty() || !vm.spec().has_running()) {
-        vm.mutable_spec()->set_run_strategy(run_strategy::kAlways);
-      } else {
-        vm.mutable_spec()->set_running(true);
-      }
-      vm.mutable_metadata()->set_generation(vm.metadata().generation() + 1);
-      acted = true;
-    }
-    if (plan.stop_vmi && !IsDeleting(vmi)) {
-      std::string why = HasStopRequestFor(vm, vmi) ? "stop request"
-                        : IsFinal(vmi)              ? ""
-                                                    : "run strategy " + RunStrategyOf(vm);
-      if (absl::Status s = StopVmiLocked(r, &vm, *vmi, std::nullopt, why); !s.ok()) {
-        error = SyncError{"FailedDelete", "Failure attempting to delete VMI: " +
-                                              std::string(s.message())};
-      }
-      acted = true;
-    }
-    if (plan.append_start_request) {
-      auto* req = vm.mutable_status()->add_state_change_requests();
-      req->set_action(kStartRequest);
-      acted = true;
-    }
-    if (plan.start_vmi) {
-      absl::Status s =
-          foreign ? absl::AlreadyExistsError(absl::StrCat(
-                        "a VirtualMachineInstance named \"", key.second,
-                        "\" exists and is not controlled by this VirtualMachine"))
-                  : StartVmiLocked(r, &vm);
-      if (!s.ok()) {
-        error = SyncError{"FailedCreate", "Failure while starting VMI: " + std::string(s.message())};
-      } else {
-        acted = true;
-      }
-    }
-    if (plan.retry_at > now) EnqueueLocked(key, plan.retry_at);
+    acted = SyncRunStrategyLocked(r, &st);
   }
-
-  // What the VMI looks like now that the sync acted.
-  std::optional<VirtualMachineInstance> current = observed;
+  // The status describes the VMI as it is after the sync acted.
+  std::optional<VirtualMachineInstance> current = st.observed;
   if (acted) {
     bool unused;
     current = OwnVmiLocked(r, &unused);
   }
-  VmiPtr now_vmi = current.has_value() ? &*current : nullptr;
   StatusInputs in;
-  in.vmi = now_vmi;
-  in.observed = vmi;
-  in.error = error;
-  in.now = now;
+  in.vmi = current.has_value() ? &*current : nullptr;
+  in.observed = st.vmi();
+  in.error = st.error;
+  in.now = st.now;
   in.backoff = config_.backoff;
   in.random = random_;
-  UpdateVmStatus(&vm, in);
-  SyncRevisionLocked(r, &vm, now_vmi);
-  if (!MessageDifferencer::Equals(vm, r->vm)) (void)PersistLocked(r, vm, "MODIFIED");
-  if (error.has_value()) EnqueueLocked(key, now + kRetryAfterError);
+  UpdateVmStatus(&st.vm, in);
+  SyncRevisionLocked(r, &st.vm, in.vmi);
+  if (!MessageDifferencer::Equals(st.vm, r->vm)) (void)PersistLocked(r, st.vm, "MODIFIED");
+  if (st.error.has_value()) EnqueueLocked(key, st.now + kRetryAfterError);
   return acted;
 }
 

@@ -110,7 +110,11 @@ class VmController {
   using Key = std::pair<std::string, std::string>;  // namespace, name
 
   // Sync of one VM; returns true when it acted (and so wants another sync soon).
+  struct SyncState;
   bool SyncLocked(const Key& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SyncDeletionLocked(Record* r, SyncState* st, bool* removed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SyncRunStrategyLocked(Record* r, SyncState* st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The VM's own VMI (adopting an orphan of its name); `foreign` when a VMI of its name
   // belongs to something else.
   std::optional<kvnode::v1::VirtualMachineInstance> OwnVmiLocked(Record* r, bool* foreign)
