@@ -196,18 +196,24 @@ grpc::Status NodeService::GetLauncherLog(grpc::ServerContext*, const kvnode::v1:
                                          kvnode::v1::LogResponse* resp) {
   auto paths = vmis_->PathsOf(req->ref());
   if (!paths.ok()) return ToGrpcStatus(paths.status());
+  if (!req->source().empty() && req->source() != "launcher" && req->source() != "console") {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "source: expected launcher or console, got \"" + req->source() + "\"");
+  }
+  bool console = req->source() == "console";
+  std::string path = console ? paths->serial_log() : paths->log_file();
   // Opened with the launcher user's rights and without following a link (user_fs.h).
-  auto opened = OpenAs(vmis_->LauncherFsIdentity(), paths->log_file(), O_RDONLY | O_NOFOLLOW);
+  auto opened = OpenAs(vmis_->LauncherFsIdentity(), path, O_RDONLY | O_NOFOLLOW);
   if (!opened.ok()) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        "no launcher log: " + std::string(opened.status().message()));
+                        std::string(console ? "no console log: " : "no launcher log: ") +
+                            std::string(opened.status().message()));
   }
   int fd = *opened;
   struct stat st;
   if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
     close(fd);
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "the launcher log is not a regular file");
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, path + " is not a regular file");
   }
   std::string content;
   char buf[65536];

@@ -3,6 +3,7 @@
 #ifndef KVNODE_AGENT_API_NODE_SERVICE_H_
 #define KVNODE_AGENT_API_NODE_SERVICE_H_
 
+#include "agent/controller/vm_controller.h"
 #include "agent/handler/vmi_controller.h"
 #include "kvnode/v1/node.grpc.pb.h"
 
@@ -10,7 +11,9 @@ namespace kvnode {
 
 class NodeService final : public kvnode::v1::Node::Service {
  public:
-  explicit NodeService(VmiController* vmis) : vmis_(vmis) {}
+  // `vms` may be null: the VM calls then answer Unimplemented.
+  explicit NodeService(VmiController* vmis, VmController* vms = nullptr)
+      : vmis_(vmis), vms_(vms) {}
 
   grpc::Status SyncVMI(grpc::ServerContext*, const kvnode::v1::SyncVMIRequest* req,
                        kvnode::v1::SyncVMIResponse* resp) override;
@@ -40,8 +43,29 @@ class NodeService final : public kvnode::v1::Node::Service {
   grpc::Status GetLauncherLog(grpc::ServerContext*, const kvnode::v1::LogRequest* req,
                               kvnode::v1::LogResponse* resp) override;
 
+  // VirtualMachines (node_service_vm.cc).
+  grpc::Status ApplyVM(grpc::ServerContext*, const kvnode::v1::ApplyVMRequest* req,
+                       kvnode::v1::ApplyVMResponse* resp) override;
+  grpc::Status GetVM(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                     kvnode::v1::VirtualMachine* resp) override;
+  grpc::Status ListVMs(grpc::ServerContext*, const kvnode::v1::ListRequest* req,
+                       kvnode::v1::ListVMsResponse* resp) override;
+  grpc::Status WatchVMs(grpc::ServerContext* ctx, const kvnode::v1::WatchRequest* req,
+                        grpc::ServerWriter<kvnode::v1::VMWatchEvent>* writer) override;
+  grpc::Status DeleteVM(grpc::ServerContext*, const kvnode::v1::DeleteVMRequest* req,
+                        kvnode::v1::DeleteVMResponse* resp) override;
+  grpc::Status StartVM(grpc::ServerContext*, const kvnode::v1::StartVMRequest* req,
+                       kvnode::v1::VirtualMachine* resp) override;
+  grpc::Status StopVM(grpc::ServerContext*, const kvnode::v1::StopVMRequest* req,
+                      kvnode::v1::VirtualMachine* resp) override;
+  grpc::Status RestartVM(grpc::ServerContext*, const kvnode::v1::RestartVMRequest* req,
+                         kvnode::v1::VirtualMachine* resp) override;
+  grpc::Status ListVMExecutions(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                                kvnode::v1::ListVMExecutionsResponse* resp) override;
+
  private:
   VmiController* const vmis_;
+  VmController* const vms_;
 };
 
 }  // namespace kvnode

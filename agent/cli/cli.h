@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "agent/base/flags.h"
 #include "kvnode/v1/node.grpc.pb.h"
 
@@ -39,6 +40,19 @@ int CmdLifecycle(Cli& cli, const std::string& verb);  // pause, unpause, softreb
 int CmdConsole(Cli& cli);
 int CmdLogs(Cli& cli);
 int CmdEvents(Cli& cli);
+// VirtualMachines (vm_commands.cc).
+int CmdStart(Cli& cli);
+int CmdStop(Cli& cli);
+int CmdRestart(Cli& cli);
+int CmdHistory(Cli& cli);
+int CmdDiagnose(Cli& cli);
+int ApplyVm(Cli& cli, const kvnode::v1::VirtualMachine& vm, bool dry_run);
+// `prefix`: names as "virtualmachine.kubevirt.io/NAME", when several kinds are listed.
+int GetVms(Cli& cli, const std::string& name, const std::string& output, bool prefix);
+int DescribeVm(Cli& cli, const std::string& name);
+int DeleteVm(Cli& cli, const std::string& name);
+int WaitVm(Cli& cli, const std::string& name, const std::string& condition,
+           absl::Duration timeout);
 
 // "vmi", "vmis", "virtualmachineinstance(s)", "virtualmachineinstances.kubevirt.io" → "vmi";
 // "" when the resource is unknown.

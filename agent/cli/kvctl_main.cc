@@ -13,17 +13,27 @@ constexpr char kUsage[] = R"(kvctl controls the kvnode handler on this node.
 Usage: kvctl [--socket PATH] [-n NAMESPACE] COMMAND [ARGS]
 
 Commands:
-  apply -f FILE [--dry-run]             create or update objects from a manifest
-  get vmi [NAME] [-o wide|json|yaml]    list or show VirtualMachineInstances
-  describe vmi NAME                     conditions, phase times and events
+  apply -f FILE [--dry-run]             create or update VMs and VMIs from a manifest (many
+                                        documents); --dry-run shows what would change
+  get vm|vmi|vm,vmi [NAME] [-o wide|json|yaml]
+  get vm [-o inventory|csv|inventory-json] [--owner-label KEY]
+                                        what runs, what is stopped on purpose, what is down
+  describe vm|vmi NAME                  status, conditions and events
+  delete vm NAME [--cascade=background|foreground|orphan] [--grace-period N] [--force]
   delete vmi NAME [--grace-period N] [--wait=false] [--timeout 5m]
-  wait vmi/NAME --for=condition=Ready|--for=jsonpath='{.status.phase}'=Running|--for=delete
-       [--timeout=60s]
-  pause vmi NAME | unpause vmi NAME     suspend or resume a guest
+  wait vm/NAME|vmi/NAME --for=condition=Ready|--for=jsonpath='{.status.phase}'=Running
+       |--for=delete [--timeout=60s]
+  start VM [--paused] [--dry-run]       start a VirtualMachine (virtctl start)
+  stop VM [--grace-period N --force] [--dry-run]
+  restart VM [--grace-period 0 --force] [--dry-run]
+  history vm NAME                       every execution (VMI UID, start, end, phase, reason)
+  diagnose vm NAME                      the VM, its VMI, launcher events and log, the guest
+                                        console, and what they likely mean
+  pause vm|vmi NAME | unpause vm|vmi NAME
   softreboot NAME | reset NAME          ACPI reboot, or hard reset
   console NAME                          serial console (Ctrl+] detaches)
   logs vmi NAME [--tail N]              the launcher's log
-  events [vmi NAME]                     events, oldest first
+  events [vm|vmi NAME]                  events, oldest first
 
 The socket is --socket, else $KVNODE_SOCKET, else /run/kvnode/handler.sock.
 )";
@@ -32,7 +42,8 @@ int Run(int argc, char** argv) {
   Cli cli;
   cli.flags.Value("socket").Value("namespace", "-n").Value("filename", "-f").Value("output", "-o")
       .Value("grace-period").Value("for").Value("timeout").Value("tail").Bool("dry-run")
-      .Bool("wait").Bool("help", "-h").Bool("force");
+      .Bool("wait").Bool("help", "-h").Bool("force").Bool("paused").Value("cascade")
+      .Value("owner-label");
   absl::Status parsed = cli.flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
   if (!parsed.ok()) return cli.Usage(std::string(parsed.message()));
   if (cli.flags.GetBool("help") || cli.flags.positional().empty()) {
@@ -59,6 +70,11 @@ int Run(int argc, char** argv) {
   if (verb == "console") return CmdConsole(cli);
   if (verb == "logs") return CmdLogs(cli);
   if (verb == "events") return CmdEvents(cli);
+  if (verb == "start") return CmdStart(cli);
+  if (verb == "stop") return CmdStop(cli);
+  if (verb == "restart") return CmdRestart(cli);
+  if (verb == "history") return CmdHistory(cli);
+  if (verb == "diagnose") return CmdDiagnose(cli);
   return cli.Usage("unknown command \"" + verb + "\"");
 }
 

@@ -91,8 +91,10 @@ void Emit(YAML::Emitter& out, const YAML::Node& node) {
 
 }  // namespace
 
-std::string MessageToYaml(const google::protobuf::Message& m) {
-  YAML::Node node = YAML::Load(ToJson(m));
+std::string MessageToYaml(const google::protobuf::Message& m) { return JsonToYaml(ToJson(m)); }
+
+std::string JsonToYaml(const std::string& json) {
+  YAML::Node node = YAML::Load(json);
   YAML::Emitter out;
   out.SetIndent(2);
   out.SetSeqFormat(YAML::Block);

@@ -24,6 +24,8 @@ std::string MessageToJson(const google::protobuf::Message& m);
 // Block-style YAML of the message's JSON form; strings that YAML would read as something
 // else ("true", "123", "") are quoted.
 std::string MessageToYaml(const google::protobuf::Message& m);
+// The same for JSON text (an object or a kubectl List).
+std::string JsonToYaml(const std::string& json);
 
 // kubectl's wording for a failed call: "Error from server (NotFound): ...".
 std::string DescribeRpcError(const grpc::Status& status);

@@ -14,6 +14,7 @@
 #include "agent/cli/output.h"
 #include "agent/handler/vmi_status.h"
 #include "agent/manifest/loader.h"
+#include "agent/store/store.h"
 #include "grpcpp/grpcpp.h"
 #include "kvnode/v1/kubevirt.pb.h"
 
@@ -89,17 +90,12 @@ bool ResourceAndName(const Cli& cli, std::string* resource, std::string* name, i
     a.insert(a.begin(), parts.begin(), parts.end());
   }
   if (a.empty()) {
-    *rc = cli.Usage("you must specify the type of resource (vmi)");
+    *rc = cli.Usage("you must specify the type of resource (vm, vmi)");
     return false;
   }
   *resource = CanonicalResource(a[0]);
   if (resource->empty()) {
     *rc = cli.Usage("the server doesn't have a resource type \"" + a[0] + "\"");
-    return false;
-  }
-  if (*resource == "vm") {
-    *rc = 1;
-    *cli.err << "error: VirtualMachines are not supported by this handler yet\n";
     return false;
   }
   *name = a.size() > 1 ? a[1] : "";
@@ -111,14 +107,16 @@ bool ResourceAndName(const Cli& cli, std::string* resource, std::string* name, i
 }
 
 void PrintVmis(const Cli& cli, const std::vector<VirtualMachineInstance>& vmis,
-               const std::string& output) {
+               const std::string& output, bool prefix) {
   absl::Time now = absl::Now();
   bool wide = output == "wide";
   std::vector<std::string> header = {"NAME", "AGE", "PHASE", "IP", "NODENAME", "READY"};
   if (wide) header.insert(header.end(), {"UID", "REASON"});
   std::vector<std::vector<std::string>> rows;
   for (const auto& v : vmis) {
-    std::vector<std::string> row = {v.metadata().name(), Age(v.metadata().creation_timestamp(), now),
+    std::vector<std::string> row = {(prefix ? "virtualmachineinstance.kubevirt.io/" : "") +
+                                        v.metadata().name(),
+                                    Age(v.metadata().creation_timestamp(), now),
                                     v.status().phase(), Ip(v), v.status().node_name(), Ready(v)};
     if (wide) row.insert(row.end(), {v.metadata().uid(), v.status().reason()});
     rows.push_back(row);
@@ -149,22 +147,27 @@ int CmdApply(Cli& cli) {
   bool dry_run = cli.flags.GetBool("dry-run");
   int rc = 0;
   for (auto& obj : loaded.objects) {
-    if (obj.kind != "VirtualMachineInstance") {
+    if (obj.kind != "VirtualMachineInstance" && obj.kind != "VirtualMachine") {
       *cli.err << "error: document " << obj.document << ": kind " << obj.kind
                << " is not supported by this handler yet\n";
       rc = 1;
       continue;
     }
-    auto& vmi = static_cast<VirtualMachineInstance&>(*obj.object);
+    auto* meta = MutableMetadata(obj.object.get());
     if (cli.ns_given) {
-      if (!vmi.metadata().namespace_().empty() && vmi.metadata().namespace_() != cli.ns) {
-        *cli.err << "error: the namespace from the provided object \"" << vmi.metadata().namespace_()
+      if (!meta->namespace_().empty() && meta->namespace_() != cli.ns) {
+        *cli.err << "error: the namespace from the provided object \"" << meta->namespace_()
                  << "\" does not match the namespace \"" << cli.ns << "\"\n";
         rc = 1;
         continue;
       }
-      vmi.mutable_metadata()->set_namespace_(cli.ns);
+      meta->set_namespace_(cli.ns);
     }
+    if (obj.kind == "VirtualMachine") {
+      if (ApplyVm(cli, static_cast<kvnode::v1::VirtualMachine&>(*obj.object), dry_run) != 0) rc = 1;
+      continue;
+    }
+    auto& vmi = static_cast<VirtualMachineInstance&>(*obj.object);
     kvnode::v1::SyncVMIRequest req;
     *req.mutable_vmi() = vmi;
     req.set_dry_run(dry_run);
@@ -185,15 +188,9 @@ int CmdApply(Cli& cli) {
   return rc;
 }
 
-int CmdGet(Cli& cli) {
-  std::string resource, name;
-  int rc;
-  if (!ResourceAndName(cli, &resource, &name, &rc, false)) return rc;
-  std::string output = cli.flags.GetOr("output", "");
-  if (!output.empty() && output != "wide" && output != "json" && output != "yaml") {
-    return cli.Usage("unable to match a printer suitable for the output format \"" + output +
-                     "\", allowed formats are: json, wide, yaml");
-  }
+namespace {
+
+int GetVmis(Cli& cli, const std::string& name, const std::string& output, bool prefix) {
   std::vector<VirtualMachineInstance> vmis;
   if (!name.empty()) {
     VirtualMachineInstance vmi;
@@ -220,14 +217,97 @@ int CmdGet(Cli& cli) {
     *cli.out << (output == "json" ? MessageToJson(list) : MessageToYaml(list));
     return 0;
   }
-  PrintVmis(cli, vmis, output);
+  PrintVmis(cli, vmis, output, prefix);
   return 0;
+}
+
+// Several kinds in -o json|yaml: one kubectl List holding every object, so that the output stays
+// one document.
+int PrintList(Cli& cli, const std::vector<std::string>& kinds, const std::string& name,
+              const std::string& output) {
+  std::vector<std::string> items;
+  for (const std::string& kind : kinds) {
+    grpc::ClientContext ctx;
+    grpc::Status s;
+    if (kind == "vm" && !name.empty()) {
+      kvnode::v1::VirtualMachine vm;
+      s = cli.stub->GetVM(Deadline(&ctx), cli.Ref(name), &vm);
+      if (s.ok()) items.push_back(ToJson(vm, true));
+    } else if (kind == "vm") {
+      kvnode::v1::ListRequest req;
+      req.set_namespace_(cli.ns);
+      kvnode::v1::ListVMsResponse resp;
+      s = cli.stub->ListVMs(Deadline(&ctx), req, &resp);
+      for (const auto& vm : resp.items()) items.push_back(ToJson(vm, true));
+    } else if (!name.empty()) {
+      VirtualMachineInstance vmi;
+      s = cli.stub->GetVMI(Deadline(&ctx), cli.Ref(name), &vmi);
+      if (s.ok()) items.push_back(ToJson(vmi, true));
+    } else {
+      kvnode::v1::ListRequest req;
+      req.set_namespace_(cli.ns);
+      kvnode::v1::ListVMIsResponse resp;
+      s = cli.stub->ListVMIs(Deadline(&ctx), req, &resp);
+      for (const auto& vmi : resp.items()) items.push_back(ToJson(vmi, true));
+    }
+    if (!s.ok()) return cli.RpcError(s);
+  }
+  std::string json = "{\n\"apiVersion\": \"v1\",\n\"kind\": \"List\",\n\"items\": [\n" +
+                     absl::StrJoin(items, ",\n") + "\n]\n}";
+  if (output == "yaml") {
+    *cli.out << JsonToYaml(json);
+  } else {
+    *cli.out << json << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+// `get vm`, `get vmi`, `get vm,vmi` (one table per kind, names prefixed as kubectl does).
+int CmdGet(Cli& cli) {
+  std::vector<std::string> a = cli.args;
+  if (a.empty()) return cli.Usage("you must specify the type of resource (vm, vmi)");
+  if (a[0].find('/') != std::string::npos) {
+    std::vector<std::string> parts = absl::StrSplit(a[0], absl::MaxSplits('/', 1));
+    a.erase(a.begin());
+    a.insert(a.begin(), parts.begin(), parts.end());
+  }
+  std::vector<std::string> kinds;
+  for (absl::string_view r : absl::StrSplit(a[0], ',')) {
+    std::string kind = CanonicalResource(std::string(r));
+    if (kind.empty()) {
+      return cli.Usage("the server doesn't have a resource type \"" + std::string(r) + "\"");
+    }
+    kinds.push_back(kind);
+  }
+  std::string name = a.size() > 1 ? a[1] : "";
+  std::string output = cli.flags.GetOr("output", "");
+  bool vm_only = kinds.size() == 1 && kinds[0] == "vm";
+  bool inventory = output == "inventory" || output == "csv" || output == "inventory-json";
+  if (!output.empty() && output != "wide" && output != "json" && output != "yaml" &&
+      !(vm_only && inventory)) {
+    return cli.Usage("unable to match a printer suitable for the output format \"" + output +
+                     "\", allowed formats are: json, wide, yaml" +
+                     (vm_only ? ", inventory, csv, inventory-json" : ""));
+  }
+  bool prefix = kinds.size() > 1;
+  if (prefix && (output == "json" || output == "yaml")) return PrintList(cli, kinds, name, output);
+  int rc = 0;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    if (i > 0 && output.empty()) *cli.out << "\n";
+    int r = kinds[i] == "vm" ? GetVms(cli, name, output, prefix)
+                             : GetVmis(cli, name, output, prefix);
+    if (r != 0) rc = r;
+  }
+  return rc;
 }
 
 int CmdDescribe(Cli& cli) {
   std::string resource, name;
   int rc;
   if (!ResourceAndName(cli, &resource, &name, &rc)) return rc;
+  if (resource == "vm") return DescribeVm(cli, name);
   VirtualMachineInstance vmi;
   grpc::ClientContext ctx;
   grpc::Status s = cli.stub->GetVMI(Deadline(&ctx), cli.Ref(name), &vmi);
@@ -330,6 +410,7 @@ int CmdDelete(Cli& cli) {
   std::string resource, name;
   int rc;
   if (!ResourceAndName(cli, &resource, &name, &rc)) return rc;
+  if (resource == "vm") return DeleteVm(cli, name);
   kvnode::v1::DeleteRequest req;
   *req.mutable_ref() = cli.Ref(name);
   if (cli.flags.IsSet("grace-period")) {
@@ -375,6 +456,7 @@ int CmdWait(Cli& cli) {
       !absl::ParseDuration(cli.flags.GetOr("timeout", ""), &timeout)) {
     return cli.Usage("--timeout: not a duration (for example 60s)");
   }
+  if (resource == "vm") return WaitVm(cli, name, cond, timeout);
   if (cond == "delete") {
     return WatchUntil(cli, name, timeout,
                       [](const kvnode::v1::VMIWatchEvent& e) { return e.type() == "DELETED"; });
@@ -472,7 +554,7 @@ int CmdEvents(Cli& cli) {
     std::string resource, name;
     int rc;
     if (!ResourceAndName(cli, &resource, &name, &rc)) return rc;
-    req.set_kind("VirtualMachineInstance");
+    req.set_kind(resource == "vm" ? "VirtualMachine" : "VirtualMachineInstance");
     req.set_name(name);
   }
   kvnode::v1::ListEventsResponse resp;
@@ -483,7 +565,8 @@ int CmdEvents(Cli& cli) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& e : resp.items()) {
     rows.push_back({Age(e.last_timestamp(), now), e.type(), e.reason(),
-                    "virtualmachineinstance/" + e.involved_object().name(),
+                    absl::AsciiStrToLower(e.involved_object().kind()) + "/" +
+                        e.involved_object().name(),
                     e.count() > 1 ? absl::StrCat(e.count()) : "1", e.message()});
   }
   if (rows.empty()) {

@@ -24,6 +24,8 @@
 #include "agent/base/state_layout.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
+#include "agent/controller/vm_controller.h"
+#include "agent/controller/vmi_client.h"
 #include "agent/handler/config_check.h"
 #include "agent/handler/handler_metrics.h"
 #include "agent/handler/handler_options.h"
@@ -95,6 +97,8 @@ struct Handler {
   std::unique_ptr<ProcessWatcher> watcher;
   std::thread primer;
   std::unique_ptr<VmiController> controller;
+  std::unique_ptr<VmiControllerClient> vmi_client;
+  std::unique_ptr<VmController> vm_controller;
   std::unique_ptr<NotifyService> notify_service;
   std::unique_ptr<ApiServer> notify_server;
   std::unique_ptr<NodeService> node_service;
@@ -111,6 +115,7 @@ struct Handler {
     if (api_server) api_server->Stop();
     if (notify_server) notify_server->Stop();
     if (primer.joinable()) primer.join();
+    vm_controller.reset();
     controller.reset();
   }
 };
@@ -170,7 +175,7 @@ absl::Status StartNotifyServer(Handler* h) {
 
 absl::Status StartApi(Handler* h) {
   const HandlerOptions& opt = h->options;
-  h->node_service = std::make_unique<NodeService>(h->controller.get());
+  h->node_service = std::make_unique<NodeService>(h->controller.get(), h->vm_controller.get());
   ApiServer::Options o;
   o.unix_socket = opt.socket;
   o.socket_mode = 0660;
@@ -257,6 +262,15 @@ int Serve(Handler* h, const sigset_t& mask) {
   if (absl::Status s = StartMetrics(h); !s.ok()) return Fail(Annotate(s, "--metrics-addr"));
   // Only with the state recovered (live launchers re-adopted) does the API serve.
   if (absl::Status s = h->controller->Recover(); !s.ok()) return Fail(Annotate(s, "recover state"));
+  // VirtualMachines: recovered after their VMIs, so that each VM sees its VMI as it is.
+  opt.vm.limits = c.limits;
+  h->vmi_client = std::make_unique<VmiControllerClient>(h->controller.get());
+  h->vm_controller = std::make_unique<VmController>(opt.vm, h->store.get(), h->vmi_client.get(),
+                                                    Clock::Real(), DefaultRandom());
+  if (absl::Status s = h->vm_controller->Recover(); !s.ok()) {
+    return Fail(Annotate(s, "recover VirtualMachines"));
+  }
+  h->vm_controller->Run();
   if (absl::Status s = StartApi(h); !s.ok()) return Fail(Annotate(s, "API"));
   h->ready = true;
   spdlog::info("kvnode-handler serving on {}{} (node {}, virt type {}, state {})", opt.socket,

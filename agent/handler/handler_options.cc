@@ -45,6 +45,27 @@ absl::Status ParseDurations(const FlagSet& flags, HandlerConfig* config) {
   return absl::OkStatus();
 }
 
+// The VM controller's crash-loop backoff (KubeVirt: 10 s × failures², at most 300 s).
+absl::Status ParseBackoff(const FlagSet& flags, VmControllerConfig* vm) {
+  for (auto [flag, target] : {std::pair<const char*, absl::Duration*>{
+                                  "vm-start-backoff-base", &vm->backoff.base},
+                              {"vm-start-backoff-max", &vm->backoff.max}}) {
+    auto v = flags.Get(flag);
+    if (!v) continue;
+    if (!absl::ParseDuration(*v, target) || *target < absl::Seconds(1) ||
+        *target != absl::Seconds(absl::ToInt64Seconds(*target))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, ": expected a whole number of seconds, at least 1s (for example 10s), got \"",
+          *v, "\""));
+    }
+  }
+  if (vm->backoff.max < vm->backoff.base) {
+    return absl::InvalidArgumentError(
+        "--vm-start-backoff-max: must not be shorter than --vm-start-backoff-base");
+  }
+  return absl::OkStatus();
+}
+
 // The launcher binary: --launcher, or kvnode-launcher beside this binary; made absolute.
 std::string LauncherBinary(const FlagSet& flags, const std::string& argv0) {
   char self[4096] = {};
@@ -160,7 +181,7 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
       .Value("pod-cidr").Value("pod-cidr-v6").Value("pod-mtu").Value("pod-netns-prefix")
       .Value("resolv-conf").Value("pod-network").Value("listen").Value("tls-cert")
       .Value("tls-key").Value("tls-ca").Value("metrics-addr").Value("api-group")
-      .Bool("validate-config");
+      .Value("vm-start-backoff-base").Value("vm-start-backoff-max").Bool("validate-config");
   RETURN_IF_ERROR(flags.Parse(args));
   if (!flags.positional().empty()) {
     return absl::InvalidArgumentError("unexpected argument \"" + flags.positional()[0] + "\"");
@@ -188,6 +209,7 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
   }
   c.virt_type = virt;
   RETURN_IF_ERROR(ParseDurations(flags, &c));
+  RETURN_IF_ERROR(ParseBackoff(flags, &o.vm));
   c.launcher_binary = LauncherBinary(flags, argv0);
   auto identity = LauncherIdentity::Lookup(flags.GetOr("launcher-user", "kvnode"));
   if (!identity.ok()) return Annotate(identity.status(), "--launcher-user");

@@ -25,6 +25,8 @@
 //   --pod-network on|off   masquerade pod networks (default on); off refuses interfaces
 //   --pod-bridge NAME --pod-cidr CIDR --pod-cidr-v6 CIDR --pod-mtu N --pod-netns-prefix P
 //   --resolv-conf FILE     DNS for guests (default /etc/resolv.conf)
+//   --vm-start-backoff-base D --vm-start-backoff-max D   the VM controller's crash-loop backoff
+//                          (KubeVirt: 10 s × failures², at most 300 s)
 //   --log-format text|json
 //   --validate-config      check flags, paths and permissions, print the findings, exit
 #ifndef KVNODE_AGENT_HANDLER_HANDLER_OPTIONS_H_
@@ -34,6 +36,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/controller/vm_controller.h"
 #include "agent/handler/vmi_controller.h"
 #include "agent/network/pod_network_plan.h"
 #include "launcher/converter/convert_command.h"
@@ -42,6 +45,7 @@ namespace kvnode {
 
 struct HandlerOptions {
   HandlerConfig config;  // pod_network is left null: the handler makes it
+  VmControllerConfig vm;
   std::string socket = "/run/kvnode/handler.sock";
   std::string api_group = "kvnode";
   std::string listen;  // HOST:PORT, or empty

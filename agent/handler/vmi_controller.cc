@@ -400,6 +400,22 @@ absl::StatusOr<std::string> VmiController::DomainXml(const ObjectRef& ref) {
   return ConvertToDomainXml(vmi, options);
 }
 
+absl::StatusOr<VirtualMachineInstance> VmiController::UpdateOwnership(
+    const ObjectRef& ref,
+    const google::protobuf::RepeatedPtrField<kvnode::v1::OwnerReference>& owners,
+    const google::protobuf::Map<std::string, std::string>& annotations) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
+  kvnode::v1::ObjectMeta before = r->vmi.metadata();
+  *r->vmi.mutable_metadata()->mutable_owner_references() = owners;
+  *r->vmi.mutable_metadata()->mutable_annotations() = annotations;
+  if (absl::Status s = Persist(r, "MODIFIED"); !s.ok()) {
+    *r->vmi.mutable_metadata() = before;  // memory stays what the store has
+    return s;
+  }
+  return r->vmi;
+}
+
 absl::StatusOr<VmiPaths> VmiController::PathsOf(const ObjectRef& ref) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));

@@ -98,6 +98,12 @@ class VmiController {
   absl::StatusOr<kvnode::v1::VirtualMachineInstance> Act(const kvnode::v1::ObjectRef& ref,
                                                          const std::string& action);
   absl::StatusOr<std::string> DomainXml(const kvnode::v1::ObjectRef& ref);
+  // Replaces the VMI's ownerReferences and annotations (the VM controller adopts, orphans and
+  // stamps kubevirt.io/vm-generation through this). `ref.uid` must match when set.
+  absl::StatusOr<kvnode::v1::VirtualMachineInstance> UpdateOwnership(
+      const kvnode::v1::ObjectRef& ref,
+      const google::protobuf::RepeatedPtrField<kvnode::v1::OwnerReference>& owners,
+      const google::protobuf::Map<std::string, std::string>& annotations);
   // Paths for console and logs of a VMI that exists.
   absl::StatusOr<VmiPaths> PathsOf(const kvnode::v1::ObjectRef& ref);
   // Whose rights the handler takes to open or connect paths inside a VMI's state dir.

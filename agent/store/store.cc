@@ -187,6 +187,7 @@ absl::StatusOr<int64_t> Store::Write(const std::string& kind, google::protobuf::
   if (absl::Status s = Exec("COMMIT"); !s.ok()) return rollback(s);
   resource_version_ = rv;
   if (oldest_change_ == 0) oldest_change_ = rv;
+  written_.SignalAll();
   return rv;
 }
 
@@ -235,6 +236,14 @@ int64_t Store::OldestChange() {
 int64_t Store::CurrentResourceVersion() {
   absl::MutexLock lock(&mu_);
   return resource_version_;
+}
+
+bool Store::WaitForVersionAbove(int64_t after, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  while (resource_version_ <= after) {
+    if (written_.WaitWithDeadline(&mu_, deadline)) return resource_version_ > after;
+  }
+  return true;
 }
 
 absl::Status Store::RecordEvent(const kvnode::v1::Event& e, absl::Time now) {

@@ -58,6 +58,9 @@ class Store {
   // The oldest resourceVersion still in the change log (older ones were compacted).
   int64_t OldestChange();
   int64_t CurrentResourceVersion();
+  // Blocks until the store's resourceVersion is above `after` or `deadline` passes; true when it
+  // is. Lets a controller or a watch wait for any write, whichever component made it.
+  bool WaitForVersionAbove(int64_t after, absl::Time deadline);
 
   // Records an event; repeats of (object uid, type, reason, message) bump count and last time.
   absl::Status RecordEvent(const kvnode::v1::Event& event, absl::Time now);
@@ -79,6 +82,7 @@ class Store {
                                 const std::string& type, bool remove);
 
   absl::Mutex mu_;
+  absl::CondVar written_;  // signalled after every committed write
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
   int64_t resource_version_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t oldest_change_ ABSL_GUARDED_BY(mu_) = 0;

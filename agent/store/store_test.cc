@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <thread>
+
 #include "gtest/gtest.h"
 #include "kvnode/v1/kubevirt.pb.h"
 
@@ -68,6 +70,24 @@ TEST_F(StoreTest, ChangeLogReplaysWhatAWatcherMissed) {
   EXPECT_EQ((*changes)[1].type, "DELETED");
   EXPECT_EQ((*changes)[1].resource_version, 3);
   EXPECT_TRUE((*store)->List("VirtualMachineInstance")->empty());
+}
+
+TEST_F(StoreTest, WaitForVersionAboveWakesOnAWriteFromAnotherThreadAndTimesOut) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  Store* s = store->get();
+  EXPECT_FALSE(s->WaitForVersionAbove(0, absl::Now() + absl::Milliseconds(50)));
+  std::thread writer([s] {
+    absl::SleepFor(absl::Milliseconds(50));
+    auto a = Vmi("a");
+    (void)s->Put("VirtualMachineInstance", &a, "ADDED");
+  });
+  absl::Time start = absl::Now();
+  EXPECT_TRUE(s->WaitForVersionAbove(0, absl::Now() + absl::Seconds(10)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  writer.join();
+  // Already above: returns at once.
+  EXPECT_TRUE(s->WaitForVersionAbove(0, absl::InfinitePast()));
 }
 
 TEST_F(StoreTest, RepeatedEventsAreCountedNotDuplicated) {

@@ -4,11 +4,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +43,20 @@ absl::Status WriteFile(const std::string& path, const std::string& content) {
   }
   if (rename(tmp.c_str(), path.c_str()) < 0) return absl::ErrnoToStatus(errno, "rename " + tmp);
   return absl::OkStatus();
+}
+
+// True when something accepts connections on the unix socket at `path`. The socket file
+// appears at bind(), before listen(): a connect in between is refused.
+bool Accepts(const std::string& path) {
+  struct sockaddr_un addr = {};
+  if (path.size() >= sizeof(addr.sun_path)) return false;
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path, path.c_str(), path.size());
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
 }
 
 }  // namespace
@@ -102,11 +119,12 @@ absl::StatusOr<std::unique_ptr<SessionDaemon>> SessionDaemon::Start(
   ASSIGN_OR_RETURN(pid_t pid, Spawn(spawn));
   auto daemon = std::unique_ptr<SessionDaemon>(new SessionDaemon(base, socket_path, pid));
 
-  // Ready when the socket exists; libvirtd creates it only after its drivers initialised.
+  // Ready when the socket accepts: libvirtd binds it only after its drivers initialised, and
+  // listens a moment later.
   absl::Time deadline = absl::Now() + options.ready_timeout;
   while (true) {
     struct stat st;
-    if (stat(socket_path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) break;
+    if (stat(socket_path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && Accepts(socket_path)) break;
     int status;
     if (waitpid(pid, &status, WNOHANG) == pid) {
       daemon->MarkExited();

@@ -1,0 +1,52 @@
+#include "agent/controller/restart_required.h"
+
+#include "absl/strings/str_join.h"
+#include "agent/controller/field_diff.h"
+#include "agent/handler/vmi_status.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::VirtualMachineInstanceSpec;
+using kvnode::v1::VirtualMachineSpec;
+
+constexpr char kTemplateSpecPath[] = "spec.template.spec";
+
+// The template specs with what may change without a restart made equal.
+std::vector<FieldChange> NonLiveChanges(const VirtualMachineSpec& started_from,
+                                        const VirtualMachineSpec& now) {
+  VirtualMachineInstanceSpec before = started_from.template_().spec();
+  const VirtualMachineInstanceSpec& after = now.template_().spec();
+  *before.mutable_node_selector() = after.node_selector();
+  return DiffMessages(before, after, kTemplateSpecPath);
+}
+
+}  // namespace
+
+std::vector<std::string> RestartRequiredFields(const VirtualMachineSpec& started_from,
+                                               const VirtualMachineSpec& now) {
+  std::vector<std::string> fields;
+  for (const auto& c : NonLiveChanges(started_from, now)) fields.push_back(c.path);
+  return fields;
+}
+
+std::string RestartRequiredMessage(const VirtualMachineSpec& started_from,
+                                   const VirtualMachineSpec& now) {
+  std::vector<std::string> parts;
+  for (const auto& c : NonLiveChanges(started_from, now)) {
+    // Short values read well inline; whole objects would drown the field names.
+    bool short_values = c.before.size() <= 40 && c.after.size() <= 40;
+    parts.push_back(short_values ? c.path + " (" + c.before + " -> " + c.after + ")" : c.path);
+  }
+  return "a non-live-updatable field was changed in the template spec: " +
+         absl::StrJoin(parts, ", ");
+}
+
+bool SyncRestartRequired(kvnode::v1::VirtualMachine* vm, const VirtualMachineSpec& started_from,
+                         absl::Time now) {
+  if (RestartRequiredFields(started_from, vm->spec()).empty()) return false;
+  return SetCondition(vm->mutable_status()->mutable_conditions(), "RestartRequired", "True", "",
+                      RestartRequiredMessage(started_from, vm->spec()), now);
+}
+
+}  // namespace kvnode

@@ -1,0 +1,76 @@
+#include "agent/controller/restart_required.h"
+
+#include "agent/controller/field_diff.h"
+#include "agent/controller/test_util.h"
+#include "agent/handler/vmi_status.h"
+#include "gtest/gtest.h"
+
+namespace kvnode {
+namespace {
+
+using testing::T0;
+using testing::Vm;
+
+TEST(RestartRequired, MemoryChangeNamesTheFieldWithBothValues) {
+  auto started = Vm("Always");
+  auto now = started;
+  now.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()->mutable_memory()
+      ->set_guest("256Mi");
+  EXPECT_EQ(RestartRequiredFields(started.spec(), now.spec()),
+            std::vector<std::string>{"spec.template.spec.domain.memory.guest"});
+  EXPECT_EQ(RestartRequiredMessage(started.spec(), now.spec()),
+            "a non-live-updatable field was changed in the template spec: "
+            "spec.template.spec.domain.memory.guest (128Mi -> 256Mi)");
+  EXPECT_TRUE(SyncRestartRequired(&now, started.spec(), T0()));
+  const auto* c = FindCondition(now.status().conditions(), "RestartRequired");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->status(), "True");
+}
+
+TEST(RestartRequired, NothingForTemplateMetadataNodeSelectorOrRunStrategy) {
+  auto started = Vm("Always");
+  auto now = started;
+  (*now.mutable_spec()->mutable_template_()->mutable_metadata()->mutable_labels())["a"] = "b";
+  (*now.mutable_spec()->mutable_template_()->mutable_spec()->mutable_node_selector())["x"] = "y";
+  now.mutable_spec()->set_run_strategy("Manual");
+  EXPECT_TRUE(RestartRequiredFields(started.spec(), now.spec()).empty());
+  EXPECT_FALSE(SyncRestartRequired(&now, started.spec(), T0()));
+  EXPECT_EQ(FindCondition(now.status().conditions(), "RestartRequired"), nullptr);
+}
+
+TEST(RestartRequired, ListChangesNameTheElementAndLongValuesOnlyThePath) {
+  auto started = Vm("Always");
+  auto now = started;
+  auto* disk = now.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()
+                   ->mutable_devices()->add_disks();
+  disk->set_name("data-disk-with-a-rather-long-name");
+  disk->mutable_disk()->set_bus("virtio");
+  EXPECT_EQ(RestartRequiredMessage(started.spec(), now.spec()),
+            "a non-live-updatable field was changed in the template spec: "
+            "spec.template.spec.domain.devices.disks[0]");
+}
+
+TEST(FieldDiff, ScalarsMapsAndPresence) {
+  kvnode::v1::VirtualMachine a, b;
+  (*a.mutable_metadata()->mutable_labels())["app"] = "db";
+  (*b.mutable_metadata()->mutable_labels())["app"] = "web";
+  (*b.mutable_metadata()->mutable_labels())["tier"] = "1";
+  a.mutable_spec()->set_run_strategy("");
+  a.mutable_spec()->mutable_template_();
+  b.mutable_spec()->mutable_template_();
+  b.mutable_spec()->set_running(false);  // optional: presence counts
+  std::vector<std::string> got;
+  for (const auto& c : DiffMessages(a, b, "")) got.push_back(c.ToString());
+  EXPECT_EQ(got, (std::vector<std::string>{"metadata.labels[app]: db -> web",
+                                           "metadata.labels[tier]: <unset> -> 1",
+                                           "spec.running: <unset> -> false"}));
+  EXPECT_TRUE(DiffMessages(a, a, "").empty());
+  // A message on one side only is reported whole.
+  kvnode::v1::VirtualMachine empty;
+  auto whole = DiffMessages(empty, b, "");
+  ASSERT_EQ(whole.size(), 2u);
+  EXPECT_EQ(whole[1].ToString(), "spec: <unset> -> {\"running\":false,\"template\":{}}");
+}
+
+}  // namespace
+}  // namespace kvnode

@@ -1,0 +1,483 @@
+// VmController: the sync of one VM, the work queue, and following VMI changes. The API
+// methods are in vm_api.cc.
+#include "agent/controller/vm_controller.h"
+
+#include "absl/strings/str_cat.h"
+#include "agent/base/uuid.h"
+#include "agent/controller/restart_required.h"
+#include "agent/controller/run_strategy.h"
+#include "agent/controller/vm_history.h"
+#include "agent/handler/vmi_status.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "launcher/converter/vm_template.h"
+#include "spdlog/spdlog.h"
+
+namespace kvnode {
+
+using google::protobuf::util::MessageDifferencer;
+using kvnode::v1::VirtualMachine;
+using kvnode::v1::VirtualMachineInstance;
+
+namespace {
+
+constexpr absl::Duration kRetryAfterError = absl::Seconds(5);
+
+// The controller owner reference of a VMI, or null.
+const kvnode::v1::OwnerReference* ControllerOf(const VirtualMachineInstance& vmi) {
+  for (const auto& o : vmi.metadata().owner_references()) {
+    if (o.has_controller() && o.controller()) return &o;
+  }
+  return nullptr;
+}
+
+kvnode::v1::OwnerReference OwnerRefTo(const VirtualMachine& vm) {
+  kvnode::v1::OwnerReference o;
+  o.set_api_version("kubevirt.io/v1");
+  o.set_kind(kVmKind);
+  o.set_name(vm.metadata().name());
+  o.set_uid(vm.metadata().uid());
+  o.set_controller(true);
+  o.set_block_owner_deletion(true);
+  return o;
+}
+
+std::string RevisionName(const VirtualMachine& vm) {
+  return absl::StrCat("revision-start-vm-", vm.metadata().uid(), "-", vm.metadata().generation());
+}
+
+}  // namespace
+
+VmController::VmController(VmControllerConfig config, Store* store, VmiClient* vmis,
+                           Clock* clock, RandomInt random)
+    : config_(std::move(config)),
+      store_(store),
+      vmis_(vmis),
+      clock_(clock),
+      random_(std::move(random)) {
+  absl::MutexLock lock(&mu_);
+  follow_rv_ = store_->CurrentResourceVersion();
+  next_resync_ = clock_->Now() + config_.resync_period;
+}
+
+VmController::~VmController() {
+  {
+    absl::MutexLock lock(&mu_);
+    quit_ = true;
+    wake_.SignalAll();
+  }
+  if (worker_.joinable()) worker_.join();
+  if (follower_.joinable()) follower_.join();
+}
+
+void VmController::Run() {
+  worker_ = std::thread([this] { WorkerLoop(); });
+  follower_ = std::thread([this] { FollowerLoop(); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queue and change following
+// ---------------------------------------------------------------------------------------------
+
+void VmController::EnqueueLocked(const Key& key, absl::Time when) {
+  auto it = queue_.find(key);
+  if (it == queue_.end() || when < it->second) queue_[key] = when;
+  wake_.SignalAll();
+}
+
+void VmController::WorkerLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!quit_) {
+    absl::Time now = clock_->Now();
+    if (now >= next_resync_) {
+      for (const auto& [key, r] : vms_) EnqueueLocked(key, now);
+      next_resync_ = now + config_.resync_period;
+    }
+    auto due = queue_.end();
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (due == queue_.end() || it->second < due->second) due = it;
+    }
+    if (due != queue_.end() && due->second <= now) {
+      Key key = due->first;
+      queue_.erase(due);
+      if (SyncLocked(key)) EnqueueLocked(key, clock_->Now());
+      continue;
+    }
+    // Clock time and wall time are the same clock in the handler; wake at least every second.
+    absl::Duration wait = absl::Seconds(1);
+    if (due != queue_.end()) wait = std::min(wait, due->second - now);
+    wake_.WaitWithTimeout(&mu_, std::max(wait, absl::Milliseconds(1)));
+  }
+}
+
+void VmController::FollowerLoop() {
+  while (true) {
+    int64_t after;
+    {
+      absl::MutexLock lock(&mu_);
+      if (quit_) return;
+      after = follow_rv_;
+    }
+    if (!store_->WaitForVersionAbove(after, absl::Now() + absl::Milliseconds(500))) continue;
+    absl::MutexLock lock(&mu_);
+    while (!quit_ && FollowChangesLocked()) {
+    }
+  }
+}
+
+bool VmController::FollowChangesLocked() {
+  if (follow_rv_ > 0 && follow_rv_ + 1 < store_->OldestChange()) {
+    // Changes were compacted away before we read them: look at everything again.
+    spdlog::warn("VM controller fell behind the change log; resyncing every VM");
+    for (const auto& [key, r] : vms_) EnqueueLocked(key, clock_->Now());
+    follow_rv_ = store_->CurrentResourceVersion();
+    return false;
+  }
+  auto changes = store_->ChangesSince(follow_rv_, 500);
+  if (!changes.ok() || changes->empty()) return false;
+  for (const Change& c : *changes) {
+    follow_rv_ = c.resource_version;
+    if (c.kind != "VirtualMachineInstance") continue;
+    VirtualMachineInstance vmi;
+    if (!FromJson(c.json, &vmi).ok()) continue;
+    OnVmiChangeLocked(vmi, c.type == "DELETED");
+  }
+  return true;
+}
+
+void VmController::OnVmiChangeLocked(const VirtualMachineInstance& vmi, bool removed) {
+  Key key{vmi.metadata().namespace_(), vmi.metadata().name()};
+  auto it = vms_.find(key);
+  if (it == vms_.end()) return;
+  Record* r = it->second.get();
+  auto e = r->executions.find(vmi.metadata().uid());
+  if (e != r->executions.end() && UpdateExecution(&e->second, vmi, removed, clock_->Now())) {
+    PersistExecutionLocked(&e->second);
+  }
+  EnqueueLocked(key, clock_->Now());
+}
+
+void VmController::Resync() {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [key, r] : vms_) EnqueueLocked(key, clock_->Now());
+}
+
+int VmController::SyncDueForTest(int max_rounds) {
+  absl::MutexLock lock(&mu_);
+  int ran = 0;
+  for (int round = 0; round < max_rounds; ++round) {
+    while (FollowChangesLocked()) {
+    }
+    std::vector<Key> due;
+    for (const auto& [key, when] : queue_) {
+      if (when <= clock_->Now()) due.push_back(key);
+    }
+    if (due.empty()) break;
+    for (const Key& key : due) {
+      queue_.erase(key);
+      ++ran;
+      if (SyncLocked(key)) EnqueueLocked(key, clock_->Now());
+    }
+  }
+  return ran;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Persistence and events
+// ---------------------------------------------------------------------------------------------
+
+absl::Status VmController::PersistLocked(Record* r, const VirtualMachine& vm,
+                                         const std::string& type) {
+  VirtualMachine copy = vm;
+  auto rv = store_->Put(kVmKind, &copy, type);
+  if (!rv.ok()) {
+    spdlog::error("persist VM {}/{}: {}", vm.metadata().namespace_(), vm.metadata().name(),
+                  rv.status().ToString());
+    return rv.status();
+  }
+  r->vm = std::move(copy);
+  return absl::OkStatus();
+}
+
+void VmController::PersistExecutionLocked(kvnode::v1::VirtualMachineExecution* e) {
+  auto rv = store_->Put(kExecutionKind, e, "MODIFIED");
+  if (!rv.ok()) spdlog::error("persist execution {}: {}", e->vmi_uid(), rv.status().ToString());
+}
+
+void VmController::EventLocked(const VirtualMachine& vm, const std::string& type,
+                               const std::string& reason, const std::string& message) {
+  kvnode::v1::Event e;
+  auto* o = e.mutable_involved_object();
+  o->set_kind(kVmKind);
+  o->set_namespace_(vm.metadata().namespace_());
+  o->set_name(vm.metadata().name());
+  o->set_uid(vm.metadata().uid());
+  e.set_type(type);
+  e.set_reason(reason);
+  e.set_message(message);
+  e.set_source("kvnode-handler");
+  spdlog::info("VM {}/{}: {} {}: {}", o->namespace_(), o->name(), type, reason, message);
+  (void)store_->RecordEvent(e, clock_->Now());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Starting and stopping VMIs
+// ---------------------------------------------------------------------------------------------
+
+std::optional<VirtualMachineInstance> VmController::OwnVmiLocked(Record* r, bool* foreign) {
+  *foreign = false;
+  const VirtualMachine& vm = r->vm;
+  auto vmi = vmis_->Get(vm.metadata().namespace_(), vm.metadata().name());
+  if (!vmi.ok()) return std::nullopt;
+  const auto* owner = ControllerOf(*vmi);
+  if (owner != nullptr) {
+    if (owner->kind() == kVmKind && owner->uid() == vm.metadata().uid()) return *vmi;
+    *foreign = true;
+    return std::nullopt;
+  }
+  // An orphan of our name: adopt it, as KubeVirt's ClaimVirtualMachineInstanceByName does,
+  // unless this VM is on its way out.
+  if (!vm.metadata().deletion_timestamp().empty() || IsDeleting(&*vmi)) {
+    *foreign = true;
+    return std::nullopt;
+  }
+  *vmi->mutable_metadata()->add_owner_references() = OwnerRefTo(vm);
+  if (absl::Status s = vmis_->UpdateOwnership(*vmi); !s.ok()) {
+    spdlog::warn("VM {}/{}: cannot adopt VMI {}: {}", vm.metadata().namespace_(),
+                 vm.metadata().name(), vmi->metadata().uid(), s.ToString());
+    *foreign = true;
+    return std::nullopt;
+  }
+  EventLocked(vm, "Normal", "SuccessfulAdopt",
+              "Adopted virtual machine instance " + vmi->metadata().uid());
+  return *vmi;
+}
+
+void VmController::DropRevisionLocked(Record* r) {
+  if (!r->revision.has_value()) return;
+  (void)store_->Delete(kRevisionKind, &*r->revision);
+  r->revision.reset();
+}
+
+absl::Status VmController::StartVmiLocked(Record* r, VirtualMachine* vm) {
+  // A new execution starts from the current template: whatever needed a restart is applied.
+  RemoveCondition(vm->mutable_status()->mutable_conditions(), "RestartRequired");
+  VirtualMachineInstance vmi = VmiFromVmTemplate(*vm);
+  auto* meta = vmi.mutable_metadata();
+  meta->set_uid(NewRandomUuid());
+  meta->clear_owner_references();
+  *meta->add_owner_references() = OwnerRefTo(*vm);
+  (*meta->mutable_annotations())[kVmGenerationAnnotation] =
+      std::to_string(vm->metadata().generation());
+  if (HasStartPausedRequest(*vm)) vmi.mutable_spec()->set_start_strategy("Paused");
+
+  kvnode::v1::ControllerRevision revision;
+  revision.set_api_version("apps/v1");
+  revision.set_kind(kRevisionKind);
+  revision.mutable_metadata()->set_name(RevisionName(*vm));
+  revision.mutable_metadata()->set_namespace_(vm->metadata().namespace_());
+  *revision.mutable_metadata()->add_owner_references() = OwnerRefTo(*vm);
+  *revision.mutable_spec() = vm->spec();
+  revision.set_revision(vm->metadata().generation());
+
+  auto created = vmis_->Create(vmi);
+  if (!created.ok()) {
+    EventLocked(*vm, "Warning", "FailedCreate",
+                absl::StrCat("Error creating virtual machine instance: ", created.status().message()));
+    return created.status();
+  }
+  DropRevisionLocked(r);
+  if (store_->Put(kRevisionKind, &revision, "ADDED").ok()) r->revision = revision;
+  EventLocked(*vm, "Normal", "SuccessfulCreate",
+              "Started the virtual machine by creating the new virtual machine instance " +
+                  vm->metadata().name());
+  auto exec = NewExecution(*vm, *created, ++r->last_sequence);
+  auto put = store_->Put(kExecutionKind, &exec, "ADDED");
+  if (put.ok()) {
+    r->executions[exec.vmi_uid()] = exec;
+    // Keep the newest kMaxExecutionsPerVm.
+    while (static_cast<int>(r->executions.size()) > kMaxExecutionsPerVm) {
+      auto oldest = r->executions.begin();
+      for (auto it = r->executions.begin(); it != r->executions.end(); ++it) {
+        if (it->second.metadata().generation() < oldest->second.metadata().generation()) {
+          oldest = it;
+        }
+      }
+      (void)store_->Delete(kExecutionKind, &oldest->second);
+      r->executions.erase(oldest);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VmController::StopVmiLocked(Record* r, VirtualMachine* vm,
+                                         const VirtualMachineInstance& vmi,
+                                         std::optional<int64_t> grace, const std::string& why) {
+  const auto& m = vmi.metadata();
+  absl::Status s = vmis_->Delete(m.namespace_(), m.name(), m.uid(), grace);
+  if (!s.ok() && !absl::IsNotFound(s)) {
+    EventLocked(*vm, "Warning", "FailedDelete",
+                absl::StrCat("Error deleting virtual machine instance ", m.name(), ": ",
+                             s.message()));
+    return s;
+  }
+  RemoveCondition(vm->mutable_status()->mutable_conditions(), "RestartRequired");
+  DropRevisionLocked(r);
+  EventLocked(*vm, "Normal", "SuccessfulDelete",
+              "Stopped the virtual machine by deleting the virtual machine instance " + m.uid());
+  auto e = r->executions.find(m.uid());
+  if (e != r->executions.end() && e->second.stopped_by().empty() && e->second.end_time().empty()) {
+    e->second.set_stopped_by(why);
+    PersistExecutionLocked(&e->second);
+  }
+  return absl::OkStatus();
+}
+
+void VmController::SyncRevisionLocked(Record* r, VirtualMachine* vm,
+                                      const VirtualMachineInstance* vmi) {
+  if (vmi == nullptr || IsDeleting(vmi) || !r->revision.has_value()) return;
+  SyncRestartRequired(vm, r->revision->spec(), clock_->Now());
+  // Only the run strategy (or nothing in the template) changed: the running VMI is up to date
+  // with this generation (KubeVirt conditionallyBumpGenerationAnnotationOnVmi).
+  std::string generation = std::to_string(vm->metadata().generation());
+  auto it = vmi->metadata().annotations().find(kVmGenerationAnnotation);
+  if (it != vmi->metadata().annotations().end() && it->second != generation &&
+      MessageDifferencer::Equals(r->revision->spec().template_(), vm->spec().template_())) {
+    VirtualMachineInstance updated = *vmi;
+    (*updated.mutable_metadata()->mutable_annotations())[kVmGenerationAnnotation] = generation;
+    (void)vmis_->UpdateOwnership(updated);
+  }
+}
+
+void VmController::RemoveVmLocked(const Key& key) {
+  auto it = vms_.find(key);
+  if (it == vms_.end()) return;
+  Record* r = it->second.get();
+  DropRevisionLocked(r);
+  for (auto& [uid, e] : r->executions) (void)store_->Delete(kExecutionKind, &e);
+  VirtualMachine gone = r->vm;
+  (void)store_->Delete(kVmKind, &gone);
+  EventLocked(gone, "Normal", "Deleted", "VirtualMachine deleted");
+  vms_.erase(it);
+  queue_.erase(key);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sync
+// ---------------------------------------------------------------------------------------------
+
+// The steps of one sync. Each returns true when it acted; a failed step sets `out->error`.
+struct VmController::SyncState {
+  VirtualMachine vm;  // the VM as the sync changes it
+  std::optional<VirtualMachineInstance> observed;
+  bool foreign = false;
+  absl::Time now;
+  std::optional<SyncError> error;
+  VmiPtr vmi() const { return observed.has_value() ? &*observed : nullptr; }
+};
+
+bool VmController::SyncDeletionLocked(Record* r, SyncState* st, bool* removed) {
+  DeletionPlan plan = PlanDeletion(st->vm, st->vmi(), r->orphan);
+  *removed = plan.remove_vm;
+  if (plan.remove_vm) {
+    RemoveVmLocked({st->vm.metadata().namespace_(), st->vm.metadata().name()});
+    return false;
+  }
+  if (!plan.stop_vmi || IsDeleting(st->vmi())) return false;
+  std::optional<int64_t> grace;
+  if (st->vm.metadata().has_deletion_grace_period_seconds()) {
+    grace = st->vm.metadata().deletion_grace_period_seconds();
+  }
+  if (absl::Status s = StopVmiLocked(r, &st->vm, *st->vmi(), grace, "VM deleted"); !s.ok()) {
+    st->error = SyncError{"FailedDelete", "Failure attempting to delete VMI: " +
+                                              std::string(s.message())};
+  }
+  return true;
+}
+
+bool VmController::SyncRunStrategyLocked(Record* r, SyncState* st) {
+  VirtualMachine& vm = st->vm;
+  VmiPtr vmi = st->vmi();
+  RunStrategyPlan plan = PlanRunStrategy(vm, vmi, st->now);
+  if (!plan.why.empty()) {
+    spdlog::debug("VM {}/{}: {}", vm.metadata().namespace_(), vm.metadata().name(), plan.why);
+  }
+  bool acted = false;
+  if (plan.switch_to_always) {
+    if (!vm.spec().run_strategy().empty() || !vm.spec().has_running()) {
+      vm.mutable_spec()->set_run_strategy(run_strategy::kAlways);
+    } else {
+      vm.mutable_spec()->set_running(true);
+    }
+    vm.mutable_metadata()->set_generation(vm.metadata().generation() + 1);
+    acted = true;
+  }
+  if (plan.stop_vmi && !IsDeleting(vmi)) {
+    // Recorded on the execution; a VMI that ended by itself was not stopped by anyone.
+    std::string why = HasStopRequestFor(vm, vmi) ? "stop request"
+                      : IsFinal(vmi)              ? ""
+                                                  : "run strategy " + RunStrategyOf(vm);
+    if (absl::Status s = StopVmiLocked(r, &vm, *vmi, std::nullopt, why); !s.ok()) {
+      st->error = SyncError{"FailedDelete", "Failure attempting to delete VMI: " +
+                                                std::string(s.message())};
+    }
+    acted = true;
+  }
+  if (plan.append_start_request) {
+    vm.mutable_status()->add_state_change_requests()->set_action(kStartRequest);
+    acted = true;
+  }
+  if (plan.start_vmi) {
+    absl::Status s = st->foreign
+                         ? absl::AlreadyExistsError(absl::StrCat(
+                               "a VirtualMachineInstance named \"", vm.metadata().name(),
+                               "\" exists and is not controlled by this VirtualMachine"))
+                         : StartVmiLocked(r, &vm);
+    if (s.ok()) {
+      acted = true;
+    } else {
+      st->error = SyncError{"FailedCreate", "Failure while starting VMI: " + std::string(s.message())};
+    }
+  }
+  if (plan.retry_at > st->now) {
+    EnqueueLocked({vm.metadata().namespace_(), vm.metadata().name()}, plan.retry_at);
+  }
+  return acted;
+}
+
+bool VmController::SyncLocked(const Key& key) {
+  auto it = vms_.find(key);
+  if (it == vms_.end()) return false;
+  Record* r = it->second.get();
+  SyncState st;
+  st.vm = r->vm;
+  st.now = clock_->Now();
+  st.observed = OwnVmiLocked(r, &st.foreign);
+  bool acted;
+  if (!st.vm.metadata().deletion_timestamp().empty()) {
+    bool removed = false;
+    acted = SyncDeletionLocked(r, &st, &removed);
+    if (removed) return false;
+  } else {
+    acted = SyncRunStrategyLocked(r, &st);
+  }
+  // The status describes the VMI as it is after the sync acted.
+  std::optional<VirtualMachineInstance> current = st.observed;
+  if (acted) {
+    bool unused;
+    current = OwnVmiLocked(r, &unused);
+  }
+  StatusInputs in;
+  in.vmi = current.has_value() ? &*current : nullptr;
+  in.observed = st.vmi();
+  in.error = st.error;
+  in.now = st.now;
+  in.backoff = config_.backoff;
+  in.random = random_;
+  UpdateVmStatus(&st.vm, in);
+  SyncRevisionLocked(r, &st.vm, in.vmi);
+  if (!MessageDifferencer::Equals(st.vm, r->vm)) (void)PersistLocked(r, st.vm, "MODIFIED");
+  if (st.error.has_value()) EnqueueLocked(key, st.now + kRetryAfterError);
+  return acted;
+}
+
+}  // namespace kvnode

@@ -1,0 +1,177 @@
+// The handler's VM controller: node-local persistent intent, as KubeVirt's virt-controller
+// keeps it for VirtualMachines (pkg/virt-controller/watch/vm/vm.go) and virt-api serves its
+// start/stop/restart subresources (pkg/virt-api/rest/lifecycle.go).
+//
+// It stores VMs (and, per VM, the revision its VMI was started from and one record per
+// execution) in the Store, makes and deletes VMIs through a VmiClient, and learns of every VMI
+// change from the store's change log. Each VM is reconciled ("synced") by one worker thread:
+//   VM + its VMI → PlanRunStrategy (run_strategy.h) → create/delete the VMI
+//   → UpdateVmStatus (vm_status.h) → RestartRequired (restart_required.h) → store.
+// A sync is queued on every API call, on every change of the VM's VMI, when a crash-loop
+// backoff ends, and every `resync_period`.
+//
+// Thread-safe. Lock order: mu_, then whatever the VmiClient and the Store take. The VmiClient
+// never calls back into this class.
+#ifndef KVNODE_AGENT_CONTROLLER_VM_CONTROLLER_H_
+#define KVNODE_AGENT_CONTROLLER_VM_CONTROLLER_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/base/clock.h"
+#include "agent/controller/backoff.h"
+#include "agent/controller/vm_status.h"
+#include "agent/controller/vmi_client.h"
+#include "agent/manifest/admission.h"
+#include "agent/store/store.h"
+#include "kvnode/v1/kubevirt.pb.h"
+#include "kvnode/v1/node.pb.h"
+
+namespace kvnode {
+
+inline constexpr char kVmKind[] = "VirtualMachine";
+inline constexpr char kRevisionKind[] = "ControllerRevision";
+// KubeVirt's finalizer on VMs (virtv1.VirtualMachineControllerFinalizer).
+inline constexpr char kVmFinalizer[] = "kubevirt.io/virtualMachineControllerFinalize";
+
+struct VmControllerConfig {
+  BackoffPolicy backoff;
+  NodeLimits limits;
+  // Every VM is synced at least this often, whatever happened (a safety net, as an
+  // informer's resync).
+  absl::Duration resync_period = absl::Seconds(30);
+};
+
+struct ApplyVmResult {
+  kvnode::v1::VirtualMachine vm;
+  std::vector<std::string> warnings;
+  std::string result;                // ADDED, MODIFIED, UNCHANGED
+  std::vector<std::string> changes;  // "path: before -> after"
+};
+
+class VmController {
+ public:
+  VmController(VmControllerConfig config, Store* store, VmiClient* vmis, Clock* clock,
+               RandomInt random);
+  ~VmController();
+
+  // Loads VMs, revisions and executions from the store and queues a sync of each. Call once,
+  // after the VMI controller recovered and before Run().
+  absl::Status Recover();
+  // Starts the worker and the VMI-change follower. Tests that drive syncs by hand do not call
+  // it (see SyncDueForTest).
+  void Run();
+
+  // --- API (kvnode.v1.Node) ---
+  absl::StatusOr<ApplyVmResult> Apply(kvnode::v1::VirtualMachine vm, bool dry_run);
+  absl::StatusOr<kvnode::v1::VirtualMachine> Get(const kvnode::v1::ObjectRef& ref);
+  std::vector<kvnode::v1::VirtualMachine> List(const std::string& ns);
+  // `propagation`: "" or Background, Foreground, Orphan.
+  absl::StatusOr<kvnode::v1::VirtualMachine> Delete(const kvnode::v1::ObjectRef& ref,
+                                                    const std::string& propagation,
+                                                    std::optional<int64_t> grace, bool dry_run);
+  absl::StatusOr<kvnode::v1::VirtualMachine> Start(const kvnode::v1::ObjectRef& ref, bool paused,
+                                                   bool dry_run);
+  absl::StatusOr<kvnode::v1::VirtualMachine> Stop(const kvnode::v1::ObjectRef& ref,
+                                                  std::optional<int64_t> grace, bool dry_run);
+  absl::StatusOr<kvnode::v1::VirtualMachine> Restart(const kvnode::v1::ObjectRef& ref,
+                                                     std::optional<int64_t> grace, bool dry_run);
+  // Oldest first.
+  absl::StatusOr<std::vector<kvnode::v1::VirtualMachineExecution>> Executions(
+      const kvnode::v1::ObjectRef& ref);
+
+  // Store changes after `after` (every kind), waiting up to `timeout` for the first; OutOfRange
+  // when `after` was compacted away.
+  absl::StatusOr<std::vector<Change>> ChangesSince(int64_t after, absl::Duration timeout);
+  int64_t ResourceVersion() { return store_->CurrentResourceVersion(); }
+
+  // --- Tests ---
+  // Follows the change log up to now and runs every sync that is due by the clock; returns
+  // how many ran. Repeats until nothing is due (at most `max_rounds`).
+  int SyncDueForTest(int max_rounds = 20);
+  // Queues a sync of every VM now (what the worker does every resync_period).
+  void Resync();
+
+ private:
+  struct Record {
+    kvnode::v1::VirtualMachine vm;
+    std::optional<kvnode::v1::ControllerRevision> revision;  // of the current VMI
+    std::map<std::string, kvnode::v1::VirtualMachineExecution> executions;  // by VMI UID
+    int64_t last_sequence = 0;
+    bool orphan = false;  // being deleted with propagation Orphan
+  };
+  using Key = std::pair<std::string, std::string>;  // namespace, name
+
+  // Sync of one VM; returns true when it acted (and so wants another sync soon).
+  struct SyncState;
+  bool SyncLocked(const Key& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SyncDeletionLocked(Record* r, SyncState* st, bool* removed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SyncRunStrategyLocked(Record* r, SyncState* st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The VM's own VMI (adopting an orphan of its name); `foreign` when a VMI of its name
+  // belongs to something else.
+  std::optional<kvnode::v1::VirtualMachineInstance> OwnVmiLocked(Record* r, bool* foreign)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status StartVmiLocked(Record* r, kvnode::v1::VirtualMachine* vm)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status StopVmiLocked(Record* r, kvnode::v1::VirtualMachine* vm,
+                             const kvnode::v1::VirtualMachineInstance& vmi,
+                             std::optional<int64_t> grace, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SyncRevisionLocked(Record* r, kvnode::v1::VirtualMachine* vm,
+                          const kvnode::v1::VirtualMachineInstance* vmi)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropRevisionLocked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveVmLocked(const Key& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PersistLocked(Record* r, const kvnode::v1::VirtualMachine& vm,
+                             const std::string& type) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PersistExecutionLocked(kvnode::v1::VirtualMachineExecution* e)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EventLocked(const kvnode::v1::VirtualMachine& vm, const std::string& type,
+                   const std::string& reason, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Record*> FindLocked(const kvnode::v1::ObjectRef& ref)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A lifecycle request (start, stop, restart): checks, stores, acts, queues a sync.
+  template <typename Request>
+  absl::StatusOr<kvnode::v1::VirtualMachine> LifecycleLocked(const kvnode::v1::ObjectRef& ref,
+                                                             bool dry_run, const char* what,
+                                                             Request request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  void EnqueueLocked(const Key& key, absl::Time when) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads the change log from follow_rv_ and folds VMI changes in; false when nothing new.
+  bool FollowChangesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnVmiChangeLocked(const kvnode::v1::VirtualMachineInstance& vmi, bool removed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WorkerLoop();
+  void FollowerLoop();
+
+  // Constant after construction.
+  const VmControllerConfig config_;
+  Store* const store_;
+  VmiClient* const vmis_;
+  Clock* const clock_;
+  const RandomInt random_;
+
+  absl::Mutex mu_;
+  std::map<Key, std::unique_ptr<Record>> vms_ ABSL_GUARDED_BY(mu_);
+  std::map<Key, absl::Time> queue_ ABSL_GUARDED_BY(mu_);  // due time of each pending sync
+  int64_t follow_rv_ ABSL_GUARDED_BY(mu_) = 0;           // change log position
+  absl::Time next_resync_ ABSL_GUARDED_BY(mu_);
+  bool quit_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar wake_;
+
+  std::thread worker_, follower_;
+};
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_CONTROLLER_VM_CONTROLLER_H_

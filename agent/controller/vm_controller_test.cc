@@ -1,0 +1,497 @@
+// The VM controller against a real Store and a fake VMI client, with a fake clock: the run
+// strategies end to end (API → sync → VMIs → status), crash-loop backoff with growing delays,
+// RestartRequired, deletion, and recovery from the store.
+#include "agent/controller/vm_controller.h"
+
+#include <unistd.h>
+
+#include "agent/controller/fake_vmi_client.h"
+#include "agent/controller/test_util.h"
+#include "agent/controller/vm_history.h"
+#include "agent/handler/vmi_status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::VirtualMachine;
+using ::testing::HasSubstr;
+using testing::FakeVmiClient;
+using testing::T0;
+
+class VmControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/kvnode-vmctl-test-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    auto store = Store::Open(dir_ + "/kvnode.db");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    vmis_ = std::make_unique<FakeVmiClient>(store_.get(), &clock_);
+    NewController();
+  }
+  void TearDown() override {
+    controller_.reset();
+    store_.reset();
+    for (const char* suffix : {"", "-wal", "-shm"}) unlink((dir_ + "/kvnode.db" + suffix).c_str());
+    rmdir(dir_.c_str());
+  }
+
+  void NewController() {
+    controller_.reset();
+    VmControllerConfig config;  // KubeVirt's backoff: 10 s × count², random part 0 here
+    controller_ = std::make_unique<VmController>(config, store_.get(), vmis_.get(), &clock_,
+                                                 [](int64_t) { return int64_t{0}; });
+    ASSERT_TRUE(controller_->Recover().ok());
+  }
+
+  kvnode::v1::ObjectRef Ref(const std::string& name = "vm1") {
+    kvnode::v1::ObjectRef ref;
+    ref.set_namespace_("default");
+    ref.set_name(name);
+    return ref;
+  }
+
+  VirtualMachine Apply(const std::string& strategy, const std::string& memory = "128Mi") {
+    VirtualMachine vm = testing::Vm(strategy);
+    vm.mutable_metadata()->clear_uid();
+    vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()->mutable_memory()
+        ->set_guest(memory);
+    auto r = controller_->Apply(vm, false);
+    EXPECT_TRUE(r.ok()) << r.status();
+    Sync();
+    return Vm();
+  }
+
+  int Sync() { return controller_->SyncDueForTest(); }
+  VirtualMachine Vm(const std::string& name = "vm1") { return *controller_->Get(Ref(name)); }
+  std::string Status() { return Vm().status().printable_status(); }
+  std::string VmiUid() { return vmis_->Has("vm1") ? vmis_->At("vm1").metadata().uid() : ""; }
+  void Advance(absl::Duration d) {
+    clock_.Advance(d);
+    Sync();
+  }
+  // The VMI runs: Running, then a sync.
+  void Run() {
+    vmis_->SetPhase("vm1", "Running");
+    Sync();
+  }
+  const kvnode::v1::Condition* Cond(const VirtualMachine& vm, const std::string& type) {
+    return FindCondition(vm.status().conditions(), type);
+  }
+
+  std::string dir_;
+  FakeClock clock_{T0()};
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<FakeVmiClient> vmis_;
+  std::unique_ptr<VmController> controller_;
+};
+
+TEST_F(VmControllerTest, HaltedVmHasNoVmiAndStartMakesOneOwnedByTheVm) {
+  VirtualMachine vm = Apply("Halted");
+  EXPECT_FALSE(vmis_->Has("vm1"));
+  EXPECT_EQ(vm.status().printable_status(), "Stopped");
+  EXPECT_FALSE(vm.status().created());
+  EXPECT_EQ(Cond(vm, "Ready")->reason(), "VMINotExists");
+  EXPECT_EQ(vm.metadata().generation(), 1);
+  EXPECT_THAT(vm.metadata().finalizers(), ::testing::Contains(kVmFinalizer));
+
+  auto started = controller_->Start(Ref(), false, false);
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(started->spec().run_strategy(), "Always");
+  EXPECT_EQ(started->metadata().generation(), 2);
+  Sync();
+  ASSERT_TRUE(vmis_->Has("vm1"));
+  const auto& vmi = vmis_->At("vm1");
+  ASSERT_EQ(vmi.metadata().owner_references_size(), 1);
+  EXPECT_EQ(vmi.metadata().owner_references(0).kind(), "VirtualMachine");
+  EXPECT_EQ(vmi.metadata().owner_references(0).uid(), vm.metadata().uid());
+  EXPECT_TRUE(vmi.metadata().owner_references(0).controller());
+  EXPECT_EQ(vmi.metadata().annotations().at("kubevirt.io/vm-generation"), "2");
+  EXPECT_EQ(vmi.spec().domain().firmware().uuid(),
+            Vm().spec().template_().spec().domain().firmware().uuid());
+  EXPECT_EQ(Status(), "Starting");
+  Run();
+  vm = Vm();
+  EXPECT_EQ(vm.status().printable_status(), "Running");
+  EXPECT_TRUE(vm.status().ready());
+  EXPECT_TRUE(vm.status().created());
+  EXPECT_EQ(vm.status().run_strategy(), "Always");
+  EXPECT_EQ(vm.status().observed_generation(), 2);
+  EXPECT_EQ(Cond(vm, "Ready")->status(), "True");
+}
+
+TEST_F(VmControllerTest, StopShutsTheVmiDownAndTheNextStartIsANewExecution) {
+  Apply("Always");
+  Run();
+  std::string first = VmiUid();
+  ASSERT_TRUE(controller_->Stop(Ref(), std::nullopt, false).ok());
+  Sync();
+  EXPECT_EQ(Vm().spec().run_strategy(), "Halted");
+  EXPECT_EQ(Status(), "Stopping");  // the guest is shutting down
+  vmis_->SetPhase("vm1", "Succeeded");  // powered off by ACPI; the launcher ends
+  Sync();
+  EXPECT_FALSE(vmis_->Has("vm1"));
+  EXPECT_EQ(Status(), "Stopped");
+  ASSERT_TRUE(controller_->Start(Ref(), false, false).ok());
+  Sync();
+  ASSERT_TRUE(vmis_->Has("vm1"));
+  EXPECT_NE(VmiUid(), first);
+  auto history = controller_->Executions(Ref());
+  ASSERT_TRUE(history.ok());
+  ASSERT_EQ(history->size(), 2u);
+  EXPECT_EQ((*history)[0].vmi_uid(), first);
+  EXPECT_EQ((*history)[0].phase(), "Succeeded");
+  EXPECT_EQ((*history)[0].stopped_by(), "run strategy Halted");
+  EXPECT_FALSE((*history)[0].end_time().empty());
+  EXPECT_EQ((*history)[1].vmi_uid(), VmiUid());
+  EXPECT_TRUE((*history)[1].end_time().empty());
+}
+
+TEST_F(VmControllerTest, AlwaysReplacesAVmiThatShutDownOrFailedAfterRunning) {
+  Apply("Always");
+  Run();
+  std::string first = VmiUid();
+  vmis_->SetPhase("vm1", "Succeeded");  // the guest powered itself off
+  Sync();
+  ASSERT_TRUE(vmis_->Has("vm1"));
+  std::string second = VmiUid();
+  EXPECT_NE(second, first);
+  Run();
+  vmis_->SetPhase("vm1", "Failed", "LauncherExited");  // the launcher was killed
+  Sync();
+  ASSERT_TRUE(vmis_->Has("vm1"));
+  EXPECT_NE(VmiUid(), second);
+  EXPECT_FALSE(Vm().status().has_start_failure());  // both had run: no crash loop
+}
+
+TEST_F(VmControllerTest, CrashLoopBackoffGrowsAndASuccessfulStartResetsIt) {
+  Apply("Always");
+  const int64_t delays[] = {10, 40, 90, 160, 250, 300};
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(vmis_->Has("vm1")) << i;
+    vmis_->SetPhase("vm1", "Failed", "QemuFailed");  // never reached Running
+    Sync();
+    VirtualMachine vm = Vm();
+    EXPECT_FALSE(vmis_->Has("vm1")) << i;
+    EXPECT_EQ(vm.status().printable_status(), "CrashLoopBackOff") << i;
+    EXPECT_EQ(vm.status().start_failure().consecutive_fail_count(), i + 1);
+    absl::Time retry;
+    ASSERT_TRUE(ParseTimestamp(vm.status().start_failure().retry_after_timestamp(), &retry));
+    EXPECT_EQ(retry - clock_.Now(), absl::Seconds(delays[i])) << i;
+    Advance(absl::Seconds(delays[i] - 1));
+    EXPECT_FALSE(vmis_->Has("vm1")) << "started before its backoff ended, round " << i;
+    Advance(absl::Seconds(1));
+    EXPECT_TRUE(vmis_->Has("vm1")) << "not started when its backoff ended, round " << i;
+  }
+  Run();
+  EXPECT_FALSE(Vm().status().has_start_failure());
+  EXPECT_EQ(Status(), "Running");
+}
+
+TEST_F(VmControllerTest, RerunOnFailureBacksOffAnEarlyFailureAndRefusesAStartMeanwhile) {
+  Apply("RerunOnFailure");
+  vmis_->SetPhase("vm1", "Failed");  // before Running
+  Sync();
+  VirtualMachine vm = Vm();
+  EXPECT_EQ(vm.status().start_failure().consecutive_fail_count(), 1);
+  EXPECT_EQ(vm.status().printable_status(), "CrashLoopBackOff");
+  ASSERT_EQ(vm.status().state_change_requests_size(), 1);  // the controller's own Start
+  EXPECT_FALSE(vmis_->Has("vm1"));
+  EXPECT_EQ(controller_->Start(Ref(), false, false).status().code(), absl::StatusCode::kAborted);
+  Advance(absl::Seconds(10));
+  EXPECT_TRUE(vmis_->Has("vm1"));
+  EXPECT_EQ(Vm().status().state_change_requests_size(), 0);
+}
+
+TEST_F(VmControllerTest, RerunOnFailureRestartsAfterFailureButNotAfterShutdown) {
+  Apply("RerunOnFailure");
+  Run();
+  std::string first = VmiUid();
+  vmis_->SetPhase("vm1", "Failed", "QemuFailed");  // QEMU killed
+  Sync();
+  ASSERT_TRUE(vmis_->Has("vm1"));
+  EXPECT_NE(VmiUid(), first);
+  EXPECT_EQ(Vm().status().state_change_requests_size(), 0);
+  Run();
+  vmis_->SetPhase("vm1", "Succeeded");  // the guest powered off
+  Sync();
+  EXPECT_FALSE(vmis_->Has("vm1"));
+  EXPECT_EQ(Status(), "Stopped");
+  Advance(absl::Minutes(10));
+  EXPECT_FALSE(vmis_->Has("vm1"));
+  // Starting it again is allowed.
+  ASSERT_TRUE(controller_->Start(Ref(), false, false).ok());
+  Sync();
+  EXPECT_TRUE(vmis_->Has("vm1"));
+}
+
+TEST_F(VmControllerTest, ManualStaysFinalAndStartRestartsIt) {
+  Apply("Manual");
+  EXPECT_FALSE(vmis_->Has("vm1"));
+  ASSERT_TRUE(controller_->Start(Ref(), false, false).ok());
+  Sync();
+  Run();
+  std::string first = VmiUid();
+  vmis_->SetPhase("vm1", "Failed", "LauncherExited");
+  Sync();
+  ASSERT_TRUE(vmis_->Has("vm1"));
+  EXPECT_EQ(VmiUid(), first);  // stays, final
+  EXPECT_EQ(Status(), "Stopped");
+  auto stop = controller_->Stop(Ref(), std::nullopt, false);
+  EXPECT_EQ(stop.status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(controller_->Start(Ref(), false, false).ok());
+  Sync();
+  ASSERT_TRUE(vmis_->Has("vm1"));
+  EXPECT_NE(VmiUid(), first);
+  EXPECT_EQ(Vm().status().state_change_requests_size(), 0);
+}
+
+TEST_F(VmControllerTest, OnceRunsOneExecutionOnly) {
+  Apply("Once");
+  Run();
+  vmis_->SetPhase("vm1", "Succeeded");
+  Sync();
+  Advance(absl::Minutes(5));
+  EXPECT_TRUE(vmis_->Has("vm1"));
+  EXPECT_EQ(vmis_->At("vm1").status().phase(), "Succeeded");
+  EXPECT_EQ(Status(), "Stopped");
+  EXPECT_EQ(controller_->Start(Ref(), false, false).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(controller_->Restart(Ref(), std::nullopt, false).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(vmis_->creates, 1);
+}
+
+TEST_F(VmControllerTest, RestartRequiredNamesTheChangedFieldAndRestartClearsIt) {
+  Apply("Always");
+  Run();
+  std::string first = VmiUid();
+  Apply("Always", "256Mi");
+  VirtualMachine vm = Vm();
+  EXPECT_EQ(vm.metadata().generation(), 2);
+  const auto* rr = Cond(vm, "RestartRequired");
+  ASSERT_NE(rr, nullptr);
+  EXPECT_EQ(rr->status(), "True");
+  EXPECT_THAT(rr->message(), HasSubstr("spec.template.spec.domain.memory.guest (128Mi -> 256Mi)"));
+  EXPECT_EQ(VmiUid(), first);  // nothing restarts by itself
+  EXPECT_EQ(vm.status().observed_generation(), 1);
+  ASSERT_TRUE(controller_->Restart(Ref(), std::nullopt, false).ok());
+  Sync();
+  vmis_->SetPhase("vm1", "Succeeded");  // shut down by the restart
+  Sync();
+  ASSERT_TRUE(vmis_->Has("vm1"));
+  EXPECT_NE(VmiUid(), first);
+  EXPECT_EQ(vmis_->At("vm1").spec().domain().memory().guest(), "256Mi");
+  Run();
+  vm = Vm();
+  EXPECT_EQ(Cond(vm, "RestartRequired"), nullptr);
+  EXPECT_EQ(vm.status().observed_generation(), 2);
+}
+
+TEST_F(VmControllerTest, ChangingOnlyTheRunStrategyNeedsNoRestart) {
+  Apply("Always");
+  Run();
+  Apply("RerunOnFailure");
+  VirtualMachine vm = Vm();
+  EXPECT_EQ(Cond(vm, "RestartRequired"), nullptr);
+  Sync();
+  EXPECT_EQ(Vm().status().observed_generation(), 2);  // the VMI's generation was bumped
+}
+
+TEST_F(VmControllerTest, PausedStartOfAHaltedVmSwitchesToAlwaysAndStartsPaused) {
+  Apply("Halted");
+  auto r = controller_->Start(Ref(), true, false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec().run_strategy(), "Halted");
+  Sync();
+  ASSERT_TRUE(vmis_->Has("vm1"));
+  EXPECT_EQ(vmis_->At("vm1").spec().start_strategy(), "Paused");
+  EXPECT_EQ(Vm().spec().run_strategy(), "Always");
+  EXPECT_EQ(Vm().status().state_change_requests_size(), 0);
+}
+
+TEST_F(VmControllerTest, ForcedStopUsesTheGivenGracePeriod) {
+  Apply("Always");
+  Run();
+  ASSERT_TRUE(controller_->Stop(Ref(), 0, false).ok());
+  EXPECT_EQ(vmis_->last_delete_grace, 0);  // at once, by the request itself
+  Sync();
+  EXPECT_EQ(Status(), "Stopping");
+  EXPECT_EQ(Vm().spec().run_strategy(), "Halted");
+}
+
+TEST_F(VmControllerTest, DryRunsChangeNothing) {
+  Apply("Halted");
+  ASSERT_TRUE(controller_->Start(Ref(), false, true).ok());
+  Sync();
+  EXPECT_FALSE(vmis_->Has("vm1"));
+  EXPECT_EQ(Vm().spec().run_strategy(), "Halted");
+  VirtualMachine changed = testing::Vm("Halted");
+  changed.mutable_metadata()->clear_uid();
+  changed.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()->mutable_memory()
+      ->set_guest("1Gi");
+  auto r = controller_->Apply(changed, true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->result, "MODIFIED");
+  EXPECT_THAT(r->changes, ::testing::Contains(
+                              "spec.template.spec.domain.memory.guest: 128Mi -> 1Gi"));
+  EXPECT_EQ(Vm().spec().template_().spec().domain().memory().guest(), "128Mi");
+  EXPECT_EQ(Vm().metadata().generation(), 1);
+  ASSERT_TRUE(controller_->Delete(Ref(), "", std::nullopt, true).ok());
+  Sync();
+  EXPECT_TRUE(Vm().metadata().deletion_timestamp().empty());
+}
+
+TEST_F(VmControllerTest, ApplyRefusesBadInputNamingTheFieldAndKeepsTheStoredVm) {
+  Apply("Halted");
+  VirtualMachine bad = testing::Vm("Always");
+  bad.mutable_metadata()->clear_uid();
+  bad.mutable_spec()->set_running(true);
+  auto r = controller_->Apply(bad, false);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("spec.running: running and runStrategy are mutually exclusive"));
+  EXPECT_EQ(Vm().spec().run_strategy(), "Halted");
+  auto same = controller_->Apply(testing::Vm("Halted"), false);
+  ASSERT_FALSE(same.ok());  // the test VM's fixed UID is not this VM's
+  EXPECT_EQ(same.status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(VmControllerTest, ReapplyingTheSameManifestIsUnchanged) {
+  Apply("Halted");
+  VirtualMachine vm = testing::Vm("Halted");
+  vm.mutable_metadata()->clear_uid();
+  auto r = controller_->Apply(vm, false);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->result, "UNCHANGED");
+  EXPECT_EQ(Vm().metadata().generation(), 1);
+}
+
+TEST_F(VmControllerTest, BackgroundDeleteStopsTheVmiThenRemovesTheVm) {
+  Apply("Always");
+  Run();
+  ASSERT_TRUE(controller_->Delete(Ref(), "Background", std::nullopt, false).ok());
+  Sync();
+  EXPECT_EQ(Status(), "Terminating");
+  EXPECT_FALSE(vmis_->At("vm1").metadata().deletion_timestamp().empty());
+  vmis_->SetPhase("vm1", "Succeeded");
+  Sync();
+  EXPECT_EQ(controller_->Get(Ref()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store_->List(kVmKind)->empty());
+  EXPECT_TRUE(store_->List(kExecutionKind)->empty());
+  EXPECT_TRUE(store_->List(kRevisionKind)->empty());
+}
+
+TEST_F(VmControllerTest, ForegroundDeleteMarksTheFinalizerAndPassesItsGrace) {
+  Apply("Always");
+  Run();
+  auto r = controller_->Delete(Ref(), "Foreground", 3, false);
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(r->metadata().finalizers(), ::testing::Contains("foregroundDeletion"));
+  Sync();
+  EXPECT_EQ(vmis_->last_delete_grace, 3);
+  vmis_->SetPhase("vm1", "Failed", "GracePeriodExpired");
+  Sync();
+  EXPECT_EQ(controller_->Get(Ref()).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(VmControllerTest, OrphanDeleteLeavesTheVmiRunningAndANewVmAdoptsIt) {
+  Apply("Always");
+  Run();
+  std::string uid = VmiUid();
+  ASSERT_TRUE(controller_->Delete(Ref(), "Orphan", std::nullopt, false).ok());
+  Sync();
+  EXPECT_EQ(controller_->Get(Ref()).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(vmis_->Has("vm1"));
+  EXPECT_EQ(vmis_->At("vm1").metadata().owner_references_size(), 0);
+  EXPECT_TRUE(vmis_->At("vm1").metadata().deletion_timestamp().empty());
+  Apply("Always");
+  ASSERT_EQ(vmis_->At("vm1").metadata().owner_references_size(), 1);
+  EXPECT_EQ(vmis_->At("vm1").metadata().owner_references(0).uid(), Vm().metadata().uid());
+  EXPECT_EQ(VmiUid(), uid);
+  EXPECT_EQ(Status(), "Running");
+}
+
+TEST_F(VmControllerTest, AVmiOfAnotherOwnerIsNotTouchedAndTheVmSaysWhy) {
+  kvnode::v1::VirtualMachineInstance other = testing::Vmi("Running", true, "foreign-uid");
+  auto* o = other.mutable_metadata()->add_owner_references();
+  o->set_kind("VirtualMachine");
+  o->set_uid("someone-else");
+  o->set_controller(true);
+  vmis_->Inject(other);
+  Apply("Always");
+  VirtualMachine vm = Vm();
+  const auto* failure = Cond(vm, "Failure");
+  ASSERT_NE(failure, nullptr);
+  EXPECT_EQ(failure->reason(), "FailedCreate");
+  EXPECT_THAT(failure->message(), HasSubstr("is not controlled by this VirtualMachine"));
+  EXPECT_EQ(vmis_->At("vm1").metadata().uid(), "foreign-uid");
+}
+
+TEST_F(VmControllerTest, CreateFailureSetsFailureAndIsRetried) {
+  vmis_->fail_creates = true;
+  Apply("Always");
+  VirtualMachine vm = Vm();
+  const auto* failure = Cond(vm, "Failure");
+  ASSERT_NE(failure, nullptr);
+  EXPECT_EQ(failure->message(), "Failure while starting VMI: injected create failure");
+  vmis_->fail_creates = false;
+  Advance(absl::Seconds(5));
+  EXPECT_TRUE(vmis_->Has("vm1"));
+  EXPECT_EQ(Cond(Vm(), "Failure"), nullptr);
+}
+
+TEST_F(VmControllerTest, EverythingSurvivesAControllerRestart) {
+  Apply("Always");
+  Run();
+  std::string uid = VmiUid();
+  NewController();  // the handler restarted: state comes from the store
+  Sync();
+  EXPECT_EQ(VmiUid(), uid);
+  EXPECT_EQ(Status(), "Running");
+  ASSERT_EQ(controller_->Executions(Ref())->size(), 1u);
+  // The revision came back too: a template change still needs a restart.
+  Apply("Always", "512Mi");
+  ASSERT_NE(Cond(Vm(), "RestartRequired"), nullptr);
+  // And a stop request persisted before a restart is still carried out after it.
+  ASSERT_TRUE(controller_->Restart(Ref(), std::nullopt, false).ok());
+  NewController();
+  Sync();
+  EXPECT_FALSE(vmis_->At("vm1").metadata().deletion_timestamp().empty());
+}
+
+TEST_F(VmControllerTest, ASettledVmIsNotRewrittenByLaterSyncs) {
+  Apply("Always");
+  Run();
+  Apply("Halted", "128Mi");
+  Apply("Halted", "128Mi");  // UNCHANGED
+  vmis_->SetPhase("vm1", "Succeeded");
+  Sync();
+  ASSERT_FALSE(vmis_->Has("vm1"));
+  int64_t rv = store_->CurrentResourceVersion();
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Seconds(31));
+    controller_->Resync();
+    EXPECT_GE(Sync(), 1);
+  }
+  EXPECT_EQ(store_->CurrentResourceVersion(), rv) << "a sync that changes nothing wrote";
+}
+
+TEST_F(VmControllerTest, AnExecutionThatEndedWhileTheHandlerWasDownIsClosed) {
+  Apply("Manual");
+  ASSERT_TRUE(controller_->Start(Ref(), false, false).ok());
+  Sync();
+  Run();
+  controller_.reset();
+  vmis_->Remove("vm1");  // gone without the controller seeing it
+  NewController();
+  auto history = controller_->Executions(Ref());
+  ASSERT_EQ(history->size(), 1u);
+  EXPECT_EQ((*history)[0].reason(), "Lost");
+  EXPECT_FALSE((*history)[0].end_time().empty());
+}
+
+}  // namespace
+}  // namespace kvnode

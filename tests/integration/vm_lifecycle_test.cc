@@ -1,0 +1,387 @@
+// VirtualMachines with real guests: the lifecycle of issue 6 (Halted → start → Running → stop
+// by ACPI → Stopped → start again: a new VMI UID, and the data the first execution wrote to
+// its PVC is still there), the same with the handler killed and restarted between every step,
+// crash-loop backoff with short real delays, RestartRequired, apply --dry-run, and what
+// `kvctl diagnose` says in each situation.
+#include <signal.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "agent/base/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/kvnode_fixture.h"
+#include "tests/integration/vm_test_util.h"
+
+namespace kvnode::testing {
+namespace {
+
+using kvnode::v1::VirtualMachine;
+using kvnode::v1::VirtualMachineInstance;
+using ::testing::HasSubstr;
+
+constexpr char kManifest[] = R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: app01
+  labels:
+    owner: team-a
+spec:
+  runStrategy: Halted
+  template:
+    spec:
+      domain:
+        resources:
+          requests:
+            memory: 128Mi
+        devices:
+          autoattachPodInterface: false
+          autoattachGraphicsDevice: false
+          disks:
+            - name: root
+              bootOrder: 1
+              disk:
+                bus: virtio
+            - name: data
+              disk:
+                bus: virtio
+      volumes:
+        - name: root
+          persistentVolumeClaim:
+            claimName: app01-root
+        - name: data
+          persistentVolumeClaim:
+            claimName: app01-data
+)";
+
+class VmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!CanRunGuests(&why)) GTEST_SKIP() << why;
+    ASSERT_FALSE(GuestImage().empty()) << "the test guest could not be built";
+    HandlerProcess::Options options;
+    // Short real crash-loop delays: 1 s × failures², at most 8 s.
+    options.extra_args = {"--vm-start-backoff-base", "1s", "--vm-start-backoff-max", "8s"};
+    auto h = HandlerProcess::Start(options);
+    ASSERT_TRUE(h.ok()) << h.status();
+    handler_ = std::move(*h);
+    api_ = std::make_unique<VmApi>(handler_.get());
+  }
+  void TearDown() override {
+    if (HasFailure() && handler_) std::cerr << handler_->DiagnosticLogs() << "\n";
+    handler_.reset();
+  }
+
+  std::string WriteFile(const std::string& name, const std::string& text) {
+    std::string path = handler_->state_dir() + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  HandlerProcess::CommandOutput Kvctl(const std::vector<std::string>& args) {
+    return handler_->Kvctl(args, absl::Seconds(120));
+  }
+
+  bool SerialShows(const std::string& uid, const std::string& marker,
+                   absl::Duration timeout = absl::Seconds(90)) {
+    return Eventually([&] { return absl::StrContains(handler_->SerialLog(uid), marker); },
+                      timeout, absl::Milliseconds(100));
+  }
+
+  std::unique_ptr<HandlerProcess> handler_;
+  std::unique_ptr<VmApi> api_;
+};
+
+// --- issue 6, checks 1 and 7 ---
+
+class VmLifecycleTest : public VmTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  // Between steps: with the parameter, the handler is killed (SIGKILL) and started again on
+  // the same state; guests keep running and the outcome must be the same.
+  void BetweenSteps() {
+    if (!GetParam()) return;
+    ASSERT_TRUE(handler_->KillAndRestart().ok());
+  }
+};
+
+TEST_P(VmLifecycleTest, HaltedStartStopByAcpiStartAgainGivesANewUidAndKeepsPvcData) {
+  ASSERT_TRUE(handler_->PrepareDisk("default", "app01-root").ok());
+  ASSERT_TRUE(PrepareDataDisk(handler_.get(), "default", "app01-data").ok());
+  auto applied = Kvctl({"apply", "-f", WriteFile("app01.yaml", kManifest)});
+  ASSERT_EQ(applied.exit_code, 0) << applied.out;
+  EXPECT_THAT(applied.out, HasSubstr("virtualmachine.kubevirt.io/app01 created"));
+
+  // Halted: the VM exists, no VMI, Stopped.
+  BetweenSteps();
+  auto vm = api_->WaitVm("app01", [](const VirtualMachine& v) {
+    return v.status().printable_status() == "Stopped";
+  }, absl::Seconds(10));
+  ASSERT_TRUE(vm.ok()) << vm.status();
+  EXPECT_FALSE(api_->Vmi("app01").has_value());
+  auto got = Kvctl({"get", "vm,vmi"});
+  EXPECT_THAT(got.out, HasSubstr("virtualmachine.kubevirt.io/app01"));
+  EXPECT_THAT(got.out, HasSubstr("Stopped"));
+  auto diag = Kvctl({"diagnose", "vm", "app01"});
+  EXPECT_THAT(diag.out, HasSubstr("VM present, no VMI (runStrategy Halted"));
+  EXPECT_THAT(diag.out, HasSubstr("not yet started"));
+
+  // start → a VMI with a UID, Running and Ready; the guest counts boot 1 on the data disk.
+  BetweenSteps();
+  auto started = Kvctl({"start", "app01"});
+  ASSERT_EQ(started.exit_code, 0) << started.out;
+  EXPECT_THAT(started.out, HasSubstr("VM app01 was scheduled to start"));
+  auto first = api_->WaitRunning("app01");
+  ASSERT_TRUE(first.ok()) << first.status();
+  std::string uid1 = first->metadata().uid();
+  EXPECT_EQ(first->metadata().owner_references(0).uid(), vm->metadata().uid());
+  auto ready = Kvctl({"wait", "vm/app01", "--for=condition=Ready", "--timeout=60s"});
+  EXPECT_EQ(ready.exit_code, 0) << ready.out;
+  ASSERT_TRUE(SerialShows(uid1, "KVNODE-GUEST-DATA counter=1"));
+  diag = Kvctl({"diagnose", "vm", "app01"});
+  EXPECT_THAT(diag.out, HasSubstr("VMI Running and Ready (no readinessProbe)"));
+  EXPECT_THAT(diag.out, HasSubstr("listener in the guest"));
+  EXPECT_THAT(diag.out, HasSubstr("KVNODE-GUEST"));  // the console tail
+
+  // stop → the guest powers off by ACPI (Succeeded), no VMI, Stopped.
+  BetweenSteps();
+  std::atomic<bool> watching{true};
+  std::string console;
+  std::thread tail([&] {
+    while (watching) {
+      std::string now = handler_->SerialLog(uid1);
+      if (now.size() > console.size()) console = now;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  });
+  auto stopped = Kvctl({"stop", "app01"});
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.out;
+  bool gone = api_->WaitNoVmi("app01", absl::Seconds(60));
+  watching = false;
+  tail.join();
+  ASSERT_TRUE(gone);
+  EXPECT_THAT(console, HasSubstr("KVNODE-GUEST-POWEROFF reason=acpi"));
+  vm = api_->WaitVm("app01", [](const VirtualMachine& v) {
+    return v.status().printable_status() == "Stopped";
+  }, absl::Seconds(10));
+  ASSERT_TRUE(vm.ok()) << vm.status();
+  EXPECT_EQ(vm->spec().run_strategy(), "Halted");
+  auto history = api_->History("app01");
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(history[0].vmi_uid(), uid1);
+  EXPECT_EQ(history[0].phase(), "Succeeded");  // powered off, not destroyed
+  EXPECT_FALSE(history[0].end_time().empty());
+  diag = Kvctl({"diagnose", "vm", "app01"});
+  EXPECT_THAT(diag.out, HasSubstr("stopped on purpose or by its run strategy, not an outage"));
+  auto events = Kvctl({"events", "vm", "app01"});
+  EXPECT_THAT(events.out, HasSubstr("StopRequested"));
+  EXPECT_THAT(events.out, HasSubstr("virtualmachine/app01"));
+  auto inventory = Kvctl({"get", "vm", "-o", "inventory"});
+  EXPECT_THAT(inventory.out, HasSubstr("team-a"));
+  EXPECT_THAT(inventory.out, HasSubstr("stopped"));
+
+  // start again → a new VMI UID, and the first execution's write is still on the PVC.
+  BetweenSteps();
+  EXPECT_EQ(ReadDataDisk(handler_.get(), "default", "app01-data"), "KVNODE-DATA counter=1");
+  ASSERT_EQ(Kvctl({"start", "app01"}).exit_code, 0);
+  auto second = api_->WaitRunning("app01", uid1);
+  ASSERT_TRUE(second.ok()) << second.status();
+  std::string uid2 = second->metadata().uid();
+  EXPECT_NE(uid2, uid1);
+  EXPECT_EQ(second->spec().domain().firmware().uuid(), first->spec().domain().firmware().uuid());
+  ASSERT_TRUE(SerialShows(uid2, "KVNODE-GUEST-DATA counter=2"));
+  history = api_->History("app01");
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_EQ(history[1].vmi_uid(), uid2);
+  auto hist = Kvctl({"history", "vm", "app01"});
+  EXPECT_THAT(hist.out, HasSubstr(uid1));
+  EXPECT_THAT(hist.out, HasSubstr(uid2));
+  EXPECT_THAT(hist.out, HasSubstr("data (PVC app01-data, persists)"));
+  diag = Kvctl({"diagnose", "vm", "app01"});
+  EXPECT_THAT(diag.out, HasSubstr("a restart made a new VMI with a new UID"));
+  EXPECT_THAT(diag.out, HasSubstr("check the persistent data on: root (PVC app01-root), data "
+                                  "(PVC app01-data)"));
+
+  // delete → the VMI is shut down, then the VM is gone.
+  BetweenSteps();
+  auto deleted = Kvctl({"delete", "vm", "app01", "--timeout", "60s"});
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.out;
+  EXPECT_THAT(deleted.out, HasSubstr("virtualmachine.kubevirt.io \"app01\" deleted"));
+  EXPECT_TRUE(api_->WaitNoVmi("app01", absl::Seconds(30)));
+  EXPECT_EQ(api_->Get("app01").status().code(), absl::StatusCode::kNotFound);
+}
+
+INSTANTIATE_TEST_SUITE_P(HandlerRestarts, VmLifecycleTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "HandlerKilledBetweenSteps" : "OneHandler";
+                         });
+
+// --- check 3: crash loop with short real delays ---
+
+TEST_F(VmTest, CrashLoopHoldsStartsBackLongerEachTimeAndASuccessfulStartResetsIt) {
+  ASSERT_TRUE(handler_->PrepareDisk("default", "crashy-root").ok());
+  VirtualMachine vm = GuestVm("crashy", "Always", "crashy-root");
+  // libvirt refuses to start a domain with an unknown CPU model: every VMI fails before
+  // Running.
+  vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()->mutable_cpu()
+      ->set_model("kvnode-no-such-cpu");
+  ASSERT_TRUE(api_->Apply(vm).ok());
+  auto looping = api_->WaitVm("crashy", [](const VirtualMachine& v) {
+    return v.status().printable_status() == "CrashLoopBackOff" &&
+           v.status().start_failure().consecutive_fail_count() >= 3;
+  }, absl::Seconds(60));
+  ASSERT_TRUE(looping.ok()) << looping.status();
+  auto history = api_->History("crashy");
+  ASSERT_GE(history.size(), 3u);
+  std::vector<absl::Time> starts;
+  for (const auto& e : history) {
+    EXPECT_EQ(e.phase(), "Failed");
+    absl::Time t;
+    ASSERT_TRUE(ParseTimestamp(e.start_time(), &t));
+    starts.push_back(t);
+  }
+  // 1 s after the first failure, 4–6 s after the second (second-granular timestamps).
+  absl::Duration gap1 = starts[1] - starts[0], gap2 = starts[2] - starts[1];
+  EXPECT_LE(gap1, absl::Seconds(3));
+  EXPECT_GE(gap2, absl::Seconds(3));
+  EXPECT_GT(gap2, gap1);
+  auto diag = Kvctl({"diagnose", "vm", "crashy"});
+  EXPECT_THAT(diag.out, HasSubstr("crash loop"));
+  EXPECT_THAT(diag.out, HasSubstr("Unknown CPU model"));  // the last VMI's events
+  auto inventory = Kvctl({"get", "vm", "-o", "csv"});
+  EXPECT_THAT(inventory.out, HasSubstr("default,crashy,Always,"));  // the last VMI may linger
+  EXPECT_THAT(inventory.out, HasSubstr(",outage\n"));
+
+  // The template fixed: the next held-back start runs, and the count is reset.
+  vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()->mutable_cpu()
+      ->clear_model();
+  ASSERT_TRUE(api_->Apply(vm).ok());
+  auto running = api_->WaitVm("crashy", [](const VirtualMachine& v) {
+    return v.status().printable_status() == "Running" && !v.status().has_start_failure();
+  }, absl::Seconds(60));
+  ASSERT_TRUE(running.ok()) << running.status();
+}
+
+// --- check 4: RestartRequired ---
+
+TEST_F(VmTest, ChangingTheMemorySetsRestartRequiredWithTheFieldAndRestartClearsIt) {
+  ASSERT_TRUE(handler_->PrepareDisk("default", "mem-root").ok());
+  VirtualMachine vm = GuestVm("mem", "Always", "mem-root");
+  ASSERT_TRUE(api_->Apply(vm).ok());
+  auto first = api_->WaitRunning("mem");
+  ASSERT_TRUE(first.ok()) << first.status();
+  (*vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()->mutable_resources()
+        ->mutable_requests())["memory"] = "256Mi";
+  ASSERT_TRUE(api_->Apply(vm).ok());
+  auto changed = api_->WaitVm("mem", [](const VirtualMachine& v) {
+    for (const auto& c : v.status().conditions()) {
+      if (c.type() == "RestartRequired" && c.status() == "True") return true;
+    }
+    return false;
+  }, absl::Seconds(10));
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  std::string message;
+  for (const auto& c : changed->status().conditions()) {
+    if (c.type() == "RestartRequired") message = c.message();
+  }
+  EXPECT_THAT(message, HasSubstr("a non-live-updatable field was changed in the template spec"));
+  EXPECT_THAT(message, HasSubstr("spec.template.spec.domain.memory.guest (128Mi -> 256Mi)"));
+  // Nothing restarts by itself.
+  EXPECT_TRUE(api_->Stays("mem", [&](const std::optional<VirtualMachineInstance>& v) {
+    return v.has_value() && v->metadata().uid() == first->metadata().uid() &&
+           v->status().phase() == "Running";
+  }, absl::Seconds(2)));
+  auto described = Kvctl({"describe", "vm", "mem"});
+  EXPECT_THAT(described.out, HasSubstr("RestartRequired   True"));
+  EXPECT_THAT(described.out, HasSubstr("Generation:       2 (running VMI made from 1)"));
+  auto diag = Kvctl({"diagnose", "vm", "mem"});
+  EXPECT_THAT(diag.out, HasSubstr("condition RestartRequired"));
+  EXPECT_THAT(diag.out, HasSubstr("kvctl restart vm mem"));
+  auto restarted = Kvctl({"restart", "mem"});
+  ASSERT_EQ(restarted.exit_code, 0) << restarted.out;
+  auto second = api_->WaitRunning("mem", first->metadata().uid());
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->spec().domain().memory().guest(), "256Mi");
+  auto cleared = api_->WaitVm("mem", [](const VirtualMachine& v) {
+    for (const auto& c : v.status().conditions()) {
+      if (c.type() == "RestartRequired") return false;
+    }
+    return v.status().printable_status() == "Running";
+  }, absl::Seconds(10));
+  EXPECT_TRUE(cleared.ok()) << cleared.status();
+}
+
+// --- kvctl: a VMI waiting for its disk, apply --dry-run with many documents ---
+
+TEST_F(VmTest, AVmiWaitingForAMissingPvcIsDiagnosedAsADiskProblemAndCountsAsAnOutage) {
+  ASSERT_TRUE(api_->Apply(GuestVm("nodisk", "Always", "no-such-claim")).ok());
+  auto vm = api_->WaitVm("nodisk", [](const VirtualMachine& v) {
+    return v.status().printable_status() == "ErrorPvcNotFound";
+  }, absl::Seconds(20));
+  ASSERT_TRUE(vm.ok()) << vm.status();
+  EXPECT_EQ(api_->Vmi("nodisk")->status().phase(), "Pending");
+  auto diag = Kvctl({"diagnose", "vm", "nodisk"});
+  EXPECT_THAT(diag.out, HasSubstr("is Pending"));
+  EXPECT_THAT(diag.out, HasSubstr("its disk is not there"));
+  EXPECT_THAT(diag.out, HasSubstr("launcher events"));
+  EXPECT_THAT(diag.out, HasSubstr("root (PVC no-such-claim)"));
+  auto inventory = Kvctl({"get", "vm", "-o", "inventory-json"});
+  EXPECT_THAT(inventory.out, HasSubstr("\"vmiPhase\": \"Pending\""));
+  EXPECT_THAT(inventory.out, HasSubstr("\"state\": \"outage\""));
+}
+
+TEST_F(VmTest, ApplyDryRunOfManyDocumentsShowsWhatWouldChangeAndChangesNothing) {
+  std::string two = std::string(kManifest) + "---\n" + R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata:
+  name: loose
+spec:
+  domain:
+    resources:
+      requests:
+        memory: 128Mi
+    devices:
+      autoattachPodInterface: false
+      disks:
+        - name: root
+          disk:
+            bus: virtio
+  volumes:
+    - name: root
+      persistentVolumeClaim:
+        claimName: loose-root
+)";
+  auto dry = Kvctl({"apply", "-f", WriteFile("two.yaml", two), "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.out;
+  EXPECT_THAT(dry.out, HasSubstr("virtualmachine.kubevirt.io/app01 created (server dry run)"));
+  EXPECT_THAT(dry.out, HasSubstr("virtualmachineinstance.kubevirt.io/loose created (server dry run)"));
+  EXPECT_EQ(api_->Get("app01").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(api_->Vmi("loose").has_value());
+
+  ASSERT_EQ(Kvctl({"apply", "-f", WriteFile("app01.yaml", kManifest)}).exit_code, 0);
+  std::string bigger = kManifest;
+  bigger.replace(bigger.find("memory: 128Mi"), 13, "memory: 256Mi");
+  dry = Kvctl({"apply", "-f", WriteFile("bigger.yaml", bigger), "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.out;
+  EXPECT_THAT(dry.out, HasSubstr("virtualmachine.kubevirt.io/app01 configured (server dry run)"));
+  EXPECT_THAT(dry.out, HasSubstr("spec.template.spec.domain.memory.guest: 128Mi -> 256Mi"));
+  auto vm = api_->Get("app01");
+  ASSERT_TRUE(vm.ok());
+  EXPECT_EQ(vm->spec().template_().spec().domain().memory().guest(), "128Mi");
+  EXPECT_EQ(vm->metadata().generation(), 1);
+
+  // Bad input is refused with the field path and the stored VM is kept.
+  std::string bad = kManifest;
+  bad.replace(bad.find("runStrategy: Halted"), 19, "runStrategy: Halted\n  running: true");
+  auto refused = Kvctl({"apply", "-f", WriteFile("bad.yaml", bad)});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.out, HasSubstr("spec.running: running and runStrategy are mutually exclusive"));
+  EXPECT_EQ(api_->Get("app01")->metadata().generation(), 1);
+}
+
+}  // namespace
+}  // namespace kvnode::testing
