@@ -331,18 +331,19 @@ bool IsValidUtf8(absl::string_view s) {
   return true;
 }
 
-void CheckFreeText(absl::string_view s, const FieldPath& path, AdmissionReview* review) {
+// Why free text `s` is refused, or "".
+std::string FreeTextProblem(absl::string_view s) {
   if (s.size() > kMaxStringBytes) {
-    review->errors.Add(path, absl::StrCat("must be no more than ", kMaxStringBytes, " bytes (got ",
-                                          s.size(), ")"));
-  } else if (!IsValidUtf8(s)) {
-    review->errors.Add(path, "must be valid UTF-8");
-  } else if (std::any_of(s.begin(), s.end(), [](char c) {
-               unsigned char u = static_cast<unsigned char>(c);
-               return (u < 0x20 && c != '\t' && c != '\n' && c != '\r') || u == 0x7f;
-             })) {
-    review->errors.Add(path, "must not contain control characters");
+    return absl::StrCat("must be no more than ", kMaxStringBytes, " bytes (got ", s.size(), ")");
   }
+  if (!IsValidUtf8(s)) return "must be valid UTF-8";
+  if (std::any_of(s.begin(), s.end(), [](char c) {
+        unsigned char u = static_cast<unsigned char>(c);
+        return (u < 0x20 && c != '\t' && c != '\n' && c != '\r') || u == 0x7f;
+      })) {
+    return "must not contain control characters";
+  }
+  return "";
 }
 
 // Fields with rules of their own: annotation values are opaque (Kubernetes limits them only
@@ -365,28 +366,38 @@ bool HasOwnStringRules(const FieldDescriptor* field) {
   return false;
 }
 
-// The schema's string enums (the allowed_values option) and quantities (the quantity option,
-// or `quantity` for the values of a quantity_map), as the loader reports them.
-void CheckSchemaString(const FieldDescriptor* field, const std::string& value, bool quantity,
-                       const FieldPath& path, AdmissionReview* review) {
+// Whether `value` is one of the comma-separated `list`'s items.
+bool IsListItem(absl::string_view list, absl::string_view value) {
+  while (true) {
+    size_t comma = list.find(',');
+    if (list.substr(0, comma) == value) return true;
+    if (comma == absl::string_view::npos) return false;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+// What is wrong with a string against the schema's string enums (the allowed_values option),
+// quantities (the quantity option, or `quantity` for the values of a quantity_map), as the
+// loader reports them, and the free-text rules; "" when nothing is.
+std::string SchemaStringProblem(const FieldDescriptor* field, absl::string_view value,
+                                bool quantity) {
   const std::string& allowed = field->options().GetExtension(kvnode::v1::allowed_values);
-  std::vector<absl::string_view> values = absl::StrSplit(allowed, ',', absl::SkipEmpty());
-  if (!values.empty() && !value.empty() &&
-      std::find(values.begin(), values.end(), value) == values.end()) {
-    review->errors.Add(path, absl::StrCat("unknown value ", Quote(value), " (expected ",
-                                          absl::StrJoin(values, ", "), ")"));
-    return;
+  if (!allowed.empty() && !value.empty() && !IsListItem(allowed, value)) {
+    std::vector<absl::string_view> values = absl::StrSplit(allowed, ',', absl::SkipEmpty());
+    return absl::StrCat("unknown value ", Quote(value), " (expected ", absl::StrJoin(values, ", "),
+                        ")");
   }
   quantity = quantity || field->options().GetExtension(kvnode::v1::quantity);
   if (quantity && !value.empty()) {
     if (absl::StatusOr<Quantity> q = Quantity::Parse(value); !q.ok()) {
-      review->errors.Add(path, std::string(q.status().message()));
-      return;
+      return std::string(q.status().message());
     }
   }
-  CheckFreeText(value, path, review);
+  return FreeTextProblem(value);
 }
 
+// Walks a message with reflection. Paths are FieldPathRefs, built into strings only for the
+// values that have a problem.
 class SchemaWalker {
  public:
   // Paths in `checked`, and paths that already have an error (a bad name, say), are not
@@ -397,7 +408,7 @@ class SchemaWalker {
   }
 
   // Walks `msg`, except its top-level fields numbered in `skip` (walked elsewhere).
-  void Walk(const Message& msg, const FieldPath& path, std::initializer_list<int> skip = {}) {
+  void Walk(const Message& msg, const FieldPathRef& path, std::initializer_list<int> skip = {}) {
     CheckUnknownFields(msg, path);
     std::vector<const FieldDescriptor*> fields;
     msg.GetReflection()->ListFields(msg, &fields);
@@ -406,7 +417,7 @@ class SchemaWalker {
           std::find(skip.begin(), skip.end(), field->number()) != skip.end()) {
         continue;
       }
-      FieldPath child = path.Child(field->json_name());
+      FieldPathRef child = path.Child(field->json_name());
       if (field->is_map()) {
         WalkMap(msg, field, child);
       } else if (field->is_repeated()) {
@@ -416,59 +427,73 @@ class SchemaWalker {
       } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
         Walk(msg.GetReflection()->GetMessage(msg, field), child);
       } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
-        Check(field, msg.GetReflection()->GetString(msg, field), child);
+        std::string scratch;
+        Check(field, msg.GetReflection()->GetStringReference(msg, field, &scratch), false, child);
       }
     }
   }
 
  private:
-  void Check(const FieldDescriptor* field, const std::string& value, const FieldPath& path) {
-    if (reported_.count(path.str()) == 0) CheckSchemaString(field, value, false, path, review_);
+  void Check(const FieldDescriptor* field, const std::string& value, bool quantity,
+             const FieldPathRef& path) {
+    std::string problem = SchemaStringProblem(field, value, quantity);
+    if (problem.empty()) return;
+    FieldPath resolved = path.Resolve();
+    if (reported_.count(resolved.str()) == 0) review_->errors.Add(resolved, std::move(problem));
   }
 
   // A newer client's fields survive in a message's unknown field set; refuse them rather than
   // drop them, as the loader refuses unknown YAML keys.
-  void CheckUnknownFields(const Message& msg, const FieldPath& path) {
+  void CheckUnknownFields(const Message& msg, const FieldPathRef& path) {
     const google::protobuf::UnknownFieldSet& unknown = msg.GetReflection()->GetUnknownFields(msg);
-    if (unknown.empty() || reported_.count(path.str())) return;
+    if (unknown.empty()) return;
+    FieldPath resolved = path.Resolve();
+    if (reported_.count(resolved.str())) return;
     std::set<int> numbers;
     for (int i = 0; i < unknown.field_count(); ++i) numbers.insert(unknown.field(i).number());
-    review_->errors.Add(path, absl::StrCat("has fields this node does not know (field numbers ",
-                                           absl::StrJoin(numbers, ", "), ")"));
+    review_->errors.Add(resolved, absl::StrCat("has fields this node does not know (field numbers ",
+                                               absl::StrJoin(numbers, ", "), ")"));
   }
 
   void WalkRepeatedElement(const Message& msg, const FieldDescriptor* field, int i,
-                           const FieldPath& path) {
+                           const FieldPathRef& path) {
     if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
       Walk(msg.GetReflection()->GetRepeatedMessage(msg, field, i), path);
     } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
-      Check(field, msg.GetReflection()->GetRepeatedString(msg, field, i), path);
+      std::string scratch;
+      Check(field, msg.GetReflection()->GetRepeatedStringReference(msg, field, i, &scratch), false,
+            path);
     }
   }
 
   // Map keys have rules of their own (label keys, resource names); values are checked in key
   // order so that the output does not depend on hash order.
-  void WalkMap(const Message& msg, const FieldDescriptor* field, const FieldPath& path) {
+  void WalkMap(const Message& msg, const FieldDescriptor* field, const FieldPathRef& path) {
     const FieldDescriptor* key_field = field->message_type()->map_key();
     const FieldDescriptor* value_field = field->message_type()->map_value();
     if (key_field->cpp_type() != FieldDescriptor::CPPTYPE_STRING) return;
     bool quantities = field->options().GetExtension(kvnode::v1::quantity_map);
-    std::map<std::string, const Message*> entries;
+    // Key order; of entries with the same key (possible only in the repeated form of a map
+    // filled through reflection), the last.
+    std::vector<std::pair<std::string, const Message*>> entries;
     for (int i = 0; i < msg.GetReflection()->FieldSize(msg, field); ++i) {
       const Message& entry = msg.GetReflection()->GetRepeatedMessage(msg, field, i);
-      entries[entry.GetReflection()->GetString(entry, key_field)] = &entry;
+      entries.emplace_back(entry.GetReflection()->GetString(entry, key_field), &entry);
     }
-    for (const auto& [key, entry] : entries) {
-      FieldPath entry_path = path.Key(key);
+    std::stable_sort(entries.begin(), entries.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (i + 1 < entries.size() && entries[i + 1].first == entries[i].first) continue;
+      const auto& [key, entry] = entries[i];
+      FieldPathRef entry_path = path.Key(key);
       if (value_field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
         Walk(entry->GetReflection()->GetMessage(*entry, value_field), entry_path);
         continue;
       }
       if (value_field->cpp_type() != FieldDescriptor::CPPTYPE_STRING) continue;
-      const std::string& value = entry->GetReflection()->GetString(*entry, value_field);
-      if (reported_.count(entry_path.str()) == 0) {
-        CheckSchemaString(value_field, value, quantities, entry_path, review_);
-      }
+      std::string scratch;
+      Check(value_field, entry->GetReflection()->GetStringReference(*entry, value_field, &scratch),
+            quantities, entry_path);
     }
   }
 
@@ -478,7 +503,7 @@ class SchemaWalker {
 
 void CheckSchemaValues(const Message& msg, const FieldPath& path, AdmissionReview* review,
                        std::initializer_list<int> skip = {}, std::set<std::string> checked = {}) {
-  SchemaWalker(review, std::move(checked)).Walk(msg, path, skip);
+  SchemaWalker(review, std::move(checked)).Walk(msg, FieldPathRef(path), skip);
 }
 
 // ---------------------------------------------------------------------------------------------

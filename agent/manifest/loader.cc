@@ -24,49 +24,6 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-// The path of the value being loaded, as a chain of stack frames: it becomes a FieldPath (and
-// allocates) only when an error names it, which a good manifest never does.
-class PathRef {
- public:
-  explicit PathRef(const FieldPath& root) : root_(&root) {}
-  PathRef Child(absl::string_view name) const { return PathRef(this, kChild, name, 0); }
-  PathRef Index(size_t i) const { return PathRef(this, kIndex, {}, i); }
-  PathRef Key(absl::string_view key) const { return PathRef(this, kKey, key, 0); }
-
-  FieldPath Resolve() const {
-    if (parent_ == nullptr) return *root_;
-    FieldPath p = parent_->Resolve();
-    switch (kind_) {
-      case kChild: return p.Child(name_);
-      case kIndex: return p.Index(index_);
-      default: return p.Key(name_);
-    }
-  }
-
- private:
-  enum Kind { kRoot, kChild, kIndex, kKey };
-  PathRef(const PathRef* parent, Kind kind, absl::string_view name, size_t index)
-      : parent_(parent), kind_(kind), name_(name), index_(index) {}
-
-  const FieldPath* root_ = nullptr;
-  const PathRef* parent_ = nullptr;
-  Kind kind_ = kRoot;
-  absl::string_view name_;
-  size_t index_ = 0;
-};
-
-// Appends errors at lazily built paths.
-class Errors {
- public:
-  explicit Errors(FieldErrors* errors) : errors_(errors) {}
-  void Add(const PathRef& path, std::string message) {
-    errors_->Add(path.Resolve(), std::move(message));
-  }
-
- private:
-  FieldErrors* errors_;
-};
-
 const char* NodeTypeName(const YamlNode& node) {
   switch (node.type()) {
     case YamlNode::Type::kMapping: return "a mapping";
@@ -152,7 +109,7 @@ bool IsListItem(absl::string_view list, absl::string_view value) {
 }
 
 void CheckStringValue(const FieldDescriptor* field, absl::string_view value,
-                      const PathRef& path, Errors* errors) {
+                      const FieldPathRef& path, FieldErrors* errors) {
   const std::string& allowed = field->options().GetExtension(kvnode::v1::allowed_values);
   if (!allowed.empty() && !value.empty() && !IsListItem(allowed, value)) {
     errors->Add(path, absl::StrCat("unknown value ", Quote(value), " (expected ",
@@ -166,7 +123,7 @@ void CheckStringValue(const FieldDescriptor* field, absl::string_view value,
 }
 
 // Reads a scalar for a non-message field. Returns false (with an error) when it does not fit.
-bool ScalarFor(const YamlNode& node, const PathRef& path, Errors* errors,
+bool ScalarFor(const YamlNode& node, const FieldPathRef& path, FieldErrors* errors,
                absl::string_view* out) {
   if (!node.IsScalar()) {
     errors->Add(path, absl::StrCat("expected a scalar, got ", NodeTypeName(node)));
@@ -177,7 +134,7 @@ bool ScalarFor(const YamlNode& node, const PathRef& path, Errors* errors,
 }
 
 void SetIntegerField(const YamlNode& node, absl::string_view text, Message* msg,
-                     const FieldDescriptor* field, const PathRef& path, Errors* errors) {
+                     const FieldDescriptor* field, const FieldPathRef& path, FieldErrors* errors) {
   const Reflection* r = msg->GetReflection();
   bool repeated = field->is_repeated();
   if (IsExplicitString(node)) {
@@ -228,7 +185,7 @@ void SetIntegerField(const YamlNode& node, absl::string_view text, Message* msg,
 }
 
 void SetScalarField(const YamlNode& node, Message* msg, const FieldDescriptor* field,
-                    const PathRef& path, Errors* errors) {
+                    const FieldPathRef& path, FieldErrors* errors) {
   const Reflection* r = msg->GetReflection();
   absl::string_view text;
   if (!ScalarFor(node, path, errors, &text)) return;
@@ -286,10 +243,11 @@ class SeenKeys {
   absl::flat_hash_set<absl::string_view> set_;
 };
 
-void LoadMessageAt(const YamlNode& node, Message* message, const PathRef& path, Errors* errors);
+void LoadMessageAt(const YamlNode& node, Message* message, const FieldPathRef& path,
+                   FieldErrors* errors);
 
 void LoadMap(const YamlNode& node, Message* msg, const FieldDescriptor* field,
-             const PathRef& path, Errors* errors) {
+             const FieldPathRef& path, FieldErrors* errors) {
   if (!node.IsMapping()) {
     errors->Add(path, absl::StrCat("expected a mapping, got ", NodeTypeName(node)));
     return;
@@ -307,7 +265,7 @@ void LoadMap(const YamlNode& node, Message* msg, const FieldDescriptor* field,
       continue;
     }
     absl::string_view key = key_node.scalar();
-    PathRef entry_path = path.Key(key);
+    FieldPathRef entry_path = path.Key(key);
     if (!seen.Insert(key)) {
       errors->Add(entry_path, "duplicate key");
       continue;
@@ -329,7 +287,7 @@ void LoadMap(const YamlNode& node, Message* msg, const FieldDescriptor* field,
 }
 
 void LoadField(const YamlNode& node, Message* msg, const FieldDescriptor* field,
-               const PathRef& path, Errors* errors) {
+               const FieldPathRef& path, FieldErrors* errors) {
   const Reflection* r = msg->GetReflection();
   if (field->is_map()) {
     LoadMap(node, msg, field, path, errors);
@@ -342,7 +300,7 @@ void LoadField(const YamlNode& node, Message* msg, const FieldDescriptor* field,
     }
     for (size_t i = 0; i < node.size(); ++i) {
       const YamlNode& item = node.item(i);
-      PathRef item_path = path.Index(i);
+      FieldPathRef item_path = path.Index(i);
       if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
         if (item.IsNull()) {
           errors->Add(item_path, "null is not allowed in this list");
@@ -378,7 +336,8 @@ const FieldDescriptor* FindCaseInsensitive(const Descriptor* d, absl::string_vie
   return nullptr;
 }
 
-void LoadMessageAt(const YamlNode& node, Message* message, const PathRef& path, Errors* errors) {
+void LoadMessageAt(const YamlNode& node, Message* message, const FieldPathRef& path,
+                   FieldErrors* errors) {
   if (node.IsNull()) return;
   if (!node.IsMapping()) {
     errors->Add(path, absl::StrCat("expected a mapping, got ", NodeTypeName(node)));
@@ -395,7 +354,7 @@ void LoadMessageAt(const YamlNode& node, Message* message, const PathRef& path, 
       continue;
     }
     absl::string_view key = key_node.scalar();
-    PathRef field_path = path.Child(key);
+    FieldPathRef field_path = path.Child(key);
     if (!seen.Insert(key)) {
       errors->Add(field_path, "duplicate field");
       continue;
@@ -427,8 +386,7 @@ void LoadMessageAt(const YamlNode& node, Message* message, const PathRef& path, 
 
 void LoadMessage(const YamlNode& node, Message* message, const FieldPath& path,
                  FieldErrors* errors) {
-  Errors lazy(errors);
-  LoadMessageAt(node, message, PathRef(path), &lazy);
+  LoadMessageAt(node, message, FieldPathRef(path), errors);
 }
 
 absl::Status LoadMessageFromText(absl::string_view text, Message* message) {

@@ -165,7 +165,8 @@ TEST(LoaderTest, NullValuesLeaveFieldsUnset) {
   EXPECT_EQ(meta.namespace_(), "");
   ASSERT_EQ(meta.labels().size(), 1u);
   EXPECT_EQ(meta.labels().at("b"), "null");
-  EXPECT_THAT(ErrorsOf("apiVersion: v1\nkind: ~\n"), ElementsAre("t.yaml: document 1: kind: required"));
+  EXPECT_THAT(ErrorsOf("apiVersion: v1\nkind: ~\n"),
+              ElementsAre("t.yaml: document 1: kind: required"));
 }
 
 TEST(LoaderTest, DuplicateKeysAreErrors) {
@@ -177,7 +178,8 @@ TEST(LoaderTest, DuplicateKeysAreErrors) {
   std::string many = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  labels:\n";
   for (int i = 0; i < 40; ++i) many += "    k" + std::to_string(i) + ": v\n";
   many += "    k3: again\n";
-  EXPECT_THAT(ErrorsOf(many), ElementsAre("t.yaml: document 1: metadata.labels[k3]: duplicate key"));
+  EXPECT_THAT(ErrorsOf(many),
+              ElementsAre("t.yaml: document 1: metadata.labels[k3]: duplicate key"));
 }
 
 TEST(LoaderTest, AliasesLoadTheAnchoredValue) {

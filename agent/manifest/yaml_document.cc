@@ -117,14 +117,14 @@ absl::Status YamlStreamBuilder::Handle(const yaml_event_t& event) {
       AddScalar(event);
       return absl::OkStatus();
     case YAML_SEQUENCE_START_EVENT:
-      open_.push_back({AddNode(YamlNode::Type::kSequence, event.start_mark,
-                               event.data.sequence_start.anchor),
-                       pending_.size()});
+      open_.push_back(
+          {AddNode(YamlNode::Type::kSequence, event.start_mark, event.data.sequence_start.anchor),
+           pending_.size()});
       return absl::OkStatus();
     case YAML_MAPPING_START_EVENT:
-      open_.push_back({AddNode(YamlNode::Type::kMapping, event.start_mark,
-                               event.data.mapping_start.anchor),
-                       pending_.size()});
+      open_.push_back(
+          {AddNode(YamlNode::Type::kMapping, event.start_mark, event.data.mapping_start.anchor),
+           pending_.size()});
       return absl::OkStatus();
     case YAML_SEQUENCE_END_EVENT:
     case YAML_MAPPING_END_EVENT:
@@ -165,7 +165,7 @@ void YamlStreamBuilder::AddScalar(const yaml_event_t& event) {
   const char* tag = reinterpret_cast<const char*>(scalar.tag);
   if (tag == nullptr) {
     node.tag_ = scalar.style == YAML_PLAIN_SCALAR_STYLE ? YamlNode::Tag::kNone
-                                                         : YamlNode::Tag::kNonSpecific;
+                                                        : YamlNode::Tag::kNonSpecific;
   } else if (std::strcmp(tag, "!") == 0) {
     node.tag_ = YamlNode::Tag::kNonSpecific;
   } else if (std::strcmp(tag, YAML_STR_TAG) == 0) {
@@ -241,12 +241,11 @@ absl::Status YamlStreamBuilder::ParserError(const yaml_parser_t& parser) const {
       std::string context;
       if (parser.context != nullptr) {
         context = absl::StrCat(" (", parser.context, " started at ",
-                               Position(parser.context_mark.line, parser.context_mark.column),
-                               ")");
+                               Position(parser.context_mark.line, parser.context_mark.column), ")");
       }
-      return absl::InvalidArgumentError(absl::StrCat(
-          "yaml: ", Position(parser.problem_mark.line, parser.problem_mark.column), ": ",
-          problem, context));
+      return absl::InvalidArgumentError(
+          absl::StrCat("yaml: ", Position(parser.problem_mark.line, parser.problem_mark.column),
+                       ": ", problem, context));
     }
   }
 }

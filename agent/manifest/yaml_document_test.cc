@@ -36,7 +36,8 @@ TEST(YamlDocumentTest, MappingsKeepKeysInOrderWithPositions) {
 }
 
 TEST(YamlDocumentTest, NullIsAnUntaggedPlainNullWord) {
-  auto s = YamlStream::Parse("- ~\n- null\n- Null\n- NULL\n-\n- 'null'\n- !!str null\n- nil\n- \"\"\n");
+  auto s =
+      YamlStream::Parse("- ~\n- null\n- Null\n- NULL\n-\n- 'null'\n- !!str null\n- nil\n- \"\"\n");
   const YamlNode& root = OnlyDocument(s);
   ASSERT_EQ(root.size(), 9u);
   for (size_t i = 0; i < 5; ++i) EXPECT_TRUE(root.item(i).IsNull()) << i;
@@ -44,8 +45,8 @@ TEST(YamlDocumentTest, NullIsAnUntaggedPlainNullWord) {
 }
 
 TEST(YamlDocumentTest, ScalarTagsSayWhetherTheScalarIsAString) {
-  auto s = YamlStream::Parse(
-      "- a\n- 'a'\n- \"a\"\n- ! a\n- !!str a\n- !!int 1\n- !foo a\n- |\n  a\n");
+  auto s =
+      YamlStream::Parse("- a\n- 'a'\n- \"a\"\n- ! a\n- !!str a\n- !!int 1\n- !foo a\n- |\n  a\n");
   const YamlNode& root = OnlyDocument(s);
   ASSERT_EQ(root.size(), 8u);
   using Tag = YamlNode::Tag;
