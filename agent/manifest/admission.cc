@@ -40,6 +40,7 @@ namespace {
 
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
+using google::protobuf::Reflection;
 using kvnode::v1::CloudInitNoCloudSource;
 using kvnode::v1::Disk;
 using kvnode::v1::DomainSpec;
@@ -409,9 +410,11 @@ class SchemaWalker {
 
   // Walks `msg`, except its top-level fields numbered in `skip` (walked elsewhere).
   void Walk(const Message& msg, const FieldPathRef& path, std::initializer_list<int> skip = {}) {
-    CheckUnknownFields(msg, path);
+    // GetReflection() is not free on a generated message (a call_once each time): once here.
+    const Reflection* r = msg.GetReflection();
+    CheckUnknownFields(msg, *r, path);
     std::vector<const FieldDescriptor*> fields;
-    msg.GetReflection()->ListFields(msg, &fields);
+    r->ListFields(msg, &fields);
     for (const FieldDescriptor* field : fields) {
       if (HasOwnStringRules(field) ||
           std::find(skip.begin(), skip.end(), field->number()) != skip.end()) {
@@ -419,16 +422,16 @@ class SchemaWalker {
       }
       FieldPathRef child = path.Child(field->json_name());
       if (field->is_map()) {
-        WalkMap(msg, field, child);
+        WalkMap(msg, *r, field, child);
       } else if (field->is_repeated()) {
-        for (int i = 0; i < msg.GetReflection()->FieldSize(msg, field); ++i) {
-          WalkRepeatedElement(msg, field, i, child.Index(i));
+        for (int i = 0, n = r->FieldSize(msg, field); i < n; ++i) {
+          WalkRepeatedElement(msg, *r, field, i, child.Index(i));
         }
       } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-        Walk(msg.GetReflection()->GetMessage(msg, field), child);
+        Walk(r->GetMessage(msg, field), child);
       } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
         std::string scratch;
-        Check(field, msg.GetReflection()->GetStringReference(msg, field, &scratch), false, child);
+        Check(field, r->GetStringReference(msg, field, &scratch), false, child);
       }
     }
   }
@@ -444,8 +447,8 @@ class SchemaWalker {
 
   // A newer client's fields survive in a message's unknown field set; refuse them rather than
   // drop them, as the loader refuses unknown YAML keys.
-  void CheckUnknownFields(const Message& msg, const FieldPathRef& path) {
-    const google::protobuf::UnknownFieldSet& unknown = msg.GetReflection()->GetUnknownFields(msg);
+  void CheckUnknownFields(const Message& msg, const Reflection& r, const FieldPathRef& path) {
+    const google::protobuf::UnknownFieldSet& unknown = r.GetUnknownFields(msg);
     if (unknown.empty()) return;
     FieldPath resolved = path.Resolve();
     if (reported_.count(resolved.str())) return;
@@ -455,20 +458,20 @@ class SchemaWalker {
                                                absl::StrJoin(numbers, ", "), ")"));
   }
 
-  void WalkRepeatedElement(const Message& msg, const FieldDescriptor* field, int i,
-                           const FieldPathRef& path) {
+  void WalkRepeatedElement(const Message& msg, const Reflection& r, const FieldDescriptor* field,
+                           int i, const FieldPathRef& path) {
     if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-      Walk(msg.GetReflection()->GetRepeatedMessage(msg, field, i), path);
+      Walk(r.GetRepeatedMessage(msg, field, i), path);
     } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
       std::string scratch;
-      Check(field, msg.GetReflection()->GetRepeatedStringReference(msg, field, i, &scratch), false,
-            path);
+      Check(field, r.GetRepeatedStringReference(msg, field, i, &scratch), false, path);
     }
   }
 
   // Map keys have rules of their own (label keys, resource names); values are checked in key
   // order so that the output does not depend on hash order.
-  void WalkMap(const Message& msg, const FieldDescriptor* field, const FieldPathRef& path) {
+  void WalkMap(const Message& msg, const Reflection& r, const FieldDescriptor* field,
+               const FieldPathRef& path) {
     const FieldDescriptor* key_field = field->message_type()->map_key();
     const FieldDescriptor* value_field = field->message_type()->map_value();
     if (key_field->cpp_type() != FieldDescriptor::CPPTYPE_STRING) return;
@@ -476,9 +479,11 @@ class SchemaWalker {
     // Key order; of entries with the same key (possible only in the repeated form of a map
     // filled through reflection), the last.
     std::vector<std::pair<std::string, const Message*>> entries;
-    for (int i = 0; i < msg.GetReflection()->FieldSize(msg, field); ++i) {
-      const Message& entry = msg.GetReflection()->GetRepeatedMessage(msg, field, i);
-      entries.emplace_back(entry.GetReflection()->GetString(entry, key_field), &entry);
+    const Reflection* entry_reflection = nullptr;  // the same for every entry
+    for (int i = 0, n = r.FieldSize(msg, field); i < n; ++i) {
+      const Message& entry = r.GetRepeatedMessage(msg, field, i);
+      if (entry_reflection == nullptr) entry_reflection = entry.GetReflection();
+      entries.emplace_back(entry_reflection->GetString(entry, key_field), &entry);
     }
     std::stable_sort(entries.begin(), entries.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -487,12 +492,12 @@ class SchemaWalker {
       const auto& [key, entry] = entries[i];
       FieldPathRef entry_path = path.Key(key);
       if (value_field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-        Walk(entry->GetReflection()->GetMessage(*entry, value_field), entry_path);
+        Walk(entry_reflection->GetMessage(*entry, value_field), entry_path);
         continue;
       }
       if (value_field->cpp_type() != FieldDescriptor::CPPTYPE_STRING) continue;
       std::string scratch;
-      Check(value_field, entry->GetReflection()->GetStringReference(*entry, value_field, &scratch),
+      Check(value_field, entry_reflection->GetStringReference(*entry, value_field, &scratch),
             quantities, entry_path);
     }
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace kvnode {
@@ -26,11 +27,11 @@ class FieldPath {
   explicit FieldPath(std::string root) : path_(std::move(root)) {}
 
   FieldPath Child(absl::string_view name) const {
-    return FieldPath(path_.empty() ? std::string(name) : path_ + "." + std::string(name));
+    return FieldPath(path_.empty() ? std::string(name) : absl::StrCat(path_, ".", name));
   }
-  FieldPath Index(size_t i) const { return FieldPath(path_ + "[" + std::to_string(i) + "]"); }
+  FieldPath Index(size_t i) const { return FieldPath(absl::StrCat(path_, "[", i, "]")); }
   FieldPath Key(absl::string_view key) const {
-    return FieldPath(path_ + "[" + std::string(key) + "]");
+    return FieldPath(absl::StrCat(path_, "[", key, "]"));
   }
   const std::string& str() const { return path_; }
 
