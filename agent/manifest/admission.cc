@@ -18,9 +18,11 @@
 #include <cerrno>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -28,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/base/uuid.h"
 #include "agent/manifest/defaults.h"
 #include "agent/manifest/quantity.h"
@@ -397,6 +400,36 @@ std::string SchemaStringProblem(const FieldDescriptor* field, absl::string_view 
   return FreeTextProblem(value);
 }
 
+// The fields of a message type that the schema walk looks at, in field-number order (the order
+// Reflection::ListFields gives): strings, messages and maps, alone or repeated, without the
+// fields that have rules of their own. Other scalars (integers, booleans) have no string rules.
+// Derived from the descriptor alone, once per type: an index of the schema, not of any object.
+const std::vector<const FieldDescriptor*>& WalkedFields(const google::protobuf::Descriptor* d) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* tables =
+      new absl::flat_hash_map<const google::protobuf::Descriptor*,
+                              std::unique_ptr<const std::vector<const FieldDescriptor*>>>();
+  absl::MutexLock lock(&mu);
+  auto& table = (*tables)[d];
+  if (table == nullptr) {
+    std::vector<const FieldDescriptor*> fields;
+    for (int i = 0; i < d->field_count(); ++i) {
+      const FieldDescriptor* f = d->field(i);
+      if ((f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE ||
+           f->cpp_type() == FieldDescriptor::CPPTYPE_STRING) &&
+          !HasOwnStringRules(f)) {
+        fields.push_back(f);
+      }
+    }
+    std::sort(fields.begin(), fields.end(),
+              [](const FieldDescriptor* a, const FieldDescriptor* b) {
+                return a->number() < b->number();
+              });
+    table = std::make_unique<const std::vector<const FieldDescriptor*>>(std::move(fields));
+  }
+  return *table;
+}
+
 // Walks a message with reflection. Paths are FieldPathRefs, built into strings only for the
 // values that have a problem.
 class SchemaWalker {
@@ -413,25 +446,25 @@ class SchemaWalker {
     // GetReflection() is not free on a generated message (a call_once each time): once here.
     const Reflection* r = msg.GetReflection();
     CheckUnknownFields(msg, *r, path);
-    std::vector<const FieldDescriptor*> fields;
-    r->ListFields(msg, &fields);
-    for (const FieldDescriptor* field : fields) {
-      if (HasOwnStringRules(field) ||
-          std::find(skip.begin(), skip.end(), field->number()) != skip.end()) {
-        continue;
-      }
-      FieldPathRef child = path.Child(field->json_name());
+    // Unset fields add nothing: an empty string passes every rule, an empty list or map has
+    // nothing to walk; only an unset message must not be walked (as ListFields would skip it).
+    for (const FieldDescriptor* field : WalkedFields(msg.GetDescriptor())) {
+      if (std::find(skip.begin(), skip.end(), field->number()) != skip.end()) continue;
       if (field->is_map()) {
-        WalkMap(msg, *r, field, child);
+        if (r->FieldSize(msg, field) > 0) WalkMap(msg, *r, field, path.Child(field->json_name()));
       } else if (field->is_repeated()) {
-        for (int i = 0, n = r->FieldSize(msg, field); i < n; ++i) {
-          WalkRepeatedElement(msg, *r, field, i, child.Index(i));
-        }
+        int n = r->FieldSize(msg, field);
+        if (n == 0) continue;
+        FieldPathRef child = path.Child(field->json_name());
+        for (int i = 0; i < n; ++i) WalkRepeatedElement(msg, *r, field, i, child.Index(i));
       } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-        Walk(r->GetMessage(msg, field), child);
-      } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+        if (r->HasField(msg, field)) {
+          Walk(r->GetMessage(msg, field), path.Child(field->json_name()));
+        }
+      } else {
         std::string scratch;
-        Check(field, r->GetStringReference(msg, field, &scratch), false, child);
+        const std::string& value = r->GetStringReference(msg, field, &scratch);
+        if (!value.empty()) Check(field, value, false, path.Child(field->json_name()));
       }
     }
   }
@@ -439,6 +472,7 @@ class SchemaWalker {
  private:
   void Check(const FieldDescriptor* field, const std::string& value, bool quantity,
              const FieldPathRef& path) {
+    if (value.empty()) return;  // no rule refuses an empty string
     std::string problem = SchemaStringProblem(field, value, quantity);
     if (problem.empty()) return;
     FieldPath resolved = path.Resolve();
