@@ -134,8 +134,8 @@ bool ScalarFor(const YamlNode& node, const FieldPathRef& path, FieldErrors* erro
 }
 
 void SetIntegerField(const YamlNode& node, absl::string_view text, Message* msg,
-                     const FieldDescriptor* field, const FieldPathRef& path, FieldErrors* errors) {
-  const Reflection* r = msg->GetReflection();
+                     const Reflection* r, const FieldDescriptor* field, const FieldPathRef& path,
+                     FieldErrors* errors) {
   bool repeated = field->is_repeated();
   if (IsExplicitString(node)) {
     errors->Add(path, absl::StrCat("expected an integer, got a string (", Quote(text), ")"));
@@ -184,9 +184,8 @@ void SetIntegerField(const YamlNode& node, absl::string_view text, Message* msg,
   }
 }
 
-void SetScalarField(const YamlNode& node, Message* msg, const FieldDescriptor* field,
-                    const FieldPathRef& path, FieldErrors* errors) {
-  const Reflection* r = msg->GetReflection();
+void SetScalarField(const YamlNode& node, Message* msg, const Reflection* r,
+                    const FieldDescriptor* field, const FieldPathRef& path, FieldErrors* errors) {
   absl::string_view text;
   if (!ScalarFor(node, path, errors, &text)) return;
   bool repeated = field->is_repeated();
@@ -212,7 +211,7 @@ void SetScalarField(const YamlNode& node, Message* msg, const FieldDescriptor* f
     case FieldDescriptor::CPPTYPE_INT64:
     case FieldDescriptor::CPPTYPE_UINT32:
     case FieldDescriptor::CPPTYPE_UINT64:
-      SetIntegerField(node, text, msg, field, path, errors);
+      SetIntegerField(node, text, msg, r, field, path, errors);
       return;
     default:
       errors->Add(path, "field type not supported by the loader");
@@ -246,8 +245,8 @@ class SeenKeys {
 void LoadMessageAt(const YamlNode& node, Message* message, const FieldPathRef& path,
                    FieldErrors* errors);
 
-void LoadMap(const YamlNode& node, Message* msg, const FieldDescriptor* field,
-             const FieldPathRef& path, FieldErrors* errors) {
+void LoadMap(const YamlNode& node, Message* msg, const Reflection* r,
+             const FieldDescriptor* field, const FieldPathRef& path, FieldErrors* errors) {
   if (!node.IsMapping()) {
     errors->Add(path, absl::StrCat("expected a mapping, got ", NodeTypeName(node)));
     return;
@@ -256,6 +255,7 @@ void LoadMap(const YamlNode& node, Message* msg, const FieldDescriptor* field,
   const FieldDescriptor* key_field = entry_type->map_key();
   const FieldDescriptor* value_field = entry_type->map_value();
   bool quantities = field->options().GetExtension(kvnode::v1::quantity_map);
+  const Reflection* entry_reflection = nullptr;  // the same for every entry
   SeenKeys seen;
   for (size_t i = 0; i < node.size(); ++i) {
     const YamlNode& key_node = node.key(i);
@@ -280,17 +280,17 @@ void LoadMap(const YamlNode& node, Message* msg, const FieldDescriptor* field,
         continue;
       }
     }
-    Message* entry = msg->GetReflection()->AddMessage(msg, field);
-    entry->GetReflection()->SetString(entry, key_field, std::string(key));
-    entry->GetReflection()->SetString(entry, value_field, std::string(value));
+    Message* entry = r->AddMessage(msg, field);
+    if (entry_reflection == nullptr) entry_reflection = entry->GetReflection();
+    entry_reflection->SetString(entry, key_field, std::string(key));
+    entry_reflection->SetString(entry, value_field, std::string(value));
   }
 }
 
-void LoadField(const YamlNode& node, Message* msg, const FieldDescriptor* field,
-               const FieldPathRef& path, FieldErrors* errors) {
-  const Reflection* r = msg->GetReflection();
+void LoadField(const YamlNode& node, Message* msg, const Reflection* r,
+               const FieldDescriptor* field, const FieldPathRef& path, FieldErrors* errors) {
   if (field->is_map()) {
-    LoadMap(node, msg, field, path, errors);
+    LoadMap(node, msg, r, field, path, errors);
     return;
   }
   if (field->is_repeated()) {
@@ -308,7 +308,7 @@ void LoadField(const YamlNode& node, Message* msg, const FieldDescriptor* field,
         }
         LoadMessageAt(item, r->AddMessage(msg, field), item_path, errors);
       } else {
-        SetScalarField(item, msg, field, item_path, errors);
+        SetScalarField(item, msg, r, field, item_path, errors);
       }
     }
     return;
@@ -317,7 +317,7 @@ void LoadField(const YamlNode& node, Message* msg, const FieldDescriptor* field,
     LoadMessageAt(node, r->MutableMessage(msg, field), path, errors);
     return;
   }
-  SetScalarField(node, msg, field, path, errors);
+  SetScalarField(node, msg, r, field, path, errors);
 }
 
 // Descriptors are small (at most a few dozen fields), so a scan beats a cache here.
@@ -343,6 +343,8 @@ void LoadMessageAt(const YamlNode& node, Message* message, const FieldPathRef& p
     errors->Add(path, absl::StrCat("expected a mapping, got ", NodeTypeName(node)));
     return;
   }
+  // Once per message, and passed down: each GetDescriptor() or GetReflection() on a generated
+  // message runs a call_once.
   const Descriptor* d = message->GetDescriptor();
   const Reflection* r = message->GetReflection();
   SeenKeys seen;
@@ -378,7 +380,7 @@ void LoadMessageAt(const YamlNode& node, Message* message, const FieldPathRef& p
         continue;
       }
     }
-    LoadField(value_node, message, field, field_path, errors);
+    LoadField(value_node, message, r, field, field_path, errors);
   }
 }
 

@@ -21,6 +21,9 @@ class YamlStreamBuilder {
     // About one node per 10 bytes of a typical manifest; a guess, not a limit.
     stream_.nodes_.reserve(input.size() / 10 + 8);
     stream_.text_.reserve(input.size());
+    child_index_.reserve(input.size() / 10 + 8);
+    pending_.reserve(64);
+    open_.reserve(16);
   }
 
   absl::Status Run();
