@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   # libraries
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
-  libspdlog-dev libfmt-dev libyaml-cpp-dev libxml2-dev libsqlite3-dev libsystemd-dev
+  libspdlog-dev libfmt-dev libyaml-dev libyaml-cpp-dev libxml2-dev libsqlite3-dev libsystemd-dev
   libvirt-dev libpugixml-dev libgtest-dev libgmock-dev libbenchmark-dev
   # fuzzing (libFuzzer with ASan/UBSan)
   clang libclang-rt-14-dev

@@ -18,9 +18,11 @@
 #include <cerrno>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -28,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/base/uuid.h"
 #include "agent/manifest/defaults.h"
 #include "agent/manifest/quantity.h"
@@ -40,6 +43,7 @@ namespace {
 
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
+using google::protobuf::Reflection;
 using kvnode::v1::CloudInitNoCloudSource;
 using kvnode::v1::Disk;
 using kvnode::v1::DomainSpec;
@@ -331,18 +335,19 @@ bool IsValidUtf8(absl::string_view s) {
   return true;
 }
 
-void CheckFreeText(absl::string_view s, const FieldPath& path, AdmissionReview* review) {
+// Why free text `s` is refused, or "".
+std::string FreeTextProblem(absl::string_view s) {
   if (s.size() > kMaxStringBytes) {
-    review->errors.Add(path, absl::StrCat("must be no more than ", kMaxStringBytes, " bytes (got ",
-                                          s.size(), ")"));
-  } else if (!IsValidUtf8(s)) {
-    review->errors.Add(path, "must be valid UTF-8");
-  } else if (std::any_of(s.begin(), s.end(), [](char c) {
-               unsigned char u = static_cast<unsigned char>(c);
-               return (u < 0x20 && c != '\t' && c != '\n' && c != '\r') || u == 0x7f;
-             })) {
-    review->errors.Add(path, "must not contain control characters");
+    return absl::StrCat("must be no more than ", kMaxStringBytes, " bytes (got ", s.size(), ")");
   }
+  if (!IsValidUtf8(s)) return "must be valid UTF-8";
+  if (std::any_of(s.begin(), s.end(), [](char c) {
+        unsigned char u = static_cast<unsigned char>(c);
+        return (u < 0x20 && c != '\t' && c != '\n' && c != '\r') || u == 0x7f;
+      })) {
+    return "must not contain control characters";
+  }
+  return "";
 }
 
 // Fields with rules of their own: annotation values are opaque (Kubernetes limits them only
@@ -365,28 +370,68 @@ bool HasOwnStringRules(const FieldDescriptor* field) {
   return false;
 }
 
-// The schema's string enums (the allowed_values option) and quantities (the quantity option,
-// or `quantity` for the values of a quantity_map), as the loader reports them.
-void CheckSchemaString(const FieldDescriptor* field, const std::string& value, bool quantity,
-                       const FieldPath& path, AdmissionReview* review) {
+// Whether `value` is one of the comma-separated `list`'s items.
+bool IsListItem(absl::string_view list, absl::string_view value) {
+  while (true) {
+    size_t comma = list.find(',');
+    if (list.substr(0, comma) == value) return true;
+    if (comma == absl::string_view::npos) return false;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+// What is wrong with a string against the schema's string enums (the allowed_values option),
+// quantities (the quantity option, or `quantity` for the values of a quantity_map), as the
+// loader reports them, and the free-text rules; "" when nothing is.
+std::string SchemaStringProblem(const FieldDescriptor* field, absl::string_view value,
+                                bool quantity) {
   const std::string& allowed = field->options().GetExtension(kvnode::v1::allowed_values);
-  std::vector<absl::string_view> values = absl::StrSplit(allowed, ',', absl::SkipEmpty());
-  if (!values.empty() && !value.empty() &&
-      std::find(values.begin(), values.end(), value) == values.end()) {
-    review->errors.Add(path, absl::StrCat("unknown value ", Quote(value), " (expected ",
-                                          absl::StrJoin(values, ", "), ")"));
-    return;
+  if (!allowed.empty() && !value.empty() && !IsListItem(allowed, value)) {
+    std::vector<absl::string_view> values = absl::StrSplit(allowed, ',', absl::SkipEmpty());
+    return absl::StrCat("unknown value ", Quote(value), " (expected ", absl::StrJoin(values, ", "),
+                        ")");
   }
   quantity = quantity || field->options().GetExtension(kvnode::v1::quantity);
   if (quantity && !value.empty()) {
     if (absl::StatusOr<Quantity> q = Quantity::Parse(value); !q.ok()) {
-      review->errors.Add(path, std::string(q.status().message()));
-      return;
+      return std::string(q.status().message());
     }
   }
-  CheckFreeText(value, path, review);
+  return FreeTextProblem(value);
 }
 
+// The fields of a message type that the schema walk looks at, in field-number order (the order
+// Reflection::ListFields gives): strings, messages and maps, alone or repeated, without the
+// fields that have rules of their own. Other scalars (integers, booleans) have no string rules.
+// Derived from the descriptor alone, once per type: an index of the schema, not of any object.
+const std::vector<const FieldDescriptor*>& WalkedFields(const google::protobuf::Descriptor* d) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* tables =
+      new absl::flat_hash_map<const google::protobuf::Descriptor*,
+                              std::unique_ptr<const std::vector<const FieldDescriptor*>>>();
+  absl::MutexLock lock(&mu);
+  auto& table = (*tables)[d];
+  if (table == nullptr) {
+    std::vector<const FieldDescriptor*> fields;
+    for (int i = 0; i < d->field_count(); ++i) {
+      const FieldDescriptor* f = d->field(i);
+      if ((f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE ||
+           f->cpp_type() == FieldDescriptor::CPPTYPE_STRING) &&
+          !HasOwnStringRules(f)) {
+        fields.push_back(f);
+      }
+    }
+    std::sort(fields.begin(), fields.end(),
+              [](const FieldDescriptor* a, const FieldDescriptor* b) {
+                return a->number() < b->number();
+              });
+    table = std::make_unique<const std::vector<const FieldDescriptor*>>(std::move(fields));
+  }
+  return *table;
+}
+
+// Walks a message with reflection. Paths are FieldPathRefs, built into strings only for the
+// values that have a problem.
 class SchemaWalker {
  public:
   // Paths in `checked`, and paths that already have an error (a bad name, say), are not
@@ -397,78 +442,97 @@ class SchemaWalker {
   }
 
   // Walks `msg`, except its top-level fields numbered in `skip` (walked elsewhere).
-  void Walk(const Message& msg, const FieldPath& path, std::initializer_list<int> skip = {}) {
-    CheckUnknownFields(msg, path);
-    std::vector<const FieldDescriptor*> fields;
-    msg.GetReflection()->ListFields(msg, &fields);
-    for (const FieldDescriptor* field : fields) {
-      if (HasOwnStringRules(field) ||
-          std::find(skip.begin(), skip.end(), field->number()) != skip.end()) {
-        continue;
-      }
-      FieldPath child = path.Child(field->json_name());
+  void Walk(const Message& msg, const FieldPathRef& path, std::initializer_list<int> skip = {}) {
+    // GetReflection() is not free on a generated message (a call_once each time): once here.
+    const Reflection* r = msg.GetReflection();
+    CheckUnknownFields(msg, *r, path);
+    // Unset fields add nothing: an empty string passes every rule, an empty list or map has
+    // nothing to walk; only an unset message must not be walked (as ListFields would skip it).
+    for (const FieldDescriptor* field : WalkedFields(msg.GetDescriptor())) {
+      if (std::find(skip.begin(), skip.end(), field->number()) != skip.end()) continue;
       if (field->is_map()) {
-        WalkMap(msg, field, child);
+        if (r->FieldSize(msg, field) > 0) WalkMap(msg, *r, field, path.Child(field->json_name()));
       } else if (field->is_repeated()) {
-        for (int i = 0; i < msg.GetReflection()->FieldSize(msg, field); ++i) {
-          WalkRepeatedElement(msg, field, i, child.Index(i));
-        }
+        int n = r->FieldSize(msg, field);
+        if (n == 0) continue;
+        FieldPathRef child = path.Child(field->json_name());
+        for (int i = 0; i < n; ++i) WalkRepeatedElement(msg, *r, field, i, child.Index(i));
       } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-        Walk(msg.GetReflection()->GetMessage(msg, field), child);
-      } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
-        Check(field, msg.GetReflection()->GetString(msg, field), child);
+        if (r->HasField(msg, field)) {
+          Walk(r->GetMessage(msg, field), path.Child(field->json_name()));
+        }
+      } else {
+        std::string scratch;
+        const std::string& value = r->GetStringReference(msg, field, &scratch);
+        if (!value.empty()) Check(field, value, false, path.Child(field->json_name()));
       }
     }
   }
 
  private:
-  void Check(const FieldDescriptor* field, const std::string& value, const FieldPath& path) {
-    if (reported_.count(path.str()) == 0) CheckSchemaString(field, value, false, path, review_);
+  void Check(const FieldDescriptor* field, const std::string& value, bool quantity,
+             const FieldPathRef& path) {
+    if (value.empty()) return;  // no rule refuses an empty string
+    std::string problem = SchemaStringProblem(field, value, quantity);
+    if (problem.empty()) return;
+    FieldPath resolved = path.Resolve();
+    if (reported_.count(resolved.str()) == 0) review_->errors.Add(resolved, std::move(problem));
   }
 
   // A newer client's fields survive in a message's unknown field set; refuse them rather than
   // drop them, as the loader refuses unknown YAML keys.
-  void CheckUnknownFields(const Message& msg, const FieldPath& path) {
-    const google::protobuf::UnknownFieldSet& unknown = msg.GetReflection()->GetUnknownFields(msg);
-    if (unknown.empty() || reported_.count(path.str())) return;
+  void CheckUnknownFields(const Message& msg, const Reflection& r, const FieldPathRef& path) {
+    const google::protobuf::UnknownFieldSet& unknown = r.GetUnknownFields(msg);
+    if (unknown.empty()) return;
+    FieldPath resolved = path.Resolve();
+    if (reported_.count(resolved.str())) return;
     std::set<int> numbers;
     for (int i = 0; i < unknown.field_count(); ++i) numbers.insert(unknown.field(i).number());
-    review_->errors.Add(path, absl::StrCat("has fields this node does not know (field numbers ",
-                                           absl::StrJoin(numbers, ", "), ")"));
+    review_->errors.Add(resolved, absl::StrCat("has fields this node does not know (field numbers ",
+                                               absl::StrJoin(numbers, ", "), ")"));
   }
 
-  void WalkRepeatedElement(const Message& msg, const FieldDescriptor* field, int i,
-                           const FieldPath& path) {
+  void WalkRepeatedElement(const Message& msg, const Reflection& r, const FieldDescriptor* field,
+                           int i, const FieldPathRef& path) {
     if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-      Walk(msg.GetReflection()->GetRepeatedMessage(msg, field, i), path);
+      Walk(r.GetRepeatedMessage(msg, field, i), path);
     } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
-      Check(field, msg.GetReflection()->GetRepeatedString(msg, field, i), path);
+      std::string scratch;
+      Check(field, r.GetRepeatedStringReference(msg, field, i, &scratch), false, path);
     }
   }
 
   // Map keys have rules of their own (label keys, resource names); values are checked in key
   // order so that the output does not depend on hash order.
-  void WalkMap(const Message& msg, const FieldDescriptor* field, const FieldPath& path) {
+  void WalkMap(const Message& msg, const Reflection& r, const FieldDescriptor* field,
+               const FieldPathRef& path) {
     const FieldDescriptor* key_field = field->message_type()->map_key();
     const FieldDescriptor* value_field = field->message_type()->map_value();
     if (key_field->cpp_type() != FieldDescriptor::CPPTYPE_STRING) return;
     bool quantities = field->options().GetExtension(kvnode::v1::quantity_map);
-    std::map<std::string, const Message*> entries;
-    for (int i = 0; i < msg.GetReflection()->FieldSize(msg, field); ++i) {
-      const Message& entry = msg.GetReflection()->GetRepeatedMessage(msg, field, i);
-      entries[entry.GetReflection()->GetString(entry, key_field)] = &entry;
+    // Key order; of entries with the same key (possible only in the repeated form of a map
+    // filled through reflection), the last.
+    std::vector<std::pair<std::string, const Message*>> entries;
+    const Reflection* entry_reflection = nullptr;  // the same for every entry
+    for (int i = 0, n = r.FieldSize(msg, field); i < n; ++i) {
+      const Message& entry = r.GetRepeatedMessage(msg, field, i);
+      if (entry_reflection == nullptr) entry_reflection = entry.GetReflection();
+      entries.emplace_back(entry_reflection->GetString(entry, key_field), &entry);
     }
-    for (const auto& [key, entry] : entries) {
-      FieldPath entry_path = path.Key(key);
+    std::stable_sort(entries.begin(), entries.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (i + 1 < entries.size() && entries[i + 1].first == entries[i].first) continue;
+      const auto& [key, entry] = entries[i];
+      FieldPathRef entry_path = path.Key(key);
       if (value_field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-        Walk(entry->GetReflection()->GetMessage(*entry, value_field), entry_path);
+        Walk(entry_reflection->GetMessage(*entry, value_field), entry_path);
         continue;
       }
       if (value_field->cpp_type() != FieldDescriptor::CPPTYPE_STRING) continue;
-      const std::string& value = entry->GetReflection()->GetString(*entry, value_field);
-      if (reported_.count(entry_path.str()) == 0) {
-        CheckSchemaString(value_field, value, quantities, entry_path, review_);
-      }
+      std::string scratch;
+      Check(value_field, entry_reflection->GetStringReference(*entry, value_field, &scratch),
+            quantities, entry_path);
     }
   }
 
@@ -478,7 +542,7 @@ class SchemaWalker {
 
 void CheckSchemaValues(const Message& msg, const FieldPath& path, AdmissionReview* review,
                        std::initializer_list<int> skip = {}, std::set<std::string> checked = {}) {
-  SchemaWalker(review, std::move(checked)).Walk(msg, path, skip);
+  SchemaWalker(review, std::move(checked)).Walk(msg, FieldPathRef(path), skip);
 }
 
 // ---------------------------------------------------------------------------------------------

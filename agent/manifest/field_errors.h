@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace kvnode {
@@ -26,11 +27,11 @@ class FieldPath {
   explicit FieldPath(std::string root) : path_(std::move(root)) {}
 
   FieldPath Child(absl::string_view name) const {
-    return FieldPath(path_.empty() ? std::string(name) : path_ + "." + std::string(name));
+    return FieldPath(path_.empty() ? std::string(name) : absl::StrCat(path_, ".", name));
   }
-  FieldPath Index(size_t i) const { return FieldPath(path_ + "[" + std::to_string(i) + "]"); }
+  FieldPath Index(size_t i) const { return FieldPath(absl::StrCat(path_, "[", i, "]")); }
   FieldPath Key(absl::string_view key) const {
-    return FieldPath(path_ + "[" + std::string(key) + "]");
+    return FieldPath(absl::StrCat(path_, "[", key, "]"));
   }
   const std::string& str() const { return path_; }
 
@@ -38,10 +39,47 @@ class FieldPath {
   std::string path_;
 };
 
+// A FieldPath not built yet, for walks over many fields of which few have errors: a chain of
+// segments that live on the walker's stack (each names its parent, so a FieldPathRef must not
+// outlive the one it was made from, nor the strings it names). Resolve() builds the FieldPath,
+// spelled exactly as FieldPath's own Child, Index and Key would.
+class FieldPathRef {
+ public:
+  explicit FieldPathRef(const FieldPath& root) : root_(&root) {}
+
+  FieldPathRef Child(absl::string_view name) const { return {this, kChild, name, 0}; }
+  FieldPathRef Index(size_t i) const { return {this, kIndex, {}, i}; }
+  FieldPathRef Key(absl::string_view key) const { return {this, kKey, key, 0}; }
+
+  FieldPath Resolve() const {
+    if (parent_ == nullptr) return *root_;
+    FieldPath p = parent_->Resolve();
+    switch (kind_) {
+      case kChild: return p.Child(name_);
+      case kIndex: return p.Index(index_);
+      default: return p.Key(name_);
+    }
+  }
+
+ private:
+  enum Kind { kRoot, kChild, kIndex, kKey };
+  FieldPathRef(const FieldPathRef* parent, Kind kind, absl::string_view name, size_t index)
+      : parent_(parent), kind_(kind), name_(name), index_(index) {}
+
+  const FieldPath* root_ = nullptr;
+  const FieldPathRef* parent_ = nullptr;
+  Kind kind_ = kRoot;
+  absl::string_view name_;
+  size_t index_ = 0;
+};
+
 class FieldErrors {
  public:
   void Add(const FieldPath& path, std::string message) {
     errors_.push_back({path.str(), std::move(message)});
+  }
+  void Add(const FieldPathRef& path, std::string message) {
+    errors_.push_back({path.Resolve().str(), std::move(message)});
   }
   void Append(const FieldErrors& other) {
     errors_.insert(errors_.end(), other.errors_.begin(), other.errors_.end());

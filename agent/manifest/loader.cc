@@ -1,19 +1,20 @@
 #include "agent/manifest/loader.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
-#include <set>
 
-#include "absl/strings/ascii.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
+#include "absl/strings/str_replace.h"
 #include "agent/manifest/quantity.h"
 #include "kvnode/v1/kubevirt.pb.h"
 #include "kvnode/v1/options.pb.h"
 #include "kvnode/v1/storage.pb.h"
-#include "yaml-cpp/yaml.h"
 
 namespace kvnode {
 namespace {
@@ -23,19 +24,20 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-const char* NodeTypeName(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Sequence: return "a sequence";
-    case YAML::NodeType::Null: return "null";
-    case YAML::NodeType::Scalar: return node.Tag() == "!" ? "a string" : "a scalar";
-    default: return "nothing";
+const char* NodeTypeName(const YamlNode& node) {
+  switch (node.type()) {
+    case YamlNode::Type::kMapping: return "a mapping";
+    case YamlNode::Type::kSequence: return "a sequence";
+    case YamlNode::Type::kNull: return "null";
+    case YamlNode::Type::kScalar:
+      return node.tag() == YamlNode::Tag::kNonSpecific ? "a string" : "a scalar";
   }
+  return "nothing";
 }
 
 // A scalar that YAML would read as a string no matter what it spells: quoted, or tagged !!str.
-bool IsExplicitString(const YAML::Node& node) {
-  return node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str";
+bool IsExplicitString(const YamlNode& node) {
+  return node.tag() == YamlNode::Tag::kNonSpecific || node.tag() == YamlNode::Tag::kString;
 }
 
 std::string Quote(absl::string_view s) {
@@ -54,15 +56,15 @@ std::string Quote(absl::string_view s) {
 
 bool ParseBool(absl::string_view s, bool* out) {
   // YAML 1.2 core plus the YAML 1.1 words that Kubernetes' go-yaml also reads as booleans.
-  static const std::set<std::string> kTrue = {"true", "True", "TRUE", "yes", "Yes", "YES",
-                                              "on",   "On",   "ON",   "y",   "Y"};
-  static const std::set<std::string> kFalse = {"false", "False", "FALSE", "no", "No", "NO",
-                                               "off",   "Off",   "OFF",   "n",  "N"};
-  if (kTrue.count(std::string(s))) {
+  static constexpr absl::string_view kTrue[] = {"true", "True", "TRUE", "yes", "Yes", "YES",
+                                                "on",   "On",   "ON",   "y",   "Y"};
+  static constexpr absl::string_view kFalse[] = {"false", "False", "FALSE", "no", "No", "NO",
+                                                 "off",   "Off",   "OFF",   "n",  "N"};
+  if (std::find(std::begin(kTrue), std::end(kTrue), s) != std::end(kTrue)) {
     *out = true;
     return true;
   }
-  if (kFalse.count(std::string(s))) {
+  if (std::find(std::begin(kFalse), std::end(kFalse), s) != std::end(kFalse)) {
     *out = false;
     return true;
   }
@@ -96,19 +98,22 @@ std::string ParseInteger(absl::string_view s, int64_t lo, uint64_t hi, int64_t* 
   return "";
 }
 
-std::vector<std::string> AllowedValues(const FieldDescriptor* field) {
-  const std::string& spec = field->options().GetExtension(kvnode::v1::allowed_values);
-  if (spec.empty()) return {};
-  return absl::StrSplit(spec, ',');
+// Whether `value` is one of the comma-separated `list`'s items.
+bool IsListItem(absl::string_view list, absl::string_view value) {
+  while (true) {
+    size_t comma = list.find(',');
+    if (list.substr(0, comma) == value) return true;
+    if (comma == absl::string_view::npos) return false;
+    list.remove_prefix(comma + 1);
+  }
 }
 
-void CheckStringValue(const FieldDescriptor* field, const std::string& value,
-                      const FieldPath& path, FieldErrors* errors) {
-  std::vector<std::string> allowed = AllowedValues(field);
-  if (!allowed.empty() && !value.empty() &&
-      std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
+void CheckStringValue(const FieldDescriptor* field, absl::string_view value,
+                      const FieldPathRef& path, FieldErrors* errors) {
+  const std::string& allowed = field->options().GetExtension(kvnode::v1::allowed_values);
+  if (!allowed.empty() && !value.empty() && !IsListItem(allowed, value)) {
     errors->Add(path, absl::StrCat("unknown value ", Quote(value), " (expected ",
-                                   absl::StrJoin(allowed, ", "), ")"));
+                                   absl::StrReplaceAll(allowed, {{",", ", "}}), ")"));
     return;
   }
   if (field->options().GetExtension(kvnode::v1::quantity) && !value.empty()) {
@@ -118,27 +123,78 @@ void CheckStringValue(const FieldDescriptor* field, const std::string& value,
 }
 
 // Reads a scalar for a non-message field. Returns false (with an error) when it does not fit.
-bool ScalarFor(const YAML::Node& node, const FieldPath& path, FieldErrors* errors,
-               std::string* out) {
-  if (node.Type() != YAML::NodeType::Scalar) {
+bool ScalarFor(const YamlNode& node, const FieldPathRef& path, FieldErrors* errors,
+               absl::string_view* out) {
+  if (!node.IsScalar()) {
     errors->Add(path, absl::StrCat("expected a scalar, got ", NodeTypeName(node)));
     return false;
   }
-  *out = node.Scalar();
+  *out = node.scalar();
   return true;
 }
 
-void SetScalarField(const YAML::Node& node, Message* msg, const FieldDescriptor* field,
-                    const FieldPath& path, FieldErrors* errors) {
-  const Reflection* r = msg->GetReflection();
-  std::string text;
+void SetIntegerField(const YamlNode& node, absl::string_view text, Message* msg,
+                     const Reflection* r, const FieldDescriptor* field, const FieldPathRef& path,
+                     FieldErrors* errors) {
+  bool repeated = field->is_repeated();
+  if (IsExplicitString(node)) {
+    errors->Add(path, absl::StrCat("expected an integer, got a string (", Quote(text), ")"));
+    return;
+  }
+  int64_t lo = 0;
+  uint64_t hi = 0;
+  switch (field->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      lo = std::numeric_limits<int32_t>::min();
+      hi = std::numeric_limits<int32_t>::max();
+      break;
+    case FieldDescriptor::CPPTYPE_INT64:
+      lo = std::numeric_limits<int64_t>::min();
+      hi = std::numeric_limits<int64_t>::max();
+      break;
+    case FieldDescriptor::CPPTYPE_UINT32:
+      hi = std::numeric_limits<uint32_t>::max();
+      break;
+    default:
+      hi = std::numeric_limits<uint64_t>::max();
+      break;
+  }
+  int64_t sv = 0;
+  uint64_t uv = 0;
+  std::string err = ParseInteger(text, lo, hi, &sv, &uv);
+  if (!err.empty()) {
+    errors->Add(path, err);
+    return;
+  }
+  switch (field->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      repeated ? r->AddInt32(msg, field, static_cast<int32_t>(sv))
+               : r->SetInt32(msg, field, static_cast<int32_t>(sv));
+      break;
+    case FieldDescriptor::CPPTYPE_INT64:
+      repeated ? r->AddInt64(msg, field, sv) : r->SetInt64(msg, field, sv);
+      break;
+    case FieldDescriptor::CPPTYPE_UINT32:
+      repeated ? r->AddUInt32(msg, field, static_cast<uint32_t>(uv))
+               : r->SetUInt32(msg, field, static_cast<uint32_t>(uv));
+      break;
+    default:
+      repeated ? r->AddUInt64(msg, field, uv) : r->SetUInt64(msg, field, uv);
+      break;
+  }
+}
+
+void SetScalarField(const YamlNode& node, Message* msg, const Reflection* r,
+                    const FieldDescriptor* field, const FieldPathRef& path, FieldErrors* errors) {
+  absl::string_view text;
   if (!ScalarFor(node, path, errors, &text)) return;
   bool repeated = field->is_repeated();
   switch (field->cpp_type()) {
     case FieldDescriptor::CPPTYPE_STRING: {
       // Any scalar is a string: a YAML number into a quantity field is the usual case.
       CheckStringValue(field, text, path, errors);
-      repeated ? r->AddString(msg, field, text) : r->SetString(msg, field, text);
+      repeated ? r->AddString(msg, field, std::string(text))
+               : r->SetString(msg, field, std::string(text));
       return;
     }
     case FieldDescriptor::CPPTYPE_BOOL: {
@@ -154,63 +210,44 @@ void SetScalarField(const YAML::Node& node, Message* msg, const FieldDescriptor*
     case FieldDescriptor::CPPTYPE_INT32:
     case FieldDescriptor::CPPTYPE_INT64:
     case FieldDescriptor::CPPTYPE_UINT32:
-    case FieldDescriptor::CPPTYPE_UINT64: {
-      if (IsExplicitString(node)) {
-        errors->Add(path, absl::StrCat("expected an integer, got a string (", Quote(text), ")"));
-        return;
-      }
-      int64_t lo = 0;
-      uint64_t hi = 0;
-      switch (field->cpp_type()) {
-        case FieldDescriptor::CPPTYPE_INT32:
-          lo = std::numeric_limits<int32_t>::min();
-          hi = std::numeric_limits<int32_t>::max();
-          break;
-        case FieldDescriptor::CPPTYPE_INT64:
-          lo = std::numeric_limits<int64_t>::min();
-          hi = std::numeric_limits<int64_t>::max();
-          break;
-        case FieldDescriptor::CPPTYPE_UINT32:
-          hi = std::numeric_limits<uint32_t>::max();
-          break;
-        default:
-          hi = std::numeric_limits<uint64_t>::max();
-          break;
-      }
-      int64_t sv = 0;
-      uint64_t uv = 0;
-      std::string err = ParseInteger(text, lo, hi, &sv, &uv);
-      if (!err.empty()) {
-        errors->Add(path, err);
-        return;
-      }
-      switch (field->cpp_type()) {
-        case FieldDescriptor::CPPTYPE_INT32:
-          repeated ? r->AddInt32(msg, field, static_cast<int32_t>(sv))
-                   : r->SetInt32(msg, field, static_cast<int32_t>(sv));
-          break;
-        case FieldDescriptor::CPPTYPE_INT64:
-          repeated ? r->AddInt64(msg, field, sv) : r->SetInt64(msg, field, sv);
-          break;
-        case FieldDescriptor::CPPTYPE_UINT32:
-          repeated ? r->AddUInt32(msg, field, static_cast<uint32_t>(uv))
-                   : r->SetUInt32(msg, field, static_cast<uint32_t>(uv));
-          break;
-        default:
-          repeated ? r->AddUInt64(msg, field, uv) : r->SetUInt64(msg, field, uv);
-          break;
-      }
+    case FieldDescriptor::CPPTYPE_UINT64:
+      SetIntegerField(node, text, msg, r, field, path, errors);
       return;
-    }
     default:
       errors->Add(path, "field type not supported by the loader");
       return;
   }
 }
 
-void LoadMap(const YAML::Node& node, Message* msg, const FieldDescriptor* field,
-             const FieldPath& path, FieldErrors* errors) {
-  if (!node.IsMap()) {
+// Remembers a mapping's keys to find duplicates: a scan for the few keys a manifest's mappings
+// have, a hash set past that (so that a hostile document with many keys stays linear).
+class SeenKeys {
+ public:
+  // False when `key` was seen before.
+  bool Insert(absl::string_view key) {
+    if (set_.empty()) {
+      if (std::find(small_.begin(), small_.end(), key) != small_.end()) return false;
+      if (small_.size() < kSmall) {
+        small_.push_back(key);
+        return true;
+      }
+      set_.insert(small_.begin(), small_.end());
+    }
+    return set_.insert(key).second;
+  }
+
+ private:
+  static constexpr size_t kSmall = 16;
+  absl::InlinedVector<absl::string_view, kSmall> small_;
+  absl::flat_hash_set<absl::string_view> set_;
+};
+
+void LoadMessageAt(const YamlNode& node, Message* message, const FieldPathRef& path,
+                   FieldErrors* errors);
+
+void LoadMap(const YamlNode& node, Message* msg, const Reflection* r,
+             const FieldDescriptor* field, const FieldPathRef& path, FieldErrors* errors) {
+  if (!node.IsMapping()) {
     errors->Add(path, absl::StrCat("expected a mapping, got ", NodeTypeName(node)));
     return;
   }
@@ -218,21 +255,24 @@ void LoadMap(const YAML::Node& node, Message* msg, const FieldDescriptor* field,
   const FieldDescriptor* key_field = entry_type->map_key();
   const FieldDescriptor* value_field = entry_type->map_value();
   bool quantities = field->options().GetExtension(kvnode::v1::quantity_map);
-  std::set<std::string> seen;
-  for (auto it = node.begin(); it != node.end(); ++it) {
-    if (!it->first.IsScalar()) {
+  const Reflection* entry_reflection = nullptr;  // the same for every entry
+  SeenKeys seen;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YamlNode& key_node = node.key(i);
+    const YamlNode& value_node = node.value(i);
+    if (!key_node.IsScalar()) {
       errors->Add(path, "map keys must be scalars");
       continue;
     }
-    std::string key = it->first.Scalar();
-    FieldPath entry_path = path.Key(key);
-    if (!seen.insert(key).second) {
+    absl::string_view key = key_node.scalar();
+    FieldPathRef entry_path = path.Key(key);
+    if (!seen.Insert(key)) {
       errors->Add(entry_path, "duplicate key");
       continue;
     }
-    if (it->second.IsNull()) continue;
-    std::string value;
-    if (!ScalarFor(it->second, entry_path, errors, &value)) continue;
+    if (value_node.IsNull()) continue;
+    absl::string_view value;
+    if (!ScalarFor(value_node, entry_path, errors, &value)) continue;
     if (quantities) {
       auto q = Quantity::Parse(value);
       if (!q.ok()) {
@@ -240,17 +280,17 @@ void LoadMap(const YAML::Node& node, Message* msg, const FieldDescriptor* field,
         continue;
       }
     }
-    Message* entry = msg->GetReflection()->AddMessage(msg, field);
-    entry->GetReflection()->SetString(entry, key_field, key);
-    entry->GetReflection()->SetString(entry, value_field, value);
+    Message* entry = r->AddMessage(msg, field);
+    if (entry_reflection == nullptr) entry_reflection = entry->GetReflection();
+    entry_reflection->SetString(entry, key_field, std::string(key));
+    entry_reflection->SetString(entry, value_field, std::string(value));
   }
 }
 
-void LoadField(const YAML::Node& node, Message* msg, const FieldDescriptor* field,
-               const FieldPath& path, FieldErrors* errors) {
-  const Reflection* r = msg->GetReflection();
+void LoadField(const YamlNode& node, Message* msg, const Reflection* r,
+               const FieldDescriptor* field, const FieldPathRef& path, FieldErrors* errors) {
   if (field->is_map()) {
-    LoadMap(node, msg, field, path, errors);
+    LoadMap(node, msg, r, field, path, errors);
     return;
   }
   if (field->is_repeated()) {
@@ -259,25 +299,25 @@ void LoadField(const YAML::Node& node, Message* msg, const FieldDescriptor* fiel
       return;
     }
     for (size_t i = 0; i < node.size(); ++i) {
-      const YAML::Node& item = node[i];
-      FieldPath item_path = path.Index(i);
+      const YamlNode& item = node.item(i);
+      FieldPathRef item_path = path.Index(i);
       if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
         if (item.IsNull()) {
           errors->Add(item_path, "null is not allowed in this list");
           continue;
         }
-        LoadMessage(item, r->AddMessage(msg, field), item_path, errors);
+        LoadMessageAt(item, r->AddMessage(msg, field), item_path, errors);
       } else {
-        SetScalarField(item, msg, field, item_path, errors);
+        SetScalarField(item, msg, r, field, item_path, errors);
       }
     }
     return;
   }
   if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-    LoadMessage(node, r->MutableMessage(msg, field), path, errors);
+    LoadMessageAt(node, r->MutableMessage(msg, field), path, errors);
     return;
   }
-  SetScalarField(node, msg, field, path, errors);
+  SetScalarField(node, msg, r, field, path, errors);
 }
 
 // Descriptors are small (at most a few dozen fields), so a scan beats a cache here.
@@ -296,26 +336,28 @@ const FieldDescriptor* FindCaseInsensitive(const Descriptor* d, absl::string_vie
   return nullptr;
 }
 
-}  // namespace
-
-void LoadMessage(const YAML::Node& node, Message* message, const FieldPath& path,
-                 FieldErrors* errors) {
+void LoadMessageAt(const YamlNode& node, Message* message, const FieldPathRef& path,
+                   FieldErrors* errors) {
   if (node.IsNull()) return;
-  if (!node.IsMap()) {
+  if (!node.IsMapping()) {
     errors->Add(path, absl::StrCat("expected a mapping, got ", NodeTypeName(node)));
     return;
   }
+  // Once per message, and passed down: each GetDescriptor() or GetReflection() on a generated
+  // message runs a call_once.
   const Descriptor* d = message->GetDescriptor();
   const Reflection* r = message->GetReflection();
-  std::set<std::string> seen;
-  for (auto it = node.begin(); it != node.end(); ++it) {
-    if (!it->first.IsScalar()) {
+  SeenKeys seen;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YamlNode& key_node = node.key(i);
+    const YamlNode& value_node = node.value(i);
+    if (!key_node.IsScalar()) {
       errors->Add(path, "field names must be scalars");
       continue;
     }
-    const std::string key = it->first.Scalar();
-    FieldPath field_path = path.Child(key);
-    if (!seen.insert(key).second) {
+    absl::string_view key = key_node.scalar();
+    FieldPathRef field_path = path.Child(key);
+    if (!seen.Insert(key)) {
       errors->Add(field_path, "duplicate field");
       continue;
     }
@@ -328,7 +370,7 @@ void LoadMessage(const YAML::Node& node, Message* message, const FieldPath& path
                                   : absl::StrCat("unknown field ", Quote(key)));
       continue;
     }
-    if (it->second.IsNull()) continue;  // null means unset, as in Kubernetes
+    if (value_node.IsNull()) continue;  // null means unset, as in Kubernetes
     if (const auto* oneof = field->containing_oneof();
         oneof != nullptr && !oneof->is_synthetic()) {
       const FieldDescriptor* set = r->GetOneofFieldDescriptor(*message, oneof);
@@ -338,18 +380,23 @@ void LoadMessage(const YAML::Node& node, Message* message, const FieldPath& path
         continue;
       }
     }
-    LoadField(it->second, message, field, field_path, errors);
+    LoadField(value_node, message, r, field, field_path, errors);
   }
 }
 
+}  // namespace
+
+void LoadMessage(const YamlNode& node, Message* message, const FieldPath& path,
+                 FieldErrors* errors) {
+  LoadMessageAt(node, message, FieldPathRef(path), errors);
+}
+
 absl::Status LoadMessageFromText(absl::string_view text, Message* message) {
+  absl::StatusOr<YamlStream> stream = YamlStream::Parse(text);
+  if (!stream.ok()) return stream.status();
   FieldErrors errors;
-  try {
-    YAML::Node node = YAML::Load(std::string(text));
-    LoadMessage(node, message, FieldPath(), &errors);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("yaml: line ", e.mark.line + 1, ", column ",
-                                                   e.mark.column + 1, ": ", e.msg));
+  if (!stream->documents().empty()) {
+    LoadMessage(*stream->documents().front(), message, FieldPath(), &errors);
   }
   return errors.ToStatus();
 }
@@ -406,36 +453,42 @@ absl::Status LoadResult::status() const {
 
 namespace {
 
+// The value of `doc`'s first scalar key equal to `key`, or null when there is none.
+const YamlNode* FindKey(const YamlNode& doc, absl::string_view key) {
+  for (size_t i = 0; i < doc.size(); ++i) {
+    if (doc.key(i).IsScalar() && doc.key(i).scalar() == key) return &doc.value(i);
+  }
+  return nullptr;
+}
+
+// The kind or apiVersion of a document, or "" with an error.
+std::string RequiredString(const YamlNode& doc, const char* key, FieldErrors* errors) {
+  const YamlNode* node = FindKey(doc, key);
+  if (node == nullptr || node->IsNull()) {
+    errors->Add(FieldPath(key), "required");
+    return "";
+  }
+  if (!node->IsScalar()) {
+    errors->Add(FieldPath(key), absl::StrCat("expected a string, got ", NodeTypeName(*node)));
+    return "";
+  }
+  return std::string(node->scalar());
+}
+
 // Loads one document; appends its errors (without the file/document prefix).
-std::unique_ptr<Message> LoadDocument(const YAML::Node& doc, std::string* kind_out,
+std::unique_ptr<Message> LoadDocument(const YamlNode& doc, std::string* kind_out,
                                       FieldErrors* errors) {
-  if (!doc.IsMap()) {
+  if (!doc.IsMapping()) {
     errors->Add(FieldPath(), absl::StrCat("expected a mapping, got ", NodeTypeName(doc)));
     return nullptr;
   }
-  std::string api_version, kind;
-  const YAML::Node kind_node = doc["kind"];
-  const YAML::Node version_node = doc["apiVersion"];
-  if (!kind_node || kind_node.IsNull()) {
-    errors->Add(FieldPath("kind"), "required");
-  } else if (!kind_node.IsScalar()) {
-    errors->Add(FieldPath("kind"), absl::StrCat("expected a string, got ", NodeTypeName(kind_node)));
-  } else {
-    kind = kind_node.Scalar();
-  }
-  if (!version_node || version_node.IsNull()) {
-    errors->Add(FieldPath("apiVersion"), "required");
-  } else if (!version_node.IsScalar()) {
-    errors->Add(FieldPath("apiVersion"),
-                absl::StrCat("expected a string, got ", NodeTypeName(version_node)));
-  } else {
-    api_version = version_node.Scalar();
-  }
+  std::string kind = RequiredString(doc, "kind", errors);
+  std::string api_version = RequiredString(doc, "apiVersion", errors);
   if (!errors->empty()) return nullptr;
   auto object = NewObjectForKind(api_version, kind, errors);
   if (!object.ok()) return nullptr;
   LoadMessage(doc, object->get(), FieldPath(), errors);
-  *kind_out = kind;
+  *kind_out = std::move(kind);
   return std::move(*object);
 }
 
@@ -443,26 +496,23 @@ std::unique_ptr<Message> LoadDocument(const YAML::Node& doc, std::string* kind_o
 
 LoadResult LoadManifests(absl::string_view text, absl::string_view source) {
   LoadResult result;
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(std::string(text));
-  } catch (const YAML::Exception& e) {
-    result.errors.push_back(absl::StrCat(source, ": yaml: line ", e.mark.line + 1, ", column ",
-                                         e.mark.column + 1, ": ", e.msg));
+  absl::StatusOr<YamlStream> stream = YamlStream::Parse(text);
+  if (!stream.ok()) {
+    result.errors.push_back(absl::StrCat(source, ": ", stream.status().message()));
     return result;
   }
   int number = 0;
-  for (const YAML::Node& doc : docs) {
+  for (const YamlNode* doc : stream->documents()) {
     ++number;
-    if (doc.IsNull()) continue;
+    if (doc->IsNull()) continue;
     FieldErrors errors;
     std::string kind;
-    std::unique_ptr<Message> object = LoadDocument(doc, &kind, &errors);
+    std::unique_ptr<Message> object = LoadDocument(*doc, &kind, &errors);
     for (const FieldError& e : errors.errors()) {
       result.errors.push_back(absl::StrCat(source, ": document ", number, ": ", e.ToString()));
     }
     if (errors.empty() && object != nullptr) {
-      result.objects.push_back({number, kind, std::move(object)});
+      result.objects.push_back({number, std::move(kind), std::move(object)});
     }
   }
   if (result.objects.empty() && result.errors.empty()) {

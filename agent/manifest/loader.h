@@ -16,11 +16,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "agent/manifest/field_errors.h"
+#include "agent/manifest/yaml_document.h"
 #include "google/protobuf/message.h"
-
-namespace YAML {
-class Node;
-}
 
 namespace kvnode {
 
@@ -47,10 +44,11 @@ LoadResult LoadManifests(absl::string_view text, absl::string_view source);
 
 // Loads one YAML value into `message` (already of the right type), appending errors under
 // `path`. Used for the top level and by callers that know the type.
-void LoadMessage(const YAML::Node& node, google::protobuf::Message* message,
+void LoadMessage(const YamlNode& node, google::protobuf::Message* message,
                  const FieldPath& path, FieldErrors* errors);
 
-// Loads `text` (YAML or JSON) as exactly one message of the type of `message`.
+// Loads `text` (YAML or JSON) as one message of the type of `message`: its first document (the
+// whole stream must parse).
 absl::Status LoadMessageFromText(absl::string_view text, google::protobuf::Message* message);
 
 // The message type for a kind/apiVersion pair, or an error naming the field.

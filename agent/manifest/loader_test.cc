@@ -134,6 +134,79 @@ TEST(LoaderTest, JsonInputWorks) {
 
 TEST(LoaderTest, SyntaxErrorsCarryALineNumber) {
   EXPECT_THAT(ErrorsOf("a: [\n"), ElementsAre(HasSubstr("t.yaml: yaml: line ")));
+  EXPECT_THAT(ErrorsOf("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: 'a}\n"),
+              ElementsAre(HasSubstr("t.yaml: yaml: line 4, column 1: ")));
+}
+
+TEST(LoaderTest, QuotedOrStrTaggedScalarsAreStrings) {
+  const std::string vm = "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nspec:\n  running: ";
+  EXPECT_THAT(ErrorsOf(vm + "'true'\n"),
+              ElementsAre("t.yaml: document 1: spec.running: expected a boolean, got a string "
+                          "(\"true\")"));
+  EXPECT_THAT(ErrorsOf(vm + "!!str true\n"),
+              ElementsAre("t.yaml: document 1: spec.running: expected a boolean, got a scalar "
+                          "(\"true\")"));
+  EXPECT_THAT(ErrorsOf(vm + "|\n    true\n"),
+              ElementsAre("t.yaml: document 1: spec.running: expected a boolean, got a string "
+                          "(\"true?\")"));
+  EXPECT_TRUE(LoadManifests(vm + "yes\n", "t").ok());
+  EXPECT_TRUE(LoadManifests(vm + "!!bool true\n", "t").ok());
+}
+
+TEST(LoaderTest, NullValuesLeaveFieldsUnset) {
+  LoadResult r = LoadManifests(
+      "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: ~\n  namespace: null\n"
+      "  labels: {a: , b: 'null'}\n",
+      "t");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto& meta = static_cast<const kvnode::v1::PersistentVolumeClaim&>(*r.objects[0].object)
+                         .metadata();
+  EXPECT_EQ(meta.name(), "");
+  EXPECT_EQ(meta.namespace_(), "");
+  ASSERT_EQ(meta.labels().size(), 1u);
+  EXPECT_EQ(meta.labels().at("b"), "null");
+  EXPECT_THAT(ErrorsOf("apiVersion: v1\nkind: ~\n"),
+              ElementsAre("t.yaml: document 1: kind: required"));
+}
+
+TEST(LoaderTest, DuplicateKeysAreErrors) {
+  EXPECT_THAT(ErrorsOf("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: a\n"
+                       "  labels: {x: a, x: b}\n  name: b\n"),
+              ElementsAre("t.yaml: document 1: metadata.labels[x]: duplicate key",
+                          "t.yaml: document 1: metadata.name: duplicate field"));
+  // Past the few keys that are compared one by one.
+  std::string many = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  labels:\n";
+  for (int i = 0; i < 40; ++i) many += "    k" + std::to_string(i) + ": v\n";
+  many += "    k3: again\n";
+  EXPECT_THAT(ErrorsOf(many),
+              ElementsAre("t.yaml: document 1: metadata.labels[k3]: duplicate key"));
+}
+
+TEST(LoaderTest, AliasesLoadTheAnchoredValue) {
+  LoadResult r = LoadManifests(
+      "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  labels: &l {app: web}\n"
+      "  annotations: *l\n",
+      "t");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto& meta = static_cast<const kvnode::v1::PersistentVolumeClaim&>(*r.objects[0].object)
+                         .metadata();
+  EXPECT_EQ(meta.annotations().at("app"), "web");
+  // Merge keys are not special (yaml-cpp did not read them either).
+  EXPECT_THAT(ErrorsOf("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n"
+                       "  labels: &l {a: b}\n  annotations: {<<: *l}\n"),
+              ElementsAre("t.yaml: document 1: metadata.annotations[<<]: expected a scalar, got "
+                          "a mapping"));
+  EXPECT_THAT(ErrorsOf("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: *m\n"),
+              ElementsAre("t.yaml: yaml: line 3, column 11: the referenced anchor is not defined"));
+}
+
+TEST(LoaderTest, EmptyDocumentsAreSkippedButCounted) {
+  EXPECT_THAT(ErrorsOf(""), ElementsAre("t.yaml: no objects found"));
+  EXPECT_THAT(ErrorsOf("# nothing\n---\n...\n"), ElementsAre("t.yaml: no objects found"));
+  EXPECT_THAT(ErrorsOf("---\n--- [a]\n"),
+              ElementsAre("t.yaml: document 2: expected a mapping, got a sequence"));
+  EXPECT_THAT(ErrorsOf("'just a string'\n"),
+              ElementsAre("t.yaml: document 1: expected a mapping, got a string"));
 }
 
 }  // namespace

@@ -18,9 +18,12 @@ absl::Status SyntaxError() {
       "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'");
 }
 
+// a * b for a, b >= 0, or false past kInt128Max. (Without a 128-bit division, which is most
+// of a quantity's parse.)
 bool MulChecked(int128 a, int128 b, int128* out) {
-  if (a != 0 && b > kInt128Max / a) return false;
-  *out = a * b;
+  int128 product;
+  if (__builtin_mul_overflow(a, b, &product) || product > kInt128Max) return false;
+  *out = product;
   return true;
 }
 

@@ -1,6 +1,6 @@
 #include "launcher/converter/domain_xml.h"
 
-#include <sstream>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
@@ -23,6 +23,15 @@ using converter::TextChild;
 using converter::Unsupported;
 
 constexpr char kDomainPath[] = "spec.domain";
+
+// pugixml's output straight into a string (a std::ostringstream costs a copy and its locale
+// machinery).
+struct StringWriter final : pugi::xml_writer {
+  void write(const void* data, size_t size) override {
+    text.append(static_cast<const char*>(data), size);
+  }
+  std::string text;
+};
 
 // What kvnode does not do (yet), refused by name rather than silently dropped.
 absl::Status CheckSupported(const ConvertContext& ctx) {
@@ -322,9 +331,9 @@ absl::StatusOr<std::string> ConvertToDomainXml(const kvnode::v1::VirtualMachineI
   pugi::xml_node domain = Attr(Child(doc, "domain"), "type", options.virt_type());
   RETURN_IF_ERROR(BuildDomain(ctx, domain));
   RETURN_IF_ERROR(converter::CheckXmlText(domain));
-  std::ostringstream out;
+  StringWriter out;
   doc.save(out, "  ", pugi::format_indent | pugi::format_no_declaration, pugi::encoding_utf8);
-  return out.str();
+  return std::move(out.text);
 }
 
 }  // namespace kvnode

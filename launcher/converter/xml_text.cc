@@ -54,15 +54,22 @@ absl::Status Bad(const pugi::xml_node& element, absl::string_view what) {
       ": a manifest string holds a control character or invalid UTF-8, which XML cannot carry"));
 }
 
+// IsXmlText for pugixml's NUL-terminated values: the printable ASCII that nearly all of them
+// are is skipped without a strlen first.
+bool IsXmlCString(const char* s) {
+  while (*s >= 0x20 && *s < 0x7f) ++s;
+  return *s == '\0' || IsXmlText(s);
+}
+
 absl::Status CheckElement(const pugi::xml_node& element) {
   for (pugi::xml_attribute a = element.first_attribute(); a; a = a.next_attribute()) {
-    if (!IsXmlText(a.value())) return Bad(element, absl::StrCat(" attribute ", a.name()));
+    if (!IsXmlCString(a.value())) return Bad(element, absl::StrCat(" attribute ", a.name()));
   }
   for (pugi::xml_node c = element.first_child(); c; c = c.next_sibling()) {
     if (c.type() == pugi::node_element) {
       absl::Status s = CheckElement(c);
       if (!s.ok()) return s;
-    } else if (!IsXmlText(c.value())) {
+    } else if (!IsXmlCString(c.value())) {
       return Bad(element, " text");
     }
   }
