@@ -59,6 +59,7 @@ VmiController::VmiController(HandlerConfig config, Store* store, CgroupTree cgro
       clock_(clock),
       work_(config_.workers) {
   janitor_ = std::thread([this] { JanitorLoop(); });
+  prober_ = std::thread([this] { ProbeLoop(); });
 }
 
 VmiController::~VmiController() {
@@ -68,6 +69,7 @@ VmiController::~VmiController() {
     changed_.SignalAll();
   }
   janitor_.join();
+  prober_.join();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -459,6 +461,7 @@ void VmiController::OnDomainEvent(const kvnode::v1::DomainEvent& event) {
   std::string before = r->vmi.status().phase();
   bool was_paused = FindCondition(r->vmi.status().conditions(), "Paused") != nullptr;
   if (!ApplyDomainStatus(&r->vmi, event.status(), clock_->Now())) return;
+  UpdateReadyLocked(r);
   if (r->vmi.status().phase() == phase::kRunning && r->vmi.status().node_name().empty()) {
     r->vmi.mutable_status()->set_node_name(config_.node_name);
   }

@@ -27,6 +27,7 @@
 #include "agent/base/state_layout.h"
 #include "agent/base/user_fs.h"
 #include "agent/base/work_queue.h"
+#include "agent/handler/probe_state.h"
 #include "agent/manifest/admission.h"
 #include "agent/metrics/metrics.h"
 #include "agent/network/pod_network.h"
@@ -145,6 +146,9 @@ class VmiController {
     bool unresponsive = false;
     // When this handler accepted the VMI (for the start latency; unknown after a restart).
     absl::Time synced_at = absl::InfinitePast();
+    // Readiness and liveness probes, from when the domain runs (vmi_probes.cc).
+    std::unique_ptr<ProbeState> readiness;
+    std::unique_ptr<ProbeState> liveness;
   };
 
   void Count(const char* counter, const Labels& labels = {});
@@ -168,6 +172,12 @@ class VmiController {
   // Periodic safety net: launchers that never became ready, Pending VMIs waiting for disks,
   // launchers that stopped answering (SIGSTOP, hung).
   void JanitorLoop();
+  // Probes (vmi_probes.cc): the loop schedules due probes on the work queue; RunProbe runs one
+  // and records it; UpdateReadyLocked makes Ready follow the readiness probe.
+  void ProbeLoop();
+  void RunProbe(const std::string& uid, bool readiness);
+  // True when it changed the Ready condition.
+  bool UpdateReadyLocked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckLivenessLocked(Record* r, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ProbeLauncher(const std::string& uid);
   // Asks a (re-adopted or recovered) launcher for its domain and applies it; syncs or shuts
@@ -221,6 +231,7 @@ class VmiController {
 
   WorkQueue work_;
   std::thread janitor_;
+  std::thread prober_;
 };
 
 }  // namespace kvnode

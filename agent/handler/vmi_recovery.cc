@@ -136,7 +136,10 @@ void VmiController::RefreshLauncher(const std::string& uid) {
     r->launcher_ready = true;
     r->last_seen = clock_->Now();
     if (domain.exists()) {
-      if (ApplyDomainStatus(&r->vmi, domain, clock_->Now())) (void)Persist(r, "MODIFIED");
+      if (ApplyDomainStatus(&r->vmi, domain, clock_->Now())) {
+        UpdateReadyLocked(r);
+        (void)Persist(r, "MODIFIED");
+      }
     } else if (!IsFinalPhase(r->vmi.status().phase())) {
       need_sync = r->vmi.metadata().deletion_timestamp().empty();
     }

@@ -115,7 +115,15 @@ void SetReadyAndPaused(kvnode::v1::VirtualMachineInstance* vmi, const DomainStat
   } else {
     *changed |= RemoveCondition(conds, "Paused");
     bool running = d.state() == "Running" || d.state() == "Blocked";
-    if (running) {
+    const auto* ready = FindCondition(*conds, "Ready");
+    if (running && vmi->spec().has_readiness_probe()) {
+      // With a readiness probe, the probe decides (VmiController::UpdateReadyLocked); until it
+      // has passed, a running guest is not Ready.
+      if (ready == nullptr || ready->status() != "True") {
+        *changed |= SetCondition(conds, "Ready", "False", "ReadinessProbePending",
+                                 "waiting for the readiness probe to pass", now);
+      }
+    } else if (running) {
       *changed |= SetCondition(conds, "Ready", "True", "", "", now);
     } else {
       *changed |= SetCondition(conds, "Ready", "False", "GuestNotRunning",

@@ -100,5 +100,19 @@ TEST(VmiStatusTest, FinalStatusSetsReasonAndReadyFalse) {
   EXPECT_FALSE(FailVmi(&vmi, "LauncherExited", "x", kT0));
 }
 
+TEST(VmiStatusTest, WithAReadinessProbeARunningDomainIsNotReadyUntilTheProbeSaysSo) {
+  kvnode::v1::VirtualMachineInstance vmi;
+  vmi.mutable_spec()->mutable_readiness_probe()->mutable_tcp_socket()->set_port("80");
+  ApplyDomainStatus(&vmi, Live("Running", "Booted"), kT0);
+  const auto* ready = FindCondition(vmi.status().conditions(), "Ready");
+  ASSERT_NE(ready, nullptr);
+  EXPECT_EQ(ready->status(), "False");
+  EXPECT_EQ(ready->reason(), "ReadinessProbePending");
+  // Once the prober set it True, a later running event leaves it alone.
+  SetCondition(vmi.mutable_status()->mutable_conditions(), "Ready", "True", "", "", kT0);
+  ApplyDomainStatus(&vmi, Live("Running", "Unpaused"), kT0 + absl::Seconds(1));
+  EXPECT_EQ(FindCondition(vmi.status().conditions(), "Ready")->status(), "True");
+}
+
 }  // namespace
 }  // namespace kvnode

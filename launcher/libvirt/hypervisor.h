@@ -46,6 +46,10 @@ class Hypervisor {
   virtual absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool include_xml) = 0;
   // CPU, vCPU, balloon, interface and block statistics of the running domain.
   virtual absl::StatusOr<kvnode::v1::DomainStats> GetStats() = 0;
+  // Sends one QEMU guest agent command (JSON, e.g. {"execute":"guest-ping"}) and returns the
+  // agent's JSON reply; Unavailable-style errors when no agent is connected.
+  virtual absl::StatusOr<std::string> AgentCommand(const std::string& json,
+                                                   int timeout_seconds) = 0;
   virtual void SetEventCallback(EventCallback callback) = 0;
   // The QEMU process of the running domain, 0 when none (read from libvirt's pid file, no
   // libvirt call, so it is safe on the event thread).

@@ -1,5 +1,6 @@
 #include "launcher/libvirt/libvirt_hypervisor.h"
 
+#include <libvirt/libvirt-qemu.h>
 #include <libvirt/virterror.h>
 
 #include <fstream>
@@ -299,6 +300,17 @@ absl::StatusOr<kvnode::v1::DomainStats> LibvirtHypervisor::GetStats() {
   }
   virDomainStatsRecordListFree(records);
   return stats;
+}
+
+absl::StatusOr<std::string> LibvirtHypervisor::AgentCommand(const std::string& json,
+                                                           int timeout_seconds) {
+  ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
+  DomainHandle handle{dom};
+  char* reply = virDomainQemuAgentCommand(dom, json.c_str(), timeout_seconds, 0);
+  if (reply == nullptr) return LibvirtError("guest agent command");
+  std::string out(reply);
+  free(reply);
+  return out;
 }
 
 int LibvirtHypervisor::QemuPid() {

@@ -35,6 +35,7 @@ class LibvirtHypervisor : public Hypervisor {
   absl::Status Undefine() override;
   absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool include_xml) override;
   absl::StatusOr<kvnode::v1::DomainStats> GetStats() override;
+  absl::StatusOr<std::string> AgentCommand(const std::string& json, int timeout_seconds) override;
   void SetEventCallback(EventCallback callback) override;
   int QemuPid() override;
 

@@ -64,6 +64,7 @@ class DomainManager {
   absl::Status Reset();
   absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool include_xml);
   absl::StatusOr<kvnode::v1::DomainStats> GetStats() { return hypervisor_->GetStats(); }
+  Hypervisor* hypervisor() { return hypervisor_; }
 
   // True once the domain has ended and the final event was handed to the sink.
   bool Done();

@@ -63,6 +63,9 @@ class FakeHypervisor : public Hypervisor {
   }
   int QemuPid() override { return 4242; }
   absl::StatusOr<kvnode::v1::DomainStats> GetStats() override { return kvnode::v1::DomainStats(); }
+  absl::StatusOr<std::string> AgentCommand(const std::string&, int) override {
+    return absl::UnavailableError("no guest agent");
+  }
   void SetEventCallback(EventCallback cb) override {
     absl::MutexLock lock(&mu_);
     cb_ = std::move(cb);

@@ -1,6 +1,7 @@
 #include "launcher/server/launcher_service.h"
 
 #include "agent/base/grpc_status.h"
+#include "launcher/server/guest_agent.h"
 
 namespace kvnode {
 namespace {
@@ -69,6 +70,19 @@ grpc::Status LauncherService::GetDomainStats(grpc::ServerContext*, const kvnode:
   auto stats = manager_->GetStats();
   if (!stats.ok()) return ToGrpcStatus(stats.status());
   *resp = *stats;
+  return grpc::Status::OK;
+}
+
+grpc::Status LauncherService::ProbeGuest(grpc::ServerContext*,
+                                         const kvnode::v1::GuestProbeRequest* req,
+                                         kvnode::v1::LauncherResponse* resp) {
+  absl::Duration timeout = absl::Seconds(std::max(1, req->timeout_seconds()));
+  std::vector<std::string> command(req->exec_command().begin(), req->exec_command().end());
+  absl::Status s = command.empty() ? GuestPing(manager_->hypervisor(), timeout)
+                                   : GuestExec(manager_->hypervisor(), command, timeout);
+  // The probe's verdict is the answer, not a failure of the call.
+  resp->set_success(s.ok());
+  resp->set_message(std::string(s.message()));
   return grpc::Status::OK;
 }
 

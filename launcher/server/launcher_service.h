@@ -31,6 +31,8 @@ class LauncherService final : public kvnode::v1::Launcher::Service {
                     kvnode::v1::LauncherResponse* resp) override;
   grpc::Status GetDomainStats(grpc::ServerContext*, const kvnode::v1::PingRequest*,
                               kvnode::v1::DomainStats* resp) override;
+  grpc::Status ProbeGuest(grpc::ServerContext*, const kvnode::v1::GuestProbeRequest* req,
+                          kvnode::v1::LauncherResponse* resp) override;
 
  private:
   DomainManager* const manager_;
