@@ -1388,8 +1388,13 @@ void CheckProbeHandlers(const Probe& probe, const FieldPath& path, bool has_pod_
   if (probe.has_exec() && probe.exec().command_size() == 0) {
     review->errors.Add(path.Child("exec").Child("command"), "required");
   }
-  if (probe.has_http_get())
+  if (probe.has_http_get()) {
     CheckProbePort(probe.http_get().port(), path.Child("httpGet").Child("port"), review);
+    if (probe.http_get().scheme() == "HTTPS") {
+      review->errors.Add(path.Child("httpGet").Child("scheme"),
+                         "HTTPS is not supported by this node's prober (use HTTP or tcpSocket)");
+    }
+  }
   if (probe.has_tcp_socket()) {
     CheckProbePort(probe.tcp_socket().port(), path.Child("tcpSocket").Child("port"), review);
   }

@@ -1211,6 +1211,18 @@ TEST(AdmissionProbeTest, ExactlyOneHandler) {
                           "tcpSocket or guestAgentPing (got exec and guestAgentPing)"));
 }
 
+TEST(AdmissionProbeTest, HttpsProbesAreRefusedRatherThanProbedInPlainHttp) {
+  auto vmi = NetVmi();
+  auto* get = vmi.mutable_spec()->mutable_readiness_probe()->mutable_http_get();
+  get->set_port("443");
+  get->set_scheme("HTTPS");
+  EXPECT_THAT(Errors(vmi),
+              ElementsAre("spec.readinessProbe.httpGet.scheme: HTTPS is not supported by this "
+                          "node's prober (use HTTP or tcpSocket)"));
+  get->set_scheme("HTTP");
+  EXPECT_THAT(Errors(vmi), IsEmpty());
+}
+
 TEST(AdmissionProbeTest, PortsAndNumbers) {
   auto vmi = NetVmi();
   auto* probe = vmi.mutable_spec()->mutable_liveness_probe();
