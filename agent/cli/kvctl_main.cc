@@ -32,7 +32,7 @@ Commands:
   pause vm|vmi NAME | unpause vm|vmi NAME
   softreboot NAME | reset NAME          ACPI reboot, or hard reset
   console NAME                          serial console (Ctrl+] detaches)
-  logs vmi NAME [--tail N]              the launcher's log
+  logs vmi NAME [--tail N] [--console]  the launcher's log, or the guest's serial console log
   events [vm|vmi NAME]                  events, oldest first
 
 The socket is --socket, else $KVNODE_SOCKET, else /run/kvnode/handler.sock.
@@ -41,7 +41,7 @@ The socket is --socket, else $KVNODE_SOCKET, else /run/kvnode/handler.sock.
 int Run(int argc, char** argv) {
   Cli cli;
   cli.flags.Value("socket").Value("namespace", "-n").Value("filename", "-f").Value("output", "-o")
-      .Value("grace-period").Value("for").Value("timeout").Value("tail").Bool("dry-run")
+      .Value("grace-period").Value("for").Value("timeout").Value("tail").Bool("console").Bool("dry-run")
       .Bool("wait").Bool("help", "-h").Bool("force").Bool("paused").Value("cascade")
       .Value("owner-label");
   absl::Status parsed = cli.flags.Parse(std::vector<std::string>(argv + 1, argv + argc));

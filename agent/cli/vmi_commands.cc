@@ -539,6 +539,7 @@ int CmdLogs(Cli& cli) {
   auto tail = cli.flags.GetInt("tail", 0);
   if (!tail.ok()) return cli.Usage(std::string(tail.status().message()));
   req.set_tail_lines(static_cast<int32_t>(*tail));
+  if (cli.flags.GetBool("console")) req.set_source("console");
   kvnode::v1::LogResponse resp;
   grpc::ClientContext ctx;
   grpc::Status s = cli.stub->GetLauncherLog(Deadline(&ctx), req, &resp);

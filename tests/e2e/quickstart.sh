@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # From a fresh Debian 12 machine to a booted VM, as root: installs the dependencies, builds
 # kvnode, builds the test guest from Debian packages, starts kvnode-handler with its embedded
-# defaults (state in /var/lib/kvnode, API on /run/kvnode/handler.sock, TCG when KVM is not
-# usable), puts the guest disk in the PVC "demo-root", applies a VirtualMachineInstance, waits
-# until it is Ready and shows it with its serial console.
+# defaults (state in /var/lib/kvnode, API on /run/kvnode/handler.sock, pod network 10.244.0.0/24
+# on bridge kvnode0, TCG when KVM is not usable), puts the guest disk in the PVC "app01-root",
+# applies the app01 VirtualMachine (Halted), starts it, waits until it is Ready and shows
+# `kvctl get vm,vmi`, the guest's console and an HTTP answer from the guest through masquerade.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -29,20 +30,30 @@ if ! $kvctl get vmi >/dev/null 2>&1; then
   for _ in $(seq 1 100); do $kvctl get vmi >/dev/null 2>&1 && break; sleep 0.1; done
 fi
 
-disk=$state/volumes/default/demo-root/disk.img
+disk=$state/volumes/apps/app01-root/disk.img
 if [ ! -f "$disk" ]; then
   mkdir -p "$(dirname "$disk")"
   cp --sparse=always /var/cache/kvnode-guest/image/guest.img "$disk"
 fi
 
-echo "== kvctl apply -f tests/e2e/demo-vmi.yaml"
-$kvctl apply -f tests/e2e/demo-vmi.yaml
-$kvctl wait vmi/demo --for=condition=Ready --timeout=120s
-echo "== kvctl get vmi"
-$kvctl get vmi
-echo "== serial console (kvctl console demo)"
-timeout 15 $kvctl console demo < /dev/null | tr -d '\r' | grep -m 4 KVNODE-GUEST || true
+echo "== kvctl apply -f tests/e2e/app01.yaml && kvctl start app01"
+$kvctl -n apps apply -f tests/e2e/app01.yaml
+$kvctl -n apps start app01 2>/dev/null || true   # already started on a second run
+$kvctl -n apps wait vm/app01 --for=condition=Ready --timeout=180s
+echo "== kvctl get vm,vmi"
+$kvctl -n apps get vm,vmi
+echo "== the guest's serial console (kvctl logs vmi app01 --console)"
+for _ in $(seq 1 90); do
+  $kvctl -n apps logs vmi app01 --console | grep -q KVNODE-GUEST-READY && break
+  sleep 1
+done
+$kvctl -n apps logs vmi app01 --console | tr -d '\r' |
+  grep -E 'KVNODE-GUEST-(BOOTED|IP|HOSTNAME|READY)' || true
+ip=$($kvctl -n apps get vmi app01 -o json |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["interfaces"][0]["ipAddress"])')
+echo "== curl http://$ip/ (the guest's web server, through the pod network)"
+for _ in $(seq 1 60); do curl -sf --max-time 3 "http://$ip/" && break; sleep 2; done
 echo
-echo "The VM runs. Try: kvctl describe vmi demo | kvctl console demo (Ctrl+] detaches) |"
-echo "kvctl delete vmi demo (graceful ACPI shutdown). Stop the handler with:"
+echo "The VM runs. Try: kvctl -n apps describe vm app01 | kvctl -n apps console app01 (Ctrl+]"
+echo "detaches) | kvctl -n apps stop app01 (graceful ACPI shutdown). Stop the handler with:"
 echo "  kill \$(cat /run/kvnode/handler.pid)   # guests keep running"
