@@ -1,0 +1,230 @@
+// Density, overhead and recovery, in the shape of KubeVirt's density test: N minimal VMIs
+// (no disk: the guest idles in its firmware) created `--interval` apart on one handler.
+// Reports how many reach Running, creation → Running p50/p95 and the total time; the memory
+// of the handler idle and with N VMIs; per VMI the memory of its launcher and libvirtd (and
+// virtlogd, if any), not counting QEMU — RSS and PSS (PSS shares the pages of the libraries
+// all libvirtds map among them); and, with N VMIs running, how long a `kill -9`ed handler takes
+// to serve again with every VMI re-adopted. Needs root; boots N QEMUs.
+//
+//   kvnode-bench-density [--vmis 100] [--interval 100ms] [--memory 64Mi]
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "agent/base/flags.h"
+#include "grpcpp/grpcpp.h"
+#include "tests/integration/kvnode_fixture.h"
+
+namespace kvnode {
+namespace {
+
+using testing::HandlerProcess;
+using kvnode::v1::VirtualMachineInstance;
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t idx = static_cast<size_t>(p * (v.size() - 1) + 0.5);
+  return v[std::min(idx, v.size() - 1)];
+}
+
+// A field of /proc/PID/status or /proc/PID/smaps_rollup, in KiB.
+double ProcKib(pid_t pid, const std::string& file, const std::string& key) {
+  std::ifstream f(absl::StrCat("/proc/", pid, "/", file));
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind(key + ":", 0) != 0) continue;
+    std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    double v = 0;
+    if (parts.size() >= 2 && absl::SimpleAtod(parts[1], &v)) return v;
+  }
+  return 0;
+}
+
+std::string Comm(pid_t pid) {
+  std::ifstream f(absl::StrCat("/proc/", pid, "/comm"));
+  std::string c;
+  std::getline(f, c);
+  return c;
+}
+
+VirtualMachineInstance MinimalVmi(const std::string& name, const std::string& memory) {
+  VirtualMachineInstance vmi;
+  vmi.mutable_metadata()->set_name(name);
+  vmi.mutable_metadata()->set_namespace_("density");
+  auto* spec = vmi.mutable_spec();
+  spec->set_termination_grace_period_seconds(0);
+  (*spec->mutable_domain()->mutable_resources()->mutable_requests())["memory"] = memory;
+  auto* devices = spec->mutable_domain()->mutable_devices();
+  devices->set_autoattach_pod_interface(false);
+  devices->set_autoattach_graphics_device(false);
+  devices->set_autoattach_mem_balloon(false);
+  return vmi;
+}
+
+struct Memory {
+  double rss_mib = 0, pss_mib = 0;
+};
+
+// Launcher + libvirtd (+ virtlogd) of one VMI, and its QEMU, from the processes in its cgroup.
+void VmiMemory(HandlerProcess* h, const std::string& uid, Memory* overhead, Memory* qemu) {
+  for (pid_t p : h->VmiProcesses(uid)) {
+    std::string comm = Comm(p);
+    Memory* into = comm.rfind("qemu-system", 0) == 0 ? qemu
+                   : (comm == "kvnode-launcher" || comm == "libvirtd" || comm == "virtlogd")
+                       ? overhead
+                       : nullptr;
+    if (into == nullptr) continue;  // dnsmasq (no interface here: none)
+    into->rss_mib += ProcKib(p, "status", "VmRSS") / 1024;
+    into->pss_mib += ProcKib(p, "smaps_rollup", "Pss") / 1024;
+  }
+}
+
+int Run(int argc, char** argv) {
+  FlagSet flags;
+  flags.Value("vmis").Value("interval").Value("memory");
+  if (auto s = flags.Parse({argv + 1, argv + argc}); !s.ok()) {
+    std::cerr << s.message() << "\n";
+    return 2;
+  }
+  int n = static_cast<int>(flags.GetInt("vmis", 100).value_or(100));
+  absl::Duration interval;
+  if (!absl::ParseDuration(flags.GetOr("interval", "100ms"), &interval)) {
+    std::cerr << "--interval: not a duration\n";
+    return 2;
+  }
+  std::string memory = flags.GetOr("memory", "64Mi");
+  auto started = HandlerProcess::Start();
+  if (!started.ok()) {
+    std::cerr << started.status() << "\n";
+    return 1;
+  }
+  HandlerProcess* h = started->get();
+  absl::SleepFor(absl::Seconds(2));  // settle (capabilities priming, first allocations)
+  double handler_idle = ProcKib(h->pid(), "status", "VmRSS") / 1024;
+
+  // One watch for every VMI: the first Running event of each.
+  std::mutex mu;
+  std::map<std::string, absl::Time> created, running;
+  grpc::ClientContext wctx;
+  kvnode::v1::WatchRequest wreq;
+  wreq.set_namespace_("density");
+  auto reader = h->stub()->WatchVMIs(&wctx, wreq);
+  std::thread watcher([&] {
+    kvnode::v1::VMIWatchEvent e;
+    while (reader->Read(&e)) {
+      if (e.object().status().phase() != "Running") continue;
+      std::lock_guard<std::mutex> l(mu);
+      running.emplace(e.object().metadata().name(), absl::Now());
+    }
+  });
+
+  std::cout << absl::StrFormat("creating %d VMIs %s apart (memory %s, no disk)\n", n,
+                               absl::FormatDuration(interval), memory);
+  absl::Time t0 = absl::Now();
+  for (int i = 0; i < n; ++i) {
+    absl::Time at = t0 + interval * i;
+    absl::SleepFor(at - absl::Now());
+    std::string name = absl::StrCat("d", i);
+    kvnode::v1::SyncVMIRequest req;
+    *req.mutable_vmi() = MinimalVmi(name, memory);
+    kvnode::v1::SyncVMIResponse resp;
+    grpc::ClientContext ctx;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      created[name] = absl::Now();
+    }
+    grpc::Status s = h->stub()->SyncVMI(&ctx, req, &resp);
+    if (!s.ok()) std::cerr << name << ": " << s.error_message() << "\n";
+  }
+  absl::Time deadline = absl::Now() + absl::Minutes(10);
+  while (absl::Now() < deadline) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      if (static_cast<int>(running.size()) >= n) break;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  std::vector<double> latencies;
+  absl::Time last = t0;
+  {
+    std::lock_guard<std::mutex> l(mu);
+    for (const auto& [name, at] : running) {
+      latencies.push_back(absl::ToDoubleSeconds(at - created[name]));
+      last = std::max(last, at);
+    }
+  }
+  std::cout << absl::StrFormat(
+      "Running: %zu of %d\ncreation -> Running: p50 %.2f s, p95 %.2f s, max %.2f s\n"
+      "total (first creation -> last Running): %.1f s\n",
+      latencies.size(), n, Percentile(latencies, 0.5), Percentile(latencies, 0.95),
+      Percentile(latencies, 1.0), absl::ToDoubleSeconds(last - t0));
+
+  // Memory with every VMI running.
+  absl::SleepFor(absl::Seconds(5));
+  kvnode::v1::ListRequest lreq;
+  lreq.set_namespace_("density");
+  kvnode::v1::ListVMIsResponse list;
+  grpc::ClientContext lctx;
+  (void)h->stub()->ListVMIs(&lctx, lreq, &list);
+  std::vector<double> rss, pss, qemu_rss;
+  std::map<std::string, int> qemu_pid;
+  for (const auto& v : list.items()) {
+    if (v.status().phase() != "Running") continue;
+    Memory overhead, qemu;
+    VmiMemory(h, v.metadata().uid(), &overhead, &qemu);
+    rss.push_back(overhead.rss_mib);
+    pss.push_back(overhead.pss_mib);
+    qemu_rss.push_back(qemu.rss_mib);
+    qemu_pid[v.metadata().name()] = v.status().launcher().qemu_pid();
+  }
+  double handler_loaded = ProcKib(h->pid(), "status", "VmRSS") / 1024;
+  std::cout << absl::StrFormat(
+      "handler RSS: %.1f MiB idle, %.1f MiB with %zu VMIs\n"
+      "per VMI, launcher + libvirtd: RSS median %.1f MiB (max %.1f), PSS median %.1f MiB "
+      "(max %.1f); QEMU RSS median %.1f MiB (not counted)\n",
+      handler_idle, handler_loaded, rss.size(), Percentile(rss, 0.5), Percentile(rss, 1.0),
+      Percentile(pss, 0.5), Percentile(pss, 1.0), Percentile(qemu_rss, 0.5));
+
+  // Recovery: kill -9 the handler with every VMI running.
+  wctx.TryCancel();
+  watcher.join();
+  reader->Finish();
+  absl::Time killed = absl::Now();
+  if (auto s = h->KillAndRestart(); !s.ok()) {
+    std::cerr << "restart: " << s << "\n";
+    return 1;
+  }
+  absl::Duration serving = absl::Now() - killed;
+  grpc::ClientContext l2;
+  kvnode::v1::ListVMIsResponse after;
+  (void)h->stub()->ListVMIs(&l2, lreq, &after);
+  int same = 0;
+  for (const auto& v : after.items()) {
+    auto it = qemu_pid.find(v.metadata().name());
+    if (v.status().phase() == "Running" && it != qemu_pid.end() &&
+        it->second == v.status().launcher().qemu_pid()) {
+      ++same;
+    }
+  }
+  std::cout << absl::StrFormat(
+      "handler kill -9 with %zu VMIs: serving again after %.0f ms, %d VMIs Running with the "
+      "same QEMU\n",
+      qemu_pid.size(), absl::ToDoubleMilliseconds(serving), same);
+  return latencies.size() == static_cast<size_t>(n) ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace kvnode
+
+int main(int argc, char** argv) { return kvnode::Run(argc, argv); }
