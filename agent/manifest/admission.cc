@@ -73,6 +73,11 @@ constexpr size_t kMaxSerialLength = 256;
 constexpr size_t kCloudInitMaxBytes = 2048;
 // Kubernetes' TotalAnnotationSizeLimitB.
 constexpr size_t kMaxAnnotationBytes = 256 * 1024;
+// The largest disk kvnode creates or accepts (emptyDisk, hostDisk DiskOrCreate, claims): far
+// above any node-local disk, and it keeps absurd sizes (1Ei) away from qemu-img.
+constexpr int64_t kMaxDiskBytes = int64_t{64} << 40;  // 64Ti
+// Docker's reference grammar caps the repository name at 255 characters.
+constexpr size_t kMaxImageNameLength = 255;
 
 constexpr char kLabelRule[] =
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
@@ -268,6 +273,10 @@ void CheckCapacity(const std::string& text, const FieldPath& path, AdmissionRevi
     review->errors.Add(path, std::string(q.status().message()));
   } else if (q->IsNegative() || q->Value() <= 0) {
     review->errors.Add(path, absl::StrCat("must be greater than zero (got ", Quote(text), ")"));
+  } else if (q->Value() > kMaxDiskBytes) {
+    review->errors.Add(path, absl::StrCat("must be at most ", FormatBinaryQuantity(kMaxDiskBytes),
+                                          ", the largest disk this node creates (got ",
+                                          Quote(text), ")"));
   }
 }
 
@@ -997,22 +1006,129 @@ void CheckCloudInit(const CloudInitNoCloudSource& ci, const FieldPath& path,
   }
 }
 
+// Paths that reach the domain XML or the filesystem (hostDisk, containerDisk) use the portable
+// filename characters plus a few common ones; quotes, '<', '&', spaces and the like are refused
+// rather than escaped, so no path is ever read two ways.
+bool IsPathCharacter(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+         absl::string_view("._-+/@:=,~%").find(c) != absl::string_view::npos;
+}
+
+bool CheckPathCharacters(const std::string& p, const FieldPath& path, AdmissionReview* review) {
+  if (std::all_of(p.begin(), p.end(), IsPathCharacter)) return true;
+  review->errors.Add(path, absl::StrCat(Quote(p),
+                                        " must contain only letters, digits and the characters "
+                                        "._-+/@:=,~%"));
+  return false;
+}
+
+// One path component of a repository name: [a-z0-9]+ joined by '.', '_', '__' or runs of '-'.
+bool IsRepositoryComponent(absl::string_view c) {
+  if (c.empty() || !absl::ascii_isalnum(static_cast<unsigned char>(c.front())) ||
+      !absl::ascii_isalnum(static_cast<unsigned char>(c.back()))) {
+    return false;
+  }
+  for (size_t i = 0; i < c.size(); ++i) {
+    char ch = c[i];
+    if (absl::ascii_isdigit(static_cast<unsigned char>(ch)) || (ch >= 'a' && ch <= 'z')) continue;
+    if (ch == '-') continue;
+    if (ch == '.' || ch == '_') {
+      bool double_underscore = ch == '_' && i + 1 < c.size() && c[i + 1] == '_';
+      if (double_underscore) ++i;
+      if (i + 1 >= c.size() || !absl::ascii_isalnum(static_cast<unsigned char>(c[i + 1]))) {
+        return false;
+      }
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+// A registry host: DNS labels joined by '.', with an optional :port.
+bool IsRegistryHost(absl::string_view host) {
+  std::pair<absl::string_view, absl::string_view> hp = absl::StrSplit(host, absl::MaxSplits(':', 1));
+  if (host.find(':') != absl::string_view::npos) {
+    uint32_t port;
+    if (!absl::SimpleAtoi(hp.second, &port) || port == 0 || port > 65535) return false;
+  }
+  if (hp.first.empty()) return false;
+  for (absl::string_view label : absl::StrSplit(hp.first, '.')) {
+    if (label.empty() || !absl::ascii_isalnum(static_cast<unsigned char>(label.front())) ||
+        !absl::ascii_isalnum(static_cast<unsigned char>(label.back())) ||
+        !std::all_of(label.begin(), label.end(),
+                     [](char c) { return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-'; })) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Why `ref` is not an image reference in docker's grammar ([host[:port]/]name[:tag][@digest]),
+// or "".
+std::string ImageReferenceProblem(absl::string_view ref) {
+  if (std::any_of(ref.begin(), ref.end(), absl::ascii_isspace)) return "it contains whitespace";
+  absl::string_view rest = ref;
+  size_t at = rest.find('@');
+  if (at != absl::string_view::npos) {
+    absl::string_view digest = rest.substr(at + 1);
+    size_t colon = digest.find(':');
+    if (colon == absl::string_view::npos || colon == 0 || digest.size() - colon - 1 < 32 ||
+        !std::all_of(digest.begin() + colon + 1, digest.end(),
+                     [](char c) { return absl::ascii_isxdigit(static_cast<unsigned char>(c)); })) {
+      return "the digest must be ALGORITHM:HEX with at least 32 hex digits";
+    }
+    rest = rest.substr(0, at);
+  }
+  size_t slash = rest.rfind('/');
+  size_t colon = rest.rfind(':');
+  if (colon != absl::string_view::npos && (slash == absl::string_view::npos || colon > slash)) {
+    absl::string_view tag = rest.substr(colon + 1);
+    if (tag.empty() || tag.size() > 128 ||
+        !(absl::ascii_isalnum(static_cast<unsigned char>(tag[0])) || tag[0] == '_') ||
+        !std::all_of(tag.begin(), tag.end(), [](char c) {
+          return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
+                 c == '-';
+        })) {
+      return "the tag must be 1-128 of [A-Za-z0-9_.-], not starting with '.' or '-'";
+    }
+    rest = rest.substr(0, colon);
+  }
+  if (rest.size() > kMaxImageNameLength) {
+    return absl::StrCat("the repository name must be at most ", kMaxImageNameLength,
+                        " characters");
+  }
+  std::vector<absl::string_view> parts = absl::StrSplit(rest, '/');
+  size_t first = 0;
+  if (parts.size() > 1 && (parts[0].find_first_of(".:") != absl::string_view::npos ||
+                           parts[0] == "localhost")) {
+    if (!IsRegistryHost(parts[0])) return absl::StrCat("\"", parts[0], "\" is not a registry host");
+    first = 1;
+  }
+  for (size_t i = first; i < parts.size(); ++i) {
+    if (!IsRepositoryComponent(parts[i])) {
+      return "the repository name must be lowercase [a-z0-9] components separated by '/', "
+             "'.', '_' or '-'";
+    }
+  }
+  return "";
+}
+
 // KubeVirt's validatePath for containerDisk.path: absolute, no relative components, not "/".
 void CheckContainerDisk(const kvnode::v1::ContainerDiskSource& cd, const FieldPath& path,
                         AdmissionReview* review) {
   if (cd.image().empty()) {
     review->errors.Add(path.Child("image"), "required");
-  } else if (std::any_of(cd.image().begin(), cd.image().end(), absl::ascii_isspace)) {
-    review->errors.Add(path.Child("image"), absl::StrCat(Quote(cd.image()),
-                                                         " is not a valid image reference "
-                                                         "(it contains whitespace)"));
+  } else if (std::string problem = ImageReferenceProblem(cd.image()); !problem.empty()) {
+    review->errors.Add(path.Child("image"),
+                       absl::StrCat(Quote(cd.image()), " is not a valid image reference: ", problem));
   }
   if (!cd.image_pull_secret().empty()) {
     CheckSubdomainName(cd.image_pull_secret(), "secret name", path.Child("imagePullSecret"),
                        review);
   }
   const std::string& p = cd.path();
-  if (p.empty()) return;
+  if (p.empty() || !CheckPathCharacters(p, path.Child("path"), review)) return;
   if (p == "/") {
     review->errors.Add(path.Child("path"), "must not point to root");
   } else if (JoinPath(CleanComponents(p)) != absl::StripSuffix(p, "/")) {
@@ -1057,6 +1173,8 @@ void CheckHostDisk(const kvnode::v1::HostDisk& hd, const FieldPath& path, const 
   bool absolute = !hd.path().empty() && hd.path()[0] == '/';
   if (hd.path().empty()) {
     review->errors.Add(path_field, "required");
+  } else if (!CheckPathCharacters(hd.path(), path_field, review)) {
+    absolute = false;  // nothing more to say about it
   } else if (!absolute) {
     review->errors.Add(path_field,
                        absl::StrCat("must be an absolute path (got ", Quote(hd.path()), ")"));
@@ -1225,6 +1343,7 @@ void CheckMac(const Interface& iface, const FieldPath& path, AdmissionReview* re
 }
 
 void CheckPorts(const Interface& iface, const FieldPath& path, AdmissionReview* review) {
+  if (!CheckListLength(iface.ports_size(), "ports", path, review)) return;
   std::set<std::string> seen, names;
   for (int j = 0; j < iface.ports_size(); ++j) {
     const auto& port = iface.ports(j);
@@ -1654,6 +1773,35 @@ void AdmitObjectMeta(const ObjectMeta& meta, const FieldPath& path, AdmissionRev
   CheckLabels(meta.labels(), path.Child("labels"), review);
   CheckAnnotations(meta.annotations(), path.Child("annotations"), review);
   CheckSchemaValues(meta, path, review);
+}
+
+AdmissionReview AdmitPersistentVolumeClaim(const kvnode::v1::PersistentVolumeClaim& pvc) {
+  AdmissionReview review;
+  FieldPath root;
+  AdmitObjectMeta(pvc.metadata(), root.Child("metadata"), &review);
+  FieldPath spec = root.Child("spec");
+  if (!pvc.spec().storage_class_name().empty()) {
+    CheckSubdomainName(pvc.spec().storage_class_name(), "storage class name",
+                       spec.Child("storageClassName"), &review);
+  }
+  if (!pvc.spec().volume_name().empty()) {
+    CheckSubdomainName(pvc.spec().volume_name(), "volume name", spec.Child("volumeName"), &review);
+  }
+  if (pvc.spec().access_modes().empty()) {
+    review.errors.Add(spec.Child("accessModes"), "at least 1 access mode is required");
+  }
+  CheckStorageRequest(pvc.spec().resources(), spec, /*size_optional=*/false, &review);
+  CheckSchemaValues(pvc.spec(), spec, &review);
+  return review;
+}
+
+AdmissionReview AdmitDataVolume(const kvnode::v1::DataVolume& dv) {
+  AdmissionReview review;
+  FieldPath root;
+  AdmitObjectMeta(dv.metadata(), root.Child("metadata"), &review);
+  CheckDataVolumeSpec(dv.spec(), root.Child("spec"), &review);
+  CheckSchemaValues(dv.spec(), root.Child("spec"), &review);
+  return review;
 }
 
 void AdmitVmiSpec(const VirtualMachineInstanceSpec& spec, const FieldPath& path,

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "agent/manifest/field_errors.h"
 #include "kvnode/v1/kubevirt.pb.h"
+#include "kvnode/v1/storage.pb.h"
 
 namespace kvnode {
 
@@ -56,6 +57,14 @@ AdmissionReview AdmitVmi(const kvnode::v1::VirtualMachineInstance& vmi, const No
 // Validates a defaulted VM, its template under spec.template.spec.
 AdmissionReview AdmitVm(const kvnode::v1::VirtualMachine& vm, const NodeLimits& node,
                         const PathResolver& paths);
+
+// Validates a PersistentVolumeClaim (`v1`): metadata, storage class and volume names, access
+// modes, and the storage request (greater than zero, at most the largest disk this node makes).
+AdmissionReview AdmitPersistentVolumeClaim(const kvnode::v1::PersistentVolumeClaim& pvc);
+
+// Validates a DataVolume (`cdi.kubevirt.io/v1beta1`): metadata, source and size, as the VM's
+// dataVolumeTemplates are.
+AdmissionReview AdmitDataVolume(const kvnode::v1::DataVolume& dv);
 
 // Validates a VMI spec; errors are under `path` ("spec" or "spec.template.spec").
 void AdmitVmiSpec(const kvnode::v1::VirtualMachineInstanceSpec& spec, const FieldPath& path,

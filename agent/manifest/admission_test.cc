@@ -826,9 +826,73 @@ TEST(AdmissionVolumeTest, ContainerDisks) {
   cd->set_image("quay.io/a b");
   EXPECT_THAT(Errors(vmi),
               ElementsAre("spec.volumes[0].containerDisk.image: \"quay.io/a b\" is not a valid "
-                          "image reference (it contains whitespace)",
+                          "image reference: it contains whitespace",
                           "spec.volumes[0].containerDisk.path: must be an absolute path to a file "
                           "without relative components"));
+}
+
+TEST(AdmissionVolumeTest, ContainerDiskImageReferences) {
+  auto vmi = BaseVmi();
+  auto* cd = vmi.mutable_spec()->mutable_volumes(0)->mutable_container_disk();
+  for (const char* good :
+       {"busybox", "quay.io/containerdisks/debian:12", "localhost:5000/kvnode/guest",
+        "registry.local:5000/a/b-c__d.e:v1.2_3",
+        "quay.io/x/y@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}) {
+    cd->set_image(good);
+    EXPECT_THAT(Errors(vmi), IsEmpty()) << good;
+  }
+  for (const char* bad : {"/etc/shadow", "../../etc/shadow", "Quay.io/X", "quay.io/x<y>:tag",
+                          "quay.io/x:", "quay.io/x:-tag", "quay.io/x@sha256:abc",
+                          "host:99999/x", "quay.io//x", "quay.io/x/"}) {
+    cd->set_image(bad);
+    EXPECT_THAT(Errors(vmi), ElementsAre(HasSubstr("is not a valid image reference"))) << bad;
+  }
+}
+
+TEST(AdmissionVolumeTest, PathsWithMarkupCharactersAreRefused) {
+  auto vmi = BaseVmi();
+  auto* cd = vmi.mutable_spec()->mutable_volumes(0)->mutable_container_disk();
+  cd->set_image("quay.io/containerdisks/debian:12");
+  for (const char* bad : {"/disk/a&b.qcow2", "/disk/<x>", "/disk/a\"b", "/disk/a b", "/disk/a'b"}) {
+    cd->set_path(bad);
+    EXPECT_THAT(Errors(vmi),
+                ElementsAre(HasSubstr("must contain only letters, digits and the characters")))
+        << bad;
+  }
+  cd->set_path("/disk/debian-12+x_1.qcow2");
+  EXPECT_THAT(Errors(vmi), IsEmpty());
+}
+
+TEST(AdmissionVolumeTest, DiskSizesHaveACeiling) {
+  auto vmi = BaseVmi();
+  auto* ed = vmi.mutable_spec()->mutable_volumes(0)->mutable_empty_disk();
+  ed->set_capacity("64Ti");
+  EXPECT_THAT(Errors(vmi), IsEmpty());
+  ed->set_capacity("65Ti");
+  EXPECT_THAT(Errors(vmi),
+              ElementsAre("spec.volumes[0].emptyDisk.capacity: must be at most 64Ti, the largest "
+                          "disk this node creates (got \"65Ti\")"));
+}
+
+TEST(AdmissionStorageTest, PersistentVolumeClaims) {
+  kvnode::v1::PersistentVolumeClaim pvc;
+  pvc.mutable_metadata()->set_name("data");
+  pvc.mutable_spec()->add_access_modes("ReadWriteOnce");
+  (*pvc.mutable_spec()->mutable_resources()->mutable_requests())["storage"] = "2Gi";
+  EXPECT_TRUE(AdmitPersistentVolumeClaim(pvc).allowed());
+  pvc.mutable_spec()->set_storage_class_name("Local_Disks");
+  pvc.mutable_spec()->clear_access_modes();
+  (*pvc.mutable_spec()->mutable_resources()->mutable_requests())["storage"] = "-1";
+  std::vector<std::string> errors;
+  AdmissionReview review = AdmitPersistentVolumeClaim(pvc);
+  for (const auto& e : review.errors.errors()) {
+    errors.push_back(e.ToString());
+  }
+  EXPECT_THAT(errors, ElementsAre(HasSubstr("spec.storageClassName: \"Local_Disks\" is not a "
+                                            "valid storage class name"),
+                                  "spec.accessModes: at least 1 access mode is required",
+                                  "spec.resources.requests[storage]: must be greater than zero "
+                                  "(got \"-1\")"));
 }
 
 TEST(AdmissionVolumeTest, EmptyDiskCapacity) {

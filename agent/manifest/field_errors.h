@@ -30,8 +30,15 @@ class FieldPath {
     return FieldPath(path_.empty() ? std::string(name) : absl::StrCat(path_, ".", name));
   }
   FieldPath Index(size_t i) const { return FieldPath(absl::StrCat(path_, "[", i, "]")); }
+  // A map key, as written but printable: control characters show as '?' and a key longer
+  // than 80 bytes is cut there with "...".
   FieldPath Key(absl::string_view key) const {
-    return FieldPath(absl::StrCat(path_, "[", key, "]"));
+    std::string printable(key.substr(0, 80));
+    for (char& c : printable) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    }
+    if (key.size() > 80) printable += "...";
+    return FieldPath(absl::StrCat(path_, "[", printable, "]"));
   }
   const std::string& str() const { return path_; }
 

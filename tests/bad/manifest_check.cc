@@ -24,6 +24,13 @@ AdmissionReview AdmitObject(LoadedObject& object, const NodeLimits& limits,
     ApplyVmiDefaults(vmi);
     return AdmitVmi(*vmi, limits, resolver);
   }
+  if (object.kind == "PersistentVolumeClaim") {
+    return AdmitPersistentVolumeClaim(
+        *static_cast<kvnode::v1::PersistentVolumeClaim*>(object.object.get()));
+  }
+  if (object.kind == "DataVolume") {
+    return AdmitDataVolume(*static_cast<kvnode::v1::DataVolume*>(object.object.get()));
+  }
   *admitted = false;
   return AdmissionReview();
 }
