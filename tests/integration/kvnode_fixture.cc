@@ -80,6 +80,16 @@ absl::StatusOr<std::unique_ptr<HandlerProcess>> HandlerProcess::Start(Options op
   char tmpl[] = "/tmp/kvit-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return absl::ErrnoToStatus(errno, "mkdtemp");
   h->state_dir_ = tmpl;
+  if (options.state_dir_size_mib > 0) {
+    auto m = RunCommand({"/bin/mount", "-t", "tmpfs", "-o",
+                         absl::StrCat("size=", options.state_dir_size_mib, "m,mode=0711"),
+                         "kvnode-test", h->state_dir_});
+    if (!m.ok() || !m->success()) {
+      rmdir(h->state_dir_.c_str());
+      return absl::InternalError("mount tmpfs on " + h->state_dir_);
+    }
+    h->state_dir_mounted_ = true;
+  }
   chmod(h->state_dir_.c_str(), 0711);
   h->socket_ = h->state_dir_ + "/api.sock";
   h->node_name_ = absl::StrCat("it", getpid(), "-", counter++);
@@ -226,6 +236,10 @@ void HandlerProcess::Teardown() {
   }
   if (!node_netns_.empty()) (void)RunCommand({"/usr/sbin/ip", "netns", "del", node_netns_});
   (void)RunCommand({"/bin/rm", "-rf", "--one-file-system", state_dir_});
+  if (state_dir_mounted_) {
+    (void)RunCommand({"/bin/umount", "--lazy", state_dir_});
+    rmdir(state_dir_.c_str());
+  }
 }
 
 std::vector<std::string> HandlerProcess::PodNamespaces() const {

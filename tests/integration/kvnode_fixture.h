@@ -32,6 +32,8 @@ class HandlerProcess {
     // false: the handler runs in the test's own network namespace with --pod-network off
     // (for tests of TCP listeners on loopback).
     bool node_namespace = true;
+    // > 0: the state dir is a tmpfs of this size (for tests of a full disk).
+    int state_dir_size_mib = 0;
   };
   // Starts a handler on a new temp state dir, with a unique node name; waits until it serves.
   static absl::StatusOr<std::unique_ptr<HandlerProcess>> Start(Options options);
@@ -104,6 +106,7 @@ class HandlerProcess {
   std::string node_netns_, pod_netns_prefix_;
   std::vector<std::string> extra_args_;
   bool node_namespace_ = true;
+  bool state_dir_mounted_ = false;
   pid_t pid_ = -1;
   std::unique_ptr<kvnode::v1::Node::Stub> stub_;
 };
