@@ -2,12 +2,25 @@
 // launcher can also stop answering while its process lives (SIGSTOP, a hung libvirtd). As
 // KubeVirt's launcher watchdog does, each ready launcher is pinged; one that stays silent goes
 // Unknown, then Failed, and its cgroup is ended so a hung QEMU does not linger.
+//
+// A busy node must not look like a hung launcher: with a hundred guests starting on two cores
+// a ping can wait seconds for a CPU. So pings run on their own queue (never behind a launch),
+// wait up to kMaxPingDeadline, and silence counts only once kMinFailedPings pings in a row went
+// unanswered; any event or answer from the launcher resets it.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "agent/handler/vmi_controller.h"
 #include "agent/handler/vmi_status.h"
 #include "grpcpp/grpcpp.h"
 
 namespace kvnode {
+namespace {
+
+constexpr int kMinFailedPings = 3;
+constexpr absl::Duration kMaxPingDeadline = absl::Seconds(5);
+
+}  // namespace
 
 void VmiController::CheckLivenessLocked(Record* r, absl::Time now) {
   if (!r->launcher_alive || !r->launcher_ready || IsFinalPhase(r->vmi.status().phase())) return;
@@ -15,9 +28,10 @@ void VmiController::CheckLivenessLocked(Record* r, absl::Time now) {
   if (!r->probing && now - r->last_probe >= config_.launcher_probe_interval) {
     r->probing = true;
     r->last_probe = now;
-    work_.Schedule([this, uid] { ProbeLauncher(uid); });
+    liveness_.Schedule([this, uid] { ProbeLauncher(uid); });
   }
   absl::Duration silent = now - r->last_seen;
+  if (r->failed_pings < kMinFailedPings) return;
   if (!r->unresponsive && silent > config_.launcher_unresponsive_timeout) {
     r->unresponsive = true;
     auto* status = r->vmi.mutable_status();
@@ -49,7 +63,9 @@ void VmiController::ProbeLauncher(const std::string& uid) {
   bool ok = false;
   if (stub.ok()) {
     grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    absl::Duration deadline =
+        std::clamp(config_.launcher_probe_interval, absl::Seconds(1), kMaxPingDeadline);
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
     kvnode::v1::PingRequest req;
     kvnode::v1::LauncherResponse resp;
     ok = CheckLauncherCall(uid, (*stub)->Ping(&ctx, req, &resp)).ok();
@@ -61,7 +77,11 @@ void VmiController::ProbeLauncher(const std::string& uid) {
     if (it == by_uid_.end()) return;
     Record* r = it->second.get();
     r->probing = false;
-    if (!ok) return;
+    if (!ok) {
+      ++r->failed_pings;
+      return;
+    }
+    r->failed_pings = 0;
     r->last_seen = clock_->Now();
     if (r->unresponsive && !IsFinalPhase(r->vmi.status().phase())) {
       r->unresponsive = false;

@@ -458,6 +458,7 @@ void VmiController::OnDomainEvent(const kvnode::v1::DomainEvent& event) {
   if (it == by_uid_.end()) return;
   Record* r = it->second.get();
   r->last_seen = clock_->Now();
+  r->failed_pings = 0;
   std::string before = r->vmi.status().phase();
   bool was_paused = FindCondition(r->vmi.status().conditions(), "Paused") != nullptr;
   if (!ApplyDomainStatus(&r->vmi, event.status(), clock_->Now())) return;
@@ -494,6 +495,7 @@ void VmiController::OnLauncherEvent(const kvnode::v1::LauncherEvent& event) {
   if (it == by_uid_.end()) return;
   Record* r = it->second.get();
   r->last_seen = clock_->Now();
+  r->failed_pings = 0;
   EventLocked(r->vmi, event.type().empty() ? "Normal" : event.type(), event.reason(),
               event.message());
   if (event.reason() == "LauncherReady" && !r->launcher_ready) {

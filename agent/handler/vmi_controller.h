@@ -144,6 +144,9 @@ class VmiController {
     absl::Time last_probe;
     bool probing = false;
     bool unresponsive = false;
+    // Pings in a row that got no answer; silence counts only after kMinFailedPings of them, so
+    // a node too busy to run the launcher (or the pings) promptly never fails its guests.
+    int failed_pings = 0;
     // When this handler accepted the VMI (for the start latency; unknown after a restart).
     absl::Time synced_at = absl::InfinitePast();
     // Readiness and liveness probes, from when the domain runs (vmi_probes.cc).
@@ -230,6 +233,8 @@ class VmiController {
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
 
   WorkQueue work_;
+  // Launcher pings, apart from work_ so that they never wait behind launches.
+  WorkQueue liveness_{2};
   std::thread janitor_;
   std::thread prober_;
 };

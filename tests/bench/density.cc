@@ -179,14 +179,21 @@ int Run(int argc, char** argv) {
   (void)h->stub()->ListVMIs(&lctx, lreq, &list);
   std::vector<double> rss, pss, qemu_rss;
   std::map<std::string, int> qemu_pid;
+  std::map<std::string, int> not_running;  // "phase reason" -> count
   for (const auto& v : list.items()) {
-    if (v.status().phase() != "Running") continue;
+    if (v.status().phase() != "Running") {
+      ++not_running[absl::StrCat(v.status().phase(), " ", v.status().reason())];
+      continue;
+    }
     Memory overhead, qemu;
     VmiMemory(h, v.metadata().uid(), &overhead, &qemu);
     rss.push_back(overhead.rss_mib);
     pss.push_back(overhead.pss_mib);
     qemu_rss.push_back(qemu.rss_mib);
     qemu_pid[v.metadata().name()] = v.status().launcher().qemu_pid();
+  }
+  for (const auto& [what, count] : not_running) {
+    std::cout << absl::StrFormat("not Running now: %d %s\n", count, what);
   }
   double handler_loaded = ProcKib(h->pid(), "status", "VmRSS") / 1024;
   std::cout << absl::StrFormat(
