@@ -115,9 +115,7 @@ int ApplyVm(Cli& cli, const VirtualMachine& vm, bool dry_run) {
   grpc::Status s = cli.stub->ApplyVM(Deadline(&ctx), req, &resp);
   if (!s.ok()) return cli.RpcError(s);
   for (const auto& w : resp.warnings()) *cli.err << "Warning: " << w << "\n";
-  std::string verb = resp.result() == "ADDED"      ? "created"
-                     : resp.result() == "MODIFIED" ? "configured"
-                                                   : "unchanged";
+  std::string verb = ApplyVerb(resp.result());
   *cli.out << "virtualmachine.kubevirt.io/" << resp.vm().metadata().name() << " " << verb
            << (dry_run ? " (server dry run)" : "") << "\n";
   if (dry_run) {
