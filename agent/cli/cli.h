@@ -61,9 +61,16 @@ int GetPvcs(Cli& cli, const std::string& name, const std::string& output, bool p
 int GetStorageClasses(Cli& cli);
 int DescribePvc(Cli& cli, const std::string& name);
 int DeletePvc(Cli& cli, const std::string& name);
+int ApplyDv(Cli& cli, const kvnode::v1::DataVolume& dv, bool dry_run);
+int GetDvs(Cli& cli, const std::string& name, const std::string& output, bool prefix);
+int DeleteDv(Cli& cli, const std::string& name);
 int CmdImageUpload(Cli& cli);
 int CmdImage(Cli& cli);
 int CmdCreate(Cli& cli);  // create secret generic
+// The volumes of VM `vm` with owner, reclaim policy, size, users and what deleting the VM with
+// `propagation` would do to each, under `title`.
+int PrintVolumeReview(Cli& cli, const std::string& vm, const std::string& propagation,
+                      const std::string& title);
 int GetSecrets(Cli& cli);
 int DeleteSecret(Cli& cli, const std::string& name);
 

@@ -34,7 +34,8 @@ Commands:
   console NAME                          serial console (Ctrl+] detaches)
   logs vmi NAME [--tail N] [--console]  the launcher's log, or the guest's serial console log
   events [vm|vmi NAME]                  events, oldest first
-  get pvc|sc [NAME] [-o wide|json|yaml] PersistentVolumeClaims, storage classes
+  get pvc|dv|sc [NAME] [-o wide|json|yaml]  PersistentVolumeClaims, DataVolumes, storage classes
+  delete dv NAME                        the DataVolume, and the claim it owns
   describe pvc NAME | delete pvc NAME [--dry-run]   (refused while a VMI uses the claim)
   image-upload pvc NAME --image-path FILE --size 2Gi [--storage-class CLASS]
                                         a new claim filled with a raw or qcow2 image

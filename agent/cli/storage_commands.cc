@@ -330,6 +330,106 @@ int CmdImage(Cli& cli) {
   return 0;
 }
 
+int ApplyDv(Cli& cli, const kvnode::v1::DataVolume& dv, bool dry_run) {
+  kvnode::v1::ApplyDVRequest req;
+  *req.mutable_dv() = dv;
+  req.set_dry_run(dry_run);
+  kvnode::v1::ApplyDVResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->ApplyDV(Deadline(&ctx), req, &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  *cli.out << "datavolume.cdi.kubevirt.io/" << resp.dv().metadata().name() << " "
+           << ApplyVerb(resp.result()) << (dry_run ? " (server dry run)" : "") << "\n";
+  return 0;
+}
+
+int GetDvs(Cli& cli, const std::string& name, const std::string& output, bool prefix) {
+  auto stub = StorageStub(cli);
+  std::vector<kvnode::v1::DataVolume> dvs;
+  if (!name.empty()) {
+    kvnode::v1::DataVolume dv;
+    grpc::ClientContext ctx;
+    grpc::Status s = stub->GetDV(Deadline(&ctx), cli.Ref(name), &dv);
+    if (!s.ok()) return cli.RpcError(s);
+    dvs.push_back(dv);
+  } else {
+    kvnode::v1::ListRequest req;
+    req.set_namespace_(cli.ns);
+    kvnode::v1::ListDVsResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status s = stub->ListDVs(Deadline(&ctx), req, &resp);
+    if (!s.ok()) return cli.RpcError(s);
+    dvs.assign(resp.items().begin(), resp.items().end());
+  }
+  if (output == "json" || output == "yaml") {
+    if (dvs.size() == 1 && !name.empty()) {
+      *cli.out << (output == "json" ? MessageToJson(dvs[0]) : MessageToYaml(dvs[0]));
+      return 0;
+    }
+    kvnode::v1::ListDVsResponse list;
+    for (const auto& dv : dvs) *list.add_items() = dv;
+    *cli.out << (output == "json" ? MessageToJson(list) : MessageToYaml(list));
+    return 0;
+  }
+  absl::Time now = absl::Now();
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& dv : dvs) {
+    std::vector<std::string> row = {(prefix ? "datavolume.cdi.kubevirt.io/" : "") + dv.metadata().name(),
+                                    dv.status().phase(), dv.status().progress(),
+                                    std::to_string(dv.status().restart_count()),
+                                    Age(dv.metadata().creation_timestamp(), now)};
+    if (output == "wide") {
+      std::string message;
+      for (const auto& c : dv.status().conditions()) {
+        if (c.type() == "Running" && !c.message().empty()) message = c.message();
+      }
+      row.push_back(message);
+    }
+    rows.push_back(row);
+  }
+  if (rows.empty()) {
+    *cli.err << "No resources found in " << cli.ns << " namespace.\n";
+    return 0;
+  }
+  std::vector<std::string> header = {"NAME", "PHASE", "PROGRESS", "RESTARTS", "AGE"};
+  if (output == "wide") header.push_back("MESSAGE");
+  PrintTable(*cli.out, header, rows);
+  return 0;
+}
+
+int DeleteDv(Cli& cli, const std::string& name) {
+  kvnode::v1::DataVolume dv;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->DeleteDV(Deadline(&ctx), cli.Ref(name), &dv);
+  if (!s.ok()) return cli.RpcError(s);
+  *cli.out << "datavolume.cdi.kubevirt.io \"" << name << "\" deleted\n";
+  return 0;
+}
+
+int PrintVolumeReview(Cli& cli, const std::string& vm, const std::string& propagation,
+                      const std::string& title) {
+  kvnode::v1::ReviewVMDeletionRequest req;
+  *req.mutable_ref() = cli.Ref(vm);
+  req.set_propagation_policy(propagation);
+  kvnode::v1::ReviewVMDeletionResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->ReviewVMDeletion(Deadline(&ctx), req, &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  *cli.out << title << "\n";
+  if (resp.items().empty()) {
+    *cli.out << "  <none>\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& i : resp.items()) {
+    rows.push_back({"  " + i.claim(), i.owner(), i.reclaim_policy().empty() ? "-" : i.reclaim_policy(),
+                    i.capacity().empty() ? "-" : i.capacity(),
+                    i.used_by().empty() ? "<none>" : absl::StrJoin(i.used_by(), ","), i.verdict()});
+  }
+  PrintTable(*cli.out, {"  CLAIM", "OWNER", "RECLAIM", "SIZE", "USED BY", "ON DELETE"}, rows);
+  return 0;
+}
+
 int CmdCreate(Cli& cli) {
   // kvctl create secret generic NAME --from-file=[KEY=]FILE --from-literal=KEY=VALUE
   if (cli.args.size() != 3 || cli.args[0] != "secret" || cli.args[1] != "generic") {

@@ -52,6 +52,8 @@ std::string CanonicalResource(const std::string& r) {
   }
   if (l == "sc" || l == "storageclass" || l == "storageclasses") return "sc";
   if (l == "secret" || l == "secrets") return "secret";
+  if (absl::EndsWith(l, ".cdi.kubevirt.io")) l = l.substr(0, l.size() - 16);
+  if (l == "dv" || l == "dvs" || l == "datavolume" || l == "datavolumes") return "dv";
   return "";
 }
 
@@ -153,7 +155,7 @@ int CmdApply(Cli& cli) {
   int rc = 0;
   for (auto& obj : loaded.objects) {
     if (obj.kind != "VirtualMachineInstance" && obj.kind != "VirtualMachine" &&
-        obj.kind != "PersistentVolumeClaim") {
+        obj.kind != "PersistentVolumeClaim" && obj.kind != "DataVolume") {
       *cli.err << "error: document " << obj.document << ": kind " << obj.kind
                << " is not supported by this handler yet\n";
       rc = 1;
@@ -168,6 +170,10 @@ int CmdApply(Cli& cli) {
         continue;
       }
       meta->set_namespace_(cli.ns);
+    }
+    if (obj.kind == "DataVolume") {
+      if (ApplyDv(cli, static_cast<kvnode::v1::DataVolume&>(*obj.object), dry_run) != 0) rc = 1;
+      continue;
     }
     if (obj.kind == "PersistentVolumeClaim") {
       if (ApplyPvc(cli, static_cast<kvnode::v1::PersistentVolumeClaim&>(*obj.object), dry_run) != 0) {
@@ -310,6 +316,7 @@ int CmdGet(Cli& cli) {
             : kinds[i] == "pvc" ? GetPvcs(cli, name, output, prefix)
             : kinds[i] == "sc"  ? GetStorageClasses(cli)
             : kinds[i] == "secret" ? GetSecrets(cli)
+            : kinds[i] == "dv"  ? GetDvs(cli, name, output, prefix)
                                 : GetVmis(cli, name, output, prefix);
     if (r != 0) rc = r;
   }
@@ -427,6 +434,7 @@ int CmdDelete(Cli& cli) {
   if (resource == "vm") return DeleteVm(cli, name);
   if (resource == "pvc") return DeletePvc(cli, name);
   if (resource == "secret") return DeleteSecret(cli, name);
+  if (resource == "dv") return DeleteDv(cli, name);
   kvnode::v1::DeleteRequest req;
   *req.mutable_ref() = cli.Ref(name);
   if (cli.flags.IsSet("grace-period")) {

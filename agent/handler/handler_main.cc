@@ -273,6 +273,7 @@ int Serve(Handler* h, const sigset_t& mask) {
   if (absl::Status s = h->controller->Recover(); !s.ok()) return Fail(Annotate(s, "recover state"));
   // VirtualMachines: recovered after their VMIs, so that each VM sees its VMI as it is.
   opt.vm.limits = c.limits;
+  opt.vm.volumes = h->volumes.get();  // dataVolumeTemplates
   h->vmi_client = std::make_unique<VmiControllerClient>(h->controller.get());
   h->vm_controller = std::make_unique<VmController>(opt.vm, h->store.get(), h->vmi_client.get(),
                                                     Clock::Real(), DefaultRandom());
@@ -280,6 +281,8 @@ int Serve(Handler* h, const sigset_t& mask) {
     return Fail(Annotate(s, "recover VirtualMachines"));
   }
   h->vm_controller->Run();
+  h->volumes->StartCollector();  // deletes or orphans what deleted VMs owned
+  h->volumes->StartImporter();   // populates DataVolumes
   if (absl::Status s = StartApi(h); !s.ok()) return Fail(Annotate(s, "API"));
   h->ready = true;
   spdlog::info("kvnode-handler serving on {}{} (node {}, virt type {}, state {})", opt.socket,

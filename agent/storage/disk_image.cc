@@ -148,6 +148,27 @@ absl::Status ConvertToRaw(const std::string& in, const std::string& format, cons
   return absl::OkStatus();
 }
 
+absl::Status PublishDisk(const std::string& dir, uid_t uid, gid_t gid, mode_t mode) {
+  std::string tmp = dir + "/" + kDiskTempFile;
+  int fd = open(tmp.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "open " + tmp);
+  absl::Status s;
+  if (fchown(fd, uid, gid) < 0 || fchmod(fd, mode) < 0) s = absl::ErrnoToStatus(errno, "chown " + tmp);
+  if (s.ok() && fsync(fd) < 0) s = absl::ErrnoToStatus(errno, "fsync " + tmp);
+  close(fd);
+  RETURN_IF_ERROR(s);
+  if (rename(tmp.c_str(), (dir + "/disk.img").c_str()) < 0) {
+    return absl::ErrnoToStatus(errno, "rename " + tmp);
+  }
+  for (const char* part : {"/upload.part", "/import.part"}) unlink((dir + part).c_str());
+  int d = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (d >= 0) {
+    fsync(d);
+    close(d);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CreateOverlayAs(const FsIdentity& user, const std::string& overlay,
                              const std::string& backing, const std::string& backing_format) {
   return RunQemuImg(AsUser(user, {kQemuImg, "create", "-q", "-f", "qcow2", "-F", backing_format,

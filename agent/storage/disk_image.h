@@ -48,6 +48,12 @@ absl::Status CheckUploadedImage(const ImageInfo& info);
 absl::Status ConvertToRaw(const std::string& in, const std::string& format,
                           const std::string& out, int64_t size_bytes);
 
+// A claim's or image's disk is first made as <dir>/disk.img.tmp and then published.
+inline constexpr char kDiskTempFile[] = "disk.img.tmp";
+// Renames <dir>/disk.img.tmp (owned by uid:gid with `mode`, synced) to <dir>/disk.img, so a
+// reader never sees a partial disk; removes <dir>/upload.part and <dir>/import.part.
+absl::Status PublishDisk(const std::string& dir, uid_t uid, gid_t gid, mode_t mode);
+
 // Per-VMI disks, made by qemu-img running as `user` (the launcher's), so that it reaches only
 // what that user could in the VMI's dir.
 absl::Status CreateOverlayAs(const FsIdentity& user, const std::string& overlay,

@@ -107,6 +107,47 @@ grpc::Status StorageService::ListSecrets(grpc::ServerContext*, const kvnode::v1:
   return grpc::Status::OK;
 }
 
+grpc::Status StorageService::ApplyDV(grpc::ServerContext*, const kvnode::v1::ApplyDVRequest* req,
+                                     kvnode::v1::ApplyDVResponse* resp) {
+  auto r = volumes_->ApplyDataVolume(req->dv(), req->dry_run());
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *resp->mutable_dv() = r->dv;
+  resp->set_result(r->result);
+  return grpc::Status::OK;
+}
+
+grpc::Status StorageService::GetDV(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                                   kvnode::v1::DataVolume* resp) {
+  auto r = volumes_->GetDataVolume(Namespace(req->namespace_()), req->name());
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *resp = std::move(*r);
+  return grpc::Status::OK;
+}
+
+grpc::Status StorageService::ListDVs(grpc::ServerContext*, const kvnode::v1::ListRequest* req,
+                                     kvnode::v1::ListDVsResponse* resp) {
+  for (auto& dv : volumes_->ListDataVolumes(req->namespace_())) *resp->add_items() = std::move(dv);
+  return grpc::Status::OK;
+}
+
+grpc::Status StorageService::DeleteDV(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                                      kvnode::v1::DataVolume* resp) {
+  auto r = volumes_->DeleteDataVolume(Namespace(req->namespace_()), req->name());
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *resp = std::move(*r);
+  return grpc::Status::OK;
+}
+
+grpc::Status StorageService::ReviewVMDeletion(grpc::ServerContext*,
+                                              const kvnode::v1::ReviewVMDeletionRequest* req,
+                                              kvnode::v1::ReviewVMDeletionResponse* resp) {
+  auto r = volumes_->ReviewVmDeletion(Namespace(req->ref().namespace_()), req->ref().name(),
+                                      req->propagation_policy());
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  for (auto& i : *r) *resp->add_items() = std::move(i);
+  return grpc::Status::OK;
+}
+
 grpc::Status StorageService::DeleteSecret(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
                                           kvnode::v1::SecretInfo* resp) {
   auto r = volumes_->secrets().Delete(Namespace(req->namespace_()), req->name());

@@ -30,6 +30,16 @@ class StorageService final : public kvnode::v1::Storage::Service {
                             kvnode::v1::SecretInfo* resp) override;
   grpc::Status ListSecrets(grpc::ServerContext*, const kvnode::v1::ListRequest* req,
                            kvnode::v1::ListSecretsResponse* resp) override;
+  grpc::Status ApplyDV(grpc::ServerContext*, const kvnode::v1::ApplyDVRequest* req,
+                       kvnode::v1::ApplyDVResponse* resp) override;
+  grpc::Status GetDV(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                     kvnode::v1::DataVolume* resp) override;
+  grpc::Status ListDVs(grpc::ServerContext*, const kvnode::v1::ListRequest* req,
+                       kvnode::v1::ListDVsResponse* resp) override;
+  grpc::Status DeleteDV(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                        kvnode::v1::DataVolume* resp) override;
+  grpc::Status ReviewVMDeletion(grpc::ServerContext*, const kvnode::v1::ReviewVMDeletionRequest* req,
+                                kvnode::v1::ReviewVMDeletionResponse* resp) override;
   grpc::Status DeleteSecret(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
                             kvnode::v1::SecretInfo* resp) override;
 

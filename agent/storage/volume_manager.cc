@@ -52,7 +52,14 @@ VolumeManager::VolumeManager(VolumeConfig config, Store* store, Clock* clock)
       clock_(clock),
       secrets_(config_.state_dir) {}
 
-VolumeManager::~VolumeManager() = default;
+VolumeManager::~VolumeManager() {
+  {
+    absl::MutexLock lock(&mu_);
+    quit_ = true;
+  }
+  if (collector_.joinable()) collector_.join();
+  if (importer_.joinable()) importer_.join();
+}
 
 void VolumeManager::SetVmiLister(VmiLister lister) {
   absl::MutexLock lock(&mu_);

@@ -14,8 +14,10 @@
 #define KVNODE_AGENT_STORAGE_VOLUME_MANAGER_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,6 +25,7 @@
 #include "agent/base/clock.h"
 #include "agent/base/state_layout.h"
 #include "agent/base/user_fs.h"
+#include "agent/controller/vm_volumes.h"
 #include "agent/storage/secret_store.h"
 #include "agent/storage/storage_class.h"
 #include "agent/store/store.h"
@@ -48,10 +51,10 @@ std::string VolumeFailureReason(const absl::Status& status);
 
 class VolumeUpload;
 
-class VolumeManager {
+class VolumeManager : public VmVolumes {
  public:
   VolumeManager(VolumeConfig config, Store* store, Clock* clock);
-  ~VolumeManager();
+  ~VolumeManager() override;
 
   // Who uses what: the live VMIs of the node (set once by the handler, before serving).
   using VmiLister = std::function<std::vector<kvnode::v1::VirtualMachineInstance>()>;
@@ -76,6 +79,35 @@ class VolumeManager {
                                                 bool dry_run);
   const StorageClasses& classes() const { return config_.classes; }
   SecretStore& secrets() { return secrets_; }
+
+  // --- Deleting VMs (volume_gc.cc) ---
+  // What deleting the VM would do to each of its volumes.
+  absl::StatusOr<std::vector<kvnode::v1::VolumeReviewItem>> ReviewVmDeletion(
+      const std::string& ns, const std::string& name, const std::string& propagation);
+  // Starts the garbage collector: it follows the Store's change log and, for each deleted
+  // VirtualMachine, deletes the claims it owned or — when it was deleted with propagation
+  // Orphan — removes its owner reference from them. Its position in the log is kept in the
+  // Store, so a handler restart misses nothing. Stopped by the destructor.
+  void StartCollector();
+
+  // --- DataVolumes (data_volumes.cc) ---
+  struct ApplyDvResult {
+    kvnode::v1::DataVolume dv;
+    std::string result;  // ADDED, MODIFIED, UNCHANGED
+  };
+  // Creates the DataVolume and its claim (Pending until populated); the importer populates it.
+  absl::StatusOr<ApplyDvResult> ApplyDataVolume(kvnode::v1::DataVolume dv, bool dry_run);
+  absl::StatusOr<kvnode::v1::DataVolume> GetDataVolume(const std::string& ns,
+                                                       const std::string& name);
+  std::vector<kvnode::v1::DataVolume> ListDataVolumes(const std::string& ns);
+  // Removes the DataVolume; the garbage collector then deletes the claim it owns.
+  absl::StatusOr<kvnode::v1::DataVolume> DeleteDataVolume(const std::string& ns,
+                                                          const std::string& name);
+  // VmVolumes: the VM's dataVolumeTemplates as DataVolumes owned by it, and their state.
+  VolumeFacts EnsureDataVolumes(const kvnode::v1::VirtualMachine& vm) override;
+  // Starts the importer thread (blank, http, pvc sources, one at a time; failures retried
+  // with a growing delay). An import a crash interrupted starts again from the beginning.
+  void StartImporter();
 
   // --- Uploads (volume_upload.cc) ---
   absl::StatusOr<std::unique_ptr<VolumeUpload>> BeginUpload(const kvnode::v1::UploadTarget& target);
@@ -110,6 +142,24 @@ class VolumeManager {
   absl::Status PrepareCloudInit(const kvnode::v1::VirtualMachineInstance& vmi,
                                 const kvnode::v1::Volume& volume);
   absl::Status PrepareHostDisk(const kvnode::v1::HostDisk& disk, const std::string& volume);
+  void CollectLoop();
+  // A deleted owner (VirtualMachine or DataVolume): its claims and DataVolumes are deleted, or
+  // orphaned when it went with propagation Orphan.
+  void OnOwnerDeleted(const std::string& ns, const std::string& uid, const std::string& what,
+                      bool orphan);
+  absl::StatusOr<kvnode::v1::DataVolume> LoadDvLocked(const std::string& ns,
+                                                      const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<kvnode::v1::DataVolume> CreateDataVolumeLocked(kvnode::v1::DataVolume dv)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ImportLoop();
+  // Populates the claim of `dv`; the DataVolume's status follows.
+  void Import(kvnode::v1::DataVolume dv);
+  absl::Status Populate(const kvnode::v1::DataVolume& dv, const std::string& dir, int64_t size);
+  absl::Status Download(const kvnode::v1::DataVolume& dv, const std::string& part);
+  // Stores a new status for the DataVolume of this UID if it still exists; false when gone.
+  bool UpdateDv(const kvnode::v1::DataVolume& dv, const std::string& phase,
+                const std::string& progress, const std::string& message);
   absl::Status RemoveClaimDirLocked(const kvnode::v1::PersistentVolumeClaim& pvc, bool retain)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -122,6 +172,11 @@ class VolumeManager {
 
   absl::Mutex mu_;
   VmiLister lister_ ABSL_GUARDED_BY(mu_);
+  bool quit_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread collector_;
+  std::thread importer_;
+  // When a failed import is tried again, by DataVolume UID (the importer's own).
+  std::map<std::string, absl::Time> retry_at_;
 };
 
 // One upload in progress: the client's bytes go to a temp file in the target's dir; Finish

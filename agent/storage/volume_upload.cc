@@ -23,37 +23,14 @@ using kvnode::v1::PersistentVolumeClaim;
 
 constexpr char kUploadAnnotation[] = "kvnode.io/upload";
 constexpr char kPartFile[] = "upload.part";
-constexpr char kConvertedFile[] = "disk.img.tmp";
 
 absl::StatusOr<int> CreatePart(const std::string& dir) {
   std::string part = dir + "/" + kPartFile;
   unlink(part.c_str());
-  unlink((dir + "/" + kConvertedFile).c_str());
+  unlink((dir + "/" + kDiskTempFile).c_str());
   int fd = open(part.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return absl::ErrnoToStatus(errno, "create " + part);
   return fd;
-}
-
-// Renames dir/disk.img.tmp to dir/disk.img once it is on disk.
-absl::Status Publish(const std::string& dir, uid_t uid, gid_t gid, mode_t mode) {
-  std::string tmp = dir + "/" + kConvertedFile;
-  int fd = open(tmp.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return absl::ErrnoToStatus(errno, "open " + tmp);
-  absl::Status s;
-  if (fchown(fd, uid, gid) < 0 || fchmod(fd, mode) < 0) s = absl::ErrnoToStatus(errno, "chown " + tmp);
-  if (s.ok() && fsync(fd) < 0) s = absl::ErrnoToStatus(errno, "fsync " + tmp);
-  close(fd);
-  RETURN_IF_ERROR(s);
-  if (rename(tmp.c_str(), (dir + "/disk.img").c_str()) < 0) {
-    return absl::ErrnoToStatus(errno, "rename " + tmp);
-  }
-  unlink((dir + "/" + kPartFile).c_str());
-  int d = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (d >= 0) {
-    fsync(d);
-    close(d);
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -127,7 +104,7 @@ absl::Status VolumeUpload::Append(const std::string& data) {
 
 void VolumeUpload::Abort() {
   unlink((dir_ + "/" + kPartFile).c_str());
-  unlink((dir_ + "/" + kConvertedFile).c_str());
+  unlink((dir_ + "/" + kDiskTempFile).c_str());
   if (!target_.has_pvc() || pvc_.metadata().uid().empty()) return;
   VolumeManager* m = manager_;
   absl::MutexLock lock(&m->mu_);
@@ -156,8 +133,8 @@ absl::StatusOr<kvnode::v1::UploadResult> VolumeUpload::Finish() {
           "--size: the image's virtual size (", info.virtual_size, " bytes) is larger than the "
           "claim's size (", size, " bytes)"));
     }
-    RETURN_IF_ERROR(ConvertToRaw(part, info.format, dir_ + "/" + kConvertedFile, size));
-    RETURN_IF_ERROR(Publish(dir_, m->config_.launcher.uid, m->config_.launcher.gid, 0660));
+    RETURN_IF_ERROR(ConvertToRaw(part, info.format, dir_ + "/" + kDiskTempFile, size));
+    RETURN_IF_ERROR(PublishDisk(dir_, m->config_.launcher.uid, m->config_.launcher.gid, 0660));
     absl::MutexLock lock(&m->mu_);
     pvc_.mutable_metadata()->mutable_annotations()->erase(kUploadAnnotation);
     m->SetPhase(&pvc_, "Bound");
@@ -166,8 +143,8 @@ absl::StatusOr<kvnode::v1::UploadResult> VolumeUpload::Finish() {
     spdlog::info("PersistentVolumeClaim {}/{}: upload of {} bytes ({}) converted and bound",
                  pvc_.metadata().namespace_(), pvc_.metadata().name(), received_, info.format);
   } else {
-    RETURN_IF_ERROR(ConvertToRaw(part, info.format, dir_ + "/" + kConvertedFile, 0));
-    RETURN_IF_ERROR(Publish(dir_, 0, 0, 0644));
+    RETURN_IF_ERROR(ConvertToRaw(part, info.format, dir_ + "/" + kDiskTempFile, 0));
+    RETURN_IF_ERROR(PublishDisk(dir_, 0, 0, 0644));
     kvnode::v1::CachedImage image;
     image.mutable_metadata()->set_name(ImageCacheKey(target_.image_ref()));
     image.mutable_metadata()->set_uid(NewRandomUuid());

@@ -270,5 +270,89 @@ TEST_F(StorageTest, RefusesEscapesSymlinksAndUnsafeImages) {
   EXPECT_THAT(r.out, HasSubstr("spec.resources.requests.storage: must be greater than zero"));
 }
 
+// kvctl delete vm: the claims the VM owns go with it (by their reclaim policy), the ones it only
+// uses stay; --dry-run prints that review and changes nothing; --cascade=orphan keeps all.
+TEST_F(StorageTest, DeletingAVmDeletesWhatItOwnsOnlyAndDryRunChangesNothing) {
+  VmApi api(handler_.get());
+  auto claim = [&](const std::string& name, const std::string& owner, const std::string& uid,
+                   const std::string& cls) {
+    std::string yaml = absl::StrCat("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: ",
+                                    name, "\n");
+    if (!uid.empty()) {
+      absl::StrAppend(&yaml, "  ownerReferences:\n  - apiVersion: kubevirt.io/v1\n    kind: "
+                             "VirtualMachine\n    name: ", owner, "\n    uid: ", uid,
+                      "\n    controller: true\n");
+    }
+    absl::StrAppend(&yaml, "spec:\n  storageClassName: ", cls,
+                    "\n  resources:\n    requests:\n      storage: 1Mi\n");
+    auto r = Kvctl({"apply", "-f", Write(name + ".yaml", yaml)});
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+  };
+  auto vm_with = [&](const std::string& name, const std::vector<std::string>& claims) {
+    kvnode::v1::VirtualMachine vm = GuestVm(name, "Halted", claims[0]);
+    for (size_t i = 1; i < claims.size(); ++i) {
+      auto* spec = vm.mutable_spec()->mutable_template_()->mutable_spec();
+      auto* d = spec->mutable_domain()->mutable_devices()->add_disks();
+      d->set_name(claims[i]);
+      d->mutable_disk()->set_bus("virtio");
+      auto* v = spec->add_volumes();
+      v->set_name(claims[i]);
+      v->mutable_persistent_volume_claim()->set_claim_name(claims[i]);
+    }
+    auto applied = api.Apply(vm);
+    EXPECT_TRUE(applied.ok()) << applied.status();
+    return applied.ok() ? applied->metadata().uid() : std::string();
+  };
+  std::string uid = vm_with("owner", {"shared", "owned", "owned-kept"});
+  claim("shared", "", "", "local");
+  claim("owned", "owner", uid, "local");
+  claim("owned-kept", "owner", uid, "keep");
+  claim("stranger", "owner", "some-other-uid", "local");  // a former VM of that name
+
+  auto state = [&] {
+    return Kvctl({"get", "pvc", "-o", "yaml"}).out +
+           RunCommand({"/bin/ls", "-R", handler_->state_dir() + "/volumes"})->output;
+  };
+  std::string before = state();
+  auto review = Kvctl({"delete", "vm", "owner", "--dry-run"});
+  ASSERT_EQ(review.exit_code, 0) << review.out;
+  EXPECT_THAT(review.out, HasSubstr("nothing was changed"));
+  EXPECT_THAT(review.out, ::testing::ContainsRegex(
+      "shared +<none> +Delete +1Mi +<none> +kept: not owned by this VM"));
+  EXPECT_THAT(review.out, ::testing::ContainsRegex(
+      "owned +VirtualMachine/owner +Delete +1Mi +<none> +deleted with the VM, and its disk"));
+  EXPECT_THAT(review.out, ::testing::ContainsRegex(
+      "owned-kept +VirtualMachine/owner +Retain +1Mi +<none> +deleted with the VM; "
+      "reclaimPolicy Retain keeps its disk"));
+  EXPECT_THAT(review.out, Not(HasSubstr("stranger")));
+  EXPECT_EQ(state(), before);
+  EXPECT_TRUE(api.Get("owner").ok());
+  auto describe = Kvctl({"describe", "vm", "owner"});
+  EXPECT_THAT(describe.out, HasSubstr("Volume review (if the VM is deleted):"));
+  EXPECT_THAT(describe.out, HasSubstr("deleted with the VM, and its disk"));
+
+  ASSERT_EQ(Kvctl({"delete", "vm", "owner"}).exit_code, 0);
+  auto pvcs = [&] { return Kvctl({"get", "pvc"}).out; };
+  ASSERT_TRUE(Eventually([&] { return !absl::StrContains(pvcs(), "owned"); }, absl::Seconds(20)))
+      << pvcs();
+  std::string after = pvcs();
+  EXPECT_THAT(after, HasSubstr("shared"));
+  EXPECT_THAT(after, HasSubstr("stranger"));
+  std::string dirs = RunCommand({"/bin/ls", handler_->state_dir() + "/volumes/default"})->output;
+  EXPECT_THAT(dirs, Not(::testing::ContainsRegex("(^|\n)owned\n")));
+  EXPECT_THAT(dirs, HasSubstr("owned-kept.retained-"));
+
+  // --cascade=orphan: the claim stays, without the owner reference.
+  std::string uid2 = vm_with("orph", {"shared", "orph-data"});
+  claim("orph-data", "orph", uid2, "local");
+  auto orphan_review = Kvctl({"delete", "vm", "orph", "--dry-run", "--cascade=orphan"});
+  EXPECT_THAT(orphan_review.out, HasSubstr("kept: orphaned"));
+  ASSERT_EQ(Kvctl({"delete", "vm", "orph", "--cascade=orphan"}).exit_code, 0);
+  ASSERT_TRUE(Eventually([&] {
+    return !absl::StrContains(Kvctl({"get", "pvc", "orph-data", "-o", "yaml"}).out, uid2);
+  }, absl::Seconds(20)));
+  EXPECT_EQ(Kvctl({"get", "pvc", "orph-data"}).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace kvnode::testing
