@@ -22,6 +22,9 @@ inline constexpr char kReclaimPolicyAnnotation[] = "kvnode.io/reclaim-policy";
 // Set on a claim the handler found on disk (a disk.img made by hand before the claim existed):
 // such a claim is always Retain, since kvnode did not make its data.
 inline constexpr char kAdoptedAnnotation[] = "kvnode.io/adopted";
+// Set while `kvctl image-upload pvc` fills a new claim; a claim that still has it when the
+// handler starts was cut off mid-upload.
+inline constexpr char kUploadAnnotation[] = "kvnode.io/upload";
 
 // Namespace "default" when empty, storageClassName the default class when empty, volumeMode
 // Filesystem, accessModes [ReadWriteOnce] when empty.

@@ -293,8 +293,10 @@ absl::Status VolumeManager::Recover() {
   for (const StoredObject& o : objects) {
     PersistentVolumeClaim pvc;
     RETURN_IF_ERROR(FromJson(o.json, &pvc));
-    if (pvc.status().phase() == "Pending") {
-      // Only an upload leaves a claim Pending; the handler died before it completed.
+    if (pvc.status().phase() == "Pending" &&
+        pvc.metadata().annotations().count(kUploadAnnotation) > 0) {
+      // The handler died before this upload completed (a DataVolume's claim is Pending too, but
+      // its import starts again).
       spdlog::warn("PersistentVolumeClaim {}/{}: its upload was interrupted; removed", o.ns,
                    o.name);
       RETURN_IF_ERROR(store_->Delete(kPvcKind, &pvc).status());

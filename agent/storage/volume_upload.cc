@@ -21,7 +21,6 @@ namespace {
 
 using kvnode::v1::PersistentVolumeClaim;
 
-constexpr char kUploadAnnotation[] = "kvnode.io/upload";
 constexpr char kPartFile[] = "upload.part";
 
 absl::StatusOr<int> CreatePart(const std::string& dir) {

@@ -174,7 +174,8 @@ TEST(ManifestCheckTest, AGoodManifestPrintsNothing) {
 TEST(ManifestCheckTest, WarningsAreMarkedAndFollowTheirDocument) {
   std::string yaml =
       std::string(kApp01) +
-      "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: a}\n---\n" + kApp01;
+      "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: a}\n"
+      "spec: {resources: {requests: {storage: 1Gi}}}\n---\n" + kApp01;
   yaml.replace(yaml.rfind("claimName: app01-root"), 21,
                "claimName: app01-root\n        - name: cloudinit\n          cloudInitNoCloud:\n"
                "            userData: \"#cloud-config\\npassword: x\\n\"");
