@@ -428,8 +428,9 @@ bool VmController::SyncRunStrategyLocked(Record* r, SyncState* st) {
     acted = true;
   }
   if (config_.volumes != nullptr) st->volumes = config_.volumes->EnsureDataVolumes(vm);
-  if (plan.start_vmi && VolumesBlockStart(st->volumes)) {
-    // As KubeVirt: no VMI until its DataVolumes are populated and its claims bound.
+  if (VolumesBlockStart(st->volumes)) {
+    // As KubeVirt: no VMI until its DataVolumes are populated and its claims bound. The VM
+    // looks again every second meanwhile, so its status follows the volumes.
     plan.start_vmi = false;
     EnqueueLocked({vm.metadata().namespace_(), vm.metadata().name()}, st->now + absl::Seconds(1));
   }
