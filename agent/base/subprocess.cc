@@ -193,12 +193,19 @@ bool CommandResult::success() const {
 
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
                                          absl::Duration timeout) {
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) < 0) return absl::ErrnoToStatus(errno, "pipe");
   SpawnOptions o;
   o.argv = argv;
-  for (char** e = environ; *e != nullptr; ++e) o.env.push_back(*e);
+  return RunCommand(std::move(o), timeout);
+}
+
+absl::StatusOr<CommandResult> RunCommand(SpawnOptions o, absl::Duration timeout) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) < 0) return absl::ErrnoToStatus(errno, "pipe");
+  if (o.env.empty()) {
+    for (char** e = environ; *e != nullptr; ++e) o.env.push_back(*e);
+  }
   o.stdout_fd = out[1];
+  o.stderr_fd = -1;
   auto pid = Spawn(o);
   close(out[1]);
   if (!pid.ok()) {

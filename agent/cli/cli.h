@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "agent/base/flags.h"
 #include "kvnode/v1/node.grpc.pb.h"
+#include "kvnode/v1/storage.pb.h"
 
 namespace kvnode {
 
@@ -53,6 +54,25 @@ int DescribeVm(Cli& cli, const std::string& name);
 int DeleteVm(Cli& cli, const std::string& name);
 int WaitVm(Cli& cli, const std::string& name, const std::string& condition,
            absl::Duration timeout);
+
+// Storage (storage_commands.cc).
+int ApplyPvc(Cli& cli, const kvnode::v1::PersistentVolumeClaim& pvc, bool dry_run);
+int GetPvcs(Cli& cli, const std::string& name, const std::string& output, bool prefix);
+int GetStorageClasses(Cli& cli);
+int DescribePvc(Cli& cli, const std::string& name);
+int DeletePvc(Cli& cli, const std::string& name);
+int ApplyDv(Cli& cli, const kvnode::v1::DataVolume& dv, bool dry_run);
+int GetDvs(Cli& cli, const std::string& name, const std::string& output, bool prefix);
+int DeleteDv(Cli& cli, const std::string& name);
+int CmdImageUpload(Cli& cli);
+int CmdImage(Cli& cli);
+int CmdCreate(Cli& cli);  // create secret generic
+// The volumes of VM `vm` with owner, reclaim policy, size, users and what deleting the VM with
+// `propagation` would do to each, under `title`.
+int PrintVolumeReview(Cli& cli, const std::string& vm, const std::string& propagation,
+                      const std::string& title);
+int GetSecrets(Cli& cli);
+int DeleteSecret(Cli& cli, const std::string& name);
 
 // "vmi", "vmis", "virtualmachineinstance(s)", "virtualmachineinstances.kubevirt.io" → "vmi";
 // "" when the resource is unknown.

@@ -34,6 +34,14 @@ Commands:
   console NAME                          serial console (Ctrl+] detaches)
   logs vmi NAME [--tail N] [--console]  the launcher's log, or the guest's serial console log
   events [vm|vmi NAME]                  events, oldest first
+  get pvc|dv|sc [NAME] [-o wide|json|yaml]  PersistentVolumeClaims, DataVolumes, storage classes
+  delete dv NAME                        the DataVolume, and the claim it owns
+  describe pvc NAME | delete pvc NAME [--dry-run]   (refused while a VMI uses the claim)
+  image-upload pvc NAME --image-path FILE --size 2Gi [--storage-class CLASS]
+                                        a new claim filled with a raw or qcow2 image
+  image import REF --from-file DISK | image list   the node's containerDisk image cache
+  create secret generic NAME --from-file=[KEY=]FILE [--from-literal=KEY=VALUE]
+  get secret | delete secret NAME       node-local secrets (values are never shown)
 
 The socket is --socket, else $KVNODE_SOCKET, else /run/kvnode/handler.sock.
 )";
@@ -43,7 +51,8 @@ int Run(int argc, char** argv) {
   cli.flags.Value("socket").Value("namespace", "-n").Value("filename", "-f").Value("output", "-o")
       .Value("grace-period").Value("for").Value("timeout").Value("tail").Bool("console").Bool("dry-run")
       .Bool("wait").Bool("help", "-h").Bool("force").Bool("paused").Value("cascade")
-      .Value("owner-label");
+      .Value("owner-label").Value("image-path").Value("size").Value("storage-class")
+      .Value("from-file").Value("from-literal");
   absl::Status parsed = cli.flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
   if (!parsed.ok()) return cli.Usage(std::string(parsed.message()));
   if (cli.flags.GetBool("help") || cli.flags.positional().empty()) {
@@ -75,6 +84,9 @@ int Run(int argc, char** argv) {
   if (verb == "restart") return CmdRestart(cli);
   if (verb == "history") return CmdHistory(cli);
   if (verb == "diagnose") return CmdDiagnose(cli);
+  if (verb == "image-upload") return CmdImageUpload(cli);
+  if (verb == "image") return CmdImage(cli);
+  if (verb == "create") return CmdCreate(cli);
   return cli.Usage("unknown command \"" + verb + "\"");
 }
 

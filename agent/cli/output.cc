@@ -146,4 +146,8 @@ std::string JsonPathValue(const google::protobuf::Message& m, const std::string&
   return out.c_str();
 }
 
+std::string ApplyVerb(const std::string& result) {
+  return result == "ADDED" ? "created" : result == "MODIFIED" ? "configured" : "unchanged";
+}
+
 }  // namespace kvnode

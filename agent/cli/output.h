@@ -27,6 +27,9 @@ std::string MessageToYaml(const google::protobuf::Message& m);
 // The same for JSON text (an object or a kubectl List).
 std::string JsonToYaml(const std::string& json);
 
+// kubectl's verb for an apply's result: ADDED → created, MODIFIED → configured, else unchanged.
+std::string ApplyVerb(const std::string& result);
+
 // kubectl's wording for a failed call: "Error from server (NotFound): ...".
 std::string DescribeRpcError(const grpc::Status& status);
 

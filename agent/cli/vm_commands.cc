@@ -115,9 +115,7 @@ int ApplyVm(Cli& cli, const VirtualMachine& vm, bool dry_run) {
   grpc::Status s = cli.stub->ApplyVM(Deadline(&ctx), req, &resp);
   if (!s.ok()) return cli.RpcError(s);
   for (const auto& w : resp.warnings()) *cli.err << "Warning: " << w << "\n";
-  std::string verb = resp.result() == "ADDED"      ? "created"
-                     : resp.result() == "MODIFIED" ? "configured"
-                                                   : "unchanged";
+  std::string verb = ApplyVerb(resp.result());
   *cli.out << "virtualmachine.kubevirt.io/" << resp.vm().metadata().name() << " " << verb
            << (dry_run ? " (server dry run)" : "") << "\n";
   if (dry_run) {
@@ -242,6 +240,7 @@ int DescribeVm(Cli& cli, const std::string& name) {
   }
   o << "Volumes:\n";
   for (const auto& v : DescribeVolumes(vm.spec().template_().spec())) o << "  " << v << "\n";
+  (void)PrintVolumeReview(cli, name, "Background", "Volume review (if the VM is deleted):");
   o << "Conditions:\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& c : st.conditions()) {
@@ -321,6 +320,11 @@ int DeleteVm(Cli& cli, const std::string& name) {
   grpc::ClientContext ctx;
   grpc::Status s = cli.stub->DeleteVM(Deadline(&ctx), req, &resp);
   if (!s.ok()) return cli.RpcError(s);
+  if (dry_run) {
+    int rc = PrintVolumeReview(cli, name, req.propagation_policy(),
+                               "Volumes (what deleting the VM would do; nothing was changed):");
+    if (rc != 0) return rc;
+  }
   bool wait = (!cli.flags.IsSet("wait") || cli.flags.GetBool("wait")) && !dry_run;
   if (wait) {
     absl::Duration timeout = absl::Minutes(5);

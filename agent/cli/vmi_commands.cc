@@ -47,6 +47,13 @@ std::string CanonicalResource(const std::string& r) {
     return "vmi";
   }
   if (l == "vm" || l == "vms" || l == "virtualmachine" || l == "virtualmachines") return "vm";
+  if (l == "pvc" || l == "pvcs" || l == "persistentvolumeclaim" || l == "persistentvolumeclaims") {
+    return "pvc";
+  }
+  if (l == "sc" || l == "storageclass" || l == "storageclasses") return "sc";
+  if (l == "secret" || l == "secrets") return "secret";
+  if (absl::EndsWith(l, ".cdi.kubevirt.io")) l = l.substr(0, l.size() - 16);
+  if (l == "dv" || l == "dvs" || l == "datavolume" || l == "datavolumes") return "dv";
   return "";
 }
 
@@ -147,7 +154,8 @@ int CmdApply(Cli& cli) {
   bool dry_run = cli.flags.GetBool("dry-run");
   int rc = 0;
   for (auto& obj : loaded.objects) {
-    if (obj.kind != "VirtualMachineInstance" && obj.kind != "VirtualMachine") {
+    if (obj.kind != "VirtualMachineInstance" && obj.kind != "VirtualMachine" &&
+        obj.kind != "PersistentVolumeClaim" && obj.kind != "DataVolume") {
       *cli.err << "error: document " << obj.document << ": kind " << obj.kind
                << " is not supported by this handler yet\n";
       rc = 1;
@@ -162,6 +170,16 @@ int CmdApply(Cli& cli) {
         continue;
       }
       meta->set_namespace_(cli.ns);
+    }
+    if (obj.kind == "DataVolume") {
+      if (ApplyDv(cli, static_cast<kvnode::v1::DataVolume&>(*obj.object), dry_run) != 0) rc = 1;
+      continue;
+    }
+    if (obj.kind == "PersistentVolumeClaim") {
+      if (ApplyPvc(cli, static_cast<kvnode::v1::PersistentVolumeClaim&>(*obj.object), dry_run) != 0) {
+        rc = 1;
+      }
+      continue;
     }
     if (obj.kind == "VirtualMachine") {
       if (ApplyVm(cli, static_cast<kvnode::v1::VirtualMachine&>(*obj.object), dry_run) != 0) rc = 1;
@@ -179,9 +197,7 @@ int CmdApply(Cli& cli) {
       continue;
     }
     for (const auto& w : resp.warnings()) *cli.err << "Warning: " << w << "\n";
-    std::string verb = resp.result() == "ADDED"      ? "created"
-                       : resp.result() == "MODIFIED" ? "configured"
-                                                     : "unchanged";
+    std::string verb = ApplyVerb(resp.result());
     *cli.out << "virtualmachineinstance.kubevirt.io/" << resp.vmi().metadata().name() << " "
              << verb << (dry_run ? " (server dry run)" : "") << "\n";
   }
@@ -296,8 +312,12 @@ int CmdGet(Cli& cli) {
   int rc = 0;
   for (size_t i = 0; i < kinds.size(); ++i) {
     if (i > 0 && output.empty()) *cli.out << "\n";
-    int r = kinds[i] == "vm" ? GetVms(cli, name, output, prefix)
-                             : GetVmis(cli, name, output, prefix);
+    int r = kinds[i] == "vm"    ? GetVms(cli, name, output, prefix)
+            : kinds[i] == "pvc" ? GetPvcs(cli, name, output, prefix)
+            : kinds[i] == "sc"  ? GetStorageClasses(cli)
+            : kinds[i] == "secret" ? GetSecrets(cli)
+            : kinds[i] == "dv"  ? GetDvs(cli, name, output, prefix)
+                                : GetVmis(cli, name, output, prefix);
     if (r != 0) rc = r;
   }
   return rc;
@@ -308,6 +328,7 @@ int CmdDescribe(Cli& cli) {
   int rc;
   if (!ResourceAndName(cli, &resource, &name, &rc)) return rc;
   if (resource == "vm") return DescribeVm(cli, name);
+  if (resource == "pvc") return DescribePvc(cli, name);
   VirtualMachineInstance vmi;
   grpc::ClientContext ctx;
   grpc::Status s = cli.stub->GetVMI(Deadline(&ctx), cli.Ref(name), &vmi);
@@ -411,6 +432,9 @@ int CmdDelete(Cli& cli) {
   int rc;
   if (!ResourceAndName(cli, &resource, &name, &rc)) return rc;
   if (resource == "vm") return DeleteVm(cli, name);
+  if (resource == "pvc") return DeletePvc(cli, name);
+  if (resource == "secret") return DeleteSecret(cli, name);
+  if (resource == "dv") return DeleteDv(cli, name);
   kvnode::v1::DeleteRequest req;
   *req.mutable_ref() = cli.Ref(name);
   if (cli.flags.IsSet("grace-period")) {

@@ -273,6 +273,9 @@ absl::StatusOr<VirtualMachine> VmController::Delete(const ObjectRef& ref,
       RETURN_IF_ERROR(Annotate(vmis_->UpdateOwnership(orphaned), "orphan VMI"));
     }
     r->orphan = true;
+    // Kubernetes' "orphan" finalizer: the garbage collector then orphans what the VM owned
+    // (its claims) instead of deleting it.
+    meta->add_finalizers("orphan");
     RETURN_IF_ERROR(PersistLocked(r, vm, "MODIFIED"));
     RemoveVmLocked(key);
     return vm;

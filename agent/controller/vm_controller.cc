@@ -372,6 +372,7 @@ struct VmController::SyncState {
   bool foreign = false;
   absl::Time now;
   std::optional<SyncError> error;
+  VolumeFacts volumes;
   VmiPtr vmi() const { return observed.has_value() ? &*observed : nullptr; }
 };
 
@@ -426,6 +427,13 @@ bool VmController::SyncRunStrategyLocked(Record* r, SyncState* st) {
     vm.mutable_status()->add_state_change_requests()->set_action(kStartRequest);
     acted = true;
   }
+  if (config_.volumes != nullptr) st->volumes = config_.volumes->EnsureDataVolumes(vm);
+  if (VolumesBlockStart(st->volumes)) {
+    // As KubeVirt: no VMI until its DataVolumes are populated and its claims bound. The VM
+    // looks again every second meanwhile, so its status follows the volumes.
+    plan.start_vmi = false;
+    EnqueueLocked({vm.metadata().namespace_(), vm.metadata().name()}, st->now + absl::Seconds(1));
+  }
   if (plan.start_vmi) {
     absl::Status s = st->foreign
                          ? absl::AlreadyExistsError(absl::StrCat(
@@ -470,6 +478,7 @@ bool VmController::SyncLocked(const Key& key) {
   in.vmi = current.has_value() ? &*current : nullptr;
   in.observed = st.vmi();
   in.error = st.error;
+  in.volumes = st.volumes;
   in.now = st.now;
   in.backoff = config_.backoff;
   in.random = random_;

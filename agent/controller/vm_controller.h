@@ -28,6 +28,7 @@
 #include "agent/base/clock.h"
 #include "agent/controller/backoff.h"
 #include "agent/controller/vm_status.h"
+#include "agent/controller/vm_volumes.h"
 #include "agent/controller/vmi_client.h"
 #include "agent/manifest/admission.h"
 #include "agent/store/store.h"
@@ -47,6 +48,9 @@ struct VmControllerConfig {
   // Every VM is synced at least this often, whatever happened (a safety net, as an
   // informer's resync).
   absl::Duration resync_period = absl::Seconds(30);
+  // DataVolumes of dataVolumeTemplates and the readiness of the VM's volumes (vm_volumes.h);
+  // null: none are made and every volume counts as ready. Not owned.
+  VmVolumes* volumes = nullptr;
 };
 
 struct ApplyVmResult {

@@ -41,9 +41,8 @@ inline constexpr char kUnknown[] = "Unknown";
 // The VMI annotation carrying the VM generation it was made from.
 inline constexpr char kVmGenerationAnnotation[] = "kubevirt.io/vm-generation";
 
-// What the controller knows about the template's storage besides the VMI. kvnode has no
-// DataVolume or PVC objects yet, so the handler passes all false; the precedence is still
-// KubeVirt's.
+// What the controller knows about the template's storage besides the VMI (from VmVolumes,
+// vm_volumes.h).
 struct VolumeFacts {
   bool data_volume_provisioning = false;
   bool data_volume_error = false;

@@ -68,6 +68,10 @@ ConfigFinding CheckPemFile(const std::string& subject, const std::string& path,
 void CheckTools(const HandlerOptions& o, std::vector<ConfigFinding>* out) {
   out->push_back(CheckExecutable("libvirtd", "/usr/sbin/libvirtd"));
   out->push_back(CheckExecutable("qemu", "/usr/bin/qemu-system-x86_64"));
+  // Storage: disk images and overlays, the NoCloud ISO, DataVolume http imports.
+  out->push_back(CheckExecutable("qemu-img", "/usr/bin/qemu-img"));
+  out->push_back(CheckExecutable("genisoimage", "/usr/bin/genisoimage"));
+  out->push_back(CheckExecutable("curl", "/usr/bin/curl"));
   if (o.config.virt_type == "kvm") {
     int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
     out->push_back(fd >= 0 ? ConfigFinding{true, "--virt-type kvm", "/dev/kvm opens"}

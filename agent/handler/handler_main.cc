@@ -19,6 +19,7 @@
 #include "agent/api/api_server.h"
 #include "agent/api/call_metrics.h"
 #include "agent/api/node_service.h"
+#include "agent/storage/storage_service.h"
 #include "agent/api/notify_service.h"
 #include "agent/base/logging.h"
 #include "agent/base/state_layout.h"
@@ -96,6 +97,8 @@ struct Handler {
   std::unique_ptr<MasqueradePodNetwork> pod_network;
   std::unique_ptr<ProcessWatcher> watcher;
   std::thread primer;
+  std::unique_ptr<VolumeManager> volumes;
+  std::unique_ptr<StorageService> storage_service;
   std::unique_ptr<VmiController> controller;
   std::unique_ptr<VmiControllerClient> vmi_client;
   std::unique_ptr<VmController> vm_controller;
@@ -189,8 +192,9 @@ absl::Status StartApi(Handler* h) {
   o.policy.description = "handler API";
   o.tcp_address = opt.listen;
   o.tls = {opt.tls_cert, opt.tls_key, opt.tls_ca};
-  o.services = {h->node_service.get()};
-  o.health_names = {"kvnode.v1.Node"};
+  h->storage_service = std::make_unique<StorageService>(h->volumes.get());
+  o.services = {h->node_service.get(), h->storage_service.get()};
+  o.health_names = {"kvnode.v1.Node", "kvnode.v1.Storage"};
   o.interceptors = CallMetricsInterceptors(MetricsRegistry::Default());
   ASSIGN_OR_RETURN(h->api_server, ApiServer::Start(std::move(o)));
   return absl::OkStatus();
@@ -256,14 +260,20 @@ int Serve(Handler* h, const sigset_t& mask) {
   h->watcher = std::move(*watcher);
   DeclareHandlerMetrics(MetricsRegistry::Default());
   c.metrics = MetricsRegistry::Default();
+  h->volumes = std::make_unique<VolumeManager>(
+      VolumeConfig{c.state_dir, c.identity.fs(), opt.storage_classes}, h->store.get(), Clock::Real());
+  if (absl::Status s = h->volumes->Recover(); !s.ok()) return Fail(Annotate(s, "recover volumes"));
+  c.volumes = h->volumes.get();
   h->controller = std::make_unique<VmiController>(c, h->store.get(), *cgroups, h->watcher.get(),
                                                   Clock::Real());
+  h->volumes->SetVmiLister([vmis = h->controller.get()] { return vmis->List(""); });
   if (absl::Status s = StartNotifyServer(h); !s.ok()) return Fail(Annotate(s, "notify socket"));
   if (absl::Status s = StartMetrics(h); !s.ok()) return Fail(Annotate(s, "--metrics-addr"));
   // Only with the state recovered (live launchers re-adopted) does the API serve.
   if (absl::Status s = h->controller->Recover(); !s.ok()) return Fail(Annotate(s, "recover state"));
   // VirtualMachines: recovered after their VMIs, so that each VM sees its VMI as it is.
   opt.vm.limits = c.limits;
+  opt.vm.volumes = h->volumes.get();  // dataVolumeTemplates
   h->vmi_client = std::make_unique<VmiControllerClient>(h->controller.get());
   h->vm_controller = std::make_unique<VmController>(opt.vm, h->store.get(), h->vmi_client.get(),
                                                     Clock::Real(), DefaultRandom());
@@ -271,6 +281,8 @@ int Serve(Handler* h, const sigset_t& mask) {
     return Fail(Annotate(s, "recover VirtualMachines"));
   }
   h->vm_controller->Run();
+  h->volumes->StartCollector();  // deletes or orphans what deleted VMs owned
+  h->volumes->StartImporter();   // populates DataVolumes
   if (absl::Status s = StartApi(h); !s.ok()) return Fail(Annotate(s, "API"));
   h->ready = true;
   spdlog::info("kvnode-handler serving on {}{} (node {}, virt type {}, state {})", opt.socket,

@@ -143,6 +143,19 @@ absl::Status ParseApi(const FlagSet& flags, HandlerOptions* o) {
   return absl::OkStatus();
 }
 
+absl::Status ParseStorageClasses(const FlagSet& flags, StorageClasses* classes) {
+  for (const std::string& file : flags.GetAll("storage-class-file")) {
+    std::ifstream in(file);
+    if (!in) return absl::NotFoundError("--storage-class-file: cannot read \"" + file + "\"");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    RETURN_IF_ERROR(Annotate(classes->AddFile(text, file), "--storage-class-file"));
+  }
+  for (const std::string& spec : flags.GetAll("storage-class")) {
+    RETURN_IF_ERROR(classes->Add(spec, "--storage-class"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string DetectVirtType(std::string* why) {
@@ -181,7 +194,8 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
       .Value("pod-cidr").Value("pod-cidr-v6").Value("pod-mtu").Value("pod-netns-prefix")
       .Value("resolv-conf").Value("pod-network").Value("listen").Value("tls-cert")
       .Value("tls-key").Value("tls-ca").Value("metrics-addr").Value("api-group")
-      .Value("vm-start-backoff-base").Value("vm-start-backoff-max").Bool("validate-config");
+      .Value("vm-start-backoff-base").Value("vm-start-backoff-max").Bool("validate-config")
+      .Value("storage-class").Value("storage-class-file");
   RETURN_IF_ERROR(flags.Parse(args));
   if (!flags.positional().empty()) {
     return absl::InvalidArgumentError("unexpected argument \"" + flags.positional()[0] + "\"");
@@ -220,6 +234,7 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
   RETURN_IF_ERROR(ParseNetwork(flags, &o));
   c.limits.pod_network_supported = o.pod_network;
   RETURN_IF_ERROR(ParseApi(flags, &o));
+  RETURN_IF_ERROR(ParseStorageClasses(flags, &o.storage_classes));
   return o;
 }
 

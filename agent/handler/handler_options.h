@@ -27,6 +27,9 @@
 //   --resolv-conf FILE     DNS for guests (default /etc/resolv.conf)
 //   --vm-start-backoff-base D --vm-start-backoff-max D   the VM controller's crash-loop backoff
 //                          (KubeVirt: 10 s × failures², at most 300 s)
+//   --storage-class SPEC   another storage class, name=NAME,reclaimPolicy=Delete|Retain
+//                          [,default=true] (repeatable; the embedded "local" is Delete)
+//   --storage-class-file F one SPEC a line (# comments)
 //   --log-format text|json
 //   --validate-config      check flags, paths and permissions, print the findings, exit
 #ifndef KVNODE_AGENT_HANDLER_HANDLER_OPTIONS_H_
@@ -39,6 +42,7 @@
 #include "agent/controller/vm_controller.h"
 #include "agent/handler/vmi_controller.h"
 #include "agent/network/pod_network_plan.h"
+#include "agent/storage/storage_class.h"
 #include "launcher/converter/convert_command.h"
 
 namespace kvnode {
@@ -58,6 +62,7 @@ struct HandlerOptions {
   bool json_logs = false;
   bool validate_only = false;
   std::string virt_type_reason;  // why --virt-type auto chose what it chose
+  StorageClasses storage_classes;
 };
 
 // Every error names the flag ("--pod-mtu: expected a number from 1280 to 65535, got "9"").

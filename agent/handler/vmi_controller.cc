@@ -579,32 +579,10 @@ absl::Status VmiController::PrepareVmiDir(const VirtualMachineInstance& vmi) {
 }
 
 absl::Status VmiController::PrepareVolumes(const VirtualMachineInstance& vmi) {
-  kvnode::v1::DomainOptions options = BuildDomainOptions(vmi, paths_, config_.virt_type);
-  for (const auto& vol : vmi.spec().volumes()) {
-    if (vol.source_case() != kvnode::v1::Volume::kPersistentVolumeClaim &&
-        vol.source_case() != kvnode::v1::Volume::kDataVolume) {
-      continue;
-    }
-    std::string claim = vol.has_persistent_volume_claim() ? vol.persistent_volume_claim().claim_name()
-                                                          : vol.data_volume().name();
-    std::string image = paths_.volume_image(vmi.metadata().namespace_(), claim);
-    struct stat st;
-    if (lstat(image.c_str(), &st) < 0) {
-      return absl::NotFoundError(absl::StrCat("PersistentVolumeClaim \"", claim,
-                                              "\" not found: no disk image at ", image));
-    }
-    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "PersistentVolumeClaim \"", claim, "\": ", image, " is not a regular file or block "
-          "device (symlinks are not followed)"));
-    }
-    // The launcher's user must be able to open it; never follow a link while handing it over.
-    if (fchownat(AT_FDCWD, image.c_str(), config_.identity.uid, config_.identity.gid,
-                 AT_SYMLINK_NOFOLLOW) < 0) {
-      return absl::ErrnoToStatus(errno, "chown " + image);
-    }
-  }
-  return absl::OkStatus();
+  if (config_.volumes == nullptr) return absl::OkStatus();
+  // Per-VMI disks (overlays, emptyDisks, the NoCloud ISO) live in the VMI's dir.
+  RETURN_IF_ERROR(PrepareVmiDir(vmi));
+  return config_.volumes->PrepareVmi(vmi);
 }
 
 void VmiController::StartLauncher(const std::string& uid) {
@@ -677,7 +655,8 @@ void VmiController::OnStartFailedLocked(Record* r, const absl::Status& status, b
   if (retry) {
     // As KubeVirt: the VMI stays Pending with Synchronized=False until what it waits for (its
     // disk, a pod IP) is there; the janitor tries again.
-    std::string reason = absl::IsNotFound(status) ? "FailedPvcNotFound" : "FailedCreate";
+    std::string reason = VolumeFailureReason(status);
+    if (reason.empty()) reason = "FailedCreate";
     bool changed = SetCondition(r->vmi.mutable_status()->mutable_conditions(), "Synchronized",
                                 "False", reason, message, clock_->Now());
     if (changed) {

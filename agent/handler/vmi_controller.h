@@ -31,6 +31,7 @@
 #include "agent/manifest/admission.h"
 #include "agent/metrics/metrics.h"
 #include "agent/network/pod_network.h"
+#include "agent/storage/volume_manager.h"
 #include "agent/store/store.h"
 #include "agent/supervisor/cgroup.h"
 #include "agent/supervisor/launcher_process.h"
@@ -71,6 +72,9 @@ struct HandlerConfig {
   bool json_logs = false;
   // Start latencies and launcher lifecycle counts go here (handler_metrics.h); may be null.
   MetricsRegistry* metrics = nullptr;
+  // Node-local volumes (agent/storage): checks a VMI's claims and makes its per-VMI disks
+  // before its launcher starts. Null: nothing is checked or made. Not owned.
+  VolumeManager* volumes = nullptr;
 };
 
 struct SyncResult {

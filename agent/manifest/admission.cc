@@ -262,8 +262,9 @@ std::optional<Quantity> NonNegativeQuantity(const std::string& text, const Field
   return *q;
 }
 
-// A required capacity: a quantity greater than zero.
-void CheckCapacity(const std::string& text, const FieldPath& path, AdmissionReview* review) {
+}  // namespace
+
+void CheckDiskSize(const std::string& text, const FieldPath& path, AdmissionReview* review) {
   if (text.empty()) {
     review->errors.Add(path, "required");
     return;
@@ -278,6 +279,12 @@ void CheckCapacity(const std::string& text, const FieldPath& path, AdmissionRevi
                                           ", the largest disk this node creates (got ",
                                           Quote(text), ")"));
   }
+}
+
+namespace {
+
+void CheckCapacity(const std::string& text, const FieldPath& path, AdmissionReview* review) {
+  CheckDiskSize(text, path, review);
 }
 
 // "dddd:bb:dd.f", as KubeVirt's hwutil.ParsePciAddress.
@@ -1773,35 +1780,6 @@ void AdmitObjectMeta(const ObjectMeta& meta, const FieldPath& path, AdmissionRev
   CheckLabels(meta.labels(), path.Child("labels"), review);
   CheckAnnotations(meta.annotations(), path.Child("annotations"), review);
   CheckSchemaValues(meta, path, review);
-}
-
-AdmissionReview AdmitPersistentVolumeClaim(const kvnode::v1::PersistentVolumeClaim& pvc) {
-  AdmissionReview review;
-  FieldPath root;
-  AdmitObjectMeta(pvc.metadata(), root.Child("metadata"), &review);
-  FieldPath spec = root.Child("spec");
-  if (!pvc.spec().storage_class_name().empty()) {
-    CheckSubdomainName(pvc.spec().storage_class_name(), "storage class name",
-                       spec.Child("storageClassName"), &review);
-  }
-  if (!pvc.spec().volume_name().empty()) {
-    CheckSubdomainName(pvc.spec().volume_name(), "volume name", spec.Child("volumeName"), &review);
-  }
-  if (pvc.spec().access_modes().empty()) {
-    review.errors.Add(spec.Child("accessModes"), "at least 1 access mode is required");
-  }
-  CheckStorageRequest(pvc.spec().resources(), spec, /*size_optional=*/false, &review);
-  CheckSchemaValues(pvc.spec(), spec, &review);
-  return review;
-}
-
-AdmissionReview AdmitDataVolume(const kvnode::v1::DataVolume& dv) {
-  AdmissionReview review;
-  FieldPath root;
-  AdmitObjectMeta(dv.metadata(), root.Child("metadata"), &review);
-  CheckDataVolumeSpec(dv.spec(), root.Child("spec"), &review);
-  CheckSchemaValues(dv.spec(), root.Child("spec"), &review);
-  return review;
 }
 
 void AdmitVmiSpec(const VirtualMachineInstanceSpec& spec, const FieldPath& path,

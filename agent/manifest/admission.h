@@ -15,7 +15,6 @@
 #include "absl/status/statusor.h"
 #include "agent/manifest/field_errors.h"
 #include "kvnode/v1/kubevirt.pb.h"
-#include "kvnode/v1/storage.pb.h"
 
 namespace kvnode {
 
@@ -58,13 +57,9 @@ AdmissionReview AdmitVmi(const kvnode::v1::VirtualMachineInstance& vmi, const No
 AdmissionReview AdmitVm(const kvnode::v1::VirtualMachine& vm, const NodeLimits& node,
                         const PathResolver& paths);
 
-// Validates a PersistentVolumeClaim (`v1`): metadata, storage class and volume names, access
-// modes, and the storage request (greater than zero, at most the largest disk this node makes).
-AdmissionReview AdmitPersistentVolumeClaim(const kvnode::v1::PersistentVolumeClaim& pvc);
-
-// Validates a DataVolume (`cdi.kubevirt.io/v1beta1`): metadata, source and size, as the VM's
-// dataVolumeTemplates are.
-AdmissionReview AdmitDataVolume(const kvnode::v1::DataVolume& dv);
+// A disk size (emptyDisk, hostDisk DiskOrCreate, a claim's request): required, a quantity
+// greater than zero and at most 64Ti, the largest disk this node creates.
+void CheckDiskSize(const std::string& text, const FieldPath& path, AdmissionReview* review);
 
 // Validates a VMI spec; errors are under `path` ("spec" or "spec.template.spec").
 void AdmitVmiSpec(const kvnode::v1::VirtualMachineInstanceSpec& spec, const FieldPath& path,

@@ -874,27 +874,6 @@ TEST(AdmissionVolumeTest, DiskSizesHaveACeiling) {
                           "disk this node creates (got \"65Ti\")"));
 }
 
-TEST(AdmissionStorageTest, PersistentVolumeClaims) {
-  kvnode::v1::PersistentVolumeClaim pvc;
-  pvc.mutable_metadata()->set_name("data");
-  pvc.mutable_spec()->add_access_modes("ReadWriteOnce");
-  (*pvc.mutable_spec()->mutable_resources()->mutable_requests())["storage"] = "2Gi";
-  EXPECT_TRUE(AdmitPersistentVolumeClaim(pvc).allowed());
-  pvc.mutable_spec()->set_storage_class_name("Local_Disks");
-  pvc.mutable_spec()->clear_access_modes();
-  (*pvc.mutable_spec()->mutable_resources()->mutable_requests())["storage"] = "-1";
-  std::vector<std::string> errors;
-  AdmissionReview review = AdmitPersistentVolumeClaim(pvc);
-  for (const auto& e : review.errors.errors()) {
-    errors.push_back(e.ToString());
-  }
-  EXPECT_THAT(errors, ElementsAre(HasSubstr("spec.storageClassName: \"Local_Disks\" is not a "
-                                            "valid storage class name"),
-                                  "spec.accessModes: at least 1 access mode is required",
-                                  "spec.resources.requests[storage]: must be greater than zero "
-                                  "(got \"-1\")"));
-}
-
 TEST(AdmissionVolumeTest, EmptyDiskCapacity) {
   auto vmi = BaseVmi();
   auto* ed = vmi.mutable_spec()->mutable_volumes(0)->mutable_empty_disk();

@@ -4,6 +4,8 @@
 #include "absl/strings/str_cat.h"
 #include "agent/manifest/defaults.h"
 #include "agent/manifest/loader.h"
+#include "agent/storage/dv_rules.h"
+#include "agent/storage/pvc_rules.h"
 #include "kvnode/v1/kubevirt.pb.h"
 
 namespace kvnode {
@@ -25,11 +27,14 @@ AdmissionReview AdmitObject(LoadedObject& object, const NodeLimits& limits,
     return AdmitVmi(*vmi, limits, resolver);
   }
   if (object.kind == "PersistentVolumeClaim") {
-    return AdmitPersistentVolumeClaim(
-        *static_cast<kvnode::v1::PersistentVolumeClaim*>(object.object.get()));
+    auto* pvc = static_cast<kvnode::v1::PersistentVolumeClaim*>(object.object.get());
+    DefaultPvc(pvc, StorageClasses());
+    return AdmitPvc(*pvc, StorageClasses());
   }
   if (object.kind == "DataVolume") {
-    return AdmitDataVolume(*static_cast<kvnode::v1::DataVolume*>(object.object.get()));
+    auto* dv = static_cast<kvnode::v1::DataVolume*>(object.object.get());
+    DefaultDataVolume(dv);
+    return AdmitDataVolume(*dv, StorageClasses());
   }
   *admitted = false;
   return AdmissionReview();

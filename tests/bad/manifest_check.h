@@ -9,8 +9,8 @@
 //   app01.yaml: document 2: spec.running: running and runStrategy are mutually exclusive
 //   app01.yaml: document 2: warning: spec.volumes[1].cloudInitNoCloud.userData: contains a ...
 //
-// PersistentVolumeClaim and DataVolume objects get their own admission
-// (AdmitPersistentVolumeClaim, AdmitDataVolume).
+// PersistentVolumeClaim and DataVolume objects are defaulted and admitted against the embedded
+// storage classes (agent/storage: AdmitPvc, AdmitDataVolume).
 //
 // Pure apart from `resolver`. Thread-compatible.
 #ifndef KVNODE_TESTS_BAD_MANIFEST_CHECK_H_

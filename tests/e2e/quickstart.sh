@@ -2,7 +2,8 @@
 # From a fresh Debian 12 machine to a booted VM, as root: installs the dependencies, builds
 # kvnode, builds the test guest from Debian packages, starts kvnode-handler with its embedded
 # defaults (state in /var/lib/kvnode, API on /run/kvnode/handler.sock, pod network 10.244.0.0/24
-# on bridge kvnode0, TCG when KVM is not usable), puts the guest disk in the PVC "app01-root",
+# on bridge kvnode0, TCG when KVM is not usable), uploads the guest disk into the PVC "app01-root"
+# (kvctl image-upload),
 # applies the app01 VirtualMachine (Halted), starts it, waits until it is Ready and shows
 # `kvctl get vm,vmi`, the guest's console and an HTTP answer from the guest through masquerade.
 set -euo pipefail
@@ -30,10 +31,13 @@ if ! $kvctl get vmi >/dev/null 2>&1; then
   for _ in $(seq 1 100); do $kvctl get vmi >/dev/null 2>&1 && break; sleep 0.1; done
 fi
 
-disk=$state/volumes/apps/app01-root/disk.img
-if [ ! -f "$disk" ]; then
-  mkdir -p "$(dirname "$disk")"
-  cp --sparse=always /var/cache/kvnode-guest/image/guest.img "$disk"
+# The guest disk goes into the PVC app01-root as virtctl image-upload puts it (a disk left by an
+# older quickstart in the same place is adopted as the claim instead).
+if ! $kvctl -n apps get pvc app01-root >/dev/null 2>&1 &&
+   [ ! -e "$state/volumes/apps/app01-root/disk.img" ]; then
+  echo "== kvctl image-upload pvc app01-root --image-path guest.img --size 1Gi"
+  $kvctl -n apps image-upload pvc app01-root --size 1Gi \
+    --image-path /var/cache/kvnode-guest/image/guest.img | tail -1
 fi
 
 echo "== kvctl apply -f tests/e2e/app01.yaml && kvctl start app01"

@@ -1,0 +1,495 @@
+// kvctl's storage commands: PersistentVolumeClaims (apply, get, describe, delete), storage
+// classes, `image-upload pvc` (virtctl's) and the containerDisk image cache (`image import`,
+// `image list`). They talk to the handler's kvnode.v1.Storage service on the same socket.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "agent/cli/cli.h"
+#include "agent/cli/output.h"
+#include "agent/manifest/quantity.h"
+#include "grpcpp/grpcpp.h"
+#include "kvnode/v1/storage_service.grpc.pb.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::PersistentVolumeClaim;
+using kvnode::v1::PVCView;
+
+constexpr size_t kChunkBytes = 1 << 20;
+
+std::unique_ptr<kvnode::v1::Storage::Stub> StorageStub(const Cli& cli) {
+  return kvnode::v1::Storage::NewStub(
+      grpc::CreateChannel("unix:" + cli.socket, grpc::InsecureChannelCredentials()));
+}
+
+grpc::ClientContext* Deadline(grpc::ClientContext* ctx, absl::Duration d = absl::Seconds(30)) {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + d));
+  return ctx;
+}
+
+std::string Capacity(const PersistentVolumeClaim& pvc) {
+  auto it = pvc.status().capacity().find("storage");
+  return it == pvc.status().capacity().end() ? "" : it->second;
+}
+
+std::string AccessModes(const PersistentVolumeClaim& pvc) {
+  static const std::map<std::string, std::string> kShort = {
+      {"ReadWriteOnce", "RWO"}, {"ReadOnlyMany", "ROX"}, {"ReadWriteMany", "RWX"},
+      {"ReadWriteOncePod", "RWOP"}};
+  std::vector<std::string> modes;
+  for (const auto& m : pvc.status().access_modes()) {
+    auto it = kShort.find(m);
+    modes.push_back(it == kShort.end() ? m : it->second);
+  }
+  return absl::StrJoin(modes, ",");
+}
+
+std::string UsedBy(const PVCView& v) {
+  return v.used_by().empty() ? "<none>" : absl::StrJoin(v.used_by(), ",");
+}
+
+std::string HumanBytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.1f %s", v, units[u]);
+}
+
+// A progress bar on a terminal, plain lines (every 10%) otherwise.
+class Progress {
+ public:
+  Progress(std::ostream& out, int64_t total) : out_(out), total_(total), tty_(isatty(1) == 1) {}
+  void Update(int64_t done) {
+    double pct = total_ > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100;
+    if (tty_) {
+      int filled = static_cast<int>(pct / 100 * 40);
+      out_ << "\r[" << std::string(filled, '=') << (filled < 40 ? ">" : "")
+           << std::string(filled < 40 ? 39 - filled : 0, ' ') << "] "
+           << absl::StrFormat("%5.1f%%", pct) << "  " << HumanBytes(done) << " / "
+           << HumanBytes(total_) << std::flush;
+      return;
+    }
+    int decile = static_cast<int>(pct / 10);
+    if (decile > last_decile_) {
+      last_decile_ = decile;
+      out_ << absl::StrFormat("uploaded %.1f%% (%d of %d bytes)\n", pct, done, total_);
+    }
+  }
+  void Done() {
+    if (tty_) out_ << "\n";
+  }
+
+ private:
+  std::ostream& out_;
+  const int64_t total_;
+  const bool tty_;
+  int last_decile_ = -1;
+};
+
+// Streams `file` to the handler after `target`; the handler's answer in *result.
+int Upload(Cli& cli, const std::string& file, kvnode::v1::UploadTarget target,
+           kvnode::v1::UploadResult* result) {
+  int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    *cli.err << "error: --image-path/--from-file: cannot read \"" << file << "\"\n";
+    if (fd >= 0) close(fd);
+    return 1;
+  }
+  target.set_total_bytes(st.st_size);
+  auto stub = StorageStub(cli);
+  grpc::ClientContext ctx;
+  Deadline(&ctx, absl::Hours(2));
+  auto writer = stub->Upload(&ctx, result);
+  kvnode::v1::UploadChunk chunk;
+  *chunk.mutable_target() = std::move(target);
+  bool ok = writer->Write(chunk);
+  chunk.clear_target();
+  Progress progress(*cli.out, st.st_size);
+  std::string buf(kChunkBytes, '\0');
+  int64_t sent = 0;
+  while (ok) {
+    ssize_t n = read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    chunk.set_data(buf.data(), static_cast<size_t>(n));
+    ok = writer->Write(chunk);
+    sent += n;
+    progress.Update(sent);
+  }
+  close(fd);
+  progress.Done();
+  writer->WritesDone();
+  if (ok) *cli.out << "Uploaded " << HumanBytes(sent) << "; converting with qemu-img...\n";
+  grpc::Status s = writer->Finish();
+  if (!s.ok()) return cli.RpcError(s);
+  return 0;
+}
+
+void PrintPvcs(const Cli& cli, const std::vector<PVCView>& views, bool wide, bool prefix) {
+  absl::Time now = absl::Now();
+  std::vector<std::string> header = {"NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS MODES",
+                                     "STORAGECLASS", "AGE"};
+  if (wide) header.insert(header.end(), {"VOLUMEMODE", "RECLAIM", "USED BY"});
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& v : views) {
+    const auto& p = v.pvc();
+    std::vector<std::string> row = {
+        (prefix ? "persistentvolumeclaim/" : "") + p.metadata().name(), p.status().phase(),
+        p.spec().volume_name(), Capacity(p), AccessModes(p), p.spec().storage_class_name(),
+        Age(p.metadata().creation_timestamp(), now)};
+    if (wide) row.insert(row.end(), {p.spec().volume_mode(), v.reclaim_policy(), UsedBy(v)});
+    rows.push_back(row);
+  }
+  if (rows.empty()) {
+    *cli.err << "No resources found in " << cli.ns << " namespace.\n";
+    return;
+  }
+  PrintTable(*cli.out, header, rows);
+}
+
+}  // namespace
+
+int ApplyPvc(Cli& cli, const PersistentVolumeClaim& pvc, bool dry_run) {
+  kvnode::v1::ApplyPVCRequest req;
+  *req.mutable_pvc() = pvc;
+  req.set_dry_run(dry_run);
+  kvnode::v1::ApplyPVCResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->ApplyPVC(Deadline(&ctx), req, &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  for (const auto& w : resp.warnings()) *cli.err << "Warning: " << w << "\n";
+  std::string verb = ApplyVerb(resp.result());
+  *cli.out << "persistentvolumeclaim/" << resp.pvc().metadata().name() << " " << verb
+           << (dry_run ? " (server dry run)" : "") << "\n";
+  return 0;
+}
+
+int GetPvcs(Cli& cli, const std::string& name, const std::string& output, bool prefix) {
+  auto stub = StorageStub(cli);
+  std::vector<PVCView> views;
+  if (!name.empty()) {
+    PVCView v;
+    grpc::ClientContext ctx;
+    grpc::Status s = stub->GetPVC(Deadline(&ctx), cli.Ref(name), &v);
+    if (!s.ok()) return cli.RpcError(s);
+    views.push_back(v);
+  } else {
+    kvnode::v1::ListRequest req;
+    req.set_namespace_(cli.ns);
+    kvnode::v1::ListPVCsResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status s = stub->ListPVCs(Deadline(&ctx), req, &resp);
+    if (!s.ok()) return cli.RpcError(s);
+    views.assign(resp.items().begin(), resp.items().end());
+  }
+  if (output == "json" || output == "yaml") {
+    if (views.size() == 1 && !name.empty()) {
+      *cli.out << (output == "json" ? MessageToJson(views[0].pvc()) : MessageToYaml(views[0].pvc()));
+      return 0;
+    }
+    std::vector<std::string> items;
+    for (const auto& v : views) items.push_back(MessageToJson(v.pvc()));
+    std::string list = "{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": [" +
+                       absl::StrJoin(items, ",") + "]}";
+    *cli.out << (output == "json" ? list + "\n" : JsonToYaml(list));
+    return 0;
+  }
+  PrintPvcs(cli, views, output == "wide", prefix);
+  return 0;
+}
+
+int GetStorageClasses(Cli& cli) {
+  kvnode::v1::ListStorageClassesResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->ListStorageClasses(Deadline(&ctx), kvnode::v1::Empty(), &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : resp.items()) {
+    rows.push_back({c.name() + (c.is_default() ? " (default)" : ""), "kvnode.io/local",
+                    c.reclaim_policy(), c.volume_binding_mode()});
+  }
+  PrintTable(*cli.out, {"NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE"}, rows);
+  return 0;
+}
+
+int DescribePvc(Cli& cli, const std::string& name) {
+  PVCView v;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->GetPVC(Deadline(&ctx), cli.Ref(name), &v);
+  if (!s.ok()) return cli.RpcError(s);
+  const auto& p = v.pvc();
+  std::vector<std::string> owners;
+  for (const auto& o : p.metadata().owner_references()) owners.push_back(o.kind() + "/" + o.name());
+  std::ostream& o = *cli.out;
+  o << "Name:          " << p.metadata().name() << "\n"
+    << "Namespace:     " << p.metadata().namespace_() << "\n"
+    << "StorageClass:  " << p.spec().storage_class_name() << "\n"
+    << "Status:        " << p.status().phase() << "\n"
+    << "Volume:        " << p.spec().volume_name() << "\n"
+    << "Capacity:      " << Capacity(p) << "\n"
+    << "Allocated:     " << HumanBytes(v.allocated_bytes()) << " on the node\n"
+    << "Access Modes:  " << AccessModes(p) << "\n"
+    << "VolumeMode:    " << p.spec().volume_mode() << "\n"
+    << "Reclaim:       " << v.reclaim_policy() << "\n"
+    << "Owners:        " << (owners.empty() ? "<none>" : absl::StrJoin(owners, ",")) << "\n"
+    << "Used By:       " << UsedBy(v) << "\n";
+  return 0;
+}
+
+int DeletePvc(Cli& cli, const std::string& name) {
+  kvnode::v1::DeletePVCRequest req;
+  *req.mutable_ref() = cli.Ref(name);
+  req.set_dry_run(cli.flags.GetBool("dry-run"));
+  PVCView v;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->DeletePVC(Deadline(&ctx), req, &v);
+  if (!s.ok()) return cli.RpcError(s);
+  *cli.out << "persistentvolumeclaim \"" << name << "\" deleted"
+           << (req.dry_run() ? " (server dry run)" : "")
+           << (v.reclaim_policy() == "Retain" ? " (reclaimPolicy Retain: its disk is kept on the node)"
+                                              : "")
+           << "\n";
+  return 0;
+}
+
+int CmdImageUpload(Cli& cli) {
+  // kvctl image-upload pvc NAME --image-path FILE --size 2Gi [--storage-class X]
+  if (cli.args.size() != 2 || (cli.args[0] != "pvc" && cli.args[0] != "dv")) {
+    return cli.Usage("usage: kvctl image-upload pvc NAME --image-path FILE --size SIZE "
+                     "[--storage-class CLASS]");
+  }
+  if (cli.args[0] == "dv") {
+    *cli.err << "error: image-upload dv: DataVolumes are not supported by this handler yet; use "
+                "image-upload pvc\n";
+    return 1;
+  }
+  std::string file = cli.flags.GetOr("image-path", "");
+  std::string size = cli.flags.GetOr("size", "");
+  if (file.empty()) return cli.Usage("--image-path: required");
+  if (size.empty()) return cli.Usage("--size: required (for example 2Gi)");
+  if (auto q = Quantity::Parse(size); !q.ok()) {
+    return cli.Usage("--size: " + std::string(q.status().message()));
+  }
+  kvnode::v1::UploadTarget target;
+  PersistentVolumeClaim* pvc = target.mutable_pvc();
+  pvc->set_api_version("v1");
+  pvc->set_kind("PersistentVolumeClaim");
+  pvc->mutable_metadata()->set_name(cli.args[1]);
+  pvc->mutable_metadata()->set_namespace_(cli.ns);
+  pvc->mutable_spec()->add_access_modes("ReadWriteOnce");
+  (*pvc->mutable_spec()->mutable_resources()->mutable_requests())["storage"] = size;
+  pvc->mutable_spec()->set_storage_class_name(cli.flags.GetOr("storage-class", ""));
+  kvnode::v1::UploadResult result;
+  if (int rc = Upload(cli, file, std::move(target), &result); rc != 0) return rc;
+  *cli.out << "PersistentVolumeClaim " << cli.ns << "/" << cli.args[1] << " is "
+           << result.pvc().status().phase() << " (" << result.source_format() << " image, "
+           << Capacity(result.pvc()) << ")\n";
+  return 0;
+}
+
+int CmdImage(Cli& cli) {
+  if (!cli.args.empty() && cli.args[0] == "list") {
+    kvnode::v1::ListImagesResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status s = StorageStub(cli)->ListImages(Deadline(&ctx), kvnode::v1::Empty(), &resp);
+    if (!s.ok()) return cli.RpcError(s);
+    absl::Time now = absl::Now();
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& i : resp.items()) {
+      rows.push_back({i.ref(), i.source_format(), HumanBytes(i.virtual_size()),
+                      Age(i.imported(), now), i.metadata().name()});
+    }
+    PrintTable(*cli.out, {"REFERENCE", "SOURCE FORMAT", "VIRTUAL SIZE", "AGE", "CACHE KEY"}, rows);
+    return 0;
+  }
+  if (cli.args.size() != 2 || cli.args[0] != "import") {
+    return cli.Usage("usage: kvctl image import REF --from-file DISK | kvctl image list");
+  }
+  std::string file = cli.flags.GetOr("from-file", "");
+  if (file.empty()) return cli.Usage("--from-file: required (a raw or qcow2 disk image)");
+  kvnode::v1::UploadTarget target;
+  target.set_image_ref(cli.args[1]);
+  kvnode::v1::UploadResult result;
+  if (int rc = Upload(cli, file, std::move(target), &result); rc != 0) return rc;
+  *cli.out << "image " << result.image().ref() << " imported (" << result.source_format() << ", "
+           << HumanBytes(result.image().virtual_size()) << ")\n";
+  return 0;
+}
+
+int ApplyDv(Cli& cli, const kvnode::v1::DataVolume& dv, bool dry_run) {
+  kvnode::v1::ApplyDVRequest req;
+  *req.mutable_dv() = dv;
+  req.set_dry_run(dry_run);
+  kvnode::v1::ApplyDVResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->ApplyDV(Deadline(&ctx), req, &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  *cli.out << "datavolume.cdi.kubevirt.io/" << resp.dv().metadata().name() << " "
+           << ApplyVerb(resp.result()) << (dry_run ? " (server dry run)" : "") << "\n";
+  return 0;
+}
+
+int GetDvs(Cli& cli, const std::string& name, const std::string& output, bool prefix) {
+  auto stub = StorageStub(cli);
+  std::vector<kvnode::v1::DataVolume> dvs;
+  if (!name.empty()) {
+    kvnode::v1::DataVolume dv;
+    grpc::ClientContext ctx;
+    grpc::Status s = stub->GetDV(Deadline(&ctx), cli.Ref(name), &dv);
+    if (!s.ok()) return cli.RpcError(s);
+    dvs.push_back(dv);
+  } else {
+    kvnode::v1::ListRequest req;
+    req.set_namespace_(cli.ns);
+    kvnode::v1::ListDVsResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status s = stub->ListDVs(Deadline(&ctx), req, &resp);
+    if (!s.ok()) return cli.RpcError(s);
+    dvs.assign(resp.items().begin(), resp.items().end());
+  }
+  if (output == "json" || output == "yaml") {
+    if (dvs.size() == 1 && !name.empty()) {
+      *cli.out << (output == "json" ? MessageToJson(dvs[0]) : MessageToYaml(dvs[0]));
+      return 0;
+    }
+    kvnode::v1::ListDVsResponse list;
+    for (const auto& dv : dvs) *list.add_items() = dv;
+    *cli.out << (output == "json" ? MessageToJson(list) : MessageToYaml(list));
+    return 0;
+  }
+  absl::Time now = absl::Now();
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& dv : dvs) {
+    std::vector<std::string> row = {(prefix ? "datavolume.cdi.kubevirt.io/" : "") + dv.metadata().name(),
+                                    dv.status().phase(), dv.status().progress(),
+                                    std::to_string(dv.status().restart_count()),
+                                    Age(dv.metadata().creation_timestamp(), now)};
+    if (output == "wide") {
+      std::string message;
+      for (const auto& c : dv.status().conditions()) {
+        if (c.type() == "Running" && !c.message().empty()) message = c.message();
+      }
+      row.push_back(message);
+    }
+    rows.push_back(row);
+  }
+  if (rows.empty()) {
+    *cli.err << "No resources found in " << cli.ns << " namespace.\n";
+    return 0;
+  }
+  std::vector<std::string> header = {"NAME", "PHASE", "PROGRESS", "RESTARTS", "AGE"};
+  if (output == "wide") header.push_back("MESSAGE");
+  PrintTable(*cli.out, header, rows);
+  return 0;
+}
+
+int DeleteDv(Cli& cli, const std::string& name) {
+  kvnode::v1::DataVolume dv;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->DeleteDV(Deadline(&ctx), cli.Ref(name), &dv);
+  if (!s.ok()) return cli.RpcError(s);
+  *cli.out << "datavolume.cdi.kubevirt.io \"" << name << "\" deleted\n";
+  return 0;
+}
+
+int PrintVolumeReview(Cli& cli, const std::string& vm, const std::string& propagation,
+                      const std::string& title) {
+  kvnode::v1::ReviewVMDeletionRequest req;
+  *req.mutable_ref() = cli.Ref(vm);
+  req.set_propagation_policy(propagation);
+  kvnode::v1::ReviewVMDeletionResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->ReviewVMDeletion(Deadline(&ctx), req, &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  *cli.out << title << "\n";
+  if (resp.items().empty()) {
+    *cli.out << "  <none>\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& i : resp.items()) {
+    rows.push_back({"  " + i.claim(), i.owner(), i.reclaim_policy().empty() ? "-" : i.reclaim_policy(),
+                    i.capacity().empty() ? "-" : i.capacity(),
+                    i.used_by().empty() ? "<none>" : absl::StrJoin(i.used_by(), ","), i.verdict()});
+  }
+  PrintTable(*cli.out, {"  CLAIM", "OWNER", "RECLAIM", "SIZE", "USED BY", "ON DELETE"}, rows);
+  return 0;
+}
+
+int CmdCreate(Cli& cli) {
+  // kvctl create secret generic NAME --from-file=[KEY=]FILE --from-literal=KEY=VALUE
+  if (cli.args.size() != 3 || cli.args[0] != "secret" || cli.args[1] != "generic") {
+    return cli.Usage("usage: kvctl create secret generic NAME --from-file=[KEY=]FILE "
+                     "[--from-literal=KEY=VALUE]");
+  }
+  kvnode::v1::CreateSecretRequest req;
+  *req.mutable_ref() = cli.Ref(cli.args[2]);
+  auto& data = *req.mutable_data();
+  for (const std::string& spec : cli.flags.GetAll("from-file")) {
+    size_t eq = spec.find('=');
+    std::string file = eq == std::string::npos ? spec : spec.substr(eq + 1);
+    std::string key = eq == std::string::npos ? file.substr(file.rfind('/') + 1) : spec.substr(0, eq);
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      *cli.err << "error: --from-file: cannot read \"" << file << "\"\n";
+      return 1;
+    }
+    data[key].assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  for (const std::string& spec : cli.flags.GetAll("from-literal")) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos) return cli.Usage("--from-literal: expected KEY=VALUE");
+    data[spec.substr(0, eq)] = spec.substr(eq + 1);
+  }
+  if (data.empty()) return cli.Usage("give --from-file=[KEY=]FILE or --from-literal=KEY=VALUE");
+  kvnode::v1::SecretInfo info;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->CreateSecret(Deadline(&ctx), req, &info);
+  if (!s.ok()) return cli.RpcError(s);
+  *cli.out << "secret/" << info.name() << " created\n";
+  return 0;
+}
+
+int GetSecrets(Cli& cli) {
+  kvnode::v1::ListRequest req;
+  req.set_namespace_(cli.ns);
+  kvnode::v1::ListSecretsResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->ListSecrets(Deadline(&ctx), req, &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& i : resp.items()) {
+    rows.push_back({i.name(), "Opaque", std::to_string(i.keys_size()), absl::StrJoin(i.keys(), ",")});
+  }
+  if (rows.empty()) {
+    *cli.err << "No resources found in " << cli.ns << " namespace.\n";
+    return 0;
+  }
+  PrintTable(*cli.out, {"NAME", "TYPE", "DATA", "KEYS"}, rows);
+  return 0;
+}
+
+int DeleteSecret(Cli& cli, const std::string& name) {
+  kvnode::v1::SecretInfo info;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->DeleteSecret(Deadline(&ctx), cli.Ref(name), &info);
+  if (!s.ok()) return cli.RpcError(s);
+  *cli.out << "secret \"" << name << "\" deleted\n";
+  return 0;
+}
+
+}  // namespace kvnode

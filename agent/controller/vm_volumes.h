@@ -1,0 +1,30 @@
+// What the VM controller asks of the node's storage before it starts a VMI: that the
+// DataVolumes of the VM's dataVolumeTemplates exist (made and owned by the VM, as KubeVirt's VM
+// controller does), and whether they and the VM's claims are ready. The handler's
+// implementation is agent/storage's VolumeManager; the controller's tests pass none.
+//
+// Implementations are thread-safe and may be called with the VM controller's lock held: they
+// must never call back into the VM controller.
+#ifndef KVNODE_AGENT_CONTROLLER_VM_VOLUMES_H_
+#define KVNODE_AGENT_CONTROLLER_VM_VOLUMES_H_
+
+#include "agent/controller/vm_status.h"
+#include "kvnode/v1/kubevirt.pb.h"
+
+namespace kvnode {
+
+class VmVolumes {
+ public:
+  virtual ~VmVolumes() = default;
+  // Creates the missing DataVolumes of `vm`'s dataVolumeTemplates and reports on them.
+  virtual VolumeFacts EnsureDataVolumes(const kvnode::v1::VirtualMachine& vm) = 0;
+};
+
+// A VMI may start only when no volume is provisioning, failed or unbound.
+inline bool VolumesBlockStart(const VolumeFacts& f) {
+  return f.data_volume_provisioning || f.data_volume_error || f.unbound_pvc;
+}
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_CONTROLLER_VM_VOLUMES_H_

@@ -1,0 +1,410 @@
+// VolumeManager's DataVolumes: CDI's population of a claim from a blank disk, an HTTP URL, another
+// claim (clone) or an upload, with CDI's phases, progress and conditions. One importer thread
+// works through them one at a time. Every source writes <claim dir>/disk.img.tmp (an HTTP
+// download first goes to import.part and is checked and converted by qemu-img), and only a
+// complete disk is renamed to disk.img and the claim made Bound, so neither a failure nor a
+// crash ever leaves a Succeeded DataVolume with a partial disk.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "agent/base/logging.h"
+#include "agent/base/status_macros.h"
+#include "agent/base/subprocess.h"
+#include "agent/base/uuid.h"
+#include "agent/storage/disk_image.h"
+#include "agent/storage/dv_rules.h"
+#include "agent/storage/pvc_rules.h"
+#include "agent/storage/volume_manager.h"
+#include "google/protobuf/util/message_differencer.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::DataVolume;
+
+constexpr char kCurl[] = "/usr/bin/curl";
+constexpr char kImportPart[] = "import.part";
+
+bool NeedsImport(const DataVolume& dv) {
+  const std::string& p = dv.status().phase();
+  return p == dv_phase::kPending || p == dv_phase::kImportScheduled ||
+         p == dv_phase::kImportInProgress;
+}
+
+// The Content-Length of the last response to a HEAD request (after redirects); 0 if unknown.
+int64_t ContentLength(const std::string& url) {
+  auto r = RunCommand({kCurl, "-sS", "-I", "-L", "--max-time", "30", url}, absl::Seconds(40));
+  if (!r.ok() || !r->success()) return 0;
+  int64_t length = 0;
+  for (absl::string_view line : absl::StrSplit(r->output, '\n')) {
+    std::string l = absl::AsciiStrToLower(absl::StripAsciiWhitespace(line));
+    if (absl::StartsWith(l, "content-length:")) {
+      (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(l.substr(15)), &length);
+    }
+  }
+  return length;
+}
+
+}  // namespace
+
+absl::StatusOr<DataVolume> VolumeManager::LoadDvLocked(const std::string& ns,
+                                                      const std::string& name) {
+  ASSIGN_OR_RETURN(auto objects, store_->List(kDataVolumeKind));
+  for (const StoredObject& o : objects) {
+    if (o.ns != ns || o.name != name) continue;
+    DataVolume dv;
+    RETURN_IF_ERROR(FromJson(o.json, &dv));
+    return dv;
+  }
+  return absl::NotFoundError(absl::StrCat("datavolumes.cdi.kubevirt.io \"", name,
+                                          "\" not found in namespace \"", ns, "\""));
+}
+
+absl::StatusOr<DataVolume> VolumeManager::CreateDataVolumeLocked(DataVolume dv) {
+  auto* meta = dv.mutable_metadata();
+  if (LoadPvcLocked(meta->namespace_(), meta->name()).ok()) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "persistentvolumeclaims \"", meta->name(), "\" already exists; a DataVolume makes and "
+        "populates its own claim of its name"));
+  }
+  meta->set_uid(NewRandomUuid());
+  meta->set_creation_timestamp(FormatTimestamp(clock_->Now()));
+  dv.clear_status();
+  SetDataVolumePhase(&dv, dv.spec().source().has_upload() ? dv_phase::kUploadReady
+                                                          : dv_phase::kPending,
+                     "N/A", "", clock_->Now());
+  kvnode::v1::PersistentVolumeClaim claim = ClaimForDataVolume(dv);
+  DefaultPvc(&claim, config_.classes);
+  ASSIGN_OR_RETURN(StorageClass sc, config_.classes.Find(claim.spec().storage_class_name()));
+  claim.mutable_metadata()->set_uid(NewRandomUuid());
+  claim.mutable_metadata()->set_creation_timestamp(meta->creation_timestamp());
+  (*claim.mutable_metadata()->mutable_annotations())[kReclaimPolicyAnnotation] = sc.reclaim_policy;
+  claim.mutable_spec()->set_volume_name("pvc-" + claim.metadata().uid());
+  SetPhase(&claim, "Pending");
+  ASSIGN_OR_RETURN(int dir, OpenDirChain(config_.state_dir,
+                                         {"volumes", meta->namespace_(), meta->name()}, 0711, true));
+  close(dir);
+  RETURN_IF_ERROR(store_->Put(kDataVolumeKind, &dv, "ADDED").status());
+  RETURN_IF_ERROR(store_->Put(kPvcKind, &claim, "ADDED").status());
+  spdlog::info("DataVolume {}/{} created ({} source)", meta->namespace_(), meta->name(),
+               dv.spec().source().has_http()    ? "http"
+               : dv.spec().source().has_blank() ? "blank"
+               : dv.spec().source().has_pvc()   ? "pvc"
+                                                : "upload");
+  return dv;
+}
+
+absl::StatusOr<VolumeManager::ApplyDvResult> VolumeManager::ApplyDataVolume(DataVolume dv,
+                                                                           bool dry_run) {
+  DefaultDataVolume(&dv);
+  AdmissionReview review = AdmitDataVolume(dv, config_.classes);
+  if (!review.allowed()) return review.errors.ToStatus();
+  ApplyDvResult result;
+  absl::MutexLock lock(&mu_);
+  auto stored = LoadDvLocked(dv.metadata().namespace_(), dv.metadata().name());
+  if (stored.ok()) {
+    if (!google::protobuf::util::MessageDifferencer::Equals(stored->spec(), dv.spec())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spec: is immutable after creation (DataVolume \"", dv.metadata().name(),
+          "\"); delete it and create it again"));
+    }
+    DataVolume next = *stored;
+    *next.mutable_metadata()->mutable_labels() = dv.metadata().labels();
+    *next.mutable_metadata()->mutable_annotations() = dv.metadata().annotations();
+    result.result =
+        google::protobuf::util::MessageDifferencer::Equals(next, *stored) ? "UNCHANGED" : "MODIFIED";
+    if (result.result == "MODIFIED" && !dry_run) {
+      RETURN_IF_ERROR(store_->Put(kDataVolumeKind, &next, "MODIFIED").status());
+    }
+    result.dv = next;
+    return result;
+  }
+  if (!absl::IsNotFound(stored.status())) return stored.status();
+  result.result = "ADDED";
+  if (dry_run) {
+    SetDataVolumePhase(&dv, dv_phase::kPending, "N/A", "", clock_->Now());
+    result.dv = dv;
+    return result;
+  }
+  ASSIGN_OR_RETURN(result.dv, CreateDataVolumeLocked(dv));
+  return result;
+}
+
+absl::StatusOr<DataVolume> VolumeManager::GetDataVolume(const std::string& ns,
+                                                       const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  return LoadDvLocked(ns, name);
+}
+
+std::vector<DataVolume> VolumeManager::ListDataVolumes(const std::string& ns) {
+  std::vector<DataVolume> dvs;
+  auto objects = store_->List(kDataVolumeKind);
+  if (!objects.ok()) return dvs;
+  for (const StoredObject& o : *objects) {
+    DataVolume dv;
+    if ((ns.empty() || o.ns == ns) && FromJson(o.json, &dv).ok()) dvs.push_back(dv);
+  }
+  std::sort(dvs.begin(), dvs.end(), [](const DataVolume& a, const DataVolume& b) {
+    return a.metadata().name() < b.metadata().name();
+  });
+  return dvs;
+}
+
+absl::StatusOr<DataVolume> VolumeManager::DeleteDataVolume(const std::string& ns,
+                                                          const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(DataVolume dv, LoadDvLocked(ns, name));
+  RETURN_IF_ERROR(store_->Delete(kDataVolumeKind, &dv).status());
+  retry_at_.erase(dv.metadata().uid());
+  return dv;
+}
+
+VolumeFacts VolumeManager::EnsureDataVolumes(const kvnode::v1::VirtualMachine& vm) {
+  VolumeFacts facts;
+  const std::string& ns = vm.metadata().namespace_();
+  absl::MutexLock lock(&mu_);
+  for (const auto& t : vm.spec().data_volume_templates()) {
+    if (LoadDvLocked(ns, t.metadata().name()).ok() || !vm.metadata().deletion_timestamp().empty()) {
+      continue;
+    }
+    DataVolume dv;
+    *dv.mutable_metadata() = t.metadata();
+    dv.mutable_metadata()->set_namespace_(ns);
+    *dv.mutable_spec() = t.spec();
+    DefaultDataVolume(&dv);
+    auto* owner = dv.mutable_metadata()->add_owner_references();
+    owner->set_api_version("kubevirt.io/v1");
+    owner->set_kind("VirtualMachine");
+    owner->set_name(vm.metadata().name());
+    owner->set_uid(vm.metadata().uid());
+    owner->set_controller(true);
+    owner->set_block_owner_deletion(true);
+    absl::Status s = AdmitDataVolume(dv, config_.classes).errors.ToStatus();
+    if (s.ok()) s = CreateDataVolumeLocked(dv).status();
+    if (!s.ok()) {
+      spdlog::warn("VM {}/{}: DataVolume {}: {}", ns, vm.metadata().name(), t.metadata().name(),
+                   std::string(s.message()));
+      facts.data_volume_error = true;
+    }
+  }
+  for (const auto& v : vm.spec().template_().spec().volumes()) {
+    if (v.has_data_volume()) {
+      auto dv = LoadDvLocked(ns, v.data_volume().name());
+      if (!dv.ok()) continue;  // no DataVolume: the claim of that name decides (ErrorPvcNotFound)
+      const std::string& phase = dv->status().phase();
+      if (phase == dv_phase::kFailed) {
+        facts.data_volume_error = true;
+      } else if (phase != dv_phase::kSucceeded) {
+        facts.data_volume_provisioning = true;
+      }
+    } else if (v.has_persistent_volume_claim()) {
+      auto claim = LoadPvcLocked(ns, v.persistent_volume_claim().claim_name());
+      if (claim.ok() && claim->status().phase() == "Pending") facts.unbound_pvc = true;
+    }
+  }
+  return facts;
+}
+
+bool VolumeManager::UpdateDv(const DataVolume& dv, const std::string& phase,
+                             const std::string& progress, const std::string& message) {
+  absl::MutexLock lock(&mu_);
+  auto current = LoadDvLocked(dv.metadata().namespace_(), dv.metadata().name());
+  if (!current.ok() || current->metadata().uid() != dv.metadata().uid()) return false;
+  DataVolume next = *current;
+  bool failed_now = phase == dv_phase::kFailed && next.status().phase() != dv_phase::kFailed;
+  SetDataVolumePhase(&next, phase, progress, message, clock_->Now());
+  if (failed_now) next.mutable_status()->set_restart_count(next.status().restart_count() + 1);
+  if (next.status().phase() == current->status().phase() &&
+      next.status().progress() == current->status().progress() && phase != dv_phase::kFailed) {
+    return true;
+  }
+  (void)store_->Put(kDataVolumeKind, &next, "MODIFIED");
+  return true;
+}
+
+void VolumeManager::StartImporter() {
+  importer_ = std::thread([this] { ImportLoop(); });
+}
+
+void VolumeManager::ImportLoop() {
+  {
+    // A crash cut off these imports: they start again from the beginning.
+    for (DataVolume& dv : ListDataVolumes("")) {
+      if (dv.status().phase() == dv_phase::kImportInProgress) {
+        spdlog::warn("DataVolume {}/{}: import interrupted (handler restart); starting again",
+                     dv.metadata().namespace_(), dv.metadata().name());
+        UpdateDv(dv, dv_phase::kImportScheduled, "N/A", "import interrupted; starting again");
+      }
+    }
+  }
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&quit_), absl::Milliseconds(500));
+      if (quit_) return;
+    }
+    absl::Time now = clock_->Now();
+    for (DataVolume& dv : ListDataVolumes("")) {
+      bool due = NeedsImport(dv);
+      if (dv.status().phase() == dv_phase::kFailed) {
+        absl::MutexLock lock(&mu_);
+        auto it = retry_at_.find(dv.metadata().uid());
+        due = it == retry_at_.end() || it->second <= now;
+      }
+      if (due) Import(dv);
+      absl::MutexLock lock(&mu_);
+      if (quit_) return;
+    }
+  }
+}
+
+void VolumeManager::Import(DataVolume dv) {
+  const std::string& ns = dv.metadata().namespace_();
+  const std::string& name = dv.metadata().name();
+  if (!UpdateDv(dv, dv_phase::kImportScheduled, "N/A", "")) return;
+  int64_t size = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto claim = LoadPvcLocked(ns, name);
+    if (claim.ok()) size = RequestedBytes(*claim);
+  }
+  absl::Status s = size > 0 ? absl::OkStatus()
+                            : absl::NotFoundError("its claim \"" + name + "\" is gone");
+  const std::string dir = paths_.volume_dir(ns, name);
+  if (s.ok() && UpdateDv(dv, dv_phase::kImportInProgress, dv.spec().source().has_http() ? "0.0%" : "N/A", "")) {
+    s = Populate(dv, dir, size);
+  }
+  if (s.ok()) {
+    absl::MutexLock lock(&mu_);
+    auto current = LoadDvLocked(ns, name);
+    auto claim = LoadPvcLocked(ns, name);
+    if (current.ok() && current->metadata().uid() == dv.metadata().uid() && claim.ok()) {
+      SetPhase(&*claim, "Bound");
+      s = store_->Put(kPvcKind, &*claim, "MODIFIED").status();
+      retry_at_.erase(dv.metadata().uid());
+    }
+  }
+  if (s.ok()) {
+    UpdateDv(dv, dv_phase::kSucceeded, "100.0%", "Import Complete");
+    spdlog::info("DataVolume {}/{}: Succeeded", ns, name);
+    return;
+  }
+  for (const char* f : {"/import.part", "/disk.img.tmp"}) unlink((dir + f).c_str());
+  spdlog::warn("DataVolume {}/{}: import failed: {}", ns, name, std::string(s.message()));
+  auto current = GetDataVolume(ns, name);
+  int restarts = current.ok() ? current->status().restart_count() : 0;
+  {
+    absl::MutexLock lock(&mu_);
+    retry_at_[dv.metadata().uid()] =
+        clock_->Now() + std::min(absl::Seconds(30), absl::Seconds(1) * (1 << std::min(restarts, 5)));
+  }
+  UpdateDv(dv, dv_phase::kFailed, current.ok() ? current->status().progress() : "N/A",
+           std::string(s.message()));
+}
+
+absl::Status VolumeManager::Populate(const DataVolume& dv, const std::string& dir, int64_t size) {
+  for (const char* f : {"/import.part", "/disk.img.tmp"}) unlink((dir + f).c_str());
+  const auto& src = dv.spec().source();
+  const FsIdentity& user = config_.launcher;
+  if (src.has_blank()) {
+    ASSIGN_OR_RETURN(int fd, OpenDirChain(dir, {}, 0711, false));
+    absl::Status s = CreateSparseFile(fd, kDiskTempFile, size, user.uid, user.gid, 0660);
+    close(fd);
+    RETURN_IF_ERROR(s);
+    return PublishDisk(dir, user.uid, user.gid, 0660);
+  }
+  std::string input, format;
+  if (src.has_pvc()) {
+    const std::string& ns = dv.metadata().namespace_();
+    {
+      absl::MutexLock lock(&mu_);
+      auto source = LoadPvcLocked(ns, src.pvc().name());
+      if (!source.ok() || source->status().phase() != "Bound") {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "source claim \"", src.pvc().name(), "\" ", source.ok() ? "is not Bound" : "not found"));
+      }
+    }
+    input = paths_.volume_image(ns, src.pvc().name());
+    struct stat st;
+    if (lstat(input.c_str(), &st) < 0 || !S_ISREG(st.st_mode)) {
+      return absl::FailedPreconditionError("source claim's disk is not a regular file");
+    }
+    format = "raw";
+  } else if (src.has_http()) {
+    input = dir + "/" + kImportPart;
+    RETURN_IF_ERROR(Download(dv, input));
+    ASSIGN_OR_RETURN(ImageInfo info, InspectImage(input));
+    RETURN_IF_ERROR(CheckUploadedImage(info));
+    if (info.virtual_size > size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the image's virtual size (", info.virtual_size, " bytes) is larger than the claim (",
+          size, " bytes)"));
+    }
+    format = info.format;
+  } else {
+    return absl::FailedPreconditionError("nothing to import for this source");
+  }
+  RETURN_IF_ERROR(ConvertToRaw(input, format, dir + "/" + kDiskTempFile, size));
+  return PublishDisk(dir, user.uid, user.gid, 0660);
+}
+
+absl::Status VolumeManager::Download(const DataVolume& dv, const std::string& part) {
+  const std::string& url = dv.spec().source().http().url();
+  int64_t total = ContentLength(url);
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) < 0) return absl::ErrnoToStatus(errno, "pipe");
+  SpawnOptions o;
+  o.argv = {kCurl, "-sS", "-f", "-L", "--max-time", "3600", "-o", part, url};
+  o.env = {"PATH=/usr/bin:/bin", "LC_ALL=C"};
+  o.stdout_fd = out[1];
+  o.pdeath_signal = SIGKILL;  // never outlives the handler's importer
+  auto pid = Spawn(o);
+  close(out[1]);
+  if (!pid.ok()) {
+    close(out[0]);
+    return Annotate(pid.status(), "curl");
+  }
+  int wstatus = 0;
+  std::string last;
+  while (waitpid(*pid, &wstatus, WNOHANG) == 0) {
+    absl::SleepFor(absl::Milliseconds(250));
+    struct stat st;
+    int64_t done = stat(part.c_str(), &st) == 0 ? st.st_size : 0;
+    std::string progress = FormatProgress(done, total);
+    bool quit;
+    {
+      absl::MutexLock lock(&mu_);
+      quit = quit_;
+    }
+    if (quit || (progress != last && !UpdateDv(dv, dv_phase::kImportInProgress, progress, ""))) {
+      kill(*pid, SIGKILL);
+      waitpid(*pid, &wstatus, 0);
+      close(out[0]);
+      return absl::AbortedError("import cancelled (DataVolume deleted or handler stopping)");
+    }
+    last = progress;
+  }
+  std::string message;
+  char buf[1024];
+  ssize_t n;
+  while ((n = read(out[0], buf, sizeof(buf))) > 0) message.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+    while (!message.empty() && (message.back() == '\n' || message.back() == '\r')) message.pop_back();
+    return absl::UnavailableError(absl::StrCat("GET ", url, ": ",
+                                               message.empty() ? DescribeWaitStatus(wstatus) : message));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kvnode

@@ -1,0 +1,185 @@
+#include "agent/storage/disk_image.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "agent/base/status_macros.h"
+#include "agent/base/subprocess.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace kvnode {
+namespace {
+
+absl::Status RunQemuImg(SpawnOptions o, const std::string& what, absl::Duration timeout) {
+  auto r = RunCommand(std::move(o), timeout);
+  if (!r.ok()) return Annotate(r.status(), what);
+  if (!r->success()) {
+    std::string out = r->output;
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    return absl::InternalError(absl::StrCat(what, ": qemu-img ",
+                                            r->timed_out ? "timed out" : DescribeWaitStatus(r->wait_status),
+                                            out.empty() ? "" : ": " + out));
+  }
+  return absl::OkStatus();
+}
+
+SpawnOptions AsUser(const FsIdentity& user, std::vector<std::string> argv) {
+  SpawnOptions o;
+  o.argv = std::move(argv);
+  o.env = {"PATH=/usr/bin:/bin", "LC_ALL=C"};
+  o.uid = static_cast<int>(user.uid);
+  o.gid = static_cast<int>(user.gid);
+  o.groups = user.groups;
+  o.cwd = "/";
+  return o;
+}
+
+}  // namespace
+
+absl::StatusOr<int> OpenDirChain(const std::string& base, const std::vector<std::string>& names,
+                                 mode_t mode, bool create) {
+  int fd = open(base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "open " + base);
+  std::string path = base;
+  for (const std::string& name : names) {
+    path += "/" + name;
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+      close(fd);
+      return absl::InvalidArgumentError("invalid path component in " + path);
+    }
+    if (create && mkdirat(fd, name.c_str(), mode) < 0 && errno != EEXIST) {
+      int e = errno;
+      close(fd);
+      return absl::ErrnoToStatus(e, "mkdir " + path);
+    }
+    int next = openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    close(fd);
+    if (next < 0) {
+      return absl::ErrnoToStatus(e, absl::StrCat("open ", path,
+                                                 e == ELOOP || e == ENOTDIR
+                                                     ? " (not a directory; links are not followed)"
+                                                     : ""));
+    }
+    fd = next;
+  }
+  return fd;
+}
+
+absl::Status CreateSparseFile(int dir_fd, const std::string& name, int64_t size, uid_t uid,
+                              gid_t gid, mode_t mode) {
+  int fd = openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "create " + name);
+  absl::Status s;
+  if (ftruncate(fd, size) < 0) {
+    s = absl::ErrnoToStatus(errno, "truncate " + name);
+  } else if (fchown(fd, uid, gid) < 0 || fchmod(fd, mode) < 0) {
+    s = absl::ErrnoToStatus(errno, "chown " + name);
+  } else if (fsync(fd) < 0) {
+    s = absl::ErrnoToStatus(errno, "fsync " + name);
+  }
+  close(fd);
+  if (!s.ok()) unlinkat(dir_fd, name.c_str(), 0);
+  return s;
+}
+
+absl::StatusOr<ImageInfo> InspectImage(const std::string& path) {
+  auto r = RunCommand({kQemuImg, "info", "--output=json", path}, absl::Seconds(60));
+  if (!r.ok()) return r.status();
+  if (!r->success()) {
+    return absl::InvalidArgumentError(absl::StrCat("not a disk image qemu-img can read: ",
+                                                   r->output));
+  }
+  google::protobuf::Struct json;
+  if (!google::protobuf::util::JsonStringToMessage(r->output, &json).ok()) {
+    return absl::InternalError("qemu-img info: unexpected output: " + r->output);
+  }
+  const auto& f = json.fields();
+  ImageInfo info;
+  auto str = [&](const char* key) {
+    auto it = f.find(key);
+    return it == f.end() ? std::string() : it->second.string_value();
+  };
+  info.format = str("format");
+  info.backing_file = str("backing-filename");
+  if (auto it = f.find("virtual-size"); it != f.end()) {
+    info.virtual_size = static_cast<int64_t>(it->second.number_value());
+  }
+  if (auto it = f.find("format-specific"); it != f.end()) {
+    const auto& data = it->second.struct_value().fields();
+    if (auto d = data.find("data"); d != data.end()) {
+      const auto& df = d->second.struct_value().fields();
+      if (auto x = df.find("data-file"); x != df.end()) info.data_file = x->second.string_value();
+    }
+  }
+  return info;
+}
+
+absl::Status CheckUploadedImage(const ImageInfo& info) {
+  if (info.format != "raw" && info.format != "qcow2") {
+    return absl::InvalidArgumentError(absl::StrCat("image format \"", info.format,
+                                                   "\" is not supported (raw or qcow2)"));
+  }
+  if (!info.backing_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the image has a backing file (\"", info.backing_file,
+        "\"); upload a self-contained image (qemu-img convert -O qcow2 IN OUT)"));
+  }
+  if (!info.data_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("the image has an external data file (\"",
+                                                   info.data_file, "\"); upload a self-contained image"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ConvertToRaw(const std::string& in, const std::string& format, const std::string& out,
+                          int64_t size_bytes) {
+  SpawnOptions o;
+  o.argv = {kQemuImg, "convert", "-f", format, "-O", "raw", "-S", "4k", in, out};
+  RETURN_IF_ERROR(RunQemuImg(std::move(o), "convert", absl::Minutes(30)));
+  struct stat st;
+  if (stat(out.c_str(), &st) < 0) return absl::ErrnoToStatus(errno, "stat " + out);
+  if (st.st_size < size_bytes && truncate(out.c_str(), size_bytes) < 0) {
+    return absl::ErrnoToStatus(errno, "extend " + out);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PublishDisk(const std::string& dir, uid_t uid, gid_t gid, mode_t mode) {
+  std::string tmp = dir + "/" + kDiskTempFile;
+  int fd = open(tmp.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "open " + tmp);
+  absl::Status s;
+  if (fchown(fd, uid, gid) < 0 || fchmod(fd, mode) < 0) s = absl::ErrnoToStatus(errno, "chown " + tmp);
+  if (s.ok() && fsync(fd) < 0) s = absl::ErrnoToStatus(errno, "fsync " + tmp);
+  close(fd);
+  RETURN_IF_ERROR(s);
+  if (rename(tmp.c_str(), (dir + "/disk.img").c_str()) < 0) {
+    return absl::ErrnoToStatus(errno, "rename " + tmp);
+  }
+  for (const char* part : {"/upload.part", "/import.part"}) unlink((dir + part).c_str());
+  int d = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (d >= 0) {
+    fsync(d);
+    close(d);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CreateOverlayAs(const FsIdentity& user, const std::string& overlay,
+                             const std::string& backing, const std::string& backing_format) {
+  return RunQemuImg(AsUser(user, {kQemuImg, "create", "-q", "-f", "qcow2", "-F", backing_format,
+                                  "-b", backing, overlay}),
+                    "create overlay " + overlay, absl::Seconds(60));
+}
+
+absl::Status CreateQcow2As(const FsIdentity& user, const std::string& path, int64_t size_bytes) {
+  return RunQemuImg(AsUser(user, {kQemuImg, "create", "-q", "-f", "qcow2", path,
+                                  std::to_string(size_bytes)}),
+                    "create " + path, absl::Seconds(60));
+}
+
+}  // namespace kvnode

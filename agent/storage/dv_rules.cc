@@ -1,0 +1,161 @@
+#include "agent/storage/dv_rules.h"
+
+#include <cstdio>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "agent/base/clock.h"
+#include "agent/storage/pvc_rules.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::DataVolume;
+
+void SetCondition(DataVolume* dv, const std::string& type, bool status, const std::string& reason,
+                  const std::string& message, absl::Time now) {
+  auto* conds = dv->mutable_status()->mutable_conditions();
+  kvnode::v1::Condition* c = nullptr;
+  for (auto& x : *conds) {
+    if (x.type() == type) c = &x;
+  }
+  if (c == nullptr) {
+    c = conds->Add();
+    c->set_type(type);
+  }
+  std::string s = status ? "True" : "False";
+  if (c->status() != s) c->set_last_transition_time(FormatTimestamp(now));
+  c->set_status(s);
+  c->set_last_probe_time(FormatTimestamp(now));
+  c->set_reason(reason);
+  c->set_message(message);
+}
+
+}  // namespace
+
+void DefaultDataVolume(DataVolume* dv) {
+  if (dv->metadata().namespace_().empty()) dv->mutable_metadata()->set_namespace_("default");
+  if (dv->api_version().empty()) dv->set_api_version("cdi.kubevirt.io/v1beta1");
+  if (dv->kind().empty()) dv->set_kind(kDataVolumeKind);
+}
+
+AdmissionReview AdmitDataVolume(const DataVolume& dv, const StorageClasses& classes) {
+  AdmissionReview review;
+  AdmitObjectMeta(dv.metadata(), FieldPath("metadata"), &review);
+  FieldPath source("spec.source");
+  const auto& src = dv.spec().source();
+  switch (src.kind_case()) {
+    case kvnode::v1::DataVolumeSourceSpec::KIND_NOT_SET:
+      review.errors.Add(source, "must have exactly one source (http, blank, pvc, upload)");
+      break;
+    case kvnode::v1::DataVolumeSourceSpec::kHttp: {
+      const auto& http = src.http();
+      if (!absl::StartsWith(http.url(), "http://") && !absl::StartsWith(http.url(), "https://")) {
+        review.errors.Add(source.Child("http").Child("url"),
+                          absl::StrCat("must be an http:// or https:// URL (got \"", http.url(), "\")"));
+      }
+      if (!http.secret_ref().empty() || !http.cert_config_map().empty()) {
+        review.errors.Add(source.Child("http"),
+                          "secretRef and certConfigMap are not supported on this node");
+      }
+      break;
+    }
+    case kvnode::v1::DataVolumeSourceSpec::kPvc:
+      if (src.pvc().name().empty()) review.errors.Add(source.Child("pvc").Child("name"), "required");
+      if (!src.pvc().namespace_().empty() && src.pvc().namespace_() != dv.metadata().namespace_()) {
+        review.errors.Add(source.Child("pvc").Child("namespace"),
+                          "cloning from another namespace is not supported on this node");
+      }
+      break;
+    case kvnode::v1::DataVolumeSourceSpec::kRegistry:
+      review.errors.Add(source.Child("registry"),
+                        "not supported on this node (import the disk with kvctl image import and "
+                        "use a containerDisk, or use an http source)");
+      break;
+    case kvnode::v1::DataVolumeSourceSpec::kUpload:
+      review.errors.Add(source.Child("upload"),
+                        "not supported on this node yet (use kvctl image-upload pvc NAME "
+                        "--image-path FILE --size SIZE, or an http source)");
+      break;
+    case kvnode::v1::DataVolumeSourceSpec::kBlank:
+      break;
+  }
+  if (dv.spec().content_type() == "archive") {
+    review.errors.Add(FieldPath("spec.contentType"), "archive is not supported (only kubevirt)");
+  }
+  if (dv.spec().has_pvc() == dv.spec().has_storage()) {
+    review.errors.Add(FieldPath("spec"), "must have exactly one of pvc or storage");
+    return review;
+  }
+  // The claim it makes must pass the claim's own admission; its paths are under spec.pvc or
+  // spec.storage.
+  kvnode::v1::PersistentVolumeClaim claim = ClaimForDataVolume(dv);
+  DefaultPvc(&claim, classes);
+  std::string prefix = dv.spec().has_pvc() ? "spec.pvc" : "spec.storage";
+  AdmissionReview claim_review = AdmitPvc(claim, classes);
+  for (const FieldError& e : claim_review.errors.errors()) {
+    std::string path = e.path;
+    if (absl::StartsWith(path, "spec.")) path = prefix + path.substr(4);
+    review.errors.Add(FieldPath(path), e.message);
+  }
+  return review;
+}
+
+kvnode::v1::PersistentVolumeClaim ClaimForDataVolume(const DataVolume& dv) {
+  kvnode::v1::PersistentVolumeClaim pvc;
+  pvc.set_api_version("v1");
+  pvc.set_kind(kPvcKind);
+  auto* meta = pvc.mutable_metadata();
+  meta->set_name(dv.metadata().name());
+  meta->set_namespace_(dv.metadata().namespace_());
+  *meta->mutable_labels() = dv.metadata().labels();
+  auto* owner = meta->add_owner_references();
+  owner->set_api_version("cdi.kubevirt.io/v1beta1");
+  owner->set_kind(kDataVolumeKind);
+  owner->set_name(dv.metadata().name());
+  owner->set_uid(dv.metadata().uid());
+  owner->set_controller(true);
+  owner->set_block_owner_deletion(true);
+  auto* spec = pvc.mutable_spec();
+  if (dv.spec().has_pvc()) {
+    *spec = dv.spec().pvc();
+  } else {
+    const auto& st = dv.spec().storage();
+    *spec->mutable_access_modes() = st.access_modes();
+    *spec->mutable_resources() = st.resources();
+    spec->set_volume_mode(st.volume_mode());
+    spec->set_storage_class_name(st.storage_class_name());
+  }
+  return pvc;
+}
+
+std::string FormatProgress(int64_t done, int64_t total) {
+  if (total <= 0) return "N/A";
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%.1f%%",
+                100.0 * static_cast<double>(std::min(done, total)) / static_cast<double>(total));
+  return buf;
+}
+
+void SetDataVolumePhase(DataVolume* dv, const std::string& phase, const std::string& progress,
+                        const std::string& message, absl::Time now) {
+  auto* st = dv->mutable_status();
+  st->set_phase(phase);
+  st->set_progress(progress);
+  st->set_claim_name(dv->metadata().name());
+  const std::string claim = "PVC " + dv->metadata().name();
+  bool done = phase == dv_phase::kSucceeded;
+  bool failed = phase == dv_phase::kFailed;
+  bool running = phase == dv_phase::kImportInProgress;
+  SetCondition(dv, "Bound", done, done ? "Bound" : "Pending",
+               done ? claim + " Bound" : claim + " Pending (being populated)", now);
+  SetCondition(dv, "Ready", done, done ? "" : phase, "", now);
+  SetCondition(dv, "Running", running,
+               failed  ? "Error"
+               : done  ? "Completed"
+               : running ? "Pod is running"
+                         : phase,
+               message, now);
+}
+
+}  // namespace kvnode

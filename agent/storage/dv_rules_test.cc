@@ -1,0 +1,91 @@
+#include "agent/storage/dv_rules.h"
+
+#include "absl/time/time.h"
+#include "agent/manifest/loader.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::DataVolume;
+using ::testing::HasSubstr;
+
+DataVolume Dv(const std::string& source_yaml, const std::string& size = "1Gi") {
+  std::string text = "apiVersion: cdi.kubevirt.io/v1beta1\nkind: DataVolume\nmetadata:\n  name: d\n"
+                     "spec:\n  source:\n" + source_yaml +
+                     "  storage:\n    resources:\n      requests:\n        storage: " + size + "\n";
+  DataVolume dv;
+  EXPECT_TRUE(LoadMessageFromText(text, &dv).ok()) << text;
+  DefaultDataVolume(&dv);
+  return dv;
+}
+
+std::string Errors(const DataVolume& dv) {
+  return std::string(AdmitDataVolume(dv, StorageClasses()).errors.ToStatus().message());
+}
+
+TEST(DvRules, AcceptsBlankHttpAndClone) {
+  EXPECT_EQ(Errors(Dv("    blank: {}\n")), "");
+  EXPECT_EQ(Errors(Dv("    http:\n      url: http://127.0.0.1:8080/disk.qcow2\n")), "");
+  EXPECT_EQ(Errors(Dv("    pvc:\n      name: golden\n")), "");
+}
+
+TEST(DvRules, RefusalsNameTheField) {
+  EXPECT_THAT(Errors(Dv("    http:\n      url: ftp://x/disk\n")),
+              HasSubstr("spec.source.http.url: must be an http:// or https:// URL"));
+  EXPECT_THAT(Errors(Dv("    registry:\n      url: docker://x\n")),
+              HasSubstr("spec.source.registry: not supported on this node"));
+  EXPECT_THAT(Errors(Dv("    upload: {}\n")), HasSubstr("spec.source.upload: not supported"));
+  EXPECT_THAT(Errors(Dv("    blank: {}\n", "0")),
+              HasSubstr("spec.storage.resources.requests.storage: must be greater than zero"));
+  DataVolume none = Dv("    blank: {}\n");
+  none.mutable_spec()->clear_source();
+  EXPECT_THAT(Errors(none), HasSubstr("spec.source: must have exactly one source"));
+}
+
+TEST(DvRules, ClaimIsOwnedByTheDataVolume) {
+  DataVolume dv = Dv("    blank: {}\n");
+  dv.mutable_metadata()->set_uid("dv-uid");
+  auto claim = ClaimForDataVolume(dv);
+  EXPECT_EQ(claim.metadata().name(), "d");
+  ASSERT_EQ(claim.metadata().owner_references_size(), 1);
+  EXPECT_EQ(claim.metadata().owner_references(0).kind(), "DataVolume");
+  EXPECT_EQ(claim.metadata().owner_references(0).uid(), "dv-uid");
+  EXPECT_EQ(claim.spec().resources().requests().at("storage"), "1Gi");
+}
+
+const kvnode::v1::Condition* Cond(const DataVolume& dv, const std::string& type) {
+  for (const auto& c : dv.status().conditions()) {
+    if (c.type() == type) return &c;
+  }
+  return nullptr;
+}
+
+TEST(DvRules, PhasesSetCdisConditions) {
+  DataVolume dv = Dv("    blank: {}\n");
+  absl::Time t0 = absl::FromUnixSeconds(1000);
+  SetDataVolumePhase(&dv, dv_phase::kImportInProgress, "45.2%", "", t0);
+  EXPECT_EQ(dv.status().progress(), "45.2%");
+  EXPECT_EQ(Cond(dv, "Running")->status(), "True");
+  EXPECT_EQ(Cond(dv, "Ready")->status(), "False");
+  EXPECT_EQ(Cond(dv, "Bound")->status(), "False");
+  SetDataVolumePhase(&dv, dv_phase::kFailed, "45.2%", "GET x: 404", t0 + absl::Seconds(1));
+  EXPECT_EQ(Cond(dv, "Running")->reason(), "Error");
+  EXPECT_EQ(Cond(dv, "Running")->message(), "GET x: 404");
+  SetDataVolumePhase(&dv, dv_phase::kSucceeded, "100.0%", "", t0 + absl::Seconds(2));
+  EXPECT_EQ(Cond(dv, "Ready")->status(), "True");
+  EXPECT_EQ(Cond(dv, "Bound")->status(), "True");
+  EXPECT_EQ(Cond(dv, "Running")->reason(), "Completed");
+  // Ready's transition time moved once, when it became True.
+  EXPECT_EQ(Cond(dv, "Ready")->last_transition_time(), "1970-01-01T00:16:42Z");
+}
+
+TEST(DvRules, Progress) {
+  EXPECT_EQ(FormatProgress(452, 1000), "45.2%");
+  EXPECT_EQ(FormatProgress(10, 0), "N/A");
+  EXPECT_EQ(FormatProgress(2000, 1000), "100.0%");
+}
+
+}  // namespace
+}  // namespace kvnode

@@ -1,0 +1,80 @@
+#include "agent/storage/pvc_rules.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "agent/manifest/quantity.h"
+#include "google/protobuf/util/message_differencer.h"
+
+namespace kvnode {
+
+using kvnode::v1::PersistentVolumeClaim;
+
+void DefaultPvc(PersistentVolumeClaim* pvc, const StorageClasses& classes) {
+  auto* meta = pvc->mutable_metadata();
+  if (meta->namespace_().empty()) meta->set_namespace_("default");
+  auto* spec = pvc->mutable_spec();
+  if (spec->storage_class_name().empty()) {
+    auto c = classes.Find("");
+    if (c.ok()) spec->set_storage_class_name(c->name);
+  }
+  if (spec->volume_mode().empty()) spec->set_volume_mode("Filesystem");
+  if (spec->access_modes().empty()) spec->add_access_modes("ReadWriteOnce");
+}
+
+AdmissionReview AdmitPvc(const PersistentVolumeClaim& pvc, const StorageClasses& classes) {
+  AdmissionReview review;
+  AdmitObjectMeta(pvc.metadata(), FieldPath("metadata"), &review);
+  if (!pvc.metadata().name().empty() && !IsDns1123Subdomain(pvc.metadata().name())) {
+    review.errors.Add(FieldPath("metadata.name"),
+                      absl::StrCat("\"", pvc.metadata().name(), "\" is not a DNS-1123 subdomain"));
+  }
+  FieldPath spec("spec");
+  const auto& requests = pvc.spec().resources().requests();
+  auto storage = requests.find("storage");
+  FieldPath size_path = spec.Child("resources").Child("requests").Child("storage");
+  if (storage == requests.end()) {
+    review.errors.Add(size_path, "required (the size of the volume, for example 2Gi)");
+  } else {
+    CheckDiskSize(storage->second, size_path, &review);
+  }
+  if (pvc.spec().volume_mode() == "Block") {
+    review.errors.Add(spec.Child("volumeMode"),
+                      "Block is not supported by this node's storage classes (they make "
+                      "file volumes; use Filesystem)");
+  }
+  if (!pvc.spec().volume_name().empty()) {
+    review.errors.Add(spec.Child("volumeName"),
+                      "binding to a pre-made volume is not supported (leave it empty: the node "
+                      "makes the volume)");
+  }
+  auto c = classes.Find(pvc.spec().storage_class_name());
+  if (!c.ok()) review.errors.Add(spec.Child("storageClassName"), std::string(c.status().message()));
+  return review;
+}
+
+int64_t RequestedBytes(const PersistentVolumeClaim& pvc) {
+  auto it = pvc.spec().resources().requests().find("storage");
+  if (it == pvc.spec().resources().requests().end()) return 0;
+  auto q = Quantity::Parse(it->second);
+  return q.ok() ? q->Value() : 0;
+}
+
+std::string CheckPvcUpdate(const PersistentVolumeClaim& stored, const PersistentVolumeClaim& next) {
+  // The node binds the claim to its volume: a manifest without volumeName means the same.
+  kvnode::v1::PersistentVolumeClaimSpec spec = next.spec();
+  if (spec.volume_name().empty()) spec.set_volume_name(stored.spec().volume_name());
+  if (google::protobuf::util::MessageDifferencer::Equals(stored.spec(), spec)) return "";
+  return absl::StrCat("spec: is immutable after creation (PersistentVolumeClaim \"",
+                      stored.metadata().name(),
+                      "\"); only labels and annotations may change, and volume expansion is "
+                      "not supported");
+}
+
+std::string DeletionBlocker(const std::string& claim, const std::vector<std::string>& used_by) {
+  if (used_by.empty()) return "";
+  return absl::StrCat("persistentvolumeclaim \"", claim, "\" is in use by VirtualMachineInstance",
+                      used_by.size() > 1 ? "s " : " ", absl::StrJoin(used_by, ", "),
+                      "; stop or delete ", used_by.size() > 1 ? "them" : "it", " first");
+}
+
+}  // namespace kvnode

@@ -1,0 +1,51 @@
+// The pure rules of node-local PersistentVolumeClaims: defaults (storage class, volume mode),
+// admission (Kubernetes' PVC validation plus what this node can give), what may change on a
+// re-apply, and the reclaim/in-use decision of a deletion.
+//
+// Pure: no I/O. Thread-compatible.
+#ifndef KVNODE_AGENT_STORAGE_PVC_RULES_H_
+#define KVNODE_AGENT_STORAGE_PVC_RULES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agent/manifest/admission.h"
+#include "agent/storage/storage_class.h"
+#include "kvnode/v1/storage.pb.h"
+
+namespace kvnode {
+
+inline constexpr char kPvcKind[] = "PersistentVolumeClaim";
+// kvnode's annotations on a claim.
+inline constexpr char kReclaimPolicyAnnotation[] = "kvnode.io/reclaim-policy";
+// Set on a claim the handler found on disk (a disk.img made by hand before the claim existed):
+// such a claim is always Retain, since kvnode did not make its data.
+inline constexpr char kAdoptedAnnotation[] = "kvnode.io/adopted";
+// Set while `kvctl image-upload pvc` fills a new claim; a claim that still has it when the
+// handler starts was cut off mid-upload.
+inline constexpr char kUploadAnnotation[] = "kvnode.io/upload";
+
+// Namespace "default" when empty, storageClassName the default class when empty, volumeMode
+// Filesystem, accessModes [ReadWriteOnce] when empty.
+void DefaultPvc(kvnode::v1::PersistentVolumeClaim* pvc, const StorageClasses& classes);
+
+// Validates a defaulted claim; errors name the field ("spec.resources.requests.storage: ...").
+AdmissionReview AdmitPvc(const kvnode::v1::PersistentVolumeClaim& pvc,
+                         const StorageClasses& classes);
+
+// The requested size in bytes of an admitted claim.
+int64_t RequestedBytes(const kvnode::v1::PersistentVolumeClaim& pvc);
+
+// A re-apply may change labels and annotations only: a claim's spec is immutable here (no
+// volume expansion yet). Empty when `next` is acceptable.
+std::string CheckPvcUpdate(const kvnode::v1::PersistentVolumeClaim& stored,
+                           const kvnode::v1::PersistentVolumeClaim& next);
+
+// Why a claim may not be deleted now, or "" when it may: a claim in use by a live VMI is
+// refused with the VMIs named (Kubernetes' kubernetes.io/pvc-protection finalizer).
+std::string DeletionBlocker(const std::string& claim, const std::vector<std::string>& used_by);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_STORAGE_PVC_RULES_H_

@@ -1,0 +1,55 @@
+// The node's storage classes: what a PersistentVolumeClaim's storageClassName may name, and the
+// reclaim policy its volume gets. Every node has the embedded class "local" (file volumes under
+// the state dir, reclaimPolicy Delete, the default); `--storage-class SPEC` (repeatable) and
+// `--storage-class-file FILE` (one SPEC a line, # comments) add more:
+//
+//   name=local-retain,reclaimPolicy=Retain[,default=true]
+//
+// Like Kubernetes' local-path provisioner, every class here makes a sparse raw disk.img in the
+// claim's dir; volumeBindingMode is Immediate. Block-device classes are not supported yet and
+// are refused with that message.
+//
+// Pure: parsing only (the file is read by the caller). Thread-compatible.
+#ifndef KVNODE_AGENT_STORAGE_STORAGE_CLASS_H_
+#define KVNODE_AGENT_STORAGE_STORAGE_CLASS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace kvnode {
+
+inline constexpr char kReclaimDelete[] = "Delete";
+inline constexpr char kReclaimRetain[] = "Retain";
+inline constexpr char kDefaultStorageClass[] = "local";
+
+struct StorageClass {
+  std::string name;
+  std::string reclaim_policy = kReclaimDelete;
+  bool is_default = false;
+};
+
+class StorageClasses {
+ public:
+  // Only the embedded "local" class.
+  StorageClasses();
+
+  // Adds a class from SPEC; `where` names the origin in errors ("--storage-class",
+  // "classes.conf:3"). A class of an existing name replaces it (so "local" can be Retain).
+  absl::Status Add(absl::string_view spec, absl::string_view where);
+  // Adds every non-empty, non-comment line of a config file's text.
+  absl::Status AddFile(absl::string_view text, absl::string_view file_name);
+
+  // The class `name` names, or the default class for "".
+  absl::StatusOr<StorageClass> Find(absl::string_view name) const;
+  const std::vector<StorageClass>& all() const { return classes_; }
+
+ private:
+  std::vector<StorageClass> classes_;
+};
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_STORAGE_STORAGE_CLASS_H_

@@ -1,0 +1,52 @@
+// kvnode.v1.Storage over gRPC: each call parses, asks the VolumeManager, and maps the status
+// once (agent/base/grpc_status.h).
+#ifndef KVNODE_AGENT_STORAGE_STORAGE_SERVICE_H_
+#define KVNODE_AGENT_STORAGE_STORAGE_SERVICE_H_
+
+#include "agent/storage/volume_manager.h"
+#include "kvnode/v1/storage_service.grpc.pb.h"
+
+namespace kvnode {
+
+class StorageService final : public kvnode::v1::Storage::Service {
+ public:
+  explicit StorageService(VolumeManager* volumes) : volumes_(volumes) {}
+
+  grpc::Status ApplyPVC(grpc::ServerContext*, const kvnode::v1::ApplyPVCRequest* req,
+                        kvnode::v1::ApplyPVCResponse* resp) override;
+  grpc::Status GetPVC(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                      kvnode::v1::PVCView* resp) override;
+  grpc::Status ListPVCs(grpc::ServerContext*, const kvnode::v1::ListRequest* req,
+                        kvnode::v1::ListPVCsResponse* resp) override;
+  grpc::Status DeletePVC(grpc::ServerContext*, const kvnode::v1::DeletePVCRequest* req,
+                         kvnode::v1::PVCView* resp) override;
+  grpc::Status ListStorageClasses(grpc::ServerContext*, const kvnode::v1::Empty*,
+                                  kvnode::v1::ListStorageClassesResponse* resp) override;
+  grpc::Status Upload(grpc::ServerContext*, grpc::ServerReader<kvnode::v1::UploadChunk>* reader,
+                      kvnode::v1::UploadResult* resp) override;
+  grpc::Status ListImages(grpc::ServerContext*, const kvnode::v1::Empty*,
+                          kvnode::v1::ListImagesResponse* resp) override;
+  grpc::Status CreateSecret(grpc::ServerContext*, const kvnode::v1::CreateSecretRequest* req,
+                            kvnode::v1::SecretInfo* resp) override;
+  grpc::Status ListSecrets(grpc::ServerContext*, const kvnode::v1::ListRequest* req,
+                           kvnode::v1::ListSecretsResponse* resp) override;
+  grpc::Status ApplyDV(grpc::ServerContext*, const kvnode::v1::ApplyDVRequest* req,
+                       kvnode::v1::ApplyDVResponse* resp) override;
+  grpc::Status GetDV(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                     kvnode::v1::DataVolume* resp) override;
+  grpc::Status ListDVs(grpc::ServerContext*, const kvnode::v1::ListRequest* req,
+                       kvnode::v1::ListDVsResponse* resp) override;
+  grpc::Status DeleteDV(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                        kvnode::v1::DataVolume* resp) override;
+  grpc::Status ReviewVMDeletion(grpc::ServerContext*, const kvnode::v1::ReviewVMDeletionRequest* req,
+                                kvnode::v1::ReviewVMDeletionResponse* resp) override;
+  grpc::Status DeleteSecret(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                            kvnode::v1::SecretInfo* resp) override;
+
+ private:
+  VolumeManager* const volumes_;
+};
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_STORAGE_STORAGE_SERVICE_H_

@@ -1,0 +1,317 @@
+#include "agent/storage/volume_manager.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "agent/base/file_tree.h"
+#include "agent/base/logging.h"
+#include "agent/base/status_macros.h"
+#include "agent/base/uuid.h"
+#include "agent/manifest/quantity.h"
+#include "agent/storage/disk_image.h"
+#include "agent/storage/pvc_rules.h"
+#include "google/protobuf/util/message_differencer.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::PersistentVolumeClaim;
+using kvnode::v1::PVCView;
+
+bool IsFinal(const kvnode::v1::VirtualMachineInstance& vmi) {
+  return vmi.status().phase() == "Succeeded" || vmi.status().phase() == "Failed";
+}
+
+// The claims a VMI's volumes name (persistentVolumeClaim, dataVolume, ephemeral).
+std::vector<std::string> ClaimsOf(const kvnode::v1::VirtualMachineInstance& vmi) {
+  std::vector<std::string> claims;
+  for (const auto& v : vmi.spec().volumes()) {
+    if (v.has_persistent_volume_claim()) claims.push_back(v.persistent_volume_claim().claim_name());
+    if (v.has_data_volume()) claims.push_back(v.data_volume().name());
+    if (v.has_ephemeral()) claims.push_back(v.ephemeral().persistent_volume_claim().claim_name());
+  }
+  return claims;
+}
+
+}  // namespace
+
+std::string VolumeFailureReason(const absl::Status& status) {
+  auto payload = status.GetPayload(kVolumeReasonPayload);
+  return payload.has_value() ? std::string(*payload) : std::string();
+}
+
+VolumeManager::VolumeManager(VolumeConfig config, Store* store, Clock* clock)
+    : config_(std::move(config)),
+      paths_(config_.state_dir),
+      store_(store),
+      clock_(clock),
+      secrets_(config_.state_dir) {}
+
+VolumeManager::~VolumeManager() {
+  {
+    absl::MutexLock lock(&mu_);
+    quit_ = true;
+  }
+  if (collector_.joinable()) collector_.join();
+  if (importer_.joinable()) importer_.join();
+}
+
+void VolumeManager::SetVmiLister(VmiLister lister) {
+  absl::MutexLock lock(&mu_);
+  lister_ = std::move(lister);
+}
+
+absl::StatusOr<PersistentVolumeClaim> VolumeManager::LoadPvcLocked(const std::string& ns,
+                                                                  const std::string& name) {
+  ASSIGN_OR_RETURN(auto objects, store_->List(kPvcKind));
+  for (const StoredObject& o : objects) {
+    if (o.ns != ns || o.name != name) continue;
+    PersistentVolumeClaim pvc;
+    RETURN_IF_ERROR(FromJson(o.json, &pvc));
+    return pvc;
+  }
+  return absl::NotFoundError(
+      absl::StrCat("persistentvolumeclaims \"", name, "\" not found in namespace \"", ns, "\""));
+}
+
+std::vector<std::string> VolumeManager::UsersOf(const std::string& ns, const std::string& claim) {
+  VmiLister lister;
+  {
+    absl::MutexLock lock(&mu_);
+    lister = lister_;
+  }
+  std::vector<std::string> users;
+  if (!lister) return users;
+  for (const auto& vmi : lister()) {
+    if (vmi.metadata().namespace_() != ns || IsFinal(vmi)) continue;
+    auto claims = ClaimsOf(vmi);
+    if (std::find(claims.begin(), claims.end(), claim) != claims.end()) {
+      users.push_back(vmi.metadata().name());
+    }
+  }
+  return users;
+}
+
+PVCView VolumeManager::ViewLocked(const PersistentVolumeClaim& pvc) {
+  PVCView view;
+  *view.mutable_pvc() = pvc;
+  auto policy = pvc.metadata().annotations().find(kReclaimPolicyAnnotation);
+  view.set_reclaim_policy(policy == pvc.metadata().annotations().end() ? kReclaimDelete
+                                                                        : policy->second);
+  struct stat st;
+  std::string image = paths_.volume_image(pvc.metadata().namespace_(), pvc.metadata().name());
+  if (lstat(image.c_str(), &st) == 0) view.set_allocated_bytes(int64_t{st.st_blocks} * 512);
+  return view;
+}
+
+void VolumeManager::SetPhase(PersistentVolumeClaim* pvc, const std::string& phase) {
+  auto* status = pvc->mutable_status();
+  status->set_phase(phase);
+  if (phase == "Bound") {
+    *status->mutable_access_modes() = pvc->spec().access_modes();
+    (*status->mutable_capacity())["storage"] = FormatBinaryQuantity(RequestedBytes(*pvc));
+  }
+}
+
+absl::Status VolumeManager::ProvisionLocked(PersistentVolumeClaim* pvc) {
+  const std::string& ns = pvc->metadata().namespace_();
+  const std::string& name = pvc->metadata().name();
+  ASSIGN_OR_RETURN(int dir, OpenDirChain(config_.state_dir, {"volumes", ns, name}, 0711, true));
+  absl::Status s = CreateSparseFile(dir, "disk.img", RequestedBytes(*pvc), config_.launcher.uid,
+                                    config_.launcher.gid, 0660);
+  if (s.ok() && fsync(dir) < 0) s = absl::ErrnoToStatus(errno, "fsync " + ns + "/" + name);
+  close(dir);
+  if (!s.ok()) return Annotate(s, "provision volume " + ns + "/" + name);
+  SetPhase(pvc, "Bound");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VolumeManager::ApplyResult> VolumeManager::ApplyPvc(PersistentVolumeClaim pvc,
+                                                                   bool dry_run) {
+  DefaultPvc(&pvc, config_.classes);
+  AdmissionReview review = AdmitPvc(pvc, config_.classes);
+  if (!review.allowed()) return review.errors.ToStatus();
+  ApplyResult result;
+  result.warnings = review.warnings;
+  absl::MutexLock lock(&mu_);
+  auto stored = LoadPvcLocked(pvc.metadata().namespace_(), pvc.metadata().name());
+  if (stored.ok()) {
+    std::string problem = CheckPvcUpdate(*stored, pvc);
+    if (!problem.empty()) return absl::InvalidArgumentError(problem);
+    PersistentVolumeClaim next = *stored;
+    *next.mutable_metadata()->mutable_labels() = pvc.metadata().labels();
+    auto annotations = pvc.metadata().annotations();
+    for (const char* keep : {kReclaimPolicyAnnotation, kAdoptedAnnotation}) {
+      auto it = stored->metadata().annotations().find(keep);
+      if (it != stored->metadata().annotations().end()) annotations[keep] = it->second;
+    }
+    *next.mutable_metadata()->mutable_annotations() = annotations;
+    if (google::protobuf::util::MessageDifferencer::Equals(next, *stored)) {
+      result.pvc = *stored;
+      result.result = "UNCHANGED";
+      return result;
+    }
+    result.result = "MODIFIED";
+    if (!dry_run) RETURN_IF_ERROR(store_->Put(kPvcKind, &next, "MODIFIED").status());
+    result.pvc = next;
+    return result;
+  }
+  if (!absl::IsNotFound(stored.status())) return stored.status();
+  auto* meta = pvc.mutable_metadata();
+  auto sc = config_.classes.Find(pvc.spec().storage_class_name());
+  if (!sc.ok()) return sc.status();
+  meta->set_uid(NewRandomUuid());
+  meta->set_creation_timestamp(FormatTimestamp(clock_->Now()));
+  (*meta->mutable_annotations())[kReclaimPolicyAnnotation] = sc->reclaim_policy;
+  pvc.mutable_spec()->set_volume_name("pvc-" + meta->uid());
+  pvc.clear_status();
+  result.result = "ADDED";
+  if (dry_run) {
+    SetPhase(&pvc, "Pending");
+    result.pvc = pvc;
+    return result;
+  }
+  RETURN_IF_ERROR(ProvisionLocked(&pvc));
+  absl::Status put = store_->Put(kPvcKind, &pvc, "ADDED").status();
+  if (!put.ok()) {
+    (void)RemoveClaimDirLocked(pvc, false);
+    return put;
+  }
+  spdlog::info("PersistentVolumeClaim {}/{} bound: {} ({}, reclaim {})", meta->namespace_(),
+               meta->name(), pvc.status().capacity().at("storage"),
+               pvc.spec().storage_class_name(), sc->reclaim_policy);
+  result.pvc = pvc;
+  return result;
+}
+
+absl::StatusOr<PVCView> VolumeManager::GetPvc(const std::string& ns, const std::string& name) {
+  PVCView view;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(PersistentVolumeClaim pvc, LoadPvcLocked(ns, name));
+    view = ViewLocked(pvc);
+  }
+  for (auto& u : UsersOf(ns, name)) view.add_used_by(u);
+  return view;
+}
+
+std::vector<PVCView> VolumeManager::ListPvcs(const std::string& ns) {
+  std::vector<PVCView> views;
+  {
+    absl::MutexLock lock(&mu_);
+    auto objects = store_->List(kPvcKind);
+    if (!objects.ok()) return views;
+    for (const StoredObject& o : *objects) {
+      if (!ns.empty() && o.ns != ns) continue;
+      PersistentVolumeClaim pvc;
+      if (FromJson(o.json, &pvc).ok()) views.push_back(ViewLocked(pvc));
+    }
+  }
+  for (PVCView& v : views) {
+    for (auto& u : UsersOf(v.pvc().metadata().namespace_(), v.pvc().metadata().name())) {
+      v.add_used_by(u);
+    }
+  }
+  std::sort(views.begin(), views.end(), [](const PVCView& a, const PVCView& b) {
+    return std::make_pair(a.pvc().metadata().namespace_(), a.pvc().metadata().name()) <
+           std::make_pair(b.pvc().metadata().namespace_(), b.pvc().metadata().name());
+  });
+  return views;
+}
+
+absl::Status VolumeManager::RemoveClaimDirLocked(const PersistentVolumeClaim& pvc, bool retain) {
+  const std::string& ns = pvc.metadata().namespace_();
+  std::string ns_dir = absl::StrCat(config_.state_dir, "/volumes/", ns);
+  if (!retain) {
+    RemoveTreeUnder(ns_dir, pvc.metadata().name());
+    return absl::OkStatus();
+  }
+  // Retain: the data stays on the node, out of the way of a new claim of the same name.
+  ASSIGN_OR_RETURN(int dir, OpenDirChain(config_.state_dir, {"volumes", ns}, 0711, false));
+  std::string kept = absl::StrCat(pvc.metadata().name(), ".retained-", pvc.metadata().uid());
+  int rc = renameat(dir, pvc.metadata().name().c_str(), dir, kept.c_str());
+  int e = errno;
+  close(dir);
+  if (rc < 0 && e != ENOENT) return absl::ErrnoToStatus(e, "keep " + ns_dir + "/" + kept);
+  spdlog::info("PersistentVolumeClaim {}/{} deleted; reclaimPolicy Retain kept its disk in {}/{}",
+               ns, pvc.metadata().name(), ns_dir, kept);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PVCView> VolumeManager::DeletePvc(const std::string& ns, const std::string& name,
+                                                 bool dry_run) {
+  std::vector<std::string> users = UsersOf(ns, name);
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(PersistentVolumeClaim pvc, LoadPvcLocked(ns, name));
+  PVCView view = ViewLocked(pvc);
+  for (auto& u : users) view.add_used_by(u);
+  std::string blocker = DeletionBlocker(name, users);
+  if (!blocker.empty()) return absl::FailedPreconditionError(blocker);
+  if (dry_run) return view;
+  RETURN_IF_ERROR(store_->Delete(kPvcKind, &pvc).status());
+  RETURN_IF_ERROR(RemoveClaimDirLocked(pvc, view.reclaim_policy() == kReclaimRetain));
+  return view;
+}
+
+absl::StatusOr<PersistentVolumeClaim> VolumeManager::AdoptLocked(const std::string& ns,
+                                                                const std::string& name) {
+  std::string image = paths_.volume_image(ns, name);
+  struct stat st;
+  if (lstat(image.c_str(), &st) < 0 || !S_ISREG(st.st_mode)) {
+    return absl::NotFoundError(
+        absl::StrCat("PersistentVolumeClaim \"", name, "\" not found in namespace \"", ns, "\""));
+  }
+  PersistentVolumeClaim pvc;
+  pvc.set_api_version("v1");
+  pvc.set_kind(kPvcKind);
+  auto* meta = pvc.mutable_metadata();
+  meta->set_name(name);
+  meta->set_namespace_(ns);
+  meta->set_uid(NewRandomUuid());
+  meta->set_creation_timestamp(FormatTimestamp(clock_->Now()));
+  (*meta->mutable_annotations())[kReclaimPolicyAnnotation] = kReclaimRetain;
+  (*meta->mutable_annotations())[kAdoptedAnnotation] = "true";
+  (*pvc.mutable_spec()->mutable_resources()->mutable_requests())["storage"] =
+      FormatBinaryQuantity(st.st_size);
+  DefaultPvc(&pvc, config_.classes);
+  pvc.mutable_spec()->set_volume_name("pvc-" + meta->uid());
+  SetPhase(&pvc, "Bound");
+  RETURN_IF_ERROR(store_->Put(kPvcKind, &pvc, "ADDED").status());
+  spdlog::info("PersistentVolumeClaim {}/{}: adopted the disk found at {} (reclaim Retain)", ns,
+               name, image);
+  return pvc;
+}
+
+absl::Status VolumeManager::Recover() {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(auto objects, store_->List(kPvcKind));
+  for (const StoredObject& o : objects) {
+    PersistentVolumeClaim pvc;
+    RETURN_IF_ERROR(FromJson(o.json, &pvc));
+    if (pvc.status().phase() == "Pending" &&
+        pvc.metadata().annotations().count(kUploadAnnotation) > 0) {
+      // The handler died before this upload completed (a DataVolume's claim is Pending too, but
+      // its import starts again).
+      spdlog::warn("PersistentVolumeClaim {}/{}: its upload was interrupted; removed", o.ns,
+                   o.name);
+      RETURN_IF_ERROR(store_->Delete(kPvcKind, &pvc).status());
+      RETURN_IF_ERROR(RemoveClaimDirLocked(pvc, false));
+      continue;
+    }
+    struct stat st;
+    bool present = lstat(paths_.volume_image(o.ns, o.name).c_str(), &st) == 0;
+    if (pvc.status().phase() == "Bound" && !present) {
+      spdlog::warn("PersistentVolumeClaim {}/{}: its disk is gone; phase Lost", o.ns, o.name);
+      SetPhase(&pvc, "Lost");
+      RETURN_IF_ERROR(store_->Put(kPvcKind, &pvc, "MODIFIED").status());
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kvnode

@@ -1,0 +1,208 @@
+// Node-local volumes: the PersistentVolumeClaim objects (in the Store, kind
+// PersistentVolumeClaim) and their disks under <state>/volumes/<ns>/<claim>/disk.img, uploads
+// into new claims and into the containerDisk image cache (<state>/images/<key>/disk.img), and
+// the per-VMI disks a VMI needs before its launcher starts (overlays, emptyDisks).
+//
+// Ownership on disk: the volume dirs are root's (0711), so no unprivileged user can plant a
+// link in them; each disk.img belongs to the launcher's user (0660), which QEMU opens. Whatever
+// is made inside a VMI's dir is made by qemu-img running as the launcher's user. Nothing here
+// follows a symlink found in a claim's dir.
+//
+// Thread-safe: one mutex serializes decisions about claims (apply, delete, upload start,
+// binding); slow work (qemu-img) runs outside it on the caller's thread.
+#ifndef KVNODE_AGENT_STORAGE_VOLUME_MANAGER_H_
+#define KVNODE_AGENT_STORAGE_VOLUME_MANAGER_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/base/clock.h"
+#include "agent/base/state_layout.h"
+#include "agent/base/user_fs.h"
+#include "agent/controller/vm_volumes.h"
+#include "agent/storage/secret_store.h"
+#include "agent/storage/storage_class.h"
+#include "agent/store/store.h"
+#include "kvnode/v1/kubevirt.pb.h"
+#include "kvnode/v1/storage.pb.h"
+#include "kvnode/v1/storage_service.pb.h"
+
+namespace kvnode {
+
+inline constexpr char kCachedImageKind[] = "CachedImage";
+
+struct VolumeConfig {
+  std::string state_dir;
+  FsIdentity launcher;  // who owns disk images and runs per-VMI qemu-img
+  StorageClasses classes;
+};
+
+// A status payload that carries the VMI condition reason for a start that waits on storage
+// (FailedPvcNotFound, ErrImagePull, ...).
+inline constexpr char kVolumeReasonPayload[] = "kvnode.io/volume-reason";
+// The reason carried by `status`, or "" when it carries none.
+std::string VolumeFailureReason(const absl::Status& status);
+
+class VolumeUpload;
+
+class VolumeManager : public VmVolumes {
+ public:
+  VolumeManager(VolumeConfig config, Store* store, Clock* clock);
+  ~VolumeManager() override;
+
+  // Who uses what: the live VMIs of the node (set once by the handler, before serving).
+  using VmiLister = std::function<std::vector<kvnode::v1::VirtualMachineInstance>()>;
+  void SetVmiLister(VmiLister lister);
+
+  // Reconciles stored claims with the disks: a Bound claim whose disk.img is gone is Lost; an
+  // upload that a crash interrupted is removed (its claim never became Bound).
+  absl::Status Recover();
+
+  // --- PersistentVolumeClaims ---
+  struct ApplyResult {
+    kvnode::v1::PersistentVolumeClaim pvc;
+    std::string result;  // ADDED, MODIFIED, UNCHANGED
+    std::vector<std::string> warnings;
+  };
+  absl::StatusOr<ApplyResult> ApplyPvc(kvnode::v1::PersistentVolumeClaim pvc, bool dry_run);
+  absl::StatusOr<kvnode::v1::PVCView> GetPvc(const std::string& ns, const std::string& name);
+  std::vector<kvnode::v1::PVCView> ListPvcs(const std::string& ns);
+  // Refused while a live VMI uses the claim. Reclaim policy Delete removes the disk; Retain
+  // keeps <state>/volumes/<ns>/<claim>/ on the node (renamed to <claim>.retained-<uid>).
+  absl::StatusOr<kvnode::v1::PVCView> DeletePvc(const std::string& ns, const std::string& name,
+                                                bool dry_run);
+  const StorageClasses& classes() const { return config_.classes; }
+  SecretStore& secrets() { return secrets_; }
+
+  // --- Deleting VMs (volume_gc.cc) ---
+  // What deleting the VM would do to each of its volumes.
+  absl::StatusOr<std::vector<kvnode::v1::VolumeReviewItem>> ReviewVmDeletion(
+      const std::string& ns, const std::string& name, const std::string& propagation);
+  // Starts the garbage collector: it follows the Store's change log and, for each deleted
+  // VirtualMachine, deletes the claims it owned or — when it was deleted with propagation
+  // Orphan — removes its owner reference from them. Its position in the log is kept in the
+  // Store, so a handler restart misses nothing. Stopped by the destructor.
+  void StartCollector();
+
+  // --- DataVolumes (data_volumes.cc) ---
+  struct ApplyDvResult {
+    kvnode::v1::DataVolume dv;
+    std::string result;  // ADDED, MODIFIED, UNCHANGED
+  };
+  // Creates the DataVolume and its claim (Pending until populated); the importer populates it.
+  absl::StatusOr<ApplyDvResult> ApplyDataVolume(kvnode::v1::DataVolume dv, bool dry_run);
+  absl::StatusOr<kvnode::v1::DataVolume> GetDataVolume(const std::string& ns,
+                                                       const std::string& name);
+  std::vector<kvnode::v1::DataVolume> ListDataVolumes(const std::string& ns);
+  // Removes the DataVolume; the garbage collector then deletes the claim it owns.
+  absl::StatusOr<kvnode::v1::DataVolume> DeleteDataVolume(const std::string& ns,
+                                                          const std::string& name);
+  // VmVolumes: the VM's dataVolumeTemplates as DataVolumes owned by it, and their state.
+  VolumeFacts EnsureDataVolumes(const kvnode::v1::VirtualMachine& vm) override;
+  // Starts the importer thread (blank, http, pvc sources, one at a time; failures retried
+  // with a growing delay). An import a crash interrupted starts again from the beginning.
+  void StartImporter();
+
+  // --- Uploads (volume_upload.cc) ---
+  absl::StatusOr<std::unique_ptr<VolumeUpload>> BeginUpload(const kvnode::v1::UploadTarget& target);
+  std::vector<kvnode::v1::CachedImage> ListImages();
+
+  // --- A VMI's disks (vmi_volumes.cc) ---
+  // Checks every volume of `vmi` and makes its per-VMI disks in the VMI's dir (which must
+  // exist). An error carries the condition reason (VolumeFailureReason): the VMI then waits in
+  // Pending and the handler tries again.
+  absl::Status PrepareVmi(const kvnode::v1::VirtualMachineInstance& vmi);
+
+ private:
+  friend class VolumeUpload;
+
+  absl::StatusOr<kvnode::v1::PersistentVolumeClaim> LoadPvcLocked(const std::string& ns,
+                                                                  const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  kvnode::v1::PVCView ViewLocked(const kvnode::v1::PersistentVolumeClaim& pvc)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<std::string> UsersOf(const std::string& ns, const std::string& claim);
+  // Makes the claim's dir and an empty sparse disk.img of its size, and marks it Bound.
+  absl::Status ProvisionLocked(kvnode::v1::PersistentVolumeClaim* pvc)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetPhase(kvnode::v1::PersistentVolumeClaim* pvc, const std::string& phase);
+  // A claim a VMI names but the store lacks, whose disk.img was put there by hand: recorded
+  // as a Retain claim (kvnode did not make its data). NotFound when there is no such disk.
+  absl::StatusOr<kvnode::v1::PersistentVolumeClaim> AdoptLocked(const std::string& ns,
+                                                                const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The bound claim of a VMI volume, its disk handed to the launcher's user.
+  absl::Status PrepareClaim(const std::string& ns, const std::string& claim);
+  absl::Status PrepareCloudInit(const kvnode::v1::VirtualMachineInstance& vmi,
+                                const kvnode::v1::Volume& volume);
+  absl::Status PrepareHostDisk(const kvnode::v1::HostDisk& disk, const std::string& volume);
+  void CollectLoop();
+  // A deleted owner (VirtualMachine or DataVolume): its claims and DataVolumes are deleted, or
+  // orphaned when it went with propagation Orphan.
+  void OnOwnerDeleted(const std::string& ns, const std::string& uid, const std::string& what,
+                      bool orphan);
+  absl::StatusOr<kvnode::v1::DataVolume> LoadDvLocked(const std::string& ns,
+                                                      const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<kvnode::v1::DataVolume> CreateDataVolumeLocked(kvnode::v1::DataVolume dv)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ImportLoop();
+  // Populates the claim of `dv`; the DataVolume's status follows.
+  void Import(kvnode::v1::DataVolume dv);
+  absl::Status Populate(const kvnode::v1::DataVolume& dv, const std::string& dir, int64_t size);
+  absl::Status Download(const kvnode::v1::DataVolume& dv, const std::string& part);
+  // Stores a new status for the DataVolume of this UID if it still exists; false when gone.
+  bool UpdateDv(const kvnode::v1::DataVolume& dv, const std::string& phase,
+                const std::string& progress, const std::string& message);
+  absl::Status RemoveClaimDirLocked(const kvnode::v1::PersistentVolumeClaim& pvc, bool retain)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const VolumeConfig config_;
+  const NodePaths paths_;
+  Store* const store_;
+  Clock* const clock_;
+  SecretStore secrets_;
+
+  absl::Mutex mu_;
+  VmiLister lister_ ABSL_GUARDED_BY(mu_);
+  bool quit_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread collector_;
+  std::thread importer_;
+  // When a failed import is tried again, by DataVolume UID (the importer's own).
+  std::map<std::string, absl::Time> retry_at_;
+};
+
+// One upload in progress: the client's bytes go to a temp file in the target's dir; Finish
+// checks and converts them and only then makes the claim Bound (or the image visible). An
+// upload destroyed before Finish succeeded leaves nothing: its temp files and the claim it
+// made are removed.
+class VolumeUpload {
+ public:
+  ~VolumeUpload();
+  absl::Status Append(const std::string& data);
+  absl::StatusOr<kvnode::v1::UploadResult> Finish();
+
+ private:
+  friend class VolumeManager;
+  VolumeUpload() = default;
+  void Abort();
+
+  VolumeManager* manager_ = nullptr;
+  kvnode::v1::UploadTarget target_;
+  kvnode::v1::PersistentVolumeClaim pvc_;  // for a claim upload, as stored (Pending)
+  std::string dir_;                         // the claim's or image's dir
+  int fd_ = -1;                             // the temp file being written
+  int64_t received_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_STORAGE_VOLUME_MANAGER_H_

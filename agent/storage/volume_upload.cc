@@ -1,0 +1,174 @@
+// Uploads: `kvctl image-upload pvc` (a new claim filled with an image) and `kvctl image import`
+// (an entry of the containerDisk image cache). The bytes go to a temp file; qemu-img checks
+// and converts them to a raw temp file, which is renamed into place only when complete, so a
+// crash never leaves a partial disk where a VMI would use it.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "agent/base/file_tree.h"
+#include "agent/base/logging.h"
+#include "agent/base/status_macros.h"
+#include "agent/base/uuid.h"
+#include "agent/storage/disk_image.h"
+#include "agent/storage/pvc_rules.h"
+#include "agent/storage/volume_manager.h"
+#include "launcher/converter/domain_options.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::PersistentVolumeClaim;
+
+constexpr char kPartFile[] = "upload.part";
+
+absl::StatusOr<int> CreatePart(const std::string& dir) {
+  std::string part = dir + "/" + kPartFile;
+  unlink(part.c_str());
+  unlink((dir + "/" + kDiskTempFile).c_str());
+  int fd = open(part.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "create " + part);
+  return fd;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<VolumeUpload>> VolumeManager::BeginUpload(
+    const kvnode::v1::UploadTarget& target) {
+  auto upload = std::unique_ptr<VolumeUpload>(new VolumeUpload());
+  upload->manager_ = this;
+  upload->target_ = target;
+  if (target.has_pvc()) {
+    PersistentVolumeClaim pvc = target.pvc();
+    DefaultPvc(&pvc, config_.classes);
+    AdmissionReview review = AdmitPvc(pvc, config_.classes);
+    if (!review.allowed()) return review.errors.ToStatus();
+    absl::MutexLock lock(&mu_);
+    auto& meta = *pvc.mutable_metadata();
+    auto stored = LoadPvcLocked(meta.namespace_(), meta.name());
+    if (stored.ok()) {
+      return absl::AlreadyExistsError(absl::StrCat("persistentvolumeclaims \"", meta.name(),
+                                                   "\" already exists in namespace \"",
+                                                   meta.namespace_(), "\""));
+    }
+    struct stat st;
+    if (lstat(paths_.volume_image(meta.namespace_(), meta.name()).c_str(), &st) == 0) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "a disk made by hand already exists at ", paths_.volume_image(meta.namespace_(), meta.name()),
+          "; a VMI naming claim \"", meta.name(), "\" adopts it (reclaim Retain)"));
+    }
+    auto sc = config_.classes.Find(pvc.spec().storage_class_name());
+    if (!sc.ok()) return sc.status();
+    meta.set_uid(NewRandomUuid());
+    meta.set_creation_timestamp(FormatTimestamp(clock_->Now()));
+    (*meta.mutable_annotations())[kReclaimPolicyAnnotation] = sc->reclaim_policy;
+    (*meta.mutable_annotations())[kUploadAnnotation] = "in-progress";
+    pvc.mutable_spec()->set_volume_name("pvc-" + meta.uid());
+    SetPhase(&pvc, "Pending");
+    ASSIGN_OR_RETURN(int dir, OpenDirChain(config_.state_dir,
+                                           {"volumes", meta.namespace_(), meta.name()}, 0711, true));
+    close(dir);
+    upload->dir_ = paths_.volume_dir(meta.namespace_(), meta.name());
+    RETURN_IF_ERROR(store_->Put(kPvcKind, &pvc, "ADDED").status());
+    upload->pvc_ = pvc;
+  } else if (!target.image_ref().empty()) {
+    std::string key = ImageCacheKey(target.image_ref());
+    ASSIGN_OR_RETURN(int dir, OpenDirChain(config_.state_dir, {"images", key}, 0755, true));
+    close(dir);
+    upload->dir_ = paths_.images_dir() + "/" + key;
+  } else {
+    return absl::InvalidArgumentError("upload: the first message must name a target (pvc or image)");
+  }
+  ASSIGN_OR_RETURN(upload->fd_, CreatePart(upload->dir_));
+  return upload;
+}
+
+VolumeUpload::~VolumeUpload() {
+  if (!done_) Abort();
+  if (fd_ >= 0) close(fd_);
+}
+
+absl::Status VolumeUpload::Append(const std::string& data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = write(fd_, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::ErrnoToStatus(errno, "write upload");
+    off += static_cast<size_t>(n);
+  }
+  received_ += static_cast<int64_t>(data.size());
+  return absl::OkStatus();
+}
+
+void VolumeUpload::Abort() {
+  unlink((dir_ + "/" + kPartFile).c_str());
+  unlink((dir_ + "/" + kDiskTempFile).c_str());
+  if (!target_.has_pvc() || pvc_.metadata().uid().empty()) return;
+  VolumeManager* m = manager_;
+  absl::MutexLock lock(&m->mu_);
+  auto stored = m->LoadPvcLocked(pvc_.metadata().namespace_(), pvc_.metadata().name());
+  if (stored.ok() && stored->metadata().uid() == pvc_.metadata().uid()) {
+    (void)m->store_->Delete(kPvcKind, &*stored);
+    (void)m->RemoveClaimDirLocked(*stored, false);
+  }
+}
+
+absl::StatusOr<kvnode::v1::UploadResult> VolumeUpload::Finish() {
+  if (fsync(fd_) < 0) return absl::ErrnoToStatus(errno, "fsync upload");
+  close(fd_);
+  fd_ = -1;
+  std::string part = dir_ + "/" + kPartFile;
+  ASSIGN_OR_RETURN(ImageInfo info, InspectImage(part));
+  RETURN_IF_ERROR(CheckUploadedImage(info));
+  kvnode::v1::UploadResult result;
+  result.set_source_format(info.format);
+  result.set_received_bytes(received_);
+  VolumeManager* m = manager_;
+  if (target_.has_pvc()) {
+    int64_t size = RequestedBytes(pvc_);
+    if (info.virtual_size > size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--size: the image's virtual size (", info.virtual_size, " bytes) is larger than the "
+          "claim's size (", size, " bytes)"));
+    }
+    RETURN_IF_ERROR(ConvertToRaw(part, info.format, dir_ + "/" + kDiskTempFile, size));
+    RETURN_IF_ERROR(PublishDisk(dir_, m->config_.launcher.uid, m->config_.launcher.gid, 0660));
+    absl::MutexLock lock(&m->mu_);
+    pvc_.mutable_metadata()->mutable_annotations()->erase(kUploadAnnotation);
+    m->SetPhase(&pvc_, "Bound");
+    RETURN_IF_ERROR(m->store_->Put(kPvcKind, &pvc_, "MODIFIED").status());
+    *result.mutable_pvc() = pvc_;
+    spdlog::info("PersistentVolumeClaim {}/{}: upload of {} bytes ({}) converted and bound",
+                 pvc_.metadata().namespace_(), pvc_.metadata().name(), received_, info.format);
+  } else {
+    RETURN_IF_ERROR(ConvertToRaw(part, info.format, dir_ + "/" + kDiskTempFile, 0));
+    RETURN_IF_ERROR(PublishDisk(dir_, 0, 0, 0644));
+    kvnode::v1::CachedImage image;
+    image.mutable_metadata()->set_name(ImageCacheKey(target_.image_ref()));
+    image.mutable_metadata()->set_uid(NewRandomUuid());
+    image.set_ref(target_.image_ref());
+    image.set_source_format(info.format);
+    image.set_virtual_size(info.virtual_size);
+    image.set_imported(FormatTimestamp(m->clock_->Now()));
+    RETURN_IF_ERROR(m->store_->Put(kCachedImageKind, &image, "ADDED").status());
+    *result.mutable_image() = image;
+    spdlog::info("image cache: {} imported ({}, {} bytes virtual)", image.ref(), info.format,
+                 info.virtual_size);
+  }
+  done_ = true;
+  return result;
+}
+
+std::vector<kvnode::v1::CachedImage> VolumeManager::ListImages() {
+  std::vector<kvnode::v1::CachedImage> images;
+  auto objects = store_->List(kCachedImageKind);
+  if (!objects.ok()) return images;
+  for (const StoredObject& o : *objects) {
+    kvnode::v1::CachedImage image;
+    if (FromJson(o.json, &image).ok()) images.push_back(image);
+  }
+  return images;
+}
+
+}  // namespace kvnode
