@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "agent/controller/vm_controller.h"
 #include "agent/handler/vmi_controller.h"
+#include "agent/migration/migration_config.h"
 #include "agent/network/pod_network_plan.h"
 #include "launcher/converter/convert_command.h"
 
@@ -58,6 +59,7 @@ struct HandlerOptions {
   bool json_logs = false;
   bool validate_only = false;
   std::string virt_type_reason;  // why --virt-type auto chose what it chose
+  MigrationConfig migration;     // agent/migration/migration_config.h lists its flags
 };
 
 // Every error names the flag ("--pod-mtu: expected a number from 1280 to 65535, got "9"").
