@@ -2,6 +2,7 @@
 #include <cstdlib>
 
 #include "agent/cli/cli.h"
+#include "agent/cli/migrate_commands.h"
 #include "agent/cli/output.h"
 #include "grpcpp/grpcpp.h"
 
@@ -34,6 +35,11 @@ Commands:
   console NAME                          serial console (Ctrl+] detaches)
   logs vmi NAME [--tail N] [--console]  the launcher's log, or the guest's serial console log
   events [vm|vmi NAME]                  events, oldest first
+  migrate vm|vmi NAME --target NODE [--bandwidth MiB] [--watch]
+                                        live-migrate to another node (a --peer of this
+                                        handler); --watch shows a progress bar
+  migrate-cancel NAME                   abort the VMI's migration in progress
+  get vmim [NAME] [-o json|yaml]        VirtualMachineInstanceMigrations and their phases
 
 The socket is --socket, else $KVNODE_SOCKET, else /run/kvnode/handler.sock.
 )";
@@ -43,7 +49,7 @@ int Run(int argc, char** argv) {
   cli.flags.Value("socket").Value("namespace", "-n").Value("filename", "-f").Value("output", "-o")
       .Value("grace-period").Value("for").Value("timeout").Value("tail").Bool("console").Bool("dry-run")
       .Bool("wait").Bool("help", "-h").Bool("force").Bool("paused").Value("cascade")
-      .Value("owner-label");
+      .Value("owner-label").Value("target").Value("bandwidth").Bool("watch");
   absl::Status parsed = cli.flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
   if (!parsed.ok()) return cli.Usage(std::string(parsed.message()));
   if (cli.flags.GetBool("help") || cli.flags.positional().empty()) {
@@ -59,6 +65,9 @@ int Run(int argc, char** argv) {
   cli.stub = kvnode::v1::Node::NewStub(
       grpc::CreateChannel("unix:" + cli.socket, grpc::InsecureChannelCredentials()));
   if (verb == "apply") return CmdApply(cli);
+  if (verb == "get" && !cli.args.empty() && IsMigrationResource(cli.args[0])) {
+    return CmdGetMigrations(cli);
+  }
   if (verb == "get") return CmdGet(cli);
   if (verb == "describe") return CmdDescribe(cli);
   if (verb == "delete") return CmdDelete(cli);
@@ -75,6 +84,8 @@ int Run(int argc, char** argv) {
   if (verb == "restart") return CmdRestart(cli);
   if (verb == "history") return CmdHistory(cli);
   if (verb == "diagnose") return CmdDiagnose(cli);
+  if (verb == "migrate") return CmdMigrate(cli);
+  if (verb == "migrate-cancel") return CmdMigrateCancel(cli);
   return cli.Usage("unknown command \"" + verb + "\"");
 }
 

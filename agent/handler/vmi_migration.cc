@@ -20,6 +20,13 @@ absl::StatusOr<VirtualMachineInstance> VmiController::BeginMigrationOut(
     const ObjectRef& ref, const VirtualMachineInstanceMigrationState& state) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
+  // As KubeVirt's admission: a VMI that cannot migrate is refused first, with its reason.
+  SetLiveMigratableCondition(&r->vmi, config_.shared_volumes, clock_->Now());
+  const auto* cond = FindCondition(r->vmi.status().conditions(), kLiveMigratable);
+  if (cond != nullptr && cond->status() == "False") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot migrate VMI ", ref.name(), ": ", cond->reason(), ": ", cond->message()));
+  }
   const auto& status = r->vmi.status();
   if (status.phase() != phase::kRunning || !r->launcher_alive || !r->launcher_ready) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -33,12 +40,6 @@ absl::StatusOr<VirtualMachineInstance> VmiController::BeginMigrationOut(
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot migrate VMI ", ref.name(), ": migration ",
         status.migration_state().migration_uid(), " is in progress"));
-  }
-  SetLiveMigratableCondition(&r->vmi, config_.shared_volumes, clock_->Now());
-  const auto* cond = FindCondition(r->vmi.status().conditions(), kLiveMigratable);
-  if (cond != nullptr && cond->status() == "False") {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot migrate VMI ", ref.name(), ": ", cond->reason(), ": ", cond->message()));
   }
   r->migrating_out = true;
   *r->vmi.mutable_status()->mutable_migration_state() = state;

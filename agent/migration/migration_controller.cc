@@ -73,7 +73,7 @@ absl::Status MigrationController::Save(VirtualMachineInstanceMigration* vmim,
 }
 
 absl::StatusOr<VirtualMachineInstanceMigration> MigrationController::Migrate(
-    const kvnode::v1::ObjectRef& ref, const std::string& target_node) {
+    const kvnode::v1::ObjectRef& ref, const std::string& target_node, uint64_t bandwidth_mib) {
   if (ref.name().empty()) return absl::InvalidArgumentError("vmi.name: required");
   if (target_node.empty()) return absl::InvalidArgumentError("target_node: required");
   if (target_node == config_.node_name) {
@@ -108,6 +108,7 @@ absl::StatusOr<VirtualMachineInstanceMigration> MigrationController::Migrate(
   state.set_target_node(target_node);
   state.set_mode("PreCopy");
   m->target_address = peer->second;
+  m->bandwidth_mib = bandwidth_mib > 0 ? bandwidth_mib : config_.policy.bandwidth_mib;
   m->ref = ref;
   m->ref.set_namespace_(ns);
 
@@ -253,7 +254,7 @@ std::string MigrationController::StartLauncherMigration(
   kvnode::v1::MigrateRequest req;
   req.set_socket_path(socket);
   req.set_migration_uid(m->vmim.metadata().uid());
-  req.set_bandwidth_mib(config_.policy.bandwidth_mib);
+  req.set_bandwidth_mib(m->bandwidth_mib);
   req.set_allow_auto_converge(config_.policy.allow_auto_converge);
   req.set_allow_post_copy(config_.policy.allow_post_copy);
   // The VMI dir first: it lies under the state dir.
@@ -361,29 +362,37 @@ bool MigrationController::Finish(Outbound* m, kvnode::v1::Migration::Stub* targe
     absl::MutexLock lock(&mu_);
     final_state = m->vmim.status().migration_state();
   }
+  // A source launcher that vanished most likely ended because its domain left: ask the target
+  // to keep the VMI, and believe it.
+  bool complete = succeeded || source_gone;
   final_state.set_end_timestamp(FormatTimestamp(clock_->Now()));
-  final_state.set_completed(succeeded);
-  final_state.set_failed(!succeeded);
-  if (succeeded) final_state.set_data_remaining_bytes(0);
-  if (!succeeded) final_state.set_failure_reason(reason);
-  if (final_state.abort_requested()) {
-    final_state.set_abort_status(aborted ? "Succeeded" : "Failed");
-  }
+  auto record_outcome = [&](bool ok, const std::string& why) {
+    final_state.set_completed(ok);
+    final_state.set_failed(!ok);
+    if (ok) {
+      final_state.set_data_remaining_bytes(0);
+      final_state.clear_failure_reason();
+    } else {
+      final_state.set_failure_reason(why);
+    }
+    if (final_state.abort_requested()) {
+      final_state.set_abort_status(aborted && !ok ? "Succeeded" : "Failed");
+    }
+  };
+  record_outcome(complete, reason);
   if (target != nullptr) {
     kvnode::v1::FinishTargetRequest req;
     req.set_vmi_uid(m->vmi_uid);
     req.set_migration_uid(m->vmim.metadata().uid());
-    req.set_succeeded(succeeded || source_gone);
+    req.set_succeeded(complete);
     *req.mutable_migration_state() = final_state;
     grpc::ClientContext ctx;
-    WithDeadline(&ctx, absl::Seconds(succeeded || source_gone ? 60 : 15));
+    WithDeadline(&ctx, absl::Seconds(complete ? 60 : 15));
     kvnode::v1::FinishTargetResponse resp;
     grpc::Status s = target->FinishTarget(&ctx, req, &resp);
-    if (s.ok() && source_gone) {
-      succeeded = true;  // the source launcher ended because the domain is on the target now
-      final_state.set_completed(true);
-      final_state.set_failed(false);
-      final_state.clear_failure_reason();
+    if (source_gone) {
+      succeeded = s.ok();
+      if (!s.ok()) record_outcome(false, reason + "; the target: " + s.error_message());
     }
     if (!s.ok()) {
       LogFor(spdlog::level::warn, {m->ref.namespace_(), m->ref.name(), m->vmi_uid},
@@ -428,11 +437,9 @@ void MigrationController::RunMigration(Outbound* m) {
       reason = StartLauncherMigration(m, socket, prepared);
     }
   }
-  if (reason.empty()) {
-    succeeded = FollowJob(m, &reason, &aborted, &source_gone);
-    if (!succeeded && tunnel != nullptr && tunnel->broken() && !aborted) {
-      reason = "the migration tunnel to node " + m->vmim.spec().target_node() + " broke: " + reason;
-    }
+  if (reason.empty()) succeeded = FollowJob(m, &reason, &aborted, &source_gone);
+  if (!succeeded && !source_gone && !aborted && tunnel != nullptr && tunnel->broken()) {
+    reason = "the migration tunnel to node " + m->vmim.spec().target_node() + " broke: " + reason;
   }
   if (tunnel != nullptr) tunnel->Stop();
   // PrepareTarget may have made a pod even when it failed: always tell the target.
@@ -440,7 +447,8 @@ void MigrationController::RunMigration(Outbound* m) {
   succeeded = Finish(m, target.get(), succeeded, reason, aborted, source_gone);
   LogFor(succeeded ? spdlog::level::info : spdlog::level::warn,
          {m->ref.namespace_(), m->ref.name(), m->vmi_uid}, "migration {} {}{}",
-         m->vmim.metadata().uid(), succeeded ? "succeeded" : "failed: ", reason);
+         m->vmim.metadata().uid(), succeeded ? "succeeded" : "failed: ",
+         succeeded ? "" : reason);
   absl::MutexLock lock(&mu_);
   m->done = true;
   finished_[m->vmim.metadata().uid()] = m->vmim;

@@ -40,7 +40,8 @@ class MigrationController {
   ~MigrationController();
 
   absl::StatusOr<kvnode::v1::VirtualMachineInstanceMigration> Migrate(
-      const kvnode::v1::ObjectRef& vmi, const std::string& target_node);
+      const kvnode::v1::ObjectRef& vmi, const std::string& target_node,
+      uint64_t bandwidth_mib = 0);
   absl::StatusOr<kvnode::v1::VirtualMachineInstanceMigration> Cancel(
       const kvnode::v1::ObjectRef& vmi);
   std::vector<kvnode::v1::VirtualMachineInstanceMigration> List(const std::string& ns);
@@ -52,6 +53,7 @@ class MigrationController {
     std::string vmi_uid;
     std::string vmi_dir;
     std::string target_address;
+    uint64_t bandwidth_mib = 0;
     bool abort_requested = false;
     bool done = false;
     std::thread thread;

@@ -15,7 +15,7 @@ class NodeMigrationService final : public kvnode::v1::NodeMigration::Service {
 
   grpc::Status MigrateVMI(grpc::ServerContext*, const kvnode::v1::MigrateVMIRequest* req,
                           kvnode::v1::VirtualMachineInstanceMigration* resp) override {
-    auto r = migrations_->Migrate(req->vmi(), req->target_node());
+    auto r = migrations_->Migrate(req->vmi(), req->target_node(), req->bandwidth_mib());
     if (!r.ok()) return ToGrpcStatus(r.status());
     *resp = *r;
     return grpc::Status::OK;

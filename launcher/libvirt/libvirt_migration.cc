@@ -52,8 +52,12 @@ absl::Status LibvirtHypervisor::Migrate(const MigrationCall& call) {
     return LibvirtError("migration bandwidth");
   }
   // KubeVirt's flags for a shared-storage migration, tunnelled through the one connection.
+  // UNSAFE: the handler only migrates VMIs whose disks are shared (LiveMigratable), but
+  // libvirt recognises only network filesystems as shared and would refuse a disk whose cache
+  // mode is not "none" on storage shared by other means (KubeVirt sets it for the same cases).
   unsigned int flags = VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_TUNNELLED |
-                       VIR_MIGRATE_PERSIST_DEST | VIR_MIGRATE_UNDEFINE_SOURCE;
+                       VIR_MIGRATE_PERSIST_DEST | VIR_MIGRATE_UNDEFINE_SOURCE |
+                       VIR_MIGRATE_UNSAFE;
   if (call.auto_converge) flags |= VIR_MIGRATE_AUTO_CONVERGE;
   if (call.post_copy) flags |= VIR_MIGRATE_POSTCOPY;
   if (virDomainMigrateToURI3(dom, call.destination_uri.c_str(), p.params, p.count, flags) < 0) {

@@ -32,6 +32,8 @@ class HandlerProcess {
     // false: the handler runs in the test's own network namespace with --pod-network off
     // (for tests of TCP listeners on loopback).
     bool node_namespace = true;
+    // The node's name (and its namespace's); empty: a unique one.
+    std::string node_name;
   };
   // Starts a handler on a new temp state dir, with a unique node name; waits until it serves.
   static absl::StatusOr<std::unique_ptr<HandlerProcess>> Start(Options options);
