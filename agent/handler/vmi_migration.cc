@@ -32,6 +32,12 @@ absl::StatusOr<VirtualMachineInstance> VmiController::BeginMigrationOut(
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot migrate VMI ", ref.name(), ": it is not running (phase ", status.phase(), ")"));
   }
+  const auto* paused = FindCondition(status.conditions(), "Paused");
+  if (paused != nullptr && paused->status() == "True") {
+    // The target takes the VMI when its domain resumes there, which a paused one never does.
+    return absl::FailedPreconditionError("cannot migrate VMI " + ref.name() +
+                                         ": it is paused; unpause it first");
+  }
   if (!r->vmi.metadata().deletion_timestamp().empty()) {
     return absl::FailedPreconditionError("cannot migrate VMI " + ref.name() +
                                          ": it is being deleted");
