@@ -1,6 +1,7 @@
 #include "agent/migration/migration_node.h"
 
 #include "agent/base/status_macros.h"
+#include "agent/migration/tunnel.h"
 #include "spdlog/spdlog.h"
 
 namespace kvnode {
@@ -27,7 +28,8 @@ absl::StatusOr<std::unique_ptr<MigrationNode>> MigrationNode::Start(const Migrat
                 {GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000},
                 {GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1},
                 {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000},
-                {GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0}};
+                {GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0},
+                {GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kTunnelWindow}};
   ASSIGN_OR_RETURN(n->server_, ApiServer::Start(std::move(o)));
   spdlog::info("migration service on {} (port {}, mutual TLS); peers: {}", config.listen,
                n->server_->tcp_port(), config.peers.size());

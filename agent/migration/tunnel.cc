@@ -12,6 +12,7 @@
 #include <functional>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "spdlog/spdlog.h"
 
 namespace kvnode {
@@ -34,11 +35,14 @@ bool WriteAll(int fd, const std::string& data) {
 
 // Copies fd → stream on a thread and stream → fd here until both directions end. `fd_ended`
 // runs when the fd side closed, with whether the stream had ended before (the client
-// half-closes; the server cancels its call unless the client already finished).
+// half-closes; the server cancels its call unless the client already finished). When the
+// stream ends first, `half_close` passes that on as SHUT_WR and lets what the fd's peer still
+// sends through (for up to 2 s); otherwise the fd is shut down at once.
 template <typename Stream>
 uint64_t CarryBytes(int fd, Stream* stream, const std::function<void(bool)>& fd_ended,
-                    std::atomic<uint64_t>* sent) {
+                    std::atomic<uint64_t>* sent, bool half_close) {
   std::atomic<bool> stream_done{false};
+  absl::Notification up_done;
   std::thread up([&] {
     std::vector<char> buf(kChunk);
     TunnelData msg;
@@ -51,6 +55,7 @@ uint64_t CarryBytes(int fd, Stream* stream, const std::function<void(bool)>& fd_
       if (sent != nullptr) *sent += static_cast<uint64_t>(n);
     }
     fd_ended(stream_done.load());
+    up_done.Notify();
   });
   uint64_t received = 0;
   TunnelData in;
@@ -59,6 +64,10 @@ uint64_t CarryBytes(int fd, Stream* stream, const std::function<void(bool)>& fd_
     received += in.data().size();
   }
   stream_done = true;
+  if (half_close) {
+    shutdown(fd, SHUT_WR);
+    up_done.WaitForNotificationWithTimeout(absl::Seconds(2));
+  }
   shutdown(fd, SHUT_RDWR);  // ends the reader above
   up.join();
   return received;
@@ -72,6 +81,9 @@ grpc::ChannelArguments MigrationChannelArguments() {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // A tunnel is one long stream: let the receiver open a wide window at once instead of
+  // waiting for BDP probing to grow it from 64 KiB (each full window costs a round trip).
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kTunnelWindow);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   return args;
@@ -134,7 +146,8 @@ void TunnelListener::Carry(Connection* c) {
   hello.set_vmi_uid(vmi_uid_);
   hello.set_migration_uid(migration_uid_);
   if (stream->Write(hello)) {
-    CarryBytes(c->fd, stream.get(), [&](bool) { stream->WritesDone(); }, &sent_);
+    CarryBytes(c->fd, stream.get(), [&](bool) { stream->WritesDone(); }, &sent_,
+               /*half_close=*/false);
   }
   grpc::Status s = stream->Finish();
   if (!s.ok() && !stopping_) {
@@ -179,7 +192,7 @@ uint64_t ServeTunnel(grpc::ServerContext* ctx,
       [ctx](bool stream_done) {
         if (!stream_done) ctx->TryCancel();  // the target's libvirtd went away first
       },
-      nullptr);
+      nullptr, /*half_close=*/true);
   close(fd);
   return n;
 }

@@ -68,6 +68,9 @@ uint64_t ServeTunnel(grpc::ServerContext* ctx,
                      grpc::ServerReaderWriter<kvnode::v1::TunnelData, kvnode::v1::TunnelData>* stream,
                      int fd);
 
+// The HTTP/2 window a tunnel stream's receiver advertises (both handlers set it).
+inline constexpr int kTunnelWindow = 8 << 20;
+
 // Channel arguments for handler-to-handler calls: keepalive pings every 2 s, so that a cut
 // link ends a tunnel within seconds instead of TCP's minutes.
 grpc::ChannelArguments MigrationChannelArguments();
