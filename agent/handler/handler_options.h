@@ -27,6 +27,10 @@
 //   --resolv-conf FILE     DNS for guests (default /etc/resolv.conf)
 //   --vm-start-backoff-base D --vm-start-backoff-max D   the VM controller's crash-loop backoff
 //                          (KubeVirt: 10 s × failures², at most 300 s)
+//   --host-uuid UUID       libvirt host UUID of this node's launchers (default: derived from
+//                          the node name; migration needs one per node)
+//   --migration-listen, --peer, --shared-volumes, --migration-*: live migration (the TLS
+//                          files serve there too); agent/migration/migration_config.h
 //   --log-format text|json
 //   --validate-config      check flags, paths and permissions, print the findings, exit
 #ifndef KVNODE_AGENT_HANDLER_HANDLER_OPTIONS_H_
