@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(Options options) {
   grpc::ServerBuilder builder;
   for (grpc::Service* svc : o.services) builder.RegisterService(svc);
   if (!o.interceptors.empty()) builder.experimental().SetInterceptorCreators(std::move(o.interceptors));
+  for (const auto& [name, value] : o.int_args) builder.AddChannelArgument(name, value);
   if (!o.tcp_address.empty()) {
     if (o.tls.cert.empty() || o.tls.key.empty() || o.tls.ca.empty()) {
       return absl::InvalidArgumentError(
@@ -84,6 +85,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(Options options) {
   }
   s->server_->GetHealthCheckService()->SetServingStatus("", true);
 
+  if (o.unix_socket.empty()) return s;  // TCP only
   // The unix socket: we accept, check the peer, then hand the connection to gRPC.
   struct sockaddr_un addr = {};
   addr.sun_family = AF_UNIX;

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -43,6 +44,7 @@ struct TlsFiles {
 class ApiServer {
  public:
   struct Options {
+    // Empty: TCP only (tcp_address must be set).
     std::string unix_socket;
     mode_t socket_mode = 0660;
     uid_t socket_owner = 0;
@@ -55,6 +57,8 @@ class ApiServer {
     // Health service names reported SERVING.
     std::vector<std::string> health_names;
     bool reflection = true;
+    // Server channel arguments (keepalive policy, for example).
+    std::map<std::string, int> int_args;
     // Installed on the server (call metrics).
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
         interceptors;

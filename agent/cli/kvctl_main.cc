@@ -2,6 +2,7 @@
 #include <cstdlib>
 
 #include "agent/cli/cli.h"
+#include "agent/cli/migrate_commands.h"
 #include "agent/cli/output.h"
 #include "grpcpp/grpcpp.h"
 
@@ -42,6 +43,11 @@ Commands:
   image import REF --from-file DISK | image list   the node's containerDisk image cache
   create secret generic NAME --from-file=[KEY=]FILE [--from-literal=KEY=VALUE]
   get secret | delete secret NAME       node-local secrets (values are never shown)
+  migrate vm|vmi NAME --target NODE [--bandwidth MiB] [--watch]
+                                        live-migrate to another node (a --peer of this
+                                        handler); --watch shows a progress bar
+  migrate-cancel NAME                   abort the VMI's migration in progress
+  get vmim [NAME] [-o json|yaml]        VirtualMachineInstanceMigrations and their phases
 
 The socket is --socket, else $KVNODE_SOCKET, else /run/kvnode/handler.sock.
 )";
@@ -52,7 +58,7 @@ int Run(int argc, char** argv) {
       .Value("grace-period").Value("for").Value("timeout").Value("tail").Bool("console").Bool("dry-run")
       .Bool("wait").Bool("help", "-h").Bool("force").Bool("paused").Value("cascade")
       .Value("owner-label").Value("image-path").Value("size").Value("storage-class")
-      .Value("from-file").Value("from-literal");
+      .Value("from-file").Value("from-literal").Value("target").Value("bandwidth").Bool("watch");
   absl::Status parsed = cli.flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
   if (!parsed.ok()) return cli.Usage(std::string(parsed.message()));
   if (cli.flags.GetBool("help") || cli.flags.positional().empty()) {
@@ -68,6 +74,9 @@ int Run(int argc, char** argv) {
   cli.stub = kvnode::v1::Node::NewStub(
       grpc::CreateChannel("unix:" + cli.socket, grpc::InsecureChannelCredentials()));
   if (verb == "apply") return CmdApply(cli);
+  if (verb == "get" && !cli.args.empty() && IsMigrationResource(cli.args[0])) {
+    return CmdGetMigrations(cli);
+  }
   if (verb == "get") return CmdGet(cli);
   if (verb == "describe") return CmdDescribe(cli);
   if (verb == "delete") return CmdDelete(cli);
@@ -87,6 +96,8 @@ int Run(int argc, char** argv) {
   if (verb == "image-upload") return CmdImageUpload(cli);
   if (verb == "image") return CmdImage(cli);
   if (verb == "create") return CmdCreate(cli);
+  if (verb == "migrate") return CmdMigrate(cli);
+  if (verb == "migrate-cancel") return CmdMigrateCancel(cli);
   return cli.Usage("unknown command \"" + verb + "\"");
 }
 

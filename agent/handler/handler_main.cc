@@ -32,6 +32,7 @@
 #include "agent/handler/handler_options.h"
 #include "agent/handler/vmi_controller.h"
 #include "agent/metrics/http_server.h"
+#include "agent/migration/migration_node.h"
 #include "agent/network/linux_netns.h"
 #include "agent/network/pod_network.h"
 
@@ -104,6 +105,7 @@ struct Handler {
   std::unique_ptr<VmController> vm_controller;
   std::unique_ptr<NotifyService> notify_service;
   std::unique_ptr<ApiServer> notify_server;
+  std::unique_ptr<MigrationNode> migration;
   std::unique_ptr<NodeService> node_service;
   std::unique_ptr<ApiServer> api_server;
   std::unique_ptr<HttpServer> metrics_server;
@@ -117,6 +119,7 @@ struct Handler {
     metrics_server.reset();
     if (api_server) api_server->Stop();
     if (notify_server) notify_server->Stop();
+    migration.reset();
     if (primer.joinable()) primer.join();
     vm_controller.reset();
     controller.reset();
@@ -193,7 +196,7 @@ absl::Status StartApi(Handler* h) {
   o.tcp_address = opt.listen;
   o.tls = {opt.tls_cert, opt.tls_key, opt.tls_ca};
   h->storage_service = std::make_unique<StorageService>(h->volumes.get());
-  o.services = {h->node_service.get(), h->storage_service.get()};
+  o.services = {h->node_service.get(), h->storage_service.get(), h->migration->api_service()};
   o.health_names = {"kvnode.v1.Node", "kvnode.v1.Storage"};
   o.interceptors = CallMetricsInterceptors(MetricsRegistry::Default());
   ASSIGN_OR_RETURN(h->api_server, ApiServer::Start(std::move(o)));
@@ -283,6 +286,10 @@ int Serve(Handler* h, const sigset_t& mask) {
   h->vm_controller->Run();
   h->volumes->StartCollector();  // deletes or orphans what deleted VMs owned
   h->volumes->StartImporter();   // populates DataVolumes
+  auto migration = MigrationNode::Start(opt.migration, c.state_dir, h->controller.get(),
+                                        h->store.get(), c.identity.fs());
+  if (!migration.ok()) return Fail(Annotate(migration.status(), "--migration-listen"));
+  h->migration = std::move(*migration);
   if (absl::Status s = StartApi(h); !s.ok()) return Fail(Annotate(s, "API"));
   h->ready = true;
   spdlog::info("kvnode-handler serving on {}{} (node {}, virt type {}, state {})", opt.socket,

@@ -14,9 +14,13 @@
 #include "agent/base/flags.h"
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
+#include "agent/base/uuid.h"
 
 namespace kvnode {
 namespace {
+
+// The namespace of node host UUIDs (a version 4 UUID picked once for kvnode).
+constexpr char kHostUuidNamespace[] = "6f0c7f5e-3b8e-4c2a-9d1e-2b7a5d4c8e91";
 
 std::string HostName() {
   char buf[256] = {};
@@ -120,13 +124,20 @@ absl::Status ParseApi(const FlagSet& flags, HandlerOptions* o) {
   o->tls_key = flags.GetOr("tls-key", "");
   o->tls_ca = flags.GetOr("tls-ca", "");
   bool any_tls = !o->tls_cert.empty() || !o->tls_key.empty() || !o->tls_ca.empty();
+  bool migrates = !o->migration.listen.empty() || !o->migration.peers.empty();
+  if (migrates && (o->tls_cert.empty() || o->tls_key.empty() || o->tls_ca.empty())) {
+    return absl::InvalidArgumentError(
+        "--migration-listen/--peer: nodes talk to each other only with mutual TLS; give "
+        "--tls-cert, --tls-key and --tls-ca");
+  }
   if (!o->listen.empty() && (o->tls_cert.empty() || o->tls_key.empty() || o->tls_ca.empty())) {
     return absl::InvalidArgumentError(
         "--listen: kvnode serves TCP only with mutual TLS; give --tls-cert, --tls-key and "
         "--tls-ca");
   }
-  if (o->listen.empty() && any_tls) {
-    return absl::InvalidArgumentError("--tls-cert/--tls-key/--tls-ca: only used with --listen");
+  if (o->listen.empty() && !migrates && any_tls) {
+    return absl::InvalidArgumentError(
+        "--tls-cert/--tls-key/--tls-ca: only used with --listen, --migration-listen or --peer");
   }
   o->metrics_addr = flags.GetOr("metrics-addr", "");
   for (const auto& [flag, value] :
@@ -196,6 +207,7 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
       .Value("tls-key").Value("tls-ca").Value("metrics-addr").Value("api-group")
       .Value("vm-start-backoff-base").Value("vm-start-backoff-max").Bool("validate-config")
       .Value("storage-class").Value("storage-class-file");
+  DeclareMigrationFlags(&flags);
   RETURN_IF_ERROR(flags.Parse(args));
   if (!flags.positional().empty()) {
     return absl::InvalidArgumentError("unexpected argument \"" + flags.positional()[0] + "\"");
@@ -213,7 +225,14 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
     return absl::InvalidArgumentError("--state-dir: an absolute path, got \"" + c.state_dir + "\"");
   }
   c.node_name = flags.GetOr("node-name", HostName());
-  c.host_uuid = flags.GetOr("host-uuid", "");
+  // libvirt refuses to migrate between daemons with one host UUID ("the same host"): each
+  // node's launchers get one of its own, derived from the node name unless given.
+  c.host_uuid = flags.GetOr("host-uuid", NameBasedUuid(kHostUuidNamespace, c.node_name));
+  if (!IsCanonicalUuid(c.host_uuid) ||
+      c.host_uuid.find_first_not_of(std::string("-") + c.host_uuid[0]) == std::string::npos) {
+    return absl::InvalidArgumentError("--host-uuid: expected a UUID whose digits are not all the "
+                                      "same (libvirt refuses those), got \"" + c.host_uuid + "\"");
+  }
   std::string virt = flags.GetOr("virt-type", "auto");
   if (virt == "auto") {
     virt = DetectVirtType(&o.virt_type_reason);
@@ -233,8 +252,14 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
   o.capabilities_dir = flags.GetOr("capabilities-dir", NodePaths(c.state_dir).capabilities_dir());
   RETURN_IF_ERROR(ParseNetwork(flags, &o));
   c.limits.pod_network_supported = o.pod_network;
+  RETURN_IF_ERROR(ParseMigrationFlags(flags, &o.migration));
   RETURN_IF_ERROR(ParseApi(flags, &o));
   RETURN_IF_ERROR(ParseStorageClasses(flags, &o.storage_classes));
+  o.migration.node_name = c.node_name;
+  o.migration.tls_cert = o.tls_cert;
+  o.migration.tls_key = o.tls_key;
+  o.migration.tls_ca = o.tls_ca;
+  c.shared_volumes = o.migration.shared_volumes;
   return o;
 }
 

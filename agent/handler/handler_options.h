@@ -30,6 +30,10 @@
 //   --storage-class SPEC   another storage class, name=NAME,reclaimPolicy=Delete|Retain
 //                          [,default=true] (repeatable; the embedded "local" is Delete)
 //   --storage-class-file F one SPEC a line (# comments)
+//   --host-uuid UUID       libvirt host UUID of this node's launchers (default: derived from
+//                          the node name; migration needs one per node)
+//   --migration-listen, --peer, --shared-volumes, --migration-*: live migration (the TLS
+//                          files serve there too); agent/migration/migration_config.h
 //   --log-format text|json
 //   --validate-config      check flags, paths and permissions, print the findings, exit
 #ifndef KVNODE_AGENT_HANDLER_HANDLER_OPTIONS_H_
@@ -41,6 +45,7 @@
 #include "absl/status/statusor.h"
 #include "agent/controller/vm_controller.h"
 #include "agent/handler/vmi_controller.h"
+#include "agent/migration/migration_config.h"
 #include "agent/network/pod_network_plan.h"
 #include "agent/storage/storage_class.h"
 #include "launcher/converter/convert_command.h"
@@ -63,6 +68,7 @@ struct HandlerOptions {
   bool validate_only = false;
   std::string virt_type_reason;  // why --virt-type auto chose what it chose
   StorageClasses storage_classes;
+  MigrationConfig migration;     // agent/migration/migration_config.h lists its flags
 };
 
 // Every error names the flag ("--pod-mtu: expected a number from 1280 to 65535, got "9"").

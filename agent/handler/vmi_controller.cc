@@ -18,6 +18,7 @@
 #include "agent/base/user_fs.h"
 #include "agent/base/uuid.h"
 #include "agent/handler/handler_metrics.h"
+#include "agent/handler/live_migratable.h"
 #include "agent/handler/vmi_status.h"
 #include "agent/manifest/defaults.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -77,6 +78,7 @@ VmiController::~VmiController() {
 // ---------------------------------------------------------------------------------------------
 
 absl::Status VmiController::Persist(Record* r, const std::string& type) {
+  if (r->migration_target) return absl::OkStatus();  // not this node's VMI yet
   auto rv = store_->Put(kVmiKind, &r->vmi, type);
   if (!rv.ok()) {
     spdlog::error("persist VMI {}/{}: {}", r->vmi.metadata().namespace_(),
@@ -237,6 +239,7 @@ absl::StatusOr<SyncResult> VmiController::Sync(VirtualMachineInstance vmi, bool 
   meta->clear_resource_version();
   meta->clear_deletion_timestamp();
   SetPhase(vmi.mutable_status(), phase::kPending, clock_->Now());
+  SetLiveMigratableCondition(&vmi, config_.shared_volumes, clock_->Now());
   result.result = "ADDED";
   if (dry_run) {
     result.vmi = vmi;
@@ -459,6 +462,7 @@ void VmiController::OnDomainEvent(const kvnode::v1::DomainEvent& event) {
   Record* r = it->second.get();
   r->last_seen = clock_->Now();
   r->failed_pings = 0;
+  if (MigrationDomainEventLocked(r, event)) return;
   std::string before = r->vmi.status().phase();
   bool was_paused = FindCondition(r->vmi.status().conditions(), "Paused") != nullptr;
   if (!ApplyDomainStatus(&r->vmi, event.status(), clock_->Now())) return;
@@ -689,6 +693,7 @@ void VmiController::SyncLauncher(const std::string& uid) {
     *req.mutable_options() = BuildDomainOptions(r->vmi, paths_, config_.virt_type);
     ApplyPodInterfaces(uid, req.mutable_options());
     req.mutable_options()->set_start_paused(r->vmi.spec().start_strategy() == "Paused");
+    req.mutable_options()->set_incoming(r->migration_target);
   }
   auto connected = LauncherStub(uid, absl::Seconds(10));
   grpc::Status s = connected.ok() ? grpc::Status::OK : ToGrpcStatus(connected.status());
@@ -698,6 +703,12 @@ void VmiController::SyncLauncher(const std::string& uid) {
     WithDeadline(&ctx, absl::Seconds(120));
     kvnode::v1::LauncherResponse resp;
     s = CheckLauncherCall(uid, stub->Sync(&ctx, req, &resp));
+  }
+  if (s.ok() && req.options().incoming()) {
+    absl::MutexLock lock(&mu_);
+    auto it = by_uid_.find(uid);
+    if (it != by_uid_.end()) it->second->incoming_ready = true;
+    changed_.SignalAll();
   }
   if (!s.ok()) {
     absl::MutexLock lock(&mu_);
@@ -778,6 +789,7 @@ void VmiController::OnLauncherExit(const std::string& uid, pid_t pid,
   r->launcher_ready = false;
   r->stub = nullptr;
   r->channel = nullptr;
+  if (MigrationLauncherExitLocked(r, final_status)) return;
   if (!killed.ok()) EventLocked(r->vmi, "Warning", "CleanupFailed", std::string(killed.message()));
   std::string how = wait_status ? DescribeWaitStatus(*wait_status) : "exited";
   bool changed = false;

@@ -13,6 +13,7 @@
 #ifndef KVNODE_AGENT_HANDLER_VMI_CONTROLLER_H_
 #define KVNODE_AGENT_HANDLER_VMI_CONTROLLER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -64,6 +65,9 @@ struct HandlerConfig {
   absl::Duration launcher_unresponsive_timeout = absl::Seconds(30);
   absl::Duration launcher_failure_timeout = absl::Seconds(60);
   int workers = 8;
+  // PVCs live on storage every node of the cluster shares (--shared-volumes): VMIs whose disks
+  // are all such PVCs are live-migratable.
+  bool shared_volumes = false;
   // The node's pod networks (masquerade, DESIGN.md section 4): every launcher runs in a network
   // namespace of its own made by it. Null: launchers run in the handler's namespace, and
   // admission must refuse interfaces (limits.pod_network_supported). Not owned.
@@ -131,6 +135,44 @@ class VmiController {
   // libvirt's statistics of the VMI's running domain, from its launcher (2 s at most).
   absl::StatusOr<kvnode::v1::DomainStats> DomainStatsOf(const std::string& uid);
 
+  // --- Live migration (vmi_migration.cc; agent/migration/ drives these) ---
+  // Source: marks the Running VMI as migrating out, with `state` as its migrationState.
+  // FailedPrecondition when it is not Running, already migrating, or not LiveMigratable (the
+  // condition's reason and message).
+  absl::StatusOr<kvnode::v1::VirtualMachineInstance> BeginMigrationOut(
+      const kvnode::v1::ObjectRef& ref, const kvnode::v1::VirtualMachineInstanceMigrationState& state);
+  // Applies `update` to the VMI's migrationState and persists it. NotFound once the VMI left.
+  absl::Status UpdateMigrationState(
+      const std::string& uid,
+      const std::function<void(kvnode::v1::VirtualMachineInstanceMigrationState*)>& update);
+  // The migration ended and the VMI stays on this node.
+  void EndMigrationOut(const std::string& uid);
+  // The VMI's launcher, for the migration calls (Migrate, GetMigration, AbortMigration).
+  absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> MigrationLauncher(
+      const std::string& uid);
+  // Target: makes the VMI's pod and a launcher in target mode (libvirtd up, no domain), hidden
+  // from this node's API until the migrated domain resumes here; waits until the launcher is
+  // ready for the incoming domain. The VMI keeps its UID and status.
+  struct MigrationTarget {
+    std::string vmi_dir;
+    std::string pod_ip;
+    pid_t launcher_pid = 0;
+  };
+  absl::StatusOr<MigrationTarget> PrepareMigrationTarget(
+      const kvnode::v1::VirtualMachineInstance& vmi, absl::Duration timeout);
+  // The target launcher's libvirtd socket; NotFound unless a target is prepared for `uid`.
+  absl::StatusOr<std::string> MigrationTargetSocket(const std::string& uid);
+  // Whether `uid` is a prepared target that has not (yet) taken the VMI.
+  bool IsPendingMigrationTarget(const std::string& uid);
+  // Ends a prepared target that has not taken the VMI (launcher, pod network, dir).
+  // FailedPrecondition when the domain already runs here.
+  absl::Status AbortMigrationTarget(const std::string& uid);
+  // The source saw the migration complete: waits (up to `timeout`) until the domain runs here,
+  // then records `state` on the VMI.
+  absl::StatusOr<kvnode::v1::VirtualMachineInstance> CompleteMigrationTarget(
+      const std::string& uid, const kvnode::v1::VirtualMachineInstanceMigrationState& state,
+      absl::Duration timeout);
+
  private:
   struct Record {
     kvnode::v1::VirtualMachineInstance vmi;
@@ -153,12 +195,25 @@ class VmiController {
     int failed_pings = 0;
     // When this handler accepted the VMI (for the start latency; unknown after a restart).
     absl::Time synced_at = absl::InfinitePast();
+    // Live migration (vmi_migration.cc). A target record is not in uid_by_name_ and is never
+    // persisted until the migrated domain resumes here (`migration_target` false again).
+    bool migration_target = false;
+    bool incoming_ready = false;
+    kvnode::v1::VirtualMachineInstanceStatus source_status;
+    bool migrating_out = false;
+    bool migrated_away = false;
     // Readiness and liveness probes, from when the domain runs (vmi_probes.cc).
     std::unique_ptr<ProbeState> readiness;
     std::unique_ptr<ProbeState> liveness;
   };
 
   void Count(const char* counter, const Labels& labels = {});
+  // Domain events of a migrating VMI (vmi_migration.cc); true when handled.
+  bool MigrationDomainEventLocked(Record* r, const kvnode::v1::DomainEvent& event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A launcher of a migrating VMI exited; true when handled (the VMI left, or a target ended).
+  bool MigrationLauncherExitLocked(Record* r, const std::optional<kvnode::v1::DomainStatus>& final)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Status Persist(Record* r, const std::string& type) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EventLocked(const kvnode::v1::VirtualMachineInstance& vmi, const std::string& type,

@@ -14,11 +14,12 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "launcher/libvirt/domain_migrator.h"
 #include "launcher/libvirt/hypervisor.h"
 
 namespace kvnode {
 
-class LibvirtHypervisor : public Hypervisor {
+class LibvirtHypervisor : public Hypervisor, public DomainMigrator {
  public:
   // Connects to `uri`; `domain_name` is the one domain this launcher manages.
   static absl::StatusOr<std::unique_ptr<LibvirtHypervisor>> Connect(const std::string& uri,
@@ -38,6 +39,13 @@ class LibvirtHypervisor : public Hypervisor {
   absl::StatusOr<std::string> AgentCommand(const std::string& json, int timeout_seconds) override;
   void SetEventCallback(EventCallback callback) override;
   int QemuPid() override;
+
+  // DomainMigrator (libvirt_migration.cc).
+  absl::StatusOr<std::string> MigratableXml() override;
+  absl::Status Migrate(const MigrationCall& call) override;
+  absl::StatusOr<MigrationProgress> JobProgress() override;
+  absl::Status AbortJob() override;
+  absl::Status StartPostCopy() override;
 
   // Called from libvirt's event thread.
   void Deliver(const DomainLifecycleEvent& event);

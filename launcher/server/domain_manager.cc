@@ -62,6 +62,11 @@ absl::Status DomainManager::Sync(const kvnode::v1::VirtualMachineInstance& vmi,
   vmi_grace_ = vmi.spec().has_termination_grace_period_seconds()
                    ? vmi.spec().termination_grace_period_seconds()
                    : 30;
+  if (options.incoming()) {
+    incoming_ = true;
+    LauncherEventLocked("Normal", "PreparingTarget", "Waiting for the incoming migration.");
+    return absl::OkStatus();
+  }
   auto xml = converter_(vmi, options);
   absl::Status status = xml.ok() ? absl::OkStatus() : Annotate(xml.status(), "convert");
   if (status.ok()) {
@@ -205,6 +210,9 @@ void DomainManager::OnEvent(const DomainLifecycleEvent& event) {
   if (done_) return;
   std::string name = event.detail.empty() ? event.event : event.event + "/" + event.detail;
   if (event.event == "Crashed") guest_panicked_ = true;
+  if (incoming_ && !synced_ && (event.event == "Started" || event.event == "Resumed")) {
+    synced_ = true;  // the migrated domain is here: shutdown and kill now act on it
+  }
   if (event.event == "Stopped") {
     // Undefine and finish on the worker: no libvirt calls on libvirt's event thread.
     stopped_ = true;

@@ -1,6 +1,8 @@
 // The launcher's lifecycle logic for its one domain, after KubeVirt's virt-launcher
 // (pkg/virt-launcher/virtwrap/manager.go, monitor.go):
-//   - Sync converts the VMI and defines+starts the domain (idempotent).
+//   - Sync converts the VMI and defines+starts the domain (idempotent). With options.incoming
+//     (a migration target) it only learns the VMI: the domain arrives by live migration, and
+//     counts as synced from its first Started/Resumed event.
 //   - Shutdown(grace) presses the ACPI power button now and every 5 s, and destroys the domain
 //     when the grace period ends; grace 0 destroys at once. The final status says which.
 //   - Every libvirt event is pushed to the handler at once through the EventSink.
@@ -97,6 +99,7 @@ class DomainManager {
   absl::Mutex mu_;
   absl::CondVar cv_;
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
+  bool incoming_ ABSL_GUARDED_BY(mu_) = false;
   bool acpi_enabled_ ABSL_GUARDED_BY(mu_) = true;
   int64_t vmi_grace_ ABSL_GUARDED_BY(mu_) = 30;
   bool shutdown_requested_ ABSL_GUARDED_BY(mu_) = false;

@@ -191,7 +191,8 @@ int RunLauncher(const std::vector<std::string>& args) {
   manager_options.final_status_path = paths.root() + "/final-status.json";
   DomainManager manager(manager_options, hypervisor->get(), ConvertToDomainXml, notifier.get(),
                         Clock::Real());
-  LauncherService service(&manager);
+  MigrationJob migration(hypervisor->get());
+  LauncherService service(&manager, &migration);
 
   unlink(paths.launcher_socket().c_str());
   grpc::ServerBuilder builder;

@@ -86,4 +86,29 @@ grpc::Status LauncherService::ProbeGuest(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+grpc::Status LauncherService::Migrate(grpc::ServerContext*, const kvnode::v1::MigrateRequest* req,
+                                      kvnode::v1::LauncherResponse* resp) {
+  if (migration_ == nullptr) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "migration");
+  return Respond(migration_->Start(*req), resp);
+}
+
+grpc::Status LauncherService::GetMigration(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                                           kvnode::v1::MigrationJobStatus* resp) {
+  if (migration_ == nullptr) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "migration");
+  *resp = migration_->Status();
+  return grpc::Status::OK;
+}
+
+grpc::Status LauncherService::AbortMigration(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                                             kvnode::v1::LauncherResponse* resp) {
+  if (migration_ == nullptr) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "migration");
+  return Respond(migration_->Abort(), resp);
+}
+
+grpc::Status LauncherService::StartPostCopy(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                                            kvnode::v1::LauncherResponse* resp) {
+  if (migration_ == nullptr) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "migration");
+  return Respond(migration_->StartPostCopy(), resp);
+}
+
 }  // namespace kvnode

@@ -4,12 +4,15 @@
 
 #include "kvnode/v1/launcher.grpc.pb.h"
 #include "launcher/server/domain_manager.h"
+#include "launcher/server/migration_job.h"
 
 namespace kvnode {
 
 class LauncherService final : public kvnode::v1::Launcher::Service {
  public:
-  explicit LauncherService(DomainManager* manager) : manager_(manager) {}
+  // `migration` may be null: the migration calls then answer Unimplemented.
+  explicit LauncherService(DomainManager* manager, MigrationJob* migration = nullptr)
+      : manager_(manager), migration_(migration) {}
 
   grpc::Status Sync(grpc::ServerContext*, const kvnode::v1::LauncherSyncRequest* req,
                     kvnode::v1::LauncherResponse* resp) override;
@@ -33,9 +36,18 @@ class LauncherService final : public kvnode::v1::Launcher::Service {
                               kvnode::v1::DomainStats* resp) override;
   grpc::Status ProbeGuest(grpc::ServerContext*, const kvnode::v1::GuestProbeRequest* req,
                           kvnode::v1::LauncherResponse* resp) override;
+  grpc::Status Migrate(grpc::ServerContext*, const kvnode::v1::MigrateRequest* req,
+                       kvnode::v1::LauncherResponse* resp) override;
+  grpc::Status GetMigration(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                            kvnode::v1::MigrationJobStatus* resp) override;
+  grpc::Status AbortMigration(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                              kvnode::v1::LauncherResponse* resp) override;
+  grpc::Status StartPostCopy(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                             kvnode::v1::LauncherResponse* resp) override;
 
  private:
   DomainManager* const manager_;
+  MigrationJob* const migration_;
 };
 
 }  // namespace kvnode

@@ -29,6 +29,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/credentials.h"
 #include "tests/integration/guest_test.h"
+#include "tests/integration/pki.h"
 
 namespace kvnode::testing {
 namespace {
@@ -88,45 +89,6 @@ std::string Comm(pid_t pid) {
   if (!c.empty() && c.back() == '\n') c.pop_back();
   return c;
 }
-
-// A CA, a server certificate for 127.0.0.1 and client certificates, made with openssl.
-class Pki {
- public:
-  explicit Pki(const std::string& dir) : dir_(dir) {}
-  absl::Status Ca(const std::string& name) {
-    return Openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-                    "/CN=" + name, "-keyout", Path(name + ".key"), "-out", Path(name + ".crt")});
-  }
-  // A key and a certificate for `name` signed by `ca` (or self-signed when ca is empty).
-  absl::Status Leaf(const std::string& name, const std::string& ca, bool server) {
-    std::string ext = Path(name + ".ext");
-    std::ofstream(ext) << (server ? "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
-                                  : "extendedKeyUsage=clientAuth\n");
-    if (ca.empty()) {
-      return Openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-                      "/CN=" + name, "-keyout", Path(name + ".key"), "-out", Path(name + ".crt"),
-                      "-addext", server ? "subjectAltName=IP:127.0.0.1" : "extendedKeyUsage=clientAuth"});
-    }
-    absl::Status s = Openssl({"req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=" + name,
-                              "-keyout", Path(name + ".key"), "-out", Path(name + ".csr")});
-    if (!s.ok()) return s;
-    return Openssl({"x509", "-req", "-in", Path(name + ".csr"), "-CA", Path(ca + ".crt"), "-CAkey",
-                    Path(ca + ".key"), "-CAcreateserial", "-days", "2", "-extfile", ext, "-out",
-                    Path(name + ".crt")});
-  }
-  std::string Path(const std::string& file) const { return dir_ + "/" + file; }
-  std::string Pem(const std::string& file) const { return ReadAll(Path(file)); }
-
- private:
-  absl::Status Openssl(std::vector<std::string> args) {
-    args.insert(args.begin(), "/usr/bin/openssl");
-    auto r = RunCommand(args, absl::Seconds(60));
-    if (!r.ok()) return r.status();
-    if (!r->success()) return absl::InternalError(absl::StrJoin(args, " ") + ": " + r->output);
-    return absl::OkStatus();
-  }
-  std::string dir_;
-};
 
 int FreeLoopbackPort() {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -92,7 +92,8 @@ absl::StatusOr<std::unique_ptr<HandlerProcess>> HandlerProcess::Start(Options op
   }
   chmod(h->state_dir_.c_str(), 0711);
   h->socket_ = h->state_dir_ + "/api.sock";
-  h->node_name_ = absl::StrCat("it", getpid(), "-", counter++);
+  h->node_name_ = options.node_name.empty() ? absl::StrCat("it", getpid(), "-", counter++)
+                                            : options.node_name;
   h->log_path_ = h->state_dir_ + "/handler.log";
   h->extra_args_ = options.extra_args;
   h->node_namespace_ = options.node_namespace;

@@ -34,6 +34,8 @@ class HandlerProcess {
     bool node_namespace = true;
     // > 0: the state dir is a tmpfs of this size (for tests of a full disk).
     int state_dir_size_mib = 0;
+    // The node's name (and its namespace's); empty: a unique one.
+    std::string node_name;
   };
   // Starts a handler on a new temp state dir, with a unique node name; waits until it serves.
   static absl::StatusOr<std::unique_ptr<HandlerProcess>> Start(Options options);

@@ -1,0 +1,69 @@
+#include "agent/handler/live_migratable.h"
+
+#include "absl/strings/str_cat.h"
+#include "agent/handler/vmi_status.h"
+
+namespace kvnode {
+namespace {
+
+constexpr char kDisks[] = "DisksNotLiveMigratable";
+constexpr char kInterface[] = "InterfaceNotLiveMigratable";
+
+MigratableVerdict No(const char* reason, std::string message) {
+  return {false, reason, std::move(message)};
+}
+
+MigratableVerdict LocalDisk(const std::string& volume, const char* kind) {
+  return No(kDisks, absl::StrCat("cannot migrate VMI: volume ", volume, " (", kind,
+                                 ") is local to this node, and kvnode does not do block "
+                                 "migration"));
+}
+
+}  // namespace
+
+MigratableVerdict EvaluateLiveMigratable(const kvnode::v1::VirtualMachineInstanceSpec& spec,
+                                         bool shared_volumes) {
+  for (const auto& v : spec.volumes()) {
+    switch (v.source_case()) {
+      case kvnode::v1::Volume::kPersistentVolumeClaim:
+      case kvnode::v1::Volume::kDataVolume:
+        if (!shared_volumes) {
+          std::string claim = v.has_persistent_volume_claim()
+                                  ? v.persistent_volume_claim().claim_name()
+                                  : v.data_volume().name();
+          // KubeVirt's words.
+          return No(kDisks, absl::StrCat("cannot migrate VMI: PVC ", claim,
+                                         " is not shared, live migration requires that all "
+                                         "PVCs must be shared (using ReadWriteMany access "
+                                         "mode)"));
+        }
+        break;
+      case kvnode::v1::Volume::kHostDisk:
+        if (!v.host_disk().has_shared() || !v.host_disk().shared()) {
+          return No(kDisks, "cannot migrate VMI with non-shared HostDisk");
+        }
+        break;
+      case kvnode::v1::Volume::kContainerDisk: return LocalDisk(v.name(), "containerDisk");
+      case kvnode::v1::Volume::kEmptyDisk: return LocalDisk(v.name(), "emptyDisk");
+      case kvnode::v1::Volume::kCloudInitNoCloud: return LocalDisk(v.name(), "cloudInitNoCloud");
+      case kvnode::v1::Volume::kEphemeral: return LocalDisk(v.name(), "ephemeral");
+      default: break;
+    }
+  }
+  for (const auto& i : spec.domain().devices().interfaces()) {
+    if (i.has_bridge()) {
+      return No(kInterface, "cannot migrate VMI which does not use masquerade to connect to the "
+                            "pod network");
+    }
+  }
+  return {};
+}
+
+bool SetLiveMigratableCondition(kvnode::v1::VirtualMachineInstance* vmi, bool shared_volumes,
+                                absl::Time now) {
+  MigratableVerdict v = EvaluateLiveMigratable(vmi->spec(), shared_volumes);
+  return SetCondition(vmi->mutable_status()->mutable_conditions(), kLiveMigratable,
+                      v.migratable ? "True" : "False", v.reason, v.message, now);
+}
+
+}  // namespace kvnode

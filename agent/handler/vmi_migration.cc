@@ -1,0 +1,286 @@
+// The VMI controller's part in a live migration (DESIGN.md section 6): on the source it marks
+// the VMI as migrating, keeps its migrationState, and lets it go once the domain left; on the
+// target it makes a hidden "target pod" (pod network + launcher in target mode) that becomes
+// this node's VMI when the migrated domain resumes here. agent/migration/ drives the steps.
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "agent/base/status_macros.h"
+#include "agent/handler/live_migratable.h"
+#include "agent/handler/vmi_controller.h"
+#include "agent/handler/vmi_status.h"
+#include "spdlog/spdlog.h"
+
+namespace kvnode {
+
+using kvnode::v1::ObjectRef;
+using kvnode::v1::VirtualMachineInstance;
+using kvnode::v1::VirtualMachineInstanceMigrationState;
+
+absl::StatusOr<VirtualMachineInstance> VmiController::BeginMigrationOut(
+    const ObjectRef& ref, const VirtualMachineInstanceMigrationState& state) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
+  // As KubeVirt's admission: a VMI that cannot migrate is refused first, with its reason.
+  SetLiveMigratableCondition(&r->vmi, config_.shared_volumes, clock_->Now());
+  const auto* cond = FindCondition(r->vmi.status().conditions(), kLiveMigratable);
+  if (cond != nullptr && cond->status() == "False") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot migrate VMI ", ref.name(), ": ", cond->reason(), ": ", cond->message()));
+  }
+  const auto& status = r->vmi.status();
+  if (status.phase() != phase::kRunning || !r->launcher_alive || !r->launcher_ready) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot migrate VMI ", ref.name(), ": it is not running (phase ", status.phase(), ")"));
+  }
+  const auto* paused = FindCondition(status.conditions(), "Paused");
+  if (paused != nullptr && paused->status() == "True") {
+    // The target takes the VMI when its domain resumes there, which a paused one never does.
+    return absl::FailedPreconditionError("cannot migrate VMI " + ref.name() +
+                                         ": it is paused; unpause it first");
+  }
+  if (!r->vmi.metadata().deletion_timestamp().empty()) {
+    return absl::FailedPreconditionError("cannot migrate VMI " + ref.name() +
+                                         ": it is being deleted");
+  }
+  if (r->migrating_out) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot migrate VMI ", ref.name(), ": migration ",
+        status.migration_state().migration_uid(), " is in progress"));
+  }
+  r->migrating_out = true;
+  *r->vmi.mutable_status()->mutable_migration_state() = state;
+  r->vmi.mutable_status()->set_migration_method("LiveMigration");
+  r->vmi.mutable_status()->set_migration_transport("Unix");
+  RETURN_IF_ERROR(Persist(r, "MODIFIED"));
+  EventLocked(r->vmi, "Normal", "Migrating",
+              absl::StrCat("Migrating to node ", state.target_node(), " (migration ",
+                           state.migration_uid(), ")"));
+  return r->vmi;
+}
+
+absl::Status VmiController::UpdateMigrationState(
+    const std::string& uid,
+    const std::function<void(VirtualMachineInstanceMigrationState*)>& update) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return absl::NotFoundError("VMI " + uid + " is no longer on this node");
+  Record* r = it->second.get();
+  VirtualMachineInstanceMigrationState before = r->vmi.status().migration_state();
+  update(r->vmi.mutable_status()->mutable_migration_state());
+  if (before.SerializeAsString() == r->vmi.status().migration_state().SerializeAsString()) {
+    return absl::OkStatus();
+  }
+  return Persist(r, "MODIFIED");
+}
+
+void VmiController::EndMigrationOut(const std::string& uid) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return;
+  it->second->migrating_out = false;
+  const auto& st = it->second->vmi.status().migration_state();
+  if (st.failed()) {
+    EventLocked(it->second->vmi, "Warning", "MigrationFailed",
+                absl::StrCat("Migration ", st.migration_uid(), " failed: ", st.failure_reason(),
+                             "; the VMI keeps running on this node"));
+  }
+}
+
+absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> VmiController::MigrationLauncher(
+    const std::string& uid) {
+  return LauncherStub(uid, absl::Seconds(5));
+}
+
+bool VmiController::MigrationDomainEventLocked(Record* r, const kvnode::v1::DomainEvent& event) {
+  const auto& d = event.status();
+  if (r->migration_target) {
+    // Only a resume means the migration finished here (libvirt resumes the target in its
+    // Finish step, after the source handed over); until then nothing is this node's.
+    if (!absl::StartsWith(event.libvirt_event(), "Resumed/")) return true;
+    r->migration_target = false;
+    auto* status = r->vmi.mutable_status();
+    status->set_phase(r->source_status.phase());
+    *status->mutable_phase_transition_timestamps() =
+        r->source_status.phase_transition_timestamps();
+    status->set_node_name(config_.node_name);
+    ApplyDomainStatus(&r->vmi, d, clock_->Now());
+    auto* ms = status->mutable_migration_state();
+    ms->set_target_node_domain_detected(true);
+    ms->set_target_node_domain_ready_timestamp(FormatTimestamp(clock_->Now()));
+    uid_by_name_[{r->vmi.metadata().namespace_(), r->vmi.metadata().name()}] =
+        r->vmi.metadata().uid();
+    (void)Persist(r, "ADDED");
+    EventLocked(r->vmi, "Normal", "Migrated",
+                absl::StrCat("The VirtualMachineInstance migrated to node ", config_.node_name));
+    changed_.SignalAll();
+    return true;
+  }
+  if (!r->migrating_out) return false;
+  // The source pauses the guest for the last pages, then the domain leaves: neither is a
+  // change of the VMI (KubeVirt's virt-handler ignores them too).
+  if (d.final() && d.reason() == "Migrated") {
+    r->migrated_away = true;
+    return true;
+  }
+  return d.state() == "Paused" && (d.reason() == "Migration" || d.reason() == "Migrated");
+}
+
+bool VmiController::MigrationLauncherExitLocked(Record* r,
+                                                const std::optional<kvnode::v1::DomainStatus>& final) {
+  std::string uid = r->vmi.metadata().uid();
+  if (r->migration_target) {
+    // A target that never took the VMI: nothing of it is this node's.
+    spdlog::info("migration target launcher of VMI {} ended; removing its pod", uid);
+    by_uid_.erase(uid);
+    changed_.SignalAll();
+    work_.Schedule([this, uid] { CleanupVmiDir(uid); });
+    return true;
+  }
+  bool left = r->migrated_away || (r->migrating_out && final.has_value() &&
+                                   final->reason() == "Migrated");
+  if (!left) return false;
+  EventLocked(r->vmi, "Normal", "Migrated",
+              absl::StrCat("The VirtualMachineInstance migrated to node ",
+                           r->vmi.status().migration_state().target_node(),
+                           "; its source launcher ended"));
+  RemoveLocked(uid);
+  return true;
+}
+
+absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTarget(
+    const VirtualMachineInstance& vmi, absl::Duration timeout) {
+  const std::string uid = vmi.metadata().uid();
+  {
+    absl::MutexLock lock(&mu_);
+    if (by_uid_.count(uid) > 0) {
+      return absl::AlreadyExistsError("VMI " + uid + " already has a pod on node " +
+                                      config_.node_name);
+    }
+    ObjectRef ref;
+    ref.set_namespace_(vmi.metadata().namespace_());
+    ref.set_name(vmi.metadata().name());
+    if (FindLocked(ref) != nullptr) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "node ", config_.node_name, " already has a VMI named ", vmi.metadata().namespace_(),
+          "/", vmi.metadata().name()));
+    }
+    for (const auto& [other, rec] : by_uid_) {
+      if (VmiPaths::DirKey(other) == VmiPaths::DirKey(uid)) {
+        return absl::AlreadyExistsError("another VMI on node " + config_.node_name +
+                                        " has a UID starting with the same 12 digits");
+      }
+    }
+    auto record = std::make_unique<Record>();
+    record->vmi = vmi;
+    record->migration_target = true;
+    record->source_status = vmi.status();
+    record->vmi.mutable_status()->clear_launcher();
+    record->vmi.mutable_status()->clear_interfaces();
+    Record* r = record.get();
+    by_uid_[uid] = std::move(record);
+    ScheduleStartLocked(r);
+  }
+  absl::MutexLock lock(&mu_);
+  auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end()) return true;
+    const Record* r = it->second.get();
+    // Synchronized=False: the pod could not be made (no pod IP, no disk).
+    return r->incoming_ready || IsFinalPhase(r->vmi.status().phase()) ||
+           FindCondition(r->vmi.status().conditions(), "Synchronized") != nullptr;
+  };
+  absl::Time deadline = absl::Now() + timeout;
+  while (!settled() && absl::Now() < deadline) changed_.WaitWithDeadline(&mu_, deadline);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) {
+    return absl::UnavailableError("the target launcher ended before it was ready");
+  }
+  Record* r = it->second.get();
+  if (!r->incoming_ready) {
+    const auto* sync = FindCondition(r->vmi.status().conditions(), "Synchronized");
+    std::string why = sync != nullptr ? sync->message() : "launcher not ready in time";
+    std::string id = uid;
+    work_.Schedule([this, id] { (void)AbortMigrationTarget(id); });
+    return absl::UnavailableError("prepare target on node " + config_.node_name + ": " + why);
+  }
+  MigrationTarget t;
+  t.vmi_dir = paths_.vmi(uid).root();
+  t.launcher_pid = r->launcher_pid;
+  for (const auto& i : r->vmi.status().interfaces()) {
+    if (!i.ip_address().empty()) t.pod_ip = i.ip_address();
+  }
+  return t;
+}
+
+absl::StatusOr<std::string> VmiController::MigrationTargetSocket(const std::string& uid) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end() || !it->second->migration_target || !it->second->incoming_ready) {
+    return absl::NotFoundError("no migration target is prepared for VMI " + uid + " on node " +
+                               config_.node_name);
+  }
+  return paths_.vmi(uid).libvirt_home() + "/r/libvirt/libvirt-sock";
+}
+
+bool VmiController::IsPendingMigrationTarget(const std::string& uid) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  return it != by_uid_.end() && it->second->migration_target;
+}
+
+absl::Status VmiController::AbortMigrationTarget(const std::string& uid) {
+  bool started;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end()) return absl::OkStatus();
+    if (!it->second->migration_target) {
+      return absl::FailedPreconditionError("VMI " + uid + " already runs on node " +
+                                           config_.node_name);
+    }
+    started = it->second->launcher_alive;
+    if (!started && !it->second->start_scheduled) {
+      by_uid_.erase(it);
+      changed_.SignalAll();
+    }
+  }
+  if (!started) {
+    TearDownPodNetwork(uid);
+    CleanupVmiDir(uid);
+    return absl::OkStatus();
+  }
+  // Its exit (OnLauncherExit) removes the record, the pod network and the dir.
+  return cgroups_.KillAndRemove(uid, absl::Seconds(10));
+}
+
+absl::StatusOr<VirtualMachineInstance> VmiController::CompleteMigrationTarget(
+    const std::string& uid, const VirtualMachineInstanceMigrationState& state,
+    absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto pending = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = by_uid_.find(uid);
+    return it != by_uid_.end() && it->second->migration_target;
+  };
+  absl::Time deadline = absl::Now() + timeout;
+  while (pending() && absl::Now() < deadline) changed_.WaitWithDeadline(&mu_, deadline);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return absl::NotFoundError("VMI " + uid + " is not on node " + config_.node_name);
+  Record* r = it->second.get();
+  if (r->migration_target) {
+    return absl::DeadlineExceededError("the migrated domain did not resume on node " +
+                                       config_.node_name);
+  }
+  auto* ms = r->vmi.mutable_status()->mutable_migration_state();
+  bool detected = ms->target_node_domain_detected();
+  std::string ready = ms->target_node_domain_ready_timestamp();
+  *ms = state;
+  ms->set_target_node_domain_detected(detected);
+  ms->set_target_node_domain_ready_timestamp(ready);
+  r->vmi.mutable_status()->set_migration_method("LiveMigration");
+  r->vmi.mutable_status()->set_migration_transport("Unix");
+  SetLiveMigratableCondition(&r->vmi, config_.shared_volumes, clock_->Now());
+  RETURN_IF_ERROR(Persist(r, "MODIFIED"));
+  return r->vmi;
+}
+
+}  // namespace kvnode

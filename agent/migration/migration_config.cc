@@ -1,0 +1,77 @@
+#include "agent/migration/migration_config.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace kvnode {
+namespace {
+
+bool IsHostPort(const std::string& v) {
+  size_t colon = v.rfind(':');
+  int port = 0;
+  return colon != std::string::npos && colon > 0 &&
+         absl::SimpleAtoi(v.substr(colon + 1), &port) && port > 0 && port <= 65535;
+}
+
+absl::Status ParseTimeout(const FlagSet& flags, const char* flag, absl::Duration* out) {
+  auto v = flags.Get(flag);
+  if (!v) return absl::OkStatus();
+  if (!absl::ParseDuration(*v, out) || *out < absl::Seconds(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, ": expected a duration of at least 1s (for example 150s), got \"", *v, "\""));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void DeclareMigrationFlags(FlagSet* flags) {
+  flags->Value("migration-listen").Value("peer").Value("migration-bandwidth")
+      .Value("migration-progress-timeout").Value("migration-completion-timeout-per-gib")
+      .Value("migration-max-outbound").Bool("migration-allow-post-copy")
+      .Bool("migration-allow-auto-converge").Bool("shared-volumes");
+}
+
+absl::Status ParseMigrationFlags(const FlagSet& flags, MigrationConfig* c) {
+  c->listen = flags.GetOr("migration-listen", "");
+  if (!c->listen.empty() && !IsHostPort(c->listen)) {
+    return absl::InvalidArgumentError("--migration-listen: expected HOST:PORT, got \"" +
+                                      c->listen + "\"");
+  }
+  for (const std::string& peer : flags.GetAll("peer")) {
+    size_t eq = peer.find('=');
+    if (eq == std::string::npos || eq == 0 || !IsHostPort(peer.substr(eq + 1))) {
+      return absl::InvalidArgumentError("--peer: expected NAME=HOST:PORT, got \"" + peer + "\"");
+    }
+    c->peers[peer.substr(0, eq)] = peer.substr(eq + 1);
+  }
+  if (auto bw = flags.Get("migration-bandwidth")) {
+    if (!absl::SimpleAtoi(*bw, &c->policy.bandwidth_mib)) {
+      return absl::InvalidArgumentError(
+          "--migration-bandwidth: expected MiB/s as a whole number (0: unlimited), got \"" + *bw +
+          "\"");
+    }
+  }
+  if (absl::Status s = ParseTimeout(flags, "migration-progress-timeout",
+                                    &c->policy.progress_timeout);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ParseTimeout(flags, "migration-completion-timeout-per-gib",
+                                    &c->policy.completion_timeout_per_gib);
+      !s.ok()) {
+    return s;
+  }
+  if (auto n = flags.Get("migration-max-outbound")) {
+    if (!absl::SimpleAtoi(*n, &c->policy.max_outbound) || c->policy.max_outbound < 1) {
+      return absl::InvalidArgumentError(
+          "--migration-max-outbound: expected a number of at least 1, got \"" + *n + "\"");
+    }
+  }
+  c->policy.allow_post_copy = flags.GetBool("migration-allow-post-copy");
+  c->policy.allow_auto_converge = flags.GetBool("migration-allow-auto-converge");
+  c->shared_volumes = flags.GetBool("shared-volumes");
+  return absl::OkStatus();
+}
+
+}  // namespace kvnode

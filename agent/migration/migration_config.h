@@ -1,0 +1,53 @@
+// What a node needs to take part in live migrations, from the handler's flags:
+//
+//   --migration-listen HOST:PORT   serve kvnode.v1.Migration (TCP, mutual TLS with --tls-*)
+//   --peer NAME=HOST:PORT          another node's migration address (repeatable)
+//   --migration-bandwidth MiB      per migration, MiB/s (0: unlimited; KubeVirt's default)
+//   --migration-progress-timeout 150s
+//   --migration-completion-timeout-per-gib 150s
+//   --migration-allow-post-copy, --migration-allow-auto-converge
+//   --migration-max-outbound 2     outbound migrations at once on this node
+//   --shared-volumes               this node's PVCs live on storage all nodes share
+//
+// KubeVirt's defaults (KUBEVIRT-REFERENCE.md section 7). Parsing is pure.
+#ifndef KVNODE_AGENT_MIGRATION_MIGRATION_CONFIG_H_
+#define KVNODE_AGENT_MIGRATION_MIGRATION_CONFIG_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "agent/base/flags.h"
+
+namespace kvnode {
+
+struct MigrationPolicy {
+  uint64_t bandwidth_mib = 0;
+  absl::Duration progress_timeout = absl::Seconds(150);
+  absl::Duration completion_timeout_per_gib = absl::Seconds(150);
+  bool allow_post_copy = false;
+  bool allow_auto_converge = false;
+  int max_outbound = 2;
+};
+
+struct MigrationConfig {
+  std::string node_name;
+  std::string listen;
+  // Node name → HOST:PORT of its migration service.
+  std::map<std::string, std::string> peers;
+  std::string tls_cert, tls_key, tls_ca;
+  MigrationPolicy policy;
+  bool shared_volumes = false;
+};
+
+// Declares the flags above on `flags`.
+void DeclareMigrationFlags(FlagSet* flags);
+// Reads them; every error names its flag. TLS files are taken as given (the caller checks
+// that --migration-listen and --peer come with --tls-cert, --tls-key and --tls-ca).
+absl::Status ParseMigrationFlags(const FlagSet& flags, MigrationConfig* config);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_MIGRATION_MIGRATION_CONFIG_H_

@@ -1,0 +1,463 @@
+#include "agent/migration/migration_controller.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "agent/api/api_server.h"
+#include "agent/base/logging.h"
+#include "agent/base/status_macros.h"
+#include "agent/base/uuid.h"
+#include "agent/migration/migration_monitor.h"
+#include "agent/migration/tunnel.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::VirtualMachineInstanceMigration;
+using kvnode::v1::VirtualMachineInstanceMigrationState;
+
+grpc::ClientContext* WithDeadline(grpc::ClientContext* ctx, absl::Duration d) {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + d));
+  return ctx;
+}
+
+bool IsFinalVmimPhase(const std::string& phase) {
+  return phase == "Succeeded" || phase == "Failed";
+}
+
+std::string ShortId(const std::string& uid) { return uid.substr(0, 8); }
+
+}  // namespace
+
+MigrationController::MigrationController(MigrationConfig config, VmiController* vmis,
+                                         Store* store, FsIdentity launcher_fs, Clock* clock)
+    : config_(std::move(config)),
+      vmis_(vmis),
+      store_(store),
+      launcher_fs_(std::move(launcher_fs)),
+      clock_(clock) {
+  auto stored = store_->List(kVmimKind);
+  if (!stored.ok()) return;
+  absl::MutexLock lock(&mu_);
+  for (const StoredObject& o : *stored) {
+    VirtualMachineInstanceMigration vmim;
+    if (!google::protobuf::util::JsonStringToMessage(o.json, &vmim).ok()) continue;
+    if (!IsFinalVmimPhase(vmim.status().phase())) {
+      // The handler that ran it is gone; its launcher's job ended with it or will fail.
+      vmim.mutable_status()->set_phase("Failed");
+      auto* st = vmim.mutable_status()->mutable_migration_state();
+      st->set_failed(true);
+      st->set_failure_reason("the source handler restarted during the migration");
+      if (st->end_timestamp().empty()) st->set_end_timestamp(FormatTimestamp(clock_->Now()));
+      (void)Save(&vmim, "MODIFIED");
+    }
+    finished_[vmim.metadata().uid()] = vmim;
+  }
+}
+
+MigrationController::~MigrationController() {
+  std::vector<Outbound*> running;
+  {
+    absl::MutexLock lock(&mu_);
+    quit_ = true;
+    for (auto& [uid, m] : active_) running.push_back(m.get());
+  }
+  for (Outbound* m : running) {
+    if (m->thread.joinable()) m->thread.join();
+  }
+}
+
+absl::Status MigrationController::Save(VirtualMachineInstanceMigration* vmim,
+                                       const std::string& type) {
+  return store_->Put(kVmimKind, vmim, type).status();
+}
+
+absl::StatusOr<VirtualMachineInstanceMigration> MigrationController::Migrate(
+    const kvnode::v1::ObjectRef& ref, const std::string& target_node, uint64_t bandwidth_mib) {
+  if (ref.name().empty()) return absl::InvalidArgumentError("vmi.name: required");
+  if (target_node.empty()) return absl::InvalidArgumentError("target_node: required");
+  if (target_node == config_.node_name) {
+    return absl::InvalidArgumentError("target_node: \"" + target_node +
+                                      "\" is this node; migrate to another node");
+  }
+  auto peer = config_.peers.find(target_node);
+  if (peer == config_.peers.end()) {
+    std::vector<std::string> known;
+    for (const auto& [name, addr] : config_.peers) known.push_back(name);
+    return absl::NotFoundError(absl::StrCat(
+        "target_node: unknown node \"", target_node, "\" (this node knows: ",
+        known.empty() ? "none; start the handler with --peer NAME=HOST:PORT" : absl::StrJoin(known, ", "),
+        ")"));
+  }
+  auto m = std::make_unique<Outbound>();
+  std::string ns = ref.namespace_().empty() ? "default" : ref.namespace_();
+  std::string uid = NewRandomUuid();
+  auto* meta = m->vmim.mutable_metadata();
+  m->vmim.set_api_version("kubevirt.io/v1");
+  m->vmim.set_kind(kVmimKind);
+  meta->set_namespace_(ns);
+  meta->set_name(absl::StrCat(ref.name(), "-migration-", ShortId(uid).substr(0, 5)));
+  meta->set_uid(uid);
+  meta->set_creation_timestamp(FormatTimestamp(clock_->Now()));
+  (*meta->mutable_labels())["kubevirt.io/vmi-name"] = ref.name();
+  m->vmim.mutable_spec()->set_vmi_name(ref.name());
+  m->vmim.mutable_spec()->set_target_node(target_node);
+  VirtualMachineInstanceMigrationState state;
+  state.set_migration_uid(uid);
+  state.set_source_node(config_.node_name);
+  state.set_target_node(target_node);
+  state.set_mode("PreCopy");
+  m->target_address = peer->second;
+  m->bandwidth_mib = bandwidth_mib > 0 ? bandwidth_mib : config_.policy.bandwidth_mib;
+  m->ref = ref;
+  m->ref.set_namespace_(ns);
+
+  absl::MutexLock lock(&mu_);
+  int outbound = static_cast<int>(active_.size());
+  if (outbound >= config_.policy.max_outbound) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "node ", config_.node_name, " already runs ", outbound,
+        " outbound migrations (at most ", config_.policy.max_outbound,
+        ", --migration-max-outbound); try again when one ends"));
+  }
+  ASSIGN_OR_RETURN(kvnode::v1::VirtualMachineInstance vmi, vmis_->BeginMigrationOut(ref, state));
+  m->vmi_uid = vmi.metadata().uid();
+  m->vmi_dir = vmi.status().launcher().socket();
+  m->vmi_dir = m->vmi_dir.substr(0, m->vmi_dir.rfind('/'));
+  *m->vmim.mutable_status()->mutable_migration_state() = state;
+  m->vmim.mutable_status()->set_phase("Pending");
+  auto* t = m->vmim.mutable_status()->add_phase_transition_timestamps();
+  t->set_phase("Pending");
+  t->set_phase_transition_timestamp(FormatTimestamp(clock_->Now()));
+  if (absl::Status s = Save(&m->vmim, "ADDED"); !s.ok()) {
+    vmis_->EndMigrationOut(m->vmi_uid);
+    return s;
+  }
+  Outbound* raw = m.get();
+  VirtualMachineInstanceMigration out = m->vmim;
+  active_[uid] = std::move(m);
+  raw->thread = std::thread([this, raw] { RunMigration(raw); });
+  return out;
+}
+
+absl::StatusOr<VirtualMachineInstanceMigration> MigrationController::Cancel(
+    const kvnode::v1::ObjectRef& ref) {
+  std::string ns = ref.namespace_().empty() ? "default" : ref.namespace_();
+  Outbound* m = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [uid, o] : active_) {
+      if (!o->done && o->ref.name() == ref.name() && o->ref.namespace_() == ns) m = o.get();
+    }
+    if (m == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "VMI ", ref.name(), " has no migration in progress on node ", config_.node_name));
+    }
+    m->abort_requested = true;
+  }
+  UpdateState(m, [](VirtualMachineInstanceMigrationState* s) {
+    s->set_abort_requested(true);
+    s->set_abort_status("Aborting");
+  });
+  absl::MutexLock lock(&mu_);
+  return m->vmim;
+}
+
+std::vector<VirtualMachineInstanceMigration> MigrationController::List(const std::string& ns) {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, VirtualMachineInstanceMigration> all = finished_;
+  for (const auto& [uid, m] : active_) all[uid] = m->vmim;
+  std::vector<VirtualMachineInstanceMigration> out;
+  for (auto& [uid, v] : all) {
+    if (ns.empty() || v.metadata().namespace_() == ns) out.push_back(std::move(v));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.metadata().creation_timestamp() < b.metadata().creation_timestamp();
+  });
+  return out;
+}
+
+void MigrationController::Publish(Outbound* m, const std::string& phase) {
+  absl::MutexLock lock(&mu_);
+  auto* status = m->vmim.mutable_status();
+  if (status->phase() != phase) {
+    status->set_phase(phase);
+    auto* t = status->add_phase_transition_timestamps();
+    t->set_phase(phase);
+    t->set_phase_transition_timestamp(FormatTimestamp(clock_->Now()));
+  }
+  (void)Save(&m->vmim, "MODIFIED");
+}
+
+void MigrationController::UpdateState(
+    Outbound* m, const std::function<void(VirtualMachineInstanceMigrationState*)>& update) {
+  {
+    absl::MutexLock lock(&mu_);
+    update(m->vmim.mutable_status()->mutable_migration_state());
+    (void)Save(&m->vmim, "MODIFIED");
+  }
+  (void)vmis_->UpdateMigrationState(m->vmi_uid, update);  // NotFound once the VMI left
+}
+
+bool MigrationController::Stopping() {
+  absl::MutexLock lock(&mu_);
+  return quit_;
+}
+
+bool MigrationController::AbortRequested(Outbound* m) {
+  absl::MutexLock lock(&mu_);
+  return m->abort_requested;
+}
+
+std::shared_ptr<kvnode::v1::Migration::Stub> MigrationController::TargetStub(
+    const std::string& address) {
+  grpc::SslCredentialsOptions ssl;
+  auto ca = ReadSmallFile(config_.tls_ca);
+  auto key = ReadSmallFile(config_.tls_key);
+  auto cert = ReadSmallFile(config_.tls_cert);
+  if (!ca.ok() || !key.ok() || !cert.ok()) return nullptr;
+  ssl.pem_root_certs = *ca;
+  ssl.pem_private_key = *key;
+  ssl.pem_cert_chain = *cert;
+  auto channel = grpc::CreateCustomChannel(address, grpc::SslCredentials(ssl),
+                                           MigrationChannelArguments());
+  return std::shared_ptr<kvnode::v1::Migration::Stub>(kvnode::v1::Migration::NewStub(channel));
+}
+
+std::string MigrationController::PrepareTarget(Outbound* m, kvnode::v1::Migration::Stub* target,
+                                               kvnode::v1::PrepareTargetResponse* prepared) {
+  Publish(m, "Scheduling");
+  kvnode::v1::PrepareTargetRequest req;
+  auto vmi = vmis_->Get(m->ref);
+  if (!vmi.ok()) return std::string(vmi.status().message());
+  *req.mutable_vmi() = *vmi;
+  req.set_migration_uid(m->vmim.metadata().uid());
+  req.set_source_node(config_.node_name);
+  grpc::ClientContext ctx;
+  WithDeadline(&ctx, absl::Seconds(120));
+  ctx.set_wait_for_ready(true);
+  grpc::Status s = target->PrepareTarget(&ctx, req, prepared);
+  if (!s.ok()) return "prepare the target: " + s.error_message();
+  Publish(m, "Scheduled");
+  UpdateState(m, [&](VirtualMachineInstanceMigrationState* st) {
+    st->set_target_pod(absl::StrCat("launcher pid ", prepared->launcher_pid()));
+    st->set_target_node_address(m->target_address);
+  });
+  Publish(m, "PreparingTarget");
+  return "";
+}
+
+std::string MigrationController::StartLauncherMigration(
+    Outbound* m, const std::string& socket, const kvnode::v1::PrepareTargetResponse& prepared) {
+  auto launcher = vmis_->MigrationLauncher(m->vmi_uid);
+  if (!launcher.ok()) return "source launcher: " + std::string(launcher.status().message());
+  kvnode::v1::MigrateRequest req;
+  req.set_socket_path(socket);
+  req.set_migration_uid(m->vmim.metadata().uid());
+  req.set_bandwidth_mib(m->bandwidth_mib);
+  req.set_allow_auto_converge(config_.policy.allow_auto_converge);
+  req.set_allow_post_copy(config_.policy.allow_post_copy);
+  // The VMI dir first: it lies under the state dir.
+  auto* rw = req.add_rewrites();
+  rw->set_from(m->vmi_dir);
+  rw->set_to(prepared.target_vmi_dir());
+  std::string state_dir = m->vmi_dir.substr(0, m->vmi_dir.rfind("/vmis/"));
+  rw = req.add_rewrites();
+  rw->set_from(state_dir);
+  rw->set_to(prepared.target_state_dir());
+  grpc::ClientContext ctx;
+  WithDeadline(&ctx, absl::Seconds(30));
+  kvnode::v1::LauncherResponse resp;
+  grpc::Status s = (*launcher)->Migrate(&ctx, req, &resp);
+  if (!s.ok()) return "start the migration: " + s.error_message();
+  UpdateState(m, [&](VirtualMachineInstanceMigrationState* st) {
+    st->set_start_timestamp(FormatTimestamp(clock_->Now()));
+  });
+  Publish(m, "Running");
+  return "";
+}
+
+bool MigrationController::FollowJob(Outbound* m, std::string* reason, bool* aborted,
+                                    bool* source_gone) {
+  MigrationMonitor monitor(config_.policy, clock_->Now());
+  bool abort_sent = false;
+  int errors = 0;
+  absl::Time last_published = absl::InfinitePast();
+  while (true) {
+    absl::SleepFor(absl::Milliseconds(200));
+    auto launcher = vmis_->MigrationLauncher(m->vmi_uid);
+    kvnode::v1::MigrationJobStatus job;
+    grpc::Status s = launcher.ok() ? grpc::Status::OK
+                                   : grpc::Status(grpc::StatusCode::UNAVAILABLE, "no launcher");
+    if (launcher.ok()) {
+      grpc::ClientContext ctx;
+      WithDeadline(&ctx, absl::Seconds(5));
+      kvnode::v1::PingRequest req;
+      s = (*launcher)->GetMigration(&ctx, req, &job);
+    }
+    if (!s.ok()) {
+      // After a completed migration the source launcher ends at once: the target decides.
+      *source_gone = absl::IsNotFound(vmis_->UpdateMigrationState(m->vmi_uid, [](auto*) {}));
+      if (++errors >= 10 || *source_gone) {
+        *reason = "lost the source launcher during the migration: " + s.error_message();
+        return false;
+      }
+      continue;
+    }
+    errors = 0;
+    if (job.state() == "Completed") return true;
+    if (job.state() == "Failed" || job.state() == "Cancelled") {
+      *aborted = abort_sent && job.state() == "Cancelled";
+      if (reason->empty()) *reason = job.error();
+      return false;
+    }
+    bool stopping = Stopping();
+    if (!abort_sent && (AbortRequested(m) || stopping)) {
+      *reason = stopping ? "the source handler is stopping" : "Live migration aborted by request";
+      abort_sent = true;
+      grpc::ClientContext ctx;
+      WithDeadline(&ctx, absl::Seconds(30));
+      kvnode::v1::PingRequest req;
+      kvnode::v1::LauncherResponse resp;
+      grpc::Status a = (*launcher)->AbortMigration(&ctx, req, &resp);
+      if (!a.ok()) {
+        UpdateState(m, [](VirtualMachineInstanceMigrationState* st) { st->set_abort_status("Failed"); });
+      }
+    }
+    MigrationMonitor::Decision d =
+        monitor.Observe(job.data_remaining_bytes(), job.data_total_bytes(), clock_->Now());
+    if (d.action == MigrationMonitor::Action::kAbort && !abort_sent) {
+      *reason = d.reason;
+      abort_sent = true;
+      grpc::ClientContext ctx;
+      WithDeadline(&ctx, absl::Seconds(30));
+      kvnode::v1::PingRequest req;
+      kvnode::v1::LauncherResponse resp;
+      (void)(*launcher)->AbortMigration(&ctx, req, &resp);
+    } else if (d.action == MigrationMonitor::Action::kPostCopy) {
+      grpc::ClientContext ctx;
+      WithDeadline(&ctx, absl::Seconds(30));
+      kvnode::v1::PingRequest req;
+      kvnode::v1::LauncherResponse resp;
+      if ((*launcher)->StartPostCopy(&ctx, req, &resp).ok()) job.set_mode("PostCopy");
+    }
+    if (absl::Now() - last_published >= absl::Seconds(1)) {
+      last_published = absl::Now();
+      UpdateState(m, [&](VirtualMachineInstanceMigrationState* st) {
+        st->set_data_processed_bytes(job.data_processed_bytes());
+        st->set_data_remaining_bytes(job.data_remaining_bytes());
+        st->set_data_total_bytes(job.data_total_bytes());
+        st->set_memory_transfer_rate_bytes(job.memory_transfer_rate_bytes());
+        if (!job.mode().empty()) st->set_mode(job.mode());
+      });
+    }
+  }
+}
+
+bool MigrationController::Finish(Outbound* m, kvnode::v1::Migration::Stub* target,
+                                 bool succeeded, const std::string& reason, bool aborted,
+                                 bool source_gone) {
+  VirtualMachineInstanceMigrationState final_state;
+  {
+    absl::MutexLock lock(&mu_);
+    final_state = m->vmim.status().migration_state();
+  }
+  // A source launcher that vanished most likely ended because its domain left: ask the target
+  // to keep the VMI, and believe it.
+  bool complete = succeeded || source_gone;
+  final_state.set_end_timestamp(FormatTimestamp(clock_->Now()));
+  auto record_outcome = [&](bool ok, const std::string& why) {
+    final_state.set_completed(ok);
+    final_state.set_failed(!ok);
+    if (ok) {
+      final_state.set_data_remaining_bytes(0);
+      final_state.clear_failure_reason();
+    } else {
+      final_state.set_failure_reason(why);
+    }
+    if (final_state.abort_requested()) {
+      final_state.set_abort_status(aborted && !ok ? "Succeeded" : "Failed");
+    }
+  };
+  record_outcome(complete, reason);
+  if (target != nullptr) {
+    kvnode::v1::FinishTargetRequest req;
+    req.set_vmi_uid(m->vmi_uid);
+    req.set_migration_uid(m->vmim.metadata().uid());
+    req.set_succeeded(complete);
+    *req.mutable_migration_state() = final_state;
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx, absl::Seconds(complete ? 60 : 15));
+    kvnode::v1::FinishTargetResponse resp;
+    grpc::Status s = target->FinishTarget(&ctx, req, &resp);
+    if (source_gone) {
+      succeeded = s.ok();
+      if (!s.ok()) record_outcome(false, reason + "; the target: " + s.error_message());
+    }
+    if (!s.ok()) {
+      LogFor(spdlog::level::warn, {m->ref.namespace_(), m->ref.name(), m->vmi_uid},
+             "tell the target node the migration {}: {}", succeeded ? "succeeded" : "failed",
+             s.error_message());
+    }
+  }
+  UpdateState(m, [&](VirtualMachineInstanceMigrationState* st) { *st = final_state; });
+  if (!succeeded) vmis_->EndMigrationOut(m->vmi_uid);
+  Publish(m, succeeded ? "Succeeded" : "Failed");
+  return succeeded;
+}
+
+void MigrationController::RunMigration(Outbound* m) {
+  LogFor(spdlog::level::info, {m->ref.namespace_(), m->ref.name(), m->vmi_uid},
+         "migration {} to {} ({}) starting", m->vmim.metadata().uid(),
+         m->vmim.spec().target_node(), m->target_address);
+  std::shared_ptr<kvnode::v1::Migration::Stub> target = TargetStub(m->target_address);
+  std::string reason;
+  bool aborted = false;
+  bool succeeded = false;
+  bool source_gone = false;
+  std::unique_ptr<TunnelListener> tunnel;
+  kvnode::v1::PrepareTargetResponse prepared;
+  if (target == nullptr) {
+    reason = "cannot read the TLS files (--tls-cert, --tls-key, --tls-ca)";
+  } else if (AbortRequested(m)) {
+    reason = "Live migration aborted by request";
+    aborted = true;
+  } else {
+    reason = PrepareTarget(m, target.get(), &prepared);
+  }
+  if (reason.empty()) {
+    std::string socket = absl::StrCat(m->vmi_dir, "/run/mig-", ShortId(m->vmim.metadata().uid()), ".sock");
+    auto listener = TunnelListener::Start(launcher_fs_, socket, target, m->vmi_uid,
+                                          m->vmim.metadata().uid());
+    if (!listener.ok()) {
+      reason = "tunnel socket: " + std::string(listener.status().message());
+    } else {
+      tunnel = std::move(*listener);
+      Publish(m, "TargetReady");
+      reason = StartLauncherMigration(m, socket, prepared);
+    }
+  }
+  if (reason.empty()) succeeded = FollowJob(m, &reason, &aborted, &source_gone);
+  if (!succeeded && !source_gone && !aborted && tunnel != nullptr && tunnel->broken()) {
+    reason = "the migration tunnel to node " + m->vmim.spec().target_node() + " broke: " + reason;
+  }
+  if (tunnel != nullptr) tunnel->Stop();
+  // PrepareTarget may have made a pod even when it failed: always tell the target.
+  // When the source launcher vanished, the target says whether the domain made it there.
+  succeeded = Finish(m, target.get(), succeeded, reason, aborted, source_gone);
+  LogFor(succeeded ? spdlog::level::info : spdlog::level::warn,
+         {m->ref.namespace_(), m->ref.name(), m->vmi_uid}, "migration {} {}{}",
+         m->vmim.metadata().uid(), succeeded ? "succeeded" : "failed: ",
+         succeeded ? "" : reason);
+  absl::MutexLock lock(&mu_);
+  m->done = true;
+  finished_[m->vmim.metadata().uid()] = m->vmim;
+  // The thread cannot join itself: it is detached and its record dropped here.
+  auto it = active_.find(m->vmim.metadata().uid());
+  if (it != active_.end() && !quit_) {
+    it->second->thread.detach();
+    active_.erase(it);
+  }
+}
+
+}  // namespace kvnode

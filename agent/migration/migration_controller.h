@@ -1,0 +1,101 @@
+// The source node's live migrations (KubeVirt's migration controller, the source virt-handler
+// and the launcher's migration monitor in one): for MigrateVMI it records a
+// VirtualMachineInstanceMigration, asks the target node to prepare (Migration.PrepareTarget),
+// opens the tunnel socket, starts the launcher's migration, follows its progress into
+// status.migrationState, applies the policy's timeouts, and ends it either way: on success the
+// target keeps the VMI (same UID) and this node lets it go; on failure or abort the guest keeps
+// running here and the target's leftovers are ended.
+//
+// Phases of the VMIM: Pending → Scheduling (asking the target for its pod) → Scheduled (the
+// target pod is ready) → PreparingTarget → TargetReady (tunnel up, target address published)
+// → Running (the launcher migrates) → Succeeded | Failed.
+//
+// Thread-safe. Each migration runs on its own thread.
+#ifndef KVNODE_AGENT_MIGRATION_MIGRATION_CONTROLLER_H_
+#define KVNODE_AGENT_MIGRATION_MIGRATION_CONTROLLER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/base/clock.h"
+#include "agent/handler/vmi_controller.h"
+#include "agent/migration/migration_config.h"
+#include "agent/store/store.h"
+#include "kvnode/v1/migration.grpc.pb.h"
+
+namespace kvnode {
+
+inline constexpr char kVmimKind[] = "VirtualMachineInstanceMigration";
+
+class MigrationController {
+ public:
+  // Loads stored migrations; those a previous handler left unfinished end Failed.
+  MigrationController(MigrationConfig config, VmiController* vmis, Store* store,
+                      FsIdentity launcher_fs, Clock* clock);
+  ~MigrationController();
+
+  absl::StatusOr<kvnode::v1::VirtualMachineInstanceMigration> Migrate(
+      const kvnode::v1::ObjectRef& vmi, const std::string& target_node,
+      uint64_t bandwidth_mib = 0);
+  absl::StatusOr<kvnode::v1::VirtualMachineInstanceMigration> Cancel(
+      const kvnode::v1::ObjectRef& vmi);
+  std::vector<kvnode::v1::VirtualMachineInstanceMigration> List(const std::string& ns);
+
+ private:
+  struct Outbound {
+    kvnode::v1::VirtualMachineInstanceMigration vmim;
+    kvnode::v1::ObjectRef ref;
+    std::string vmi_uid;
+    std::string vmi_dir;
+    std::string target_address;
+    uint64_t bandwidth_mib = 0;
+    bool abort_requested = false;
+    bool done = false;
+    std::thread thread;
+  };
+
+  void RunMigration(Outbound* m);
+  // The steps of RunMigration; each returns the failure reason, or "" to go on.
+  std::string PrepareTarget(Outbound* m, kvnode::v1::Migration::Stub* target,
+                            kvnode::v1::PrepareTargetResponse* prepared);
+  std::string StartLauncherMigration(Outbound* m, const std::string& socket,
+                                     const kvnode::v1::PrepareTargetResponse& prepared);
+  // Follows the launcher's job until it ends; true when it completed. *source_gone: the
+  // source launcher and VMI left this node (the target then says how it ended).
+  bool FollowJob(Outbound* m, std::string* reason, bool* aborted, bool* source_gone);
+  // Tells the target and records the end; returns whether the migration succeeded.
+  bool Finish(Outbound* m, kvnode::v1::Migration::Stub* target, bool succeeded,
+              const std::string& reason, bool aborted, bool source_gone);
+  bool Stopping() ABSL_LOCKS_EXCLUDED(mu_);
+  // Applies `update` to the VMIM's state and to the VMI's migrationState.
+  void UpdateState(Outbound* m,
+                   const std::function<void(kvnode::v1::VirtualMachineInstanceMigrationState*)>& update);
+  bool AbortRequested(Outbound* m) ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::Status Save(kvnode::v1::VirtualMachineInstanceMigration* vmim, const std::string& type)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets the VMIM's phase (with its transition time) and state, and stores it.
+  void Publish(Outbound* m, const std::string& phase) ABSL_LOCKS_EXCLUDED(mu_);
+  std::shared_ptr<kvnode::v1::Migration::Stub> TargetStub(const std::string& address);
+
+  // Constant after construction.
+  const MigrationConfig config_;
+  VmiController* const vmis_;
+  Store* const store_;
+  const FsIdentity launcher_fs_;
+  Clock* const clock_;
+
+  absl::Mutex mu_;
+  std::map<std::string, kvnode::v1::VirtualMachineInstanceMigration> finished_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<Outbound>> active_ ABSL_GUARDED_BY(mu_);  // by VMIM uid
+  bool quit_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_MIGRATION_MIGRATION_CONTROLLER_H_

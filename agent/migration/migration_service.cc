@@ -1,0 +1,138 @@
+#include "agent/migration/migration_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "agent/base/grpc_status.h"
+#include "agent/base/uuid.h"
+#include "agent/migration/tunnel.h"
+#include "spdlog/spdlog.h"
+
+namespace kvnode {
+namespace {
+
+constexpr absl::Duration kNoTunnelAfterEnd = absl::Seconds(15);
+constexpr absl::Duration kNoTunnelAtAll = absl::Seconds(120);
+
+}  // namespace
+
+MigrationService::MigrationService(std::string node_name, std::string state_dir,
+                                   VmiController* vmis, FsIdentity launcher_fs)
+    : node_name_(std::move(node_name)),
+      state_dir_(std::move(state_dir)),
+      vmis_(vmis),
+      launcher_fs_(std::move(launcher_fs)) {
+  watchdog_ = std::thread([this] { WatchdogLoop(); });
+}
+
+MigrationService::~MigrationService() {
+  {
+    absl::MutexLock lock(&mu_);
+    quit_ = true;
+  }
+  watchdog_.join();
+}
+
+grpc::Status MigrationService::PrepareTarget(grpc::ServerContext*,
+                                             const kvnode::v1::PrepareTargetRequest* req,
+                                             kvnode::v1::PrepareTargetResponse* resp) {
+  const std::string& uid = req->vmi().metadata().uid();
+  if (!IsCanonicalUuid(uid)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "vmi.metadata.uid: \"" + uid + "\" is not a UUID");
+  }
+  if (req->vmi().metadata().name().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "vmi.metadata.name: required");
+  }
+  spdlog::info("preparing migration target for VMI {}/{} ({}) from node {}",
+               req->vmi().metadata().namespace_(), req->vmi().metadata().name(), uid,
+               req->source_node());
+  {
+    absl::MutexLock lock(&mu_);
+    pending_[uid] = Pending{absl::Now()};
+  }
+  auto target = vmis_->PrepareMigrationTarget(req->vmi(), absl::Seconds(90));
+  if (!target.ok()) {
+    absl::MutexLock lock(&mu_);
+    pending_.erase(uid);
+    return ToGrpcStatus(target.status());
+  }
+  resp->set_target_node(node_name_);
+  resp->set_target_vmi_dir(target->vmi_dir);
+  resp->set_target_state_dir(state_dir_);
+  resp->set_pod_ip(target->pod_ip);
+  resp->set_launcher_pid(target->launcher_pid);
+  return grpc::Status::OK;
+}
+
+grpc::Status MigrationService::Tunnel(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<kvnode::v1::TunnelData, kvnode::v1::TunnelData>* stream) {
+  kvnode::v1::TunnelData hello;
+  if (!stream->Read(&hello)) return grpc::Status(grpc::StatusCode::CANCELLED, "no data");
+  const std::string uid = hello.vmi_uid();
+  auto socket = vmis_->MigrationTargetSocket(uid);
+  if (!socket.ok()) return ToGrpcStatus(socket.status());
+  // The socket lives in the launcher user's dir: connect with that user's rights.
+  auto fd = ConnectUnixAs(launcher_fs_, *socket);
+  if (!fd.ok()) return ToGrpcStatus(fd.status());
+  {
+    absl::MutexLock lock(&mu_);
+    pending_[uid].tunnels++;
+  }
+  uint64_t bytes = ServeTunnel(ctx, stream, *fd);
+  spdlog::info("migration tunnel of VMI {} closed after {} bytes to the target", uid, bytes);
+  absl::MutexLock lock(&mu_);
+  auto it = pending_.find(uid);
+  if (it != pending_.end()) {
+    it->second.tunnels--;
+    it->second.last_tunnel_end = absl::Now();
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status MigrationService::FinishTarget(grpc::ServerContext*,
+                                            const kvnode::v1::FinishTargetRequest* req,
+                                            kvnode::v1::FinishTargetResponse* resp) {
+  const std::string& uid = req->vmi_uid();
+  {
+    absl::MutexLock lock(&mu_);
+    pending_.erase(uid);
+  }
+  if (req->succeeded()) {
+    auto vmi = vmis_->CompleteMigrationTarget(uid, req->migration_state(), absl::Seconds(45));
+    if (!vmi.ok()) return ToGrpcStatus(vmi.status());
+    *resp->mutable_vmi() = *vmi;
+    return grpc::Status::OK;
+  }
+  spdlog::info("migration of VMI {} failed on the source; ending its target pod", uid);
+  return ToGrpcStatus(vmis_->AbortMigrationTarget(uid));
+}
+
+void MigrationService::WatchdogLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!quit_) {
+    mu_.AwaitWithTimeout(absl::Condition(&quit_), absl::Seconds(1));
+    if (quit_) return;
+    absl::Time now = absl::Now();
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      const std::string uid = it->first;
+      const Pending& p = it->second;
+      bool orphaned = p.tunnels == 0 && (p.last_tunnel_end != absl::InfinitePast()
+                                             ? now - p.last_tunnel_end > kNoTunnelAfterEnd
+                                             : now - p.prepared > kNoTunnelAtAll);
+      if (!orphaned) {
+        ++it;
+        continue;
+      }
+      it = pending_.erase(it);
+      mu_.Unlock();
+      if (vmis_->IsPendingMigrationTarget(uid)) {
+        spdlog::warn("migration target of VMI {}: the source is gone (no tunnel); ending it", uid);
+        (void)vmis_->AbortMigrationTarget(uid);
+      }
+      mu_.Lock();
+      it = pending_.begin();  // the map may have changed meanwhile
+    }
+  }
+}
+
+}  // namespace kvnode

@@ -1,0 +1,200 @@
+#include "agent/migration/tunnel.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "spdlog/spdlog.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::TunnelData;
+
+constexpr size_t kChunk = 256 * 1024;
+
+bool WriteAll(int fd, const std::string& data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = write(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Copies fd → stream on a thread and stream → fd here until both directions end. `fd_ended`
+// runs when the fd side closed, with whether the stream had ended before (the client
+// half-closes; the server cancels its call unless the client already finished). When the
+// stream ends first, `half_close` passes that on as SHUT_WR and lets what the fd's peer still
+// sends through (for up to 2 s); otherwise the fd is shut down at once.
+template <typename Stream>
+uint64_t CarryBytes(int fd, Stream* stream, const std::function<void(bool)>& fd_ended,
+                    std::atomic<uint64_t>* sent, bool half_close) {
+  std::atomic<bool> stream_done{false};
+  absl::Notification up_done;
+  std::thread up([&] {
+    std::vector<char> buf(kChunk);
+    TunnelData msg;
+    while (true) {
+      ssize_t n = read(fd, buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      msg.set_data(buf.data(), static_cast<size_t>(n));
+      if (!stream->Write(msg)) break;
+      if (sent != nullptr) *sent += static_cast<uint64_t>(n);
+    }
+    fd_ended(stream_done.load());
+    up_done.Notify();
+  });
+  uint64_t received = 0;
+  TunnelData in;
+  while (stream->Read(&in)) {
+    if (!WriteAll(fd, in.data())) break;
+    received += in.data().size();
+  }
+  stream_done = true;
+  if (half_close) {
+    shutdown(fd, SHUT_WR);
+    up_done.WaitForNotificationWithTimeout(absl::Seconds(2));
+  }
+  shutdown(fd, SHUT_RDWR);  // ends the reader above
+  up.join();
+  return received;
+}
+
+}  // namespace
+
+grpc::ChannelArguments MigrationChannelArguments() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // A tunnel is one long stream: let the receiver open a wide window at once instead of
+  // waiting for BDP probing to grow it from 64 KiB (each full window costs a round trip).
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kTunnelWindow);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return args;
+}
+
+absl::StatusOr<std::unique_ptr<TunnelListener>> TunnelListener::Start(
+    const FsIdentity& owner, const std::string& path,
+    std::shared_ptr<kvnode::v1::Migration::Stub> target, const std::string& vmi_uid,
+    const std::string& migration_uid) {
+  auto t = std::unique_ptr<TunnelListener>(new TunnelListener());
+  t->path_ = path;
+  t->target_ = std::move(target);
+  t->vmi_uid_ = vmi_uid;
+  t->migration_uid_ = migration_uid;
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError("tunnel socket path too long: " + path);
+  }
+  memcpy(addr.sun_path, path.c_str(), path.size());
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "socket");
+  t->listen_fd_ = fd;
+  // The socket file is made by, and only usable for, the launcher's user.
+  absl::Status bound = RunWithFsIdentity(owner, [&]() -> absl::Status {
+    unlink(path.c_str());
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) {
+      return absl::ErrnoToStatus(errno, "bind " + path);
+    }
+    if (chmod(path.c_str(), 0600) < 0) return absl::ErrnoToStatus(errno, "chmod " + path);
+    return absl::OkStatus();
+  });
+  if (!bound.ok()) return bound;
+  if (listen(fd, 8) < 0) return absl::ErrnoToStatus(errno, "listen " + path);
+  t->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  t->accept_thread_ = std::thread([p = t.get()] { p->AcceptLoop(); });
+  return t;
+}
+
+void TunnelListener::AcceptLoop() {
+  while (!stopping_) {
+    struct pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (poll(p, 2, -1) < 0 && errno != EINTR) return;
+    if (stopping_) return;
+    if (!(p[0].revents & POLLIN)) continue;
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    absl::MutexLock lock(&mu_);
+    auto c = std::make_unique<Connection>();
+    c->fd = fd;
+    Connection* raw = c.get();
+    c->thread = std::thread([this, raw] { Carry(raw); });
+    connections_.push_back(std::move(c));
+  }
+}
+
+void TunnelListener::Carry(Connection* c) {
+  auto stream = target_->Tunnel(&c->ctx);
+  TunnelData hello;
+  hello.set_vmi_uid(vmi_uid_);
+  hello.set_migration_uid(migration_uid_);
+  if (stream->Write(hello)) {
+    CarryBytes(c->fd, stream.get(), [&](bool) { stream->WritesDone(); }, &sent_,
+               /*half_close=*/false);
+  }
+  grpc::Status s = stream->Finish();
+  if (!s.ok() && !stopping_) {
+    broken_ = true;
+    spdlog::warn("migration tunnel of VMI {} to the target ended: {}", vmi_uid_,
+                 s.error_message());
+  }
+  shutdown(c->fd, SHUT_RDWR);
+}
+
+void TunnelListener::Stop() {
+  if (stopping_.exchange(true)) return;
+  if (wake_fd_ >= 0) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  }
+  if (accept_thread_.joinable()) accept_thread_.join();
+  std::list<std::unique_ptr<Connection>> conns;
+  {
+    absl::MutexLock lock(&mu_);
+    conns.swap(connections_);
+  }
+  for (auto& c : conns) {
+    c->ctx.TryCancel();
+    shutdown(c->fd, SHUT_RDWR);
+  }
+  for (auto& c : conns) {
+    if (c->thread.joinable()) c->thread.join();
+    close(c->fd);
+  }
+  if (listen_fd_ >= 0) close(listen_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+  unlink(path_.c_str());
+}
+
+TunnelListener::~TunnelListener() { Stop(); }
+
+uint64_t ServeTunnel(grpc::ServerContext* ctx,
+                     grpc::ServerReaderWriter<TunnelData, TunnelData>* stream, int fd) {
+  uint64_t n = CarryBytes(
+      fd, stream,
+      [ctx](bool stream_done) {
+        if (!stream_done) ctx->TryCancel();  // the target's libvirtd went away first
+      },
+      nullptr, /*half_close=*/true);
+  close(fd);
+  return n;
+}
+
+}  // namespace kvnode

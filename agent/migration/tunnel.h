@@ -1,0 +1,80 @@
+// The migration tunnel: libvirt's peer-to-peer connection from the source launcher's libvirtd
+// to the target launcher's, carried by the two handlers (KubeVirt's migration proxy,
+// pkg/virt-handler/migration-proxy). No launcher listens on TCP:
+//
+//   source libvirtd ──unix──► TunnelListener (source handler, a socket in the VMI's run dir)
+//        ──gRPC Migration.Tunnel, TCP + mutual TLS──► target handler (ServeTunnel)
+//        ──unix──► target launcher's libvirtd socket
+//
+// Each accepted connection is one Tunnel stream; its first message names the VMI.
+#ifndef KVNODE_AGENT_MIGRATION_TUNNEL_H_
+#define KVNODE_AGENT_MIGRATION_TUNNEL_H_
+
+#include <atomic>
+#include <list>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/base/user_fs.h"
+#include "grpcpp/grpcpp.h"
+#include "kvnode/v1/migration.grpc.pb.h"
+
+namespace kvnode {
+
+// Source side. Thread-safe; Stop (or the destructor) ends every connection.
+class TunnelListener {
+ public:
+  // Binds `path` with `owner`'s rights (the launcher user's; the socket lives in its dir).
+  static absl::StatusOr<std::unique_ptr<TunnelListener>> Start(
+      const FsIdentity& owner, const std::string& path,
+      std::shared_ptr<kvnode::v1::Migration::Stub> target, const std::string& vmi_uid,
+      const std::string& migration_uid);
+  ~TunnelListener();
+
+  void Stop();
+  const std::string& path() const { return path_; }
+  uint64_t bytes_sent() const { return sent_.load(); }
+  // True once a connection ended because the stream to the target broke (not a clean end).
+  bool broken() const { return broken_.load(); }
+
+ private:
+  struct Connection {
+    int fd = -1;
+    grpc::ClientContext ctx;
+    std::thread thread;
+  };
+  TunnelListener() = default;
+  void AcceptLoop();
+  void Carry(Connection* c);
+
+  std::string path_, vmi_uid_, migration_uid_;
+  std::shared_ptr<kvnode::v1::Migration::Stub> target_;
+  int listen_fd_ = -1;
+  int wake_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> broken_{false};
+  std::atomic<uint64_t> sent_{0};
+  std::thread accept_thread_;
+  absl::Mutex mu_;
+  std::list<std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
+};
+
+// Target side: carries `stream` (whose first message was already read) to and from `fd`
+// until either end closes; closes `fd`. Returns the bytes written to `fd`.
+uint64_t ServeTunnel(grpc::ServerContext* ctx,
+                     grpc::ServerReaderWriter<kvnode::v1::TunnelData, kvnode::v1::TunnelData>* stream,
+                     int fd);
+
+// The HTTP/2 window a tunnel stream's receiver advertises (both handlers set it).
+inline constexpr int kTunnelWindow = 8 << 20;
+
+// Channel arguments for handler-to-handler calls: keepalive pings every 2 s, so that a cut
+// link ends a tunnel within seconds instead of TCP's minutes.
+grpc::ChannelArguments MigrationChannelArguments();
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_MIGRATION_TUNNEL_H_

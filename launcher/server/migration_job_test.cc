@@ -1,0 +1,118 @@
+#include "launcher/server/migration_job.h"
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace kvnode {
+namespace {
+
+// A migrator whose migration runs until it is aborted or released.
+class FakeMigrator : public DomainMigrator {
+ public:
+  absl::StatusOr<std::string> MigratableXml() override {
+    return std::string("<domain><devices><disk><source file='/a/vmis/k/d.img'/></disk>"
+                       "</devices></domain>");
+  }
+  absl::Status Migrate(const MigrationCall& call) override {
+    {
+      absl::MutexLock lock(&mu_);
+      last_ = call;
+    }
+    started_.Notify();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](FakeMigrator* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(m->mu_) {
+          return m->aborted_ || m->released_;
+        },
+        this));
+    return aborted_ ? absl::AbortedError("operation aborted: migration out job: canceled by client")
+                    : absl::OkStatus();
+  }
+  absl::StatusOr<MigrationProgress> JobProgress() override {
+    MigrationProgress p;
+    p.active = true;
+    p.data_processed = 10;
+    p.data_remaining = 90;
+    p.data_total = 100;
+    return p;
+  }
+  absl::Status AbortJob() override {
+    absl::MutexLock lock(&mu_);
+    aborted_ = true;
+    return absl::OkStatus();
+  }
+  absl::Status StartPostCopy() override { return absl::OkStatus(); }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    released_ = true;
+  }
+  MigrationCall last() {
+    absl::MutexLock lock(&mu_);
+    return last_;
+  }
+
+  absl::Notification started_;
+  absl::Mutex mu_;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+  MigrationCall last_ ABSL_GUARDED_BY(mu_);
+};
+
+kvnode::v1::MigrateRequest Request() {
+  kvnode::v1::MigrateRequest r;
+  r.set_socket_path("/a/vmis/k/run/mig.sock");
+  r.set_migration_uid("m1");
+  r.set_bandwidth_mib(5);
+  auto* rw = r.add_rewrites();
+  rw->set_from("/a");
+  rw->set_to("/b");
+  return r;
+}
+
+bool WaitFor(MigrationJob* job, const std::string& state) {
+  for (int i = 0; i < 200; ++i) {
+    if (job->Status().state() == state) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
+TEST(MigrationJob, RunsWithTheTunnelUriAndTheTargetPathsAndReportsProgress) {
+  FakeMigrator m;
+  MigrationJob job(&m);
+  ASSERT_TRUE(job.Start(Request()).ok());
+  m.started_.WaitForNotification();
+  EXPECT_EQ(m.last().destination_uri, "qemu+unix:///session?socket=/a/vmis/k/run/mig.sock");
+  EXPECT_NE(m.last().destination_xml.find("/b/vmis/k/d.img"), std::string::npos);
+  EXPECT_EQ(m.last().bandwidth_mib, 5u);
+  kvnode::v1::MigrationJobStatus s = job.Status();
+  EXPECT_EQ(s.state(), "Running");
+  EXPECT_EQ(s.mode(), "PreCopy");
+  EXPECT_EQ(s.data_remaining_bytes(), 90u);
+  EXPECT_EQ(job.Start(Request()).code(), absl::StatusCode::kFailedPrecondition);
+  m.Release();
+  EXPECT_TRUE(WaitFor(&job, "Completed"));
+}
+
+TEST(MigrationJob, AbortEndsCancelledWithLibvirtsMessage) {
+  FakeMigrator m;
+  MigrationJob job(&m);
+  EXPECT_EQ(job.Abort().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(job.Start(Request()).ok());
+  m.started_.WaitForNotification();
+  ASSERT_TRUE(job.Abort().ok());
+  ASSERT_TRUE(WaitFor(&job, "Cancelled"));
+  EXPECT_NE(job.Status().error().find("canceled by client"), std::string::npos);
+}
+
+TEST(MigrationJob, RefusesARequestWithoutASocket) {
+  FakeMigrator m;
+  MigrationJob job(&m);
+  kvnode::v1::MigrateRequest r;
+  absl::Status s = job.Start(r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("socket_path"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvnode

@@ -1,0 +1,52 @@
+#include "launcher/server/migration_xml.h"
+
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "pugixml.hpp"
+
+namespace kvnode {
+namespace {
+
+bool Rewrite(const PathRewrites& rewrites, std::string* value) {
+  for (const auto& [from, to] : rewrites) {
+    if (from.empty()) continue;
+    if (*value == from || absl::StartsWith(*value, from + "/")) {
+      *value = to + value->substr(from.size());
+      return true;
+    }
+  }
+  return false;
+}
+
+void Walk(pugi::xml_node node, const PathRewrites& rewrites) {
+  for (pugi::xml_attribute a : node.attributes()) {
+    std::string v = a.value();
+    if (Rewrite(rewrites, &v)) a.set_value(v.c_str());
+  }
+  for (pugi::xml_node child : node.children()) {
+    if (child.type() == pugi::node_pcdata) {
+      std::string v = child.value();
+      if (Rewrite(rewrites, &v)) child.set_value(v.c_str());
+    } else if (child.type() == pugi::node_element) {
+      Walk(child, rewrites);
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RewriteDomainPaths(const std::string& xml,
+                                               const PathRewrites& rewrites) {
+  pugi::xml_document doc;
+  pugi::xml_parse_result parsed = doc.load_string(xml.c_str());
+  if (!parsed) {
+    return absl::InvalidArgumentError(std::string("domain XML: ") + parsed.description());
+  }
+  Walk(doc.document_element(), rewrites);
+  std::ostringstream out;
+  doc.save(out, "  ", pugi::format_default | pugi::format_no_declaration);
+  return out.str();
+}
+
+}  // namespace kvnode

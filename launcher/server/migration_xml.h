@@ -1,0 +1,28 @@
+// The domain XML a migration target starts: the source's migratable XML with every path under
+// the source node's VMI dir (serial log and socket, NVRAM, per-VMI disks) or state dir moved
+// to the target node's. KubeVirt rewrites the source XML for its target pod the same way
+// (pkg/virt-launcher/virtwrap/live-migration-source.go, migratableDomXML), so the device ABI
+// stays exactly the source's.
+//
+// Pure. Thread-safe.
+#ifndef KVNODE_LAUNCHER_SERVER_MIGRATION_XML_H_
+#define KVNODE_LAUNCHER_SERVER_MIGRATION_XML_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kvnode {
+
+// (from, to) path prefixes; the first that matches a value wins, so list longer ones first.
+using PathRewrites = std::vector<std::pair<std::string, std::string>>;
+
+// Rewrites every attribute value and text node that is `from` or starts with `from` + "/".
+absl::StatusOr<std::string> RewriteDomainPaths(const std::string& xml,
+                                               const PathRewrites& rewrites);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_LAUNCHER_SERVER_MIGRATION_XML_H_

@@ -1,0 +1,35 @@
+#include "launcher/server/migration_xml.h"
+
+#include "gtest/gtest.h"
+
+namespace kvnode {
+namespace {
+
+TEST(RewriteDomainPaths, MovesPathsUnderTheSourceDirsToTheTargetDirs) {
+  const std::string xml =
+      "<domain><name>default_a</name><devices>"
+      "<disk><source file='/s/a/volumes/default/c/disk.img'/></disk>"
+      "<serial><source path='/s/a/vmis/0123/run/serial0'/><log file='/s/a/vmis/0123/run/serial0.log'/></serial>"
+      "<os><nvram>/s/a/vmis/0123/run/nvram.fd</nvram></os>"
+      "<emulator>/usr/bin/qemu-system-x86_64</emulator>"
+      "<other path='/s/ab/x'/></devices></domain>";
+  auto out = RewriteDomainPaths(xml, {{"/s/a/vmis/0123", "/t/b/vmis/0123"}, {"/s/a", "/t/b"}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NE(out->find("file=\"/t/b/volumes/default/c/disk.img\""), std::string::npos) << *out;
+  EXPECT_NE(out->find("path=\"/t/b/vmis/0123/run/serial0\""), std::string::npos);
+  EXPECT_NE(out->find("file=\"/t/b/vmis/0123/run/serial0.log\""), std::string::npos);
+  EXPECT_NE(out->find("<nvram>/t/b/vmis/0123/run/nvram.fd</nvram>"), std::string::npos);
+  EXPECT_NE(out->find("<emulator>/usr/bin/qemu-system-x86_64</emulator>"), std::string::npos);
+  // A sibling whose name only starts with the prefix is not under it.
+  EXPECT_NE(out->find("path=\"/s/ab/x\""), std::string::npos);
+  EXPECT_NE(out->find("<name>default_a</name>"), std::string::npos);
+}
+
+TEST(RewriteDomainPaths, RefusesXmlThatDoesNotParse) {
+  auto out = RewriteDomainPaths("<domain><name>", {{"/a", "/b"}});
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("domain XML"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvnode

@@ -1,0 +1,347 @@
+// Live migration between two nodes on this machine (issue 8, "How it is checked" 1-4), with a
+// real guest under TCG that prints a counter every second and serves HTTP through masquerade.
+// One guest boot carries every scenario, in this order: cancel during a slowed migration, the
+// target launcher killed, the tunnel cut, then a migration that succeeds; a VMI with a hostDisk
+// is refused with its LiveMigratable reason. After every failure the guest still runs on A
+// (its counter goes on, same boot) and nothing of it is left on B.
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <regex>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "tests/integration/guest_test.h"
+#include "tests/integration/two_nodes.h"
+
+namespace kvnode::testing {
+namespace {
+
+using kvnode::v1::VirtualMachineInstance;
+using kvnode::v1::VirtualMachineInstanceMigration;
+
+constexpr char kName[] = "mover";
+constexpr uint64_t kSlowMiB = 1;  // MiB/s: slow enough to act on a migration in progress
+
+struct Tick {
+  int n;
+  std::string boot_id;
+};
+
+std::vector<Tick> Ticks(const std::string& serial) {
+  std::regex re("KVNODE-GUEST-TICK n=([0-9]+) boot_id=([0-9a-f-]+)");
+  std::vector<Tick> out;
+  for (auto it = std::sregex_iterator(serial.begin(), serial.end(), re);
+       it != std::sregex_iterator(); ++it) {
+    out.push_back({std::stoi((*it)[1]), (*it)[2]});
+  }
+  return out;
+}
+
+std::string Comm(pid_t pid) {
+  std::ifstream f(absl::StrCat("/proc/", pid, "/comm"));
+  std::string c;
+  std::getline(f, c);
+  return c;
+}
+
+class MigrationTest : public GuestTest {
+ protected:
+  MigrationTest() { start_in_setup_ = false; }
+
+  void SetUp() override {
+    std::string why;
+    if (!CanRunGuests(&why)) GTEST_SKIP() << why;
+    ASSERT_FALSE(GuestImage().empty()) << "the test guest could not be built";
+    auto nodes = TwoNodes::Start();
+    ASSERT_TRUE(nodes.ok()) << nodes.status();
+    nodes_ = std::move(*nodes);
+    handler_ = nodes_->TakeA();
+  }
+
+  void TearDown() override {
+    if (HasFailure() && nodes_) {
+      std::cerr << "==== node B ====\n" << nodes_->b()->DiagnosticLogs() << "\n==== node A ====\n";
+    }
+    GuestTest::TearDown();
+    nodes_.reset();
+  }
+
+  HandlerProcess* a() { return handler_.get(); }
+  HandlerProcess* b() { return nodes_->b(); }
+
+  grpc::Status Migrate(const std::string& name, const std::string& target, uint64_t bandwidth,
+                       VirtualMachineInstanceMigration* out) {
+    kvnode::v1::MigrateVMIRequest req;
+    req.mutable_vmi()->set_namespace_("default");
+    req.mutable_vmi()->set_name(name);
+    req.set_target_node(target);
+    req.set_bandwidth_mib(bandwidth);
+    grpc::ClientContext ctx;
+    return nodes_->migration_a()->MigrateVMI(&ctx, req, out);
+  }
+
+  grpc::Status Cancel(const std::string& name) {
+    kvnode::v1::CancelMigrationRequest req;
+    req.mutable_vmi()->set_namespace_("default");
+    req.mutable_vmi()->set_name(name);
+    VirtualMachineInstanceMigration out;
+    grpc::ClientContext ctx;
+    return nodes_->migration_a()->CancelMigration(&ctx, req, &out);
+  }
+
+  // The migration `uid` on node A, once `done` holds (or the last seen, after the timeout).
+  VirtualMachineInstanceMigration WaitVmim(
+      const std::string& uid, const std::function<bool(const VirtualMachineInstanceMigration&)>& done,
+      absl::Duration timeout) {
+    VirtualMachineInstanceMigration last;
+    Eventually(
+        [&] {
+          kvnode::v1::ListRequest req;
+          kvnode::v1::ListMigrationsResponse resp;
+          grpc::ClientContext ctx;
+          if (!nodes_->migration_a()->ListMigrations(&ctx, req, &resp).ok()) return false;
+          for (const auto& m : resp.items()) {
+            if (m.metadata().uid() == uid) last = m;
+          }
+          return done(last);
+        },
+        timeout, absl::Milliseconds(100));
+    return last;
+  }
+
+  VirtualMachineInstanceMigration WaitEnded(const std::string& uid) {
+    return WaitVmim(uid, [](const auto& m) {
+      return m.status().phase() == "Succeeded" || m.status().phase() == "Failed";
+    }, absl::Seconds(90));
+  }
+
+  // Waits until the migration moves data, so that what follows hits it in flight.
+  void WaitRunningWithProgress(const std::string& uid) {
+    auto m = WaitVmim(uid, [](const auto& v) {
+      return v.status().phase() == "Running" &&
+             v.status().migration_state().data_processed_bytes() > 0;
+    }, absl::Seconds(60));
+    ASSERT_EQ(m.status().phase(), "Running") << m.DebugString();
+  }
+
+  std::vector<pid_t> QemusOn(HandlerProcess* h, const std::string& uid) {
+    return h->QemuProcesses(uid);
+  }
+
+  // Nothing of the VMI on B: no process in its cgroup or naming its dir, no pod namespace,
+  // no VMI dir, not listed.
+  void ExpectNothingOnB(const std::string& uid) {
+    bool clean = Eventually(
+        [&] {
+          struct stat st;
+          return b()->VmiProcesses(uid).empty() &&
+                 b()->ProcessesMentioning(b()->VmiDir(uid)).empty() &&
+                 b()->PodNamespaces().empty() && stat(b()->VmiDir(uid).c_str(), &st) < 0;
+        },
+        absl::Seconds(45));
+    EXPECT_TRUE(clean) << "left on B: " << b()->VmiProcesses(uid).size() << " processes, "
+                       << b()->PodNamespaces().size() << " pod namespaces";
+    kvnode::v1::ListRequest req;
+    kvnode::v1::ListVMIsResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(b()->stub()->ListVMIs(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.items_size(), 0);
+  }
+
+  // The guest still runs on A: one QEMU there, none on B, the counter goes on in the same
+  // boot.
+  void ExpectStillOnA(const std::string& uid, const std::string& boot_id) {
+    EXPECT_EQ(QemusOn(a(), uid).size(), 1u);
+    // B's incoming QEMU (paused, never resumed) goes with its target pod.
+    EXPECT_TRUE(Eventually([&] { return QemusOn(b(), uid).empty(); }, absl::Seconds(30)));
+    auto vmi = WaitForVmi(a()->stub(), "default", kName,
+                          [](const VirtualMachineInstance& v) {
+                            return v.status().phase() == "Running";
+                          },
+                          absl::Seconds(5));
+    ASSERT_TRUE(vmi.ok()) << vmi.status();
+    EXPECT_EQ(vmi->status().node_name(), nodes_->name_a());
+    int before = Ticks(a()->SerialLog(uid)).back().n;
+    EXPECT_TRUE(Eventually([&] { return Ticks(a()->SerialLog(uid)).back().n >= before + 2; },
+                           absl::Seconds(20)))
+        << "the guest stopped counting on A";
+    EXPECT_EQ(Ticks(a()->SerialLog(uid)).back().boot_id, boot_id);
+  }
+
+  std::unique_ptr<TwoNodes> nodes_;
+};
+
+VirtualMachineInstance WithPodNetwork(VirtualMachineInstance vmi) {
+  vmi.mutable_spec()->mutable_domain()->mutable_devices()->clear_autoattach_pod_interface();
+  return vmi;
+}
+
+TEST_F(MigrationTest, GuestMovesToNodeBWithoutRestartAndFailuresLeaveItOnA) {
+  VirtualMachineInstance vmi =
+      StartGuest(kName, "normal", 30, [](VirtualMachineInstance* v) { *v = WithPodNetwork(*v); });
+  const std::string uid = vmi.metadata().uid();
+  ASSERT_FALSE(uid.empty());
+  ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-TICK n=2"));
+  const std::string boot_id = Ticks(a()->SerialLog(uid)).back().boot_id;
+  const auto* migratable = Condition(vmi, "LiveMigratable");
+  ASSERT_NE(migratable, nullptr);
+  EXPECT_EQ(migratable->status(), "True");
+
+  // Refusals name the argument.
+  VirtualMachineInstanceMigration vmim;
+  grpc::Status s = Migrate(kName, "nowhere", 0, &vmim);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("target_node: unknown node \"nowhere\""));
+  s = Migrate(kName, nodes_->name_a(), 0, &vmim);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // 2. Cancel during a slowed migration: abortStatus Succeeded, the guest stays on A.
+  ASSERT_TRUE(Migrate(kName, nodes_->name_b(), kSlowMiB, &vmim).ok());
+  EXPECT_EQ(vmim.status().phase(), "Pending");
+  WaitRunningWithProgress(vmim.metadata().uid());
+  EXPECT_EQ(QemusOn(b(), uid).size(), 1u) << "the target QEMU waits for the incoming guest";
+  ASSERT_TRUE(Cancel(kName).ok());
+  auto ended = WaitEnded(vmim.metadata().uid());
+  EXPECT_EQ(ended.status().phase(), "Failed");
+  const auto& cancelled = ended.status().migration_state();
+  EXPECT_TRUE(cancelled.abort_requested());
+  EXPECT_EQ(cancelled.abort_status(), "Succeeded");
+  EXPECT_TRUE(cancelled.failed());
+  EXPECT_FALSE(cancelled.end_timestamp().empty());
+  ExpectStillOnA(uid, boot_id);
+  ExpectNothingOnB(uid);
+  auto on_a = a()->Kvctl({"get", "vmi", kName, "-o", "json"});
+  EXPECT_THAT(on_a.out, ::testing::HasSubstr("\"abortStatus\": \"Succeeded\""));
+
+  // 3a. The target launcher killed mid-migration: Failed with a reason, the guest stays on A.
+  ASSERT_TRUE(Migrate(kName, nodes_->name_b(), kSlowMiB, &vmim).ok());
+  WaitRunningWithProgress(vmim.metadata().uid());
+  pid_t target_launcher = 0;
+  for (pid_t p : b()->VmiProcesses(uid)) {
+    if (Comm(p) == "kvnode-launcher") target_launcher = p;
+  }
+  ASSERT_GT(target_launcher, 0);
+  kill(target_launcher, SIGKILL);
+  ended = WaitEnded(vmim.metadata().uid());
+  EXPECT_EQ(ended.status().phase(), "Failed");
+  EXPECT_TRUE(ended.status().migration_state().failed());
+  EXPECT_FALSE(ended.status().migration_state().failure_reason().empty());
+  ExpectStillOnA(uid, boot_id);
+  ExpectNothingOnB(uid);
+
+  // 3b. The tunnel cut (the link between the nodes down): Failed with a reason, the guest
+  // stays on A, and B ends its target pod on its own (the source cannot reach it).
+  ASSERT_TRUE(Migrate(kName, nodes_->name_b(), kSlowMiB, &vmim).ok());
+  WaitRunningWithProgress(vmim.metadata().uid());
+  ASSERT_TRUE(nodes_->SetLink(false).ok());
+  ended = WaitEnded(vmim.metadata().uid());
+  EXPECT_EQ(ended.status().phase(), "Failed");
+  EXPECT_FALSE(ended.status().migration_state().failure_reason().empty());
+  ExpectStillOnA(uid, boot_id);
+  ExpectNothingOnB(uid);
+  ASSERT_TRUE(nodes_->SetLink(true).ok());
+
+  // 1. The migration that succeeds: same UID, node B, the counter never restarts, the page
+  // is served at B's pod IP.
+  int last_on_a = Ticks(a()->SerialLog(uid)).back().n;
+  ASSERT_TRUE(Migrate(kName, nodes_->name_b(), 0, &vmim).ok());
+  ended = WaitEnded(vmim.metadata().uid());
+  ASSERT_EQ(ended.status().phase(), "Succeeded") << ended.DebugString();
+  std::vector<std::string> phases;
+  for (const auto& t : ended.status().phase_transition_timestamps()) phases.push_back(t.phase());
+  EXPECT_THAT(phases, ::testing::ElementsAre("Pending", "Scheduling", "Scheduled",
+                                             "PreparingTarget", "TargetReady", "Running",
+                                             "Succeeded"));
+  auto moved = WaitForVmi(b()->stub(), "default", kName,
+                          [](const VirtualMachineInstance& v) {
+                            return v.status().migration_state().completed();
+                          },
+                          absl::Seconds(30));
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->metadata().uid(), uid);
+  EXPECT_EQ(moved->status().node_name(), nodes_->name_b());
+  EXPECT_EQ(moved->status().phase(), "Running");
+  const auto& st = moved->status().migration_state();
+  EXPECT_EQ(st.migration_uid(), vmim.metadata().uid());
+  EXPECT_EQ(st.source_node(), nodes_->name_a());
+  EXPECT_EQ(st.target_node(), nodes_->name_b());
+  EXPECT_EQ(st.target_node_address(), "10.250.0.2:7443");
+  EXPECT_FALSE(st.start_timestamp().empty());
+  EXPECT_FALSE(st.end_timestamp().empty());
+  EXPECT_FALSE(st.failed());
+  EXPECT_EQ(st.mode(), "PreCopy");
+  ASSERT_EQ(moved->status().interfaces_size(), 1);
+  const std::string pod_ip = moved->status().interfaces(0).ip_address();
+  EXPECT_THAT(pod_ip, ::testing::StartsWith("10.244.1."));
+  // Gone from A, with every process, namespace and dir.
+  EXPECT_TRUE(Eventually(
+      [&] {
+        grpc::ClientContext ctx;
+        kvnode::v1::ObjectRef ref;
+        ref.set_namespace_("default");
+        ref.set_name(kName);
+        VirtualMachineInstance v;
+        return a()->stub()->GetVMI(&ctx, ref, &v).error_code() == grpc::StatusCode::NOT_FOUND;
+      },
+      absl::Seconds(20)));
+  ExpectNoProcessesLeft(uid);
+  EXPECT_TRUE(Eventually([&] { return a()->PodNamespaces().empty(); }, absl::Seconds(20)));
+  EXPECT_EQ(QemusOn(b(), uid).size(), 1u);
+  // The counter goes on on B: same boot, never back to 1.
+  ASSERT_TRUE(Eventually([&] { return !Ticks(b()->SerialLog(uid)).empty(); }, absl::Seconds(20)));
+  std::vector<Tick> on_b = Ticks(b()->SerialLog(uid));
+  EXPECT_EQ(on_b.front().boot_id, boot_id);
+  EXPECT_GE(on_b.front().n, last_on_a);
+  EXPECT_TRUE(Eventually([&] { return Ticks(b()->SerialLog(uid)).back().n > on_b.front().n + 1; },
+                         absl::Seconds(20)));
+  EXPECT_THAT(b()->SerialLog(uid), ::testing::Not(::testing::HasSubstr("KVNODE-GUEST-BOOTED")));
+  std::string page;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        auto r = b()->HttpGetFromNode(pod_ip, 80);
+        if (r.ok()) page = *r;
+        return r.ok();
+      },
+      absl::Seconds(20)));
+  EXPECT_THAT(page, ::testing::HasSubstr("boot_id=" + boot_id));
+
+  // kvctl get vmim on A lists the four with their phases.
+  auto vmims = a()->Kvctl({"get", "vmim"});
+  EXPECT_EQ(vmims.exit_code, 0) << vmims.out;
+  EXPECT_THAT(vmims.out, ::testing::HasSubstr("Succeeded"));
+  EXPECT_THAT(vmims.out, ::testing::HasSubstr("Failed"));
+}
+
+TEST_F(MigrationTest, HostDiskVmiIsRefusedWithItsLiveMigratableReason) {
+  std::string disk = nodes_->shared_dir() + "/host.img";
+  VirtualMachineInstance vmi = GuestVmi("pinned", "unused");
+  vmi.mutable_spec()->clear_volumes();
+  auto* vol = vmi.mutable_spec()->add_volumes();
+  vol->set_name("root");
+  vol->mutable_host_disk()->set_path(disk);
+  vol->mutable_host_disk()->set_type("DiskOrCreate");
+  vol->mutable_host_disk()->set_capacity("16Mi");
+  kvnode::v1::SyncVMIResponse resp;
+  grpc::Status s = SyncStatus(vmi, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const auto* cond = Condition(resp.vmi(), "LiveMigratable");
+  ASSERT_NE(cond, nullptr);
+  EXPECT_EQ(cond->status(), "False");
+  EXPECT_EQ(cond->reason(), "DisksNotLiveMigratable");
+  VirtualMachineInstanceMigration vmim;
+  s = Migrate("pinned", nodes_->name_b(), 0, &vmim);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(),
+              ::testing::HasSubstr("DisksNotLiveMigratable: cannot migrate VMI with non-shared "
+                                   "HostDisk"));
+  auto out = a()->Kvctl({"migrate", "vmi", "pinned", "--target", nodes_->name_b()});
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_THAT(out.out, ::testing::HasSubstr("DisksNotLiveMigratable"));
+}
+
+}  // namespace
+}  // namespace kvnode::testing
