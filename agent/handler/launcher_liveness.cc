@@ -81,8 +81,7 @@ void VmiController::ProbeLauncher(const std::string& uid) {
       ++r->failed_pings;
       return;
     }
-    r->failed_pings = 0;
-    r->last_seen = clock_->Now();
+    r->Seen(clock_->Now());
     if (r->unresponsive && !IsFinalPhase(r->vmi.status().phase())) {
       r->unresponsive = false;
       r->vmi.mutable_status()->set_reason("");

@@ -193,6 +193,11 @@ class VmiController {
     // Pings in a row that got no answer; silence counts only after kMinFailedPings of them, so
     // a node too busy to run the launcher (or the pings) promptly never fails its guests.
     int failed_pings = 0;
+    // The launcher answered or notified at `now`: it is not silent.
+    void Seen(absl::Time now) {
+      last_seen = now;
+      failed_pings = 0;
+    }
     // When this handler accepted the VMI (for the start latency; unknown after a restart).
     absl::Time synced_at = absl::InfinitePast();
     // Live migration (vmi_migration.cc). A target record is not in uid_by_name_ and is never

@@ -134,7 +134,7 @@ void VmiController::RefreshLauncher(const std::string& uid) {
       return;
     }
     r->launcher_ready = true;
-    r->last_seen = clock_->Now();
+    r->Seen(clock_->Now());
     if (domain.exists()) {
       if (ApplyDomainStatus(&r->vmi, domain, clock_->Now())) {
         UpdateReadyLocked(r);

@@ -283,10 +283,6 @@ void CheckDiskSize(const std::string& text, const FieldPath& path, AdmissionRevi
 
 namespace {
 
-void CheckCapacity(const std::string& text, const FieldPath& path, AdmissionReview* review) {
-  CheckDiskSize(text, path, review);
-}
-
 // "dddd:bb:dd.f", as KubeVirt's hwutil.ParsePciAddress.
 bool IsPciAddress(absl::string_view s) {
   static constexpr absl::string_view kShape = "xxxx:xx:xx.x";
@@ -1189,7 +1185,7 @@ void CheckHostDisk(const kvnode::v1::HostDisk& hd, const FieldPath& path, const 
   if (hd.type().empty()) {
     review->errors.Add(path.Child("type"), "required (Disk or DiskOrCreate)");
   } else if (hd.type() == "DiskOrCreate") {
-    CheckCapacity(hd.capacity(), path.Child("capacity"), review);
+    CheckDiskSize(hd.capacity(), path.Child("capacity"), review);
   } else if (!hd.capacity().empty()) {
     review->errors.Add(path.Child("capacity"), "is only allowed with type DiskOrCreate");
   }
@@ -1223,7 +1219,7 @@ void CheckVolumeSource(const Volume& v, const FieldPath& path, const NodeLimits&
       CheckCloudInit(v.cloud_init_no_cloud(), path.Child("cloudInitNoCloud"), review);
       return;
     case Volume::kEmptyDisk:
-      CheckCapacity(v.empty_disk().capacity(), path.Child("emptyDisk").Child("capacity"), review);
+      CheckDiskSize(v.empty_disk().capacity(), path.Child("emptyDisk").Child("capacity"), review);
       return;
     case Volume::kHostDisk:
       CheckHostDisk(v.host_disk(), path.Child("hostDisk"), node, paths, review);
@@ -1674,7 +1670,7 @@ void CheckStorageRequest(const kvnode::v1::VolumeResourceRequirements& res, cons
   FieldPath requests = path.Child("resources").Child("requests");
   for (const std::string& key : SortedKeys(res.requests())) {
     if (key == "storage") {
-      CheckCapacity(res.requests().at(key), requests.Key(key), review);
+      CheckDiskSize(res.requests().at(key), requests.Key(key), review);
     } else {
       review->errors.Add(requests.Key(key),
                          absl::StrCat("unknown resource name ", Quote(key), " (expected storage)"));
