@@ -23,20 +23,15 @@
 #include "absl/strings/str_split.h"
 #include "agent/base/flags.h"
 #include "grpcpp/grpcpp.h"
+#include "tests/bench/percentile.h"
 #include "tests/integration/kvnode_fixture.h"
 
 namespace kvnode {
 namespace {
 
 using testing::HandlerProcess;
+using testing::ProcessName;
 using kvnode::v1::VirtualMachineInstance;
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t idx = static_cast<size_t>(p * (v.size() - 1) + 0.5);
-  return v[std::min(idx, v.size() - 1)];
-}
 
 // A field of /proc/PID/status or /proc/PID/smaps_rollup, in KiB.
 double ProcKib(pid_t pid, const std::string& file, const std::string& key) {
@@ -49,13 +44,6 @@ double ProcKib(pid_t pid, const std::string& file, const std::string& key) {
     if (parts.size() >= 2 && absl::SimpleAtod(parts[1], &v)) return v;
   }
   return 0;
-}
-
-std::string Comm(pid_t pid) {
-  std::ifstream f(absl::StrCat("/proc/", pid, "/comm"));
-  std::string c;
-  std::getline(f, c);
-  return c;
 }
 
 VirtualMachineInstance MinimalVmi(const std::string& name, const std::string& memory) {
@@ -79,7 +67,7 @@ struct Memory {
 // Launcher + libvirtd (+ virtlogd) of one VMI, and its QEMU, from the processes in its cgroup.
 void VmiMemory(HandlerProcess* h, const std::string& uid, Memory* overhead, Memory* qemu) {
   for (pid_t p : h->VmiProcesses(uid)) {
-    std::string comm = Comm(p);
+    std::string comm = ProcessName(p);
     Memory* into = comm.rfind("qemu-system", 0) == 0 ? qemu
                    : (comm == "kvnode-launcher" || comm == "libvirtd" || comm == "virtlogd")
                        ? overhead

@@ -30,6 +30,7 @@
 #include "agent/supervisor/launcher_process.h"
 #include "grpcpp/grpcpp.h"
 #include "launcher/libvirt/session_daemon.h"
+#include "tests/bench/percentile.h"
 #include "tests/integration/two_nodes.h"
 
 namespace kvnode {
@@ -39,12 +40,6 @@ using testing::HandlerProcess;
 using testing::TwoNodes;
 
 constexpr char kDomain[] = "default_bench";
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 struct Figures {
   std::vector<double> wall_ms, elapsed_ms, downtime_ms;
@@ -267,10 +262,10 @@ int Run(int argc, char** argv) {
       "  kvnode MigrateVMI -> Succeeded  %6.0f ms   (libvirt's migration %4.0f ms, downtime %3.0f ms)\n"
       "  plain virsh migrate --live --p2p --tunnelled  %6.0f ms   (libvirt's migration %4.0f ms, downtime %3.0f ms)\n"
       "  ratio kvnode / plain: %.2f (whole call), %.2f (libvirt's migration time)\n",
-      runs, Median(kv.wall_ms), Median(kv.elapsed_ms), Median(kv.downtime_ms),
-      Median(plain.wall_ms), Median(plain.elapsed_ms), Median(plain.downtime_ms),
-      Median(kv.wall_ms) / std::max(1.0, Median(plain.wall_ms)),
-      Median(kv.elapsed_ms) / std::max(1.0, Median(plain.elapsed_ms)));
+      runs, Percentile(kv.wall_ms, 0.5), Percentile(kv.elapsed_ms, 0.5), Percentile(kv.downtime_ms, 0.5),
+      Percentile(plain.wall_ms, 0.5), Percentile(plain.elapsed_ms, 0.5), Percentile(plain.downtime_ms, 0.5),
+      Percentile(kv.wall_ms, 0.5) / std::max(1.0, Percentile(plain.wall_ms, 0.5)),
+      Percentile(kv.elapsed_ms, 0.5) / std::max(1.0, Percentile(plain.elapsed_ms, 0.5)));
   return 0;
 }
 

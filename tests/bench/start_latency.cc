@@ -28,19 +28,13 @@
 #include "agent/supervisor/launcher_process.h"
 #include "grpcpp/grpcpp.h"
 #include "launcher/libvirt/session_daemon.h"
+#include "tests/bench/percentile.h"
 #include "tests/integration/kvnode_fixture.h"
 
 namespace kvnode {
 namespace {
 
 using testing::HandlerProcess;
-
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  if (v.empty()) return 0;
-  size_t idx = static_cast<size_t>(p * (v.size() - 1) + 0.5);
-  return v[std::min(idx, v.size() - 1)];
-}
 
 enum class Network { kOff, kPodOnly, kMasquerade };
 

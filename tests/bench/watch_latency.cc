@@ -31,6 +31,7 @@
 #include "agent/supervisor/launcher_process.h"
 #include "grpcpp/grpcpp.h"
 #include "launcher/libvirt/session_daemon.h"
+#include "tests/bench/percentile.h"
 #include "tests/integration/kvnode_fixture.h"
 
 namespace kvnode {
@@ -38,13 +39,6 @@ namespace {
 
 using kvnode::v1::VirtualMachineInstance;
 using testing::HandlerProcess;
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t idx = static_cast<size_t>(p * (v.size() - 1) + 0.5);
-  return v[std::min(idx, v.size() - 1)];
-}
 
 VirtualMachineInstance IdleVmi() {
   VirtualMachineInstance vmi;

@@ -50,20 +50,8 @@ namespace {
 using kvnode::v1::VirtualMachine;
 using kvnode::v1::VirtualMachineInstance;
 using testing::HandlerProcess;
+using testing::ProcessName;
 using testing::VmApi;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string Comm(pid_t pid) {
-  std::string c = ReadFile(absl::StrCat("/proc/", pid, "/comm"));
-  while (!c.empty() && c.back() == '\n') c.pop_back();
-  return c;
-}
 
 bool IsFinal(const VirtualMachineInstance& vmi) {
   return vmi.status().phase() == "Succeeded" || vmi.status().phase() == "Failed";
@@ -164,7 +152,7 @@ class Chaos {
   std::vector<pid_t> VmiPids(const std::string& uid, const std::string& comm_prefix) {
     std::vector<pid_t> out;
     for (pid_t p : h_->VmiProcesses(uid)) {
-      if (Comm(p).rfind(comm_prefix, 0) == 0) out.push_back(p);
+      if (ProcessName(p).rfind(comm_prefix, 0) == 0) out.push_back(p);
     }
     return out;
   }
@@ -400,7 +388,7 @@ class Chaos {
     }
     int launchers = 0;
     for (pid_t p : h_->ProcessesMentioning(h_->state_dir())) {
-      launchers += Comm(p) == "kvnode-launcher";
+      launchers += ProcessName(p) == "kvnode-launcher";
     }
     if (static_cast<size_t>(launchers) != live.size()) {
       out.push_back(absl::StrCat(launchers, " launchers for ", live.size(), " live VMIs"));

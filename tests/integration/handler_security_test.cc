@@ -84,12 +84,6 @@ std::vector<uid_t> Uids(pid_t pid) {
   return out;
 }
 
-std::string Comm(pid_t pid) {
-  std::string c = ReadAll(absl::StrCat("/proc/", pid, "/comm"));
-  if (!c.empty() && c.back() == '\n') c.pop_back();
-  return c;
-}
-
 int FreeLoopbackPort() {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in a = {};
@@ -195,7 +189,7 @@ TEST_F(HandlerSecurityTest, GuestsRunAsTheUnprivilegedUserInA0700StateDir) {
   const std::string uid = vmi.metadata().uid();
   std::set<std::string> seen;
   for (pid_t p : handler_->VmiProcesses(uid)) {
-    std::string comm = Comm(p);
+    std::string comm = ProcessName(p);
     std::vector<uid_t> uids = Uids(p);
     ASSERT_EQ(uids.size(), 4u) << comm;
     for (uid_t u : uids) EXPECT_NE(u, 0u) << comm << " (pid " << p << ") runs as root";

@@ -191,11 +191,16 @@ absl::Status HandlerProcess::KillAndRestart() {
   return Launch();
 }
 
+std::string ProcessName(pid_t pid) {
+  std::string name = ReadFile(absl::StrCat("/proc/", pid, "/comm"));
+  if (!name.empty() && name.back() == '\n') name.pop_back();
+  return name;
+}
+
 std::vector<pid_t> HandlerProcess::QemuProcesses(const std::string& uid) const {
   std::vector<pid_t> out;
   for (pid_t p : VmiProcesses(uid)) {
-    std::string comm = ReadFile(absl::StrCat("/proc/", p, "/comm"));
-    if (absl::StartsWith(comm, "qemu-system")) out.push_back(p);
+    if (absl::StartsWith(ProcessName(p), "qemu-system")) out.push_back(p);
   }
   return out;
 }

@@ -130,6 +130,10 @@ bool Eventually(const std::function<bool()>& done, absl::Duration timeout,
 const kvnode::v1::Condition* Condition(const kvnode::v1::VirtualMachineInstance& vmi,
                                        const std::string& type);
 
+// A process's name as the kernel keeps it (/proc/PID/comm, at most 15 characters: "qemu-system-x86",
+// "kvnode-launcher"); "" when it is gone.
+std::string ProcessName(pid_t pid);
+
 // True when the calling test can run guests (root, /dev/kvm not needed: TCG).
 bool CanRunGuests(std::string* why);
 

@@ -41,13 +41,6 @@ std::vector<Tick> Ticks(const std::string& serial) {
   return out;
 }
 
-std::string Comm(pid_t pid) {
-  std::ifstream f(absl::StrCat("/proc/", pid, "/comm"));
-  std::string c;
-  std::getline(f, c);
-  return c;
-}
-
 class MigrationTest : public GuestTest {
  protected:
   MigrationTest() { start_in_setup_ = false; }
@@ -222,7 +215,7 @@ TEST_F(MigrationTest, GuestMovesToNodeBWithoutRestartAndFailuresLeaveItOnA) {
   WaitRunningWithProgress(vmim.metadata().uid());
   pid_t target_launcher = 0;
   for (pid_t p : b()->VmiProcesses(uid)) {
-    if (Comm(p) == "kvnode-launcher") target_launcher = p;
+    if (ProcessName(p) == "kvnode-launcher") target_launcher = p;
   }
   ASSERT_GT(target_launcher, 0);
   kill(target_launcher, SIGKILL);
