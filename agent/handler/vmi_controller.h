@@ -145,8 +145,14 @@ class VmiController {
   absl::Status UpdateMigrationState(
       const std::string& uid,
       const std::function<void(kvnode::v1::VirtualMachineInstanceMigrationState*)>& update);
-  // The migration ended and the VMI stays on this node.
+  // The migration ended and the VMI stays on this node. If its launcher is gone (it exited
+  // while the handler was down), the VMI fails with LauncherLost.
   void EndMigrationOut(const std::string& uid);
+  // The target node took the VMI: it leaves this node (now, if its launcher is already gone;
+  // otherwise when the launcher exits).
+  void CompleteMigrationOut(const std::string& uid);
+  // Whether the VMI is on this node with a live launcher (a recovered migration asks this).
+  bool HasLiveLauncher(const std::string& uid);
   // The VMI's launcher, for the migration calls (Migrate, GetMigration, AbortMigration).
   absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> MigrationLauncher(
       const std::string& uid);

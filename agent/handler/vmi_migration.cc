@@ -77,13 +77,48 @@ void VmiController::EndMigrationOut(const std::string& uid) {
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return;
-  it->second->migrating_out = false;
-  const auto& st = it->second->vmi.status().migration_state();
+  Record* r = it->second.get();
+  r->migrating_out = false;
+  const auto& st = r->vmi.status().migration_state();
+  if (!r->launcher_alive) {
+    // Its launcher exited while the handler was down, and the target does not have it.
+    if (FailVmi(&r->vmi, "LauncherLost",
+                "The launcher exited during a migration while the handler was not running, "
+                "and the target node did not take the VMI.",
+                clock_->Now())) {
+      EventLocked(r->vmi, "Warning", "LauncherLost",
+                  "launcher was gone after a migration that did not complete");
+    }
+    (void)Persist(r, "MODIFIED");
+    changed_.SignalAll();
+    work_.Schedule([this, uid] { TearDownPodNetwork(uid); });
+    return;
+  }
   if (st.failed()) {
-    EventLocked(it->second->vmi, "Warning", "MigrationFailed",
+    EventLocked(r->vmi, "Warning", "MigrationFailed",
                 absl::StrCat("Migration ", st.migration_uid(), " failed: ", st.failure_reason(),
                              "; the VMI keeps running on this node"));
   }
+}
+
+void VmiController::CompleteMigrationOut(const std::string& uid) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return;  // its launcher's exit already let it go
+  Record* r = it->second.get();
+  r->migrated_away = true;
+  if (r->launcher_alive) return;  // MigrationLauncherExitLocked removes it
+  EventLocked(r->vmi, "Normal", "Migrated",
+              absl::StrCat("The VirtualMachineInstance migrated to node ",
+                           r->vmi.status().migration_state().target_node(),
+                           " while the handler was not running"));
+  RemoveLocked(uid);
+}
+
+bool VmiController::HasLiveLauncher(const std::string& uid) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  return it != by_uid_.end() && it->second->launcher_alive;
 }
 
 absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> VmiController::MigrationLauncher(

@@ -27,6 +27,9 @@ absl::Status VmiController::Recover() {
     Record* rec = r.get();
     uid_by_name_[{o.ns, o.name}] = uid;
     by_uid_[uid] = std::move(r);
+    // A migration this node was the source of, unfinished when the handler stopped: the
+    // migration controller resolves it with the target (the domain may be there now).
+    rec->migrating_out = IsMigratingOutFrom(rec->vmi.status(), config_.node_name);
     const auto& launcher = rec->vmi.status().launcher();
     bool alive = false;
     if (launcher.pid() > 0) {
@@ -51,6 +54,11 @@ absl::Status VmiController::Recover() {
     if (alive || IsFinalPhase(p)) continue;
     if (p == phase::kPending || p.empty()) {
       ScheduleStartLocked(rec);
+      continue;
+    }
+    if (rec->migrating_out) {
+      rec->vmi.mutable_status()->mutable_launcher()->set_pid(0);
+      rec->vmi.mutable_status()->mutable_launcher()->set_qemu_pid(0);
       continue;
     }
     // It was past Pending and its launcher is gone: learn how it ended if the launcher wrote
@@ -141,7 +149,8 @@ void VmiController::RefreshLauncher(const std::string& uid) {
         (void)Persist(r, "MODIFIED");
       }
     } else if (!IsFinalPhase(r->vmi.status().phase())) {
-      need_sync = r->vmi.metadata().deletion_timestamp().empty();
+      // A domain that left in a migration is never started again here.
+      need_sync = r->vmi.metadata().deletion_timestamp().empty() && !r->migrating_out;
     }
     if (!r->vmi.metadata().deletion_timestamp().empty()) {
       need_shutdown = true;

@@ -172,4 +172,11 @@ bool FailVmi(kvnode::v1::VirtualMachineInstance* vmi, const std::string& reason,
   return true;
 }
 
+bool IsMigratingOutFrom(const kvnode::v1::VirtualMachineInstanceStatus& status,
+                        const std::string& node) {
+  const auto& ms = status.migration_state();
+  return !ms.migration_uid().empty() && ms.source_node() == node && !ms.completed() &&
+         !ms.failed() && ms.end_timestamp().empty();
+}
+
 }  // namespace kvnode

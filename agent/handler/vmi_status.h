@@ -61,6 +61,11 @@ bool ApplyDomainStatus(kvnode::v1::VirtualMachineInstance* vmi,
 bool FailVmi(kvnode::v1::VirtualMachineInstance* vmi, const std::string& reason,
              const std::string& message, absl::Time now);
 
+// Whether the status records a live migration out of `node` that has not ended (no end
+// timestamp, neither completed nor failed): the handler stopped in the middle of it.
+bool IsMigratingOutFrom(const kvnode::v1::VirtualMachineInstanceStatus& status,
+                        const std::string& node);
+
 }  // namespace kvnode
 
 #endif  // KVNODE_AGENT_HANDLER_VMI_STATUS_H_

@@ -114,5 +114,24 @@ TEST(VmiStatusTest, WithAReadinessProbeARunningDomainIsNotReadyUntilTheProbeSays
   EXPECT_EQ(FindCondition(vmi.status().conditions(), "Ready")->status(), "True");
 }
 
+TEST(VmiStatusTest, AMigrationOutIsInFlightOnlyOnItsSourceUntilItEnds) {
+  kvnode::v1::VirtualMachineInstanceStatus status;
+  EXPECT_FALSE(IsMigratingOutFrom(status, "node-a"));  // never migrated
+  auto* ms = status.mutable_migration_state();
+  ms->set_migration_uid("7b0e5f8e-36a4-4bd4-9a55-0d3f1e0c2a11");
+  ms->set_source_node("node-a");
+  ms->set_target_node("node-b");
+  EXPECT_TRUE(IsMigratingOutFrom(status, "node-a"));
+  EXPECT_FALSE(IsMigratingOutFrom(status, "node-b"));  // the target's copy of the status
+  ms->set_end_timestamp("2026-12-03T10:00:00Z");
+  EXPECT_FALSE(IsMigratingOutFrom(status, "node-a"));
+  ms->clear_end_timestamp();
+  ms->set_failed(true);
+  EXPECT_FALSE(IsMigratingOutFrom(status, "node-a"));
+  ms->set_failed(false);
+  ms->set_completed(true);
+  EXPECT_FALSE(IsMigratingOutFrom(status, "node-a"));
+}
+
 }  // namespace
 }  // namespace kvnode

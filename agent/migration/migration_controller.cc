@@ -6,6 +6,7 @@
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/uuid.h"
+#include "agent/handler/vmi_status.h"
 #include "agent/migration/migration_monitor.h"
 #include "agent/migration/tunnel.h"
 #include "google/protobuf/util/json_util.h"
@@ -42,8 +43,9 @@ MigrationController::MigrationController(MigrationConfig config, VmiController* 
   for (const StoredObject& o : *stored) {
     VirtualMachineInstanceMigration vmim;
     if (!google::protobuf::util::JsonStringToMessage(o.json, &vmim).ok()) continue;
+    if (!IsFinalVmimPhase(vmim.status().phase()) && ResumeLocked(vmim)) continue;
     if (!IsFinalVmimPhase(vmim.status().phase())) {
-      // The handler that ran it is gone; its launcher's job ended with it or will fail.
+      // Nothing to resolve (the VMI is gone, or it never began migrating).
       vmim.mutable_status()->set_phase("Failed");
       auto* st = vmim.mutable_status()->mutable_migration_state();
       st->set_failed(true);
@@ -53,6 +55,28 @@ MigrationController::MigrationController(MigrationConfig config, VmiController* 
     }
     finished_[vmim.metadata().uid()] = vmim;
   }
+}
+
+bool MigrationController::ResumeLocked(const VirtualMachineInstanceMigration& vmim) {
+  kvnode::v1::ObjectRef ref;
+  ref.set_namespace_(vmim.metadata().namespace_());
+  ref.set_name(vmim.spec().vmi_name());
+  auto vmi = vmis_->Get(ref);
+  if (!vmi.ok() || vmi->status().migration_state().migration_uid() != vmim.metadata().uid() ||
+      !IsMigratingOutFrom(vmi->status(), config_.node_name)) {
+    return false;
+  }
+  auto m = std::make_unique<Outbound>();
+  m->vmim = vmim;
+  m->ref = ref;
+  m->vmi_uid = vmi->metadata().uid();
+  m->abort_requested = vmim.status().migration_state().abort_requested();
+  auto peer = config_.peers.find(vmim.spec().target_node());
+  if (peer != config_.peers.end()) m->target_address = peer->second;
+  Outbound* raw = m.get();
+  active_[vmim.metadata().uid()] = std::move(m);
+  raw->thread = std::thread([this, raw] { ResumeMigration(raw); });
+  return true;
 }
 
 MigrationController::~MigrationController() {
@@ -305,6 +329,11 @@ bool MigrationController::FollowJob(Outbound* m, std::string* reason, bool* abor
       continue;
     }
     errors = 0;
+    if (job.migration_uid() != m->vmim.metadata().uid()) {
+      // A handler that stopped between asking the target and starting the launcher.
+      *reason = "the source launcher never started this migration";
+      return false;
+    }
     if (job.state() == "Completed") return true;
     if (job.state() == "Failed" || job.state() == "Cancelled") {
       *aborted = abort_sent && job.state() == "Cancelled";
@@ -364,7 +393,7 @@ bool MigrationController::Finish(Outbound* m, kvnode::v1::Migration::Stub* targe
   }
   // A source launcher that vanished most likely ended because its domain left: ask the target
   // to keep the VMI, and believe it.
-  bool complete = succeeded || source_gone;
+  bool complete = succeeded || (source_gone && target != nullptr);
   final_state.set_end_timestamp(FormatTimestamp(clock_->Now()));
   auto record_outcome = [&](bool ok, const std::string& why) {
     final_state.set_completed(ok);
@@ -445,6 +474,36 @@ void MigrationController::RunMigration(Outbound* m) {
   // PrepareTarget may have made a pod even when it failed: always tell the target.
   // When the source launcher vanished, the target says whether the domain made it there.
   succeeded = Finish(m, target.get(), succeeded, reason, aborted, source_gone);
+  Retire(m, succeeded, reason);
+}
+
+void MigrationController::ResumeMigration(Outbound* m) {
+  LogFor(spdlog::level::info, {m->ref.namespace_(), m->ref.name(), m->vmi_uid},
+         "migration {} to {} was in phase {} when the handler stopped: resolving it",
+         m->vmim.metadata().uid(), m->vmim.spec().target_node(), m->vmim.status().phase());
+  std::shared_ptr<kvnode::v1::Migration::Stub> target;
+  if (!m->target_address.empty()) target = TargetStub(m->target_address);
+  std::string reason;
+  bool aborted = false;
+  bool succeeded = false;
+  bool source_gone = false;
+  if (vmis_->HasLiveLauncher(m->vmi_uid)) {
+    // The launcher's job ended with the tunnel this handler served, or is about to: follow
+    // it to its end as the handler that started it would have.
+    succeeded = FollowJob(m, &reason, &aborted, &source_gone);
+  } else {
+    // The launcher exited meanwhile; only the target knows whether the domain made it there.
+    source_gone = true;
+    reason = "the source launcher exited";
+  }
+  reason = "the source handler restarted during the migration" +
+           (reason.empty() ? std::string() : ": " + reason);
+  succeeded = Finish(m, target.get(), succeeded, reason, aborted, source_gone);
+  Retire(m, succeeded, reason);
+}
+
+void MigrationController::Retire(Outbound* m, bool succeeded, const std::string& reason) {
+  if (succeeded) vmis_->CompleteMigrationOut(m->vmi_uid);
   LogFor(succeeded ? spdlog::level::info : spdlog::level::warn,
          {m->ref.namespace_(), m->ref.name(), m->vmi_uid}, "migration {} {}{}",
          m->vmim.metadata().uid(), succeeded ? "succeeded" : "failed: ",

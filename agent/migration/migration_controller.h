@@ -34,7 +34,9 @@ inline constexpr char kVmimKind[] = "VirtualMachineInstanceMigration";
 
 class MigrationController {
  public:
-  // Loads stored migrations; those a previous handler left unfinished end Failed.
+  // Loads stored migrations. One a previous handler left unfinished is resumed when its VMI
+  // is still here migrating (the outcome comes from the launcher's job or from the target),
+  // and ends Failed otherwise.
   MigrationController(MigrationConfig config, VmiController* vmis, Store* store,
                       FsIdentity launcher_fs, Clock* clock);
   ~MigrationController();
@@ -60,6 +62,14 @@ class MigrationController {
   };
 
   void RunMigration(Outbound* m);
+  // A migration a previous handler left unfinished whose VMI still records it: resumed on its
+  // own thread, which follows the launcher's job (or learns from the target that the domain
+  // left) and ends it as RunMigration would. False when there is nothing to resolve.
+  bool ResumeLocked(const kvnode::v1::VirtualMachineInstanceMigration& vmim)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ResumeMigration(Outbound* m);
+  // The end of a migration thread: lets the VMI go if it left, logs, drops the record.
+  void Retire(Outbound* m, bool succeeded, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
   // The steps of RunMigration; each returns the failure reason, or "" to go on.
   std::string PrepareTarget(Outbound* m, kvnode::v1::Migration::Stub* target,
                             kvnode::v1::PrepareTargetResponse* prepared);

@@ -1,7 +1,8 @@
-// Live migration between two nodes on this machine (issue 8, "How it is checked" 1-4), with a
+// Live migration between two nodes on this machine (issue 8, "How it is checked" 1-5), with a
 // real guest under TCG that prints a counter every second and serves HTTP through masquerade.
 // One guest boot carries every scenario, in this order: cancel during a slowed migration, the
-// target launcher killed, the tunnel cut, then a migration that succeeds; a VMI with a hostDisk
+// target launcher killed, the tunnel cut, the source handler killed and restarted, then a
+// migration that succeeds (which also shows the VMI could migrate again); a VMI with a hostDisk
 // is refused with its LiveMigratable reason. After every failure the guest still runs on A
 // (its counter goes on, same boot) and nothing of it is left on B.
 #include <signal.h>
@@ -237,6 +238,34 @@ TEST_F(MigrationTest, GuestMovesToNodeBWithoutRestartAndFailuresLeaveItOnA) {
   ExpectStillOnA(uid, boot_id);
   ExpectNothingOnB(uid);
   ASSERT_TRUE(nodes_->SetLink(true).ok());
+
+  // 5. Handler A killed (-9) during a migration and started again: it resumes the unfinished
+  // migration, which ends (Failed: the tunnel went with the handler), and both nodes agree —
+  // the guest runs on A in the same boot with a failed migrationState, nothing is left on B,
+  // and the domain was never started again on A.
+  ASSERT_TRUE(Migrate(kName, nodes_->name_b(), kSlowMiB, &vmim).ok());
+  WaitRunningWithProgress(vmim.metadata().uid());
+  std::vector<pid_t> qemu_before = QemusOn(a(), uid);
+  ASSERT_TRUE(a()->KillAndRestart().ok());
+  ended = WaitEnded(vmim.metadata().uid());
+  EXPECT_EQ(ended.status().phase(), "Failed") << ended.DebugString();
+  EXPECT_THAT(ended.status().migration_state().failure_reason(),
+              ::testing::HasSubstr("the source handler restarted during the migration"));
+  EXPECT_FALSE(ended.status().migration_state().end_timestamp().empty());
+  ExpectStillOnA(uid, boot_id);
+  ExpectNothingOnB(uid);
+  EXPECT_EQ(QemusOn(a(), uid), qemu_before) << "the guest's QEMU on A changed";
+  {
+    auto on_a = WaitForVmi(a()->stub(), "default", kName,
+                           [](const VirtualMachineInstance& v) {
+                             return v.status().migration_state().failed();
+                           },
+                           absl::Seconds(10));
+    ASSERT_TRUE(on_a.ok()) << on_a.status();
+    EXPECT_EQ(on_a->status().migration_state().migration_uid(), vmim.metadata().uid());
+    EXPECT_EQ(on_a->status().phase(), "Running");
+  }
+  // The VMI can migrate again (it is no longer marked as migrating out).
 
   // 1. The migration that succeeds: same UID, node B, the counter never restarts, the page
   // is served at B's pod IP.
