@@ -36,6 +36,8 @@ Commands:
   logs vmi NAME [--tail N] [--console]  the launcher's log, or the guest's serial console log
   events [vm|vmi NAME]                  events, oldest first
   get pvc|dv|sc [NAME] [-o wide|json|yaml]  PersistentVolumeClaims, DataVolumes, storage classes
+  get pv | delete pv NAME               devices of Block storage classes: who has each; deleting
+                                        a Released one frees its device (data untouched)
   delete dv NAME                        the DataVolume, and the claim it owns
   describe pvc NAME | delete pvc NAME [--dry-run]   (refused while a VMI uses the claim)
   image-upload pvc NAME --image-path FILE --size 2Gi [--storage-class CLASS]

@@ -268,6 +268,8 @@ class VmiController {
   void TearDownPodNetwork(const std::string& uid);
   // The pod network's tap, MAC and MTU for the VMI's interface in `options`.
   void ApplyPodInterfaces(const std::string& uid, kvnode::v1::DomainOptions* options);
+  // The converter's options for `vmi`, with its namespace's Block claims as block devices.
+  kvnode::v1::DomainOptions DomainOptionsFor(const kvnode::v1::VirtualMachineInstance& vmi);
 
   // A stub on a connection to the launcher of `uid`, made with the launcher user's rights (its
   // socket lives in a dir that user controls). The record's connection is reused while it is

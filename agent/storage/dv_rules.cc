@@ -92,6 +92,12 @@ AdmissionReview AdmitDataVolume(const DataVolume& dv, const StorageClasses& clas
   kvnode::v1::PersistentVolumeClaim claim = ClaimForDataVolume(dv);
   DefaultPvc(&claim, classes);
   std::string prefix = dv.spec().has_pvc() ? "spec.pvc" : "spec.storage";
+  if (claim.spec().volume_mode() == kVolumeModeBlock) {
+    review.errors.Add(FieldPath(prefix + ".volumeMode"),
+                      "Block DataVolumes are not supported on this node (apply a "
+                      "PersistentVolumeClaim with volumeMode: Block to bind a device)");
+    return review;
+  }
   AdmissionReview claim_review = AdmitPvc(claim, classes);
   for (const FieldError& e : claim_review.errors.errors()) {
     std::string path = e.path;

@@ -44,6 +44,16 @@ TEST(DvRules, RefusalsNameTheField) {
   EXPECT_THAT(Errors(none), HasSubstr("spec.source: must have exactly one source"));
 }
 
+TEST(DvRules, BlockDataVolumesAreRefused) {
+  DataVolume dv = Dv("    blank: {}\n");
+  dv.mutable_spec()->mutable_storage()->set_volume_mode("Block");
+  StorageClasses classes;
+  ASSERT_TRUE(classes.Add("name=blk,volumeMode=Block,devices=/dev/loop7", "x").ok());
+  dv.mutable_spec()->mutable_storage()->set_storage_class_name("blk");
+  EXPECT_THAT(std::string(AdmitDataVolume(dv, classes).errors.ToStatus().message()),
+              HasSubstr("spec.storage.volumeMode: Block DataVolumes are not supported"));
+}
+
 TEST(DvRules, ClaimIsOwnedByTheDataVolume) {
   DataVolume dv = Dv("    blank: {}\n");
   dv.mutable_metadata()->set_uid("dv-uid");

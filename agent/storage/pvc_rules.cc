@@ -9,6 +9,27 @@ namespace kvnode {
 
 using kvnode::v1::PersistentVolumeClaim;
 
+namespace {
+
+std::string VolumeModeMismatch(const std::string& mode, const StorageClass& c,
+                               const StorageClasses& classes) {
+  std::vector<std::string> fitting;
+  for (const StorageClass& x : classes.all()) {
+    if (x.volume_mode == mode) fitting.push_back(x.name);
+  }
+  std::string which = fitting.empty()
+                          ? absl::StrCat("this node has no ", mode, " storage class")
+                          : absl::StrCat("classes of volumeMode ", mode, ": ",
+                                         absl::StrJoin(fitting, ", "));
+  return absl::StrCat(mode, " does not match storage class \"", c.name, "\", whose volumeMode is ",
+                      c.volume_mode,
+                      c.volume_mode == kVolumeModeBlock ? " (it binds block devices)"
+                                                        : " (it makes disk.img files)",
+                      "; ", which);
+}
+
+}  // namespace
+
 void DefaultPvc(PersistentVolumeClaim* pvc, const StorageClasses& classes) {
   auto* meta = pvc->mutable_metadata();
   if (meta->namespace_().empty()) meta->set_namespace_("default");
@@ -37,19 +58,41 @@ AdmissionReview AdmitPvc(const PersistentVolumeClaim& pvc, const StorageClasses&
   } else {
     CheckDiskSize(storage->second, size_path, &review);
   }
-  if (pvc.spec().volume_mode() == "Block") {
-    review.errors.Add(spec.Child("volumeMode"),
-                      "Block is not supported by this node's storage classes (they make "
-                      "file volumes; use Filesystem)");
-  }
   if (!pvc.spec().volume_name().empty()) {
     review.errors.Add(spec.Child("volumeName"),
                       "binding to a pre-made volume is not supported (leave it empty: the node "
                       "makes the volume)");
   }
   auto c = classes.Find(pvc.spec().storage_class_name());
-  if (!c.ok()) review.errors.Add(spec.Child("storageClassName"), std::string(c.status().message()));
+  if (!c.ok()) {
+    review.errors.Add(spec.Child("storageClassName"), std::string(c.status().message()));
+  } else {
+    std::string mode = pvc.spec().volume_mode().empty() ? std::string(kVolumeModeFilesystem)
+                                                        : pvc.spec().volume_mode();
+    if (mode != c->volume_mode) {
+      review.errors.Add(spec.Child("volumeMode"), VolumeModeMismatch(mode, *c, classes));
+    }
+  }
   return review;
+}
+
+absl::StatusOr<std::string> ChooseDevice(const std::string& class_name, int64_t bytes,
+                                         const std::vector<DeviceCandidate>& devices) {
+  const DeviceCandidate* best = nullptr;
+  std::vector<std::string> passed;
+  for (const DeviceCandidate& d : devices) {
+    if (!d.unusable.empty()) {
+      passed.push_back(absl::StrCat(d.path, " ", d.unusable));
+    } else if (d.size_bytes < bytes) {
+      passed.push_back(absl::StrCat(d.path, " too small (", FormatBinaryQuantity(d.size_bytes), ")"));
+    } else if (best == nullptr || d.size_bytes < best->size_bytes) {
+      best = &d;
+    }
+  }
+  if (best != nullptr) return best->path;
+  return absl::NotFoundError(absl::StrCat("no free device of storage class \"", class_name,
+                                          "\" has at least ", FormatBinaryQuantity(bytes), " (",
+                                          absl::StrJoin(passed, "; "), ")"));
 }
 
 int64_t RequestedBytes(const PersistentVolumeClaim& pvc) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "agent/manifest/admission.h"
 #include "agent/storage/storage_class.h"
 #include "kvnode/v1/storage.pb.h"
@@ -36,6 +37,19 @@ AdmissionReview AdmitPvc(const kvnode::v1::PersistentVolumeClaim& pvc,
 
 // The requested size in bytes of an admitted claim.
 int64_t RequestedBytes(const kvnode::v1::PersistentVolumeClaim& pvc);
+
+// A device of a Block class as binding sees it: its size, and why it cannot be used now ("" when
+// it is free): "bound to default/db", "Released (claim default/old)", or an inspection error.
+struct DeviceCandidate {
+  std::string path;
+  int64_t size_bytes = 0;
+  std::string unusable;
+};
+// The free device that best fits a claim of `bytes`: the smallest of at least that size (first
+// in class order among equals). Otherwise NotFound with the reason the claim stays Pending,
+// which lists every device and why it was passed over.
+absl::StatusOr<std::string> ChooseDevice(const std::string& class_name, int64_t bytes,
+                                         const std::vector<DeviceCandidate>& devices);
 
 // A re-apply may change labels and annotations only: a claim's spec is immutable here (no
 // volume expansion yet). Empty when `next` is acceptable.

@@ -45,10 +45,42 @@ TEST(PvcRules, UnknownClassBlockModeAndVolumeNameAreRefused) {
   EXPECT_THAT(Errors(pvc), HasSubstr("spec.storageClassName: storage class \"fast\" does not exist"));
   pvc = Claim("1Gi");
   pvc.mutable_spec()->set_volume_mode("Block");
-  EXPECT_THAT(Errors(pvc), HasSubstr("spec.volumeMode: Block is not supported"));
+  EXPECT_THAT(Errors(pvc), HasSubstr("spec.volumeMode: Block does not match storage class "
+                                     "\"local\", whose volumeMode is Filesystem (it makes "
+                                     "disk.img files); this node has no Block storage class"));
   pvc = Claim("1Gi");
   pvc.mutable_spec()->set_volume_name("pv-1");
   EXPECT_THAT(Errors(pvc), HasSubstr("spec.volumeName: binding to a pre-made volume"));
+}
+
+TEST(PvcRules, VolumeModeMustMatchTheClass) {
+  StorageClasses classes;
+  ASSERT_TRUE(classes.Add("name=local-block,volumeMode=Block,devices=/dev/loop7", "x").ok());
+  PersistentVolumeClaim pvc = Claim("1Gi");
+  pvc.mutable_spec()->set_volume_mode("Block");
+  pvc.mutable_spec()->set_storage_class_name("local-block");
+  EXPECT_TRUE(AdmitPvc(pvc, classes).allowed());
+  pvc.mutable_spec()->set_storage_class_name("");
+  EXPECT_THAT(Errors(pvc, classes), HasSubstr("classes of volumeMode Block: local-block"));
+  pvc.mutable_spec()->set_volume_mode("Filesystem");
+  pvc.mutable_spec()->set_storage_class_name("local-block");
+  EXPECT_THAT(Errors(pvc, classes),
+              HasSubstr("spec.volumeMode: Filesystem does not match storage class "
+                        "\"local-block\", whose volumeMode is Block (it binds block devices)"));
+}
+
+TEST(PvcRules, ChoosesTheSmallestFreeDeviceThatFits) {
+  std::vector<DeviceCandidate> devices = {{"/dev/a", 8 << 20, ""},
+                                          {"/dev/b", 2 << 20, ""},
+                                          {"/dev/c", 4 << 20, "bound to default/x"},
+                                          {"/dev/d", 1 << 20, ""}};
+  EXPECT_EQ(*ChooseDevice("blk", 2 << 20, devices), "/dev/b");
+  EXPECT_EQ(*ChooseDevice("blk", 3 << 20, devices), "/dev/a");
+  auto none = ChooseDevice("blk", 16 << 20, devices);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(),
+            "no free device of storage class \"blk\" has at least 16Mi (/dev/a too small (8Mi); "
+            "/dev/b too small (2Mi); /dev/c bound to default/x; /dev/d too small (1Mi))");
 }
 
 TEST(PvcRules, NameMustBeDnsSubdomain) {

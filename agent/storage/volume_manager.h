@@ -1,5 +1,7 @@
 // Node-local volumes: the PersistentVolumeClaim objects (in the Store, kind
-// PersistentVolumeClaim) and their disks under <state>/volumes/<ns>/<claim>/disk.img, uploads
+// PersistentVolumeClaim) and their disks under <state>/volumes/<ns>/<claim>/disk.img (a file,
+// or for a claim of a Block class a device node of the device it is bound to, recorded by a
+// PersistentVolume), uploads
 // into new claims and into the containerDisk image cache (<state>/images/<key>/disk.img), and
 // the per-VMI disks a VMI needs before its launcher starts (overlays, emptyDisks).
 //
@@ -15,6 +17,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -74,10 +77,20 @@ class VolumeManager : public VmVolumes {
   absl::StatusOr<kvnode::v1::PVCView> GetPvc(const std::string& ns, const std::string& name);
   std::vector<kvnode::v1::PVCView> ListPvcs(const std::string& ns);
   // Refused while a live VMI uses the claim. Reclaim policy Delete removes the disk; Retain
-  // keeps <state>/volumes/<ns>/<claim>/ on the node (renamed to <claim>.retained-<uid>).
+  // keeps <state>/volumes/<ns>/<claim>/ on the node (renamed to <claim>.retained-<uid>). For a
+  // claim bound to a device, Delete wipes the device's first MiB and frees it; Retain leaves
+  // its PersistentVolume Released (block_volumes.cc).
   absl::StatusOr<kvnode::v1::PVCView> DeletePvc(const std::string& ns, const std::string& name,
                                                 bool dry_run);
   const StorageClasses& classes() const { return config_.classes; }
+
+  // --- Devices of Block classes (block_volumes.cc) ---
+  std::vector<kvnode::v1::PersistentVolume> ListPvs();
+  // Refused while Bound; a Released or Failed volume is removed and its device can be bound
+  // again (its data untouched: Retain means an admin decides), which may bind a Pending claim.
+  absl::StatusOr<kvnode::v1::PersistentVolume> DeletePv(const std::string& name);
+  // The claims of namespace `ns` whose volumeMode is Block (their disk.img is a device node).
+  std::set<std::string> BlockClaims(const std::string& ns);
   SecretStore& secrets() { return secrets_; }
 
   // --- Deleting VMs (volume_gc.cc) ---
@@ -132,6 +145,23 @@ class VolumeManager : public VmVolumes {
   absl::Status ProvisionLocked(kvnode::v1::PersistentVolumeClaim* pvc)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetPhase(kvnode::v1::PersistentVolumeClaim* pvc, const std::string& phase);
+  // Binds the smallest free device of `sc` that fits: a PersistentVolume, the device node as
+  // disk.img in the claim's dir, phase Bound. When none fits the claim is Pending with a
+  // condition saying why (not an error).
+  absl::Status BindDeviceLocked(kvnode::v1::PersistentVolumeClaim* pvc, const StorageClass& sc)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tries again to bind every Pending Block claim (a device was freed, or the handler started).
+  void BindPendingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The device of a deleted claim: wiped and freed (Delete) or Released (Retain).
+  absl::Status ReleaseDeviceLocked(const kvnode::v1::PersistentVolumeClaim& pvc)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A Bound PersistentVolume whose claim is gone (a crash between the two writes) is Released.
+  absl::Status RecoverDevicesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<kvnode::v1::PersistentVolume>> ListPvsLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The device a claim is bound to, "" when none.
+  std::string DeviceOfLocked(const kvnode::v1::PersistentVolumeClaim& pvc)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A claim a VMI names but the store lacks, whose disk.img was put there by hand: recorded
   // as a Retain claim (kvnode did not make its data). NotFound when there is no such disk.
   absl::StatusOr<kvnode::v1::PersistentVolumeClaim> AdoptLocked(const std::string& ns,
