@@ -42,6 +42,9 @@ Commands:
   describe pvc NAME | delete pvc NAME [--dry-run]   (refused while a VMI uses the claim)
   image-upload pvc NAME --image-path FILE --size 2Gi [--storage-class CLASS]
                                         a new claim filled with a raw or qcow2 image
+  image-upload dv NAME --image-path FILE [--size 2Gi] [--storage-class CLASS]
+                                        into a DataVolume with an upload source (made
+                                        with --size when it does not exist); then Succeeded
   image import REF --from-file DISK | image list   the node's containerDisk image cache
   create secret generic NAME --from-file=[KEY=]FILE [--from-literal=KEY=VALUE]
   get secret | delete secret NAME       node-local secrets (values are never shown)

@@ -317,24 +317,60 @@ int DeletePvc(Cli& cli, const std::string& name) {
   return 0;
 }
 
+namespace {
+
+// `image-upload dv NAME`: the DataVolume must exist with an upload source (UploadReady), or is
+// made here with --size as virtctl does; then the image goes into its claim.
+int UploadDataVolume(Cli& cli, const std::string& file, const std::string& size) {
+  const std::string& name = cli.args[1];
+  kvnode::v1::DataVolume existing;
+  grpc::ClientContext ctx;
+  grpc::Status got = StorageStub(cli)->GetDV(Deadline(&ctx), cli.Ref(name), &existing);
+  if (got.error_code() == grpc::StatusCode::NOT_FOUND) {
+    if (size.empty()) {
+      return cli.Usage("--size: required to create DataVolume \"" + name +
+                       "\" (it does not exist; for example --size 2Gi)");
+    }
+    kvnode::v1::DataVolume dv;
+    dv.mutable_metadata()->set_name(name);
+    dv.mutable_metadata()->set_namespace_(cli.ns);
+    dv.mutable_spec()->mutable_source()->mutable_upload();
+    auto* storage = dv.mutable_spec()->mutable_storage();
+    (*storage->mutable_resources()->mutable_requests())["storage"] = size;
+    storage->set_storage_class_name(cli.flags.GetOr("storage-class", ""));
+    if (int rc = ApplyDv(cli, dv, false); rc != 0) return rc;
+  } else if (!got.ok()) {
+    return cli.RpcError(got);
+  }
+  kvnode::v1::UploadTarget target;
+  *target.mutable_data_volume() = cli.Ref(name);
+  kvnode::v1::UploadResult result;
+  if (int rc = Upload(cli, file, std::move(target), &result); rc != 0) return rc;
+  *cli.out << "DataVolume " << cli.ns << "/" << name << " is "
+           << result.data_volume().status().phase() << " (" << result.source_format()
+           << " image, " << Capacity(result.pvc()) << ")\n";
+  return 0;
+}
+
+}  // namespace
+
 int CmdImageUpload(Cli& cli) {
   // kvctl image-upload pvc NAME --image-path FILE --size 2Gi [--storage-class X]
+  // kvctl image-upload dv NAME --image-path FILE [--size 2Gi] [--storage-class X]
   if (cli.args.size() != 2 || (cli.args[0] != "pvc" && cli.args[0] != "dv")) {
-    return cli.Usage("usage: kvctl image-upload pvc NAME --image-path FILE --size SIZE "
+    return cli.Usage("usage: kvctl image-upload pvc|dv NAME --image-path FILE --size SIZE "
                      "[--storage-class CLASS]");
-  }
-  if (cli.args[0] == "dv") {
-    *cli.err << "error: image-upload dv: DataVolumes are not supported by this handler yet; use "
-                "image-upload pvc\n";
-    return 1;
   }
   std::string file = cli.flags.GetOr("image-path", "");
   std::string size = cli.flags.GetOr("size", "");
   if (file.empty()) return cli.Usage("--image-path: required");
-  if (size.empty()) return cli.Usage("--size: required (for example 2Gi)");
-  if (auto q = Quantity::Parse(size); !q.ok()) {
-    return cli.Usage("--size: " + std::string(q.status().message()));
+  if (!size.empty()) {
+    if (auto q = Quantity::Parse(size); !q.ok()) {
+      return cli.Usage("--size: " + std::string(q.status().message()));
+    }
   }
+  if (cli.args[0] == "dv") return UploadDataVolume(cli, file, size);
+  if (size.empty()) return cli.Usage("--size: required (for example 2Gi)");
   kvnode::v1::UploadTarget target;
   PersistentVolumeClaim* pvc = target.mutable_pvc();
   pvc->set_api_version("v1");

@@ -72,11 +72,7 @@ AdmissionReview AdmitDataVolume(const DataVolume& dv, const StorageClasses& clas
                         "not supported on this node (import the disk with kvctl image import and "
                         "use a containerDisk, or use an http source)");
       break;
-    case kvnode::v1::DataVolumeSourceSpec::kUpload:
-      review.errors.Add(source.Child("upload"),
-                        "not supported on this node yet (use kvctl image-upload pvc NAME "
-                        "--image-path FILE --size SIZE, or an http source)");
-      break;
+    case kvnode::v1::DataVolumeSourceSpec::kUpload:  // UploadReady until kvctl image-upload dv
     case kvnode::v1::DataVolumeSourceSpec::kBlank:
       break;
   }

@@ -29,6 +29,7 @@ TEST(DvRules, AcceptsBlankHttpAndClone) {
   EXPECT_EQ(Errors(Dv("    blank: {}\n")), "");
   EXPECT_EQ(Errors(Dv("    http:\n      url: http://127.0.0.1:8080/disk.qcow2\n")), "");
   EXPECT_EQ(Errors(Dv("    pvc:\n      name: golden\n")), "");
+  EXPECT_EQ(Errors(Dv("    upload: {}\n")), "");
 }
 
 TEST(DvRules, RefusalsNameTheField) {
@@ -36,7 +37,6 @@ TEST(DvRules, RefusalsNameTheField) {
               HasSubstr("spec.source.http.url: must be an http:// or https:// URL"));
   EXPECT_THAT(Errors(Dv("    registry:\n      url: docker://x\n")),
               HasSubstr("spec.source.registry: not supported on this node"));
-  EXPECT_THAT(Errors(Dv("    upload: {}\n")), HasSubstr("spec.source.upload: not supported"));
   EXPECT_THAT(Errors(Dv("    blank: {}\n", "0")),
               HasSubstr("spec.storage.resources.requests.storage: must be greater than zero"));
   DataVolume none = Dv("    blank: {}\n");

@@ -123,6 +123,8 @@ class VolumeManager : public VmVolumes {
   void StartImporter();
 
   // --- Uploads (volume_upload.cc) ---
+  // A DataVolume target must have an upload source and be UploadReady, one upload at a time;
+  // a failed upload leaves it UploadReady.
   absl::StatusOr<std::unique_ptr<VolumeUpload>> BeginUpload(const kvnode::v1::UploadTarget& target);
   std::vector<kvnode::v1::CachedImage> ListImages();
 
@@ -190,6 +192,7 @@ class VolumeManager : public VmVolumes {
   // Stores a new status for the DataVolume of this UID if it still exists; false when gone.
   bool UpdateDv(const kvnode::v1::DataVolume& dv, const std::string& phase,
                 const std::string& progress, const std::string& message);
+  absl::Status BeginDataVolumeUpload(const kvnode::v1::ObjectRef& ref, VolumeUpload* upload);
   absl::Status RemoveClaimDirLocked(const kvnode::v1::PersistentVolumeClaim& pvc, bool retain)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -207,6 +210,8 @@ class VolumeManager : public VmVolumes {
   std::thread importer_;
   // When a failed import is tried again, by DataVolume UID (the importer's own).
   std::map<std::string, absl::Time> retry_at_;
+  // DataVolumes (by UID) an upload is filling now.
+  std::set<std::string> uploading_ ABSL_GUARDED_BY(mu_);
 };
 
 // One upload in progress: the client's bytes go to a temp file in the target's dir; Finish
@@ -223,10 +228,13 @@ class VolumeUpload {
   friend class VolumeManager;
   VolumeUpload() = default;
   void Abort();
+  // The converted disk is in place: the claim is Bound (and a DataVolume Succeeded).
+  absl::Status BindUploadedClaim(kvnode::v1::UploadResult* result);
 
   VolumeManager* manager_ = nullptr;
   kvnode::v1::UploadTarget target_;
   kvnode::v1::PersistentVolumeClaim pvc_;  // for a claim upload, as stored (Pending)
+  kvnode::v1::DataVolume dv_;              // for a DataVolume upload, as it was at the start
   std::string dir_;                         // the claim's or image's dir
   int fd_ = -1;                             // the temp file being written
   int64_t received_ = 0;
