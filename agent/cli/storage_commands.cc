@@ -223,11 +223,13 @@ int GetStorageClasses(Cli& cli) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& c : resp.items()) {
     rows.push_back({c.name() + (c.is_default() ? " (default)" : ""), "kvnode.io/local",
-                    c.reclaim_policy(), c.volume_binding_mode(), c.volume_mode(),
+                    c.reclaim_policy(), c.volume_binding_mode(),
+                    c.allow_volume_expansion() ? "true" : "false", c.volume_mode(),
                     c.devices().empty() ? "-" : absl::StrJoin(c.devices(), ",")});
   }
   PrintTable(*cli.out,
-             {"NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "VOLUMEMODE", "DEVICES"},
+             {"NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "ALLOWVOLUMEEXPANSION",
+              "VOLUMEMODE", "DEVICES"},
              rows);
   return 0;
 }

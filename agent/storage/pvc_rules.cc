@@ -102,15 +102,40 @@ int64_t RequestedBytes(const PersistentVolumeClaim& pvc) {
   return q.ok() ? q->Value() : 0;
 }
 
-std::string CheckPvcUpdate(const PersistentVolumeClaim& stored, const PersistentVolumeClaim& next) {
+std::string CheckPvcUpdate(const PersistentVolumeClaim& stored, const PersistentVolumeClaim& next,
+                           const StorageClasses& classes) {
   // The node binds the claim to its volume: a manifest without volumeName means the same.
   kvnode::v1::PersistentVolumeClaimSpec spec = next.spec();
   if (spec.volume_name().empty()) spec.set_volume_name(stored.spec().volume_name());
-  if (google::protobuf::util::MessageDifferencer::Equals(stored.spec(), spec)) return "";
-  return absl::StrCat("spec: is immutable after creation (PersistentVolumeClaim \"",
-                      stored.metadata().name(),
-                      "\"); only labels and annotations may change, and volume expansion is "
-                      "not supported");
+  const int64_t had = RequestedBytes(stored), wants = RequestedBytes(next);
+  // The size is judged on its own below; the rest must stay as it is.
+  auto size = stored.spec().resources().requests().find("storage");
+  if (size != stored.spec().resources().requests().end()) {
+    (*spec.mutable_resources()->mutable_requests())["storage"] = size->second;
+  }
+  if (!google::protobuf::util::MessageDifferencer::Equals(stored.spec(), spec)) {
+    return absl::StrCat("spec: is immutable after creation (PersistentVolumeClaim \"",
+                        stored.metadata().name(),
+                        "\"); only labels, annotations and (with allowVolumeExpansion) "
+                        "spec.resources.requests.storage may change");
+  }
+  if (wants == had) return "";
+  const std::string field = "spec.resources.requests.storage: ";
+  if (wants < had) {
+    return absl::StrCat(field, "may not be less than the claim's size (", FormatBinaryQuantity(had),
+                        "): volumes do not shrink");
+  }
+  auto c = classes.Find(stored.spec().storage_class_name());
+  if (!c.ok() || !c->allow_volume_expansion) {
+    return absl::StrCat(field, "storage class \"", stored.spec().storage_class_name(),
+                        "\" does not allow volume expansion (allowVolumeExpansion=true in its "
+                        "--storage-class)");
+  }
+  if (stored.status().phase() != "Bound") {
+    return absl::StrCat(field, "the claim is ", stored.status().phase(),
+                        "; it can grow once it is Bound");
+  }
+  return "";
 }
 
 std::string DeletionBlocker(const std::string& claim, const std::vector<std::string>& used_by) {

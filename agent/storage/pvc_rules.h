@@ -51,10 +51,12 @@ struct DeviceCandidate {
 absl::StatusOr<std::string> ChooseDevice(const std::string& class_name, int64_t bytes,
                                          const std::vector<DeviceCandidate>& devices);
 
-// A re-apply may change labels and annotations only: a claim's spec is immutable here (no
-// volume expansion yet). Empty when `next` is acceptable.
+// A re-apply may change labels and annotations, and grow spec.resources.requests.storage of
+// a Bound claim whose storage class has allowVolumeExpansion (Kubernetes' volume expansion);
+// the rest of the spec is immutable and a claim never shrinks. Empty when `next` is acceptable.
 std::string CheckPvcUpdate(const kvnode::v1::PersistentVolumeClaim& stored,
-                           const kvnode::v1::PersistentVolumeClaim& next);
+                           const kvnode::v1::PersistentVolumeClaim& next,
+                           const StorageClasses& classes);
 
 // Why a claim may not be deleted now, or "" when it may: a claim in use by a live VMI is
 // refused with the VMIs named (Kubernetes' kubernetes.io/pvc-protection finalizer).

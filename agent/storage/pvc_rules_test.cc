@@ -92,11 +92,39 @@ TEST(PvcRules, NameMustBeDnsSubdomain) {
 TEST(PvcRules, SpecIsImmutableButLabelsMayChange) {
   PersistentVolumeClaim a = Claim("1Gi"), b = Claim("1Gi");
   (*b.mutable_metadata()->mutable_labels())["app"] = "x";
-  EXPECT_EQ(CheckPvcUpdate(a, b), "");
+  EXPECT_EQ(CheckPvcUpdate(a, b, {}), "");
   a.mutable_spec()->set_volume_name("pvc-1");  // bound by the node
-  EXPECT_EQ(CheckPvcUpdate(a, b), "");
-  PersistentVolumeClaim c = Claim("2Gi");
-  EXPECT_THAT(CheckPvcUpdate(a, c), HasSubstr("spec: is immutable after creation"));
+  EXPECT_EQ(CheckPvcUpdate(a, b, {}), "");
+  PersistentVolumeClaim c = b;
+  c.mutable_spec()->add_access_modes("ReadOnlyMany");
+  EXPECT_THAT(CheckPvcUpdate(a, c, {}), HasSubstr("spec: is immutable after creation"));
+}
+
+TEST(PvcRules, ClaimsGrowOnlyWhenTheirClassAllowsExpansion) {
+  StorageClasses classes;
+  ASSERT_TRUE(classes.Add("name=grow,allowVolumeExpansion=true", "x").ok());
+  PersistentVolumeClaim stored = Claim("1Gi");
+  stored.mutable_spec()->set_storage_class_name("grow");
+  stored.mutable_status()->set_phase("Bound");
+  PersistentVolumeClaim bigger = stored;
+  (*bigger.mutable_spec()->mutable_resources()->mutable_requests())["storage"] = "2Gi";
+  EXPECT_EQ(CheckPvcUpdate(stored, bigger, classes), "");
+  PersistentVolumeClaim smaller = stored;
+  (*smaller.mutable_spec()->mutable_resources()->mutable_requests())["storage"] = "512Mi";
+  EXPECT_EQ(CheckPvcUpdate(stored, smaller, classes),
+            "spec.resources.requests.storage: may not be less than the claim's size (1Gi): "
+            "volumes do not shrink");
+  PersistentVolumeClaim same = stored;
+  (*same.mutable_spec()->mutable_resources()->mutable_requests())["storage"] = "1024Mi";
+  EXPECT_EQ(CheckPvcUpdate(stored, same, classes), "");  // the same size, spelled otherwise
+  stored.mutable_status()->set_phase("Pending");
+  EXPECT_THAT(CheckPvcUpdate(stored, bigger, classes),
+              HasSubstr("the claim is Pending; it can grow once it is Bound"));
+  stored.mutable_spec()->set_storage_class_name("local");
+  bigger.mutable_spec()->set_storage_class_name("local");
+  EXPECT_EQ(CheckPvcUpdate(stored, bigger, classes),
+            "spec.resources.requests.storage: storage class \"local\" does not allow volume "
+            "expansion (allowVolumeExpansion=true in its --storage-class)");
 }
 
 TEST(PvcRules, DeletionBlockedWhileInUseNamesTheVmis) {

@@ -21,6 +21,10 @@ std::string CheckDevices(const StorageClass& c, const std::vector<StorageClass>&
   if (c.devices.empty()) {
     return "devices: required for volumeMode=Block (devices=/dev/sdb|/dev/sdc)";
   }
+  if (c.allow_volume_expansion) {
+    return "allowVolumeExpansion: a Block class cannot expand its claims (a device's size is "
+           "fixed)";
+  }
   for (size_t i = 0; i < c.devices.size(); ++i) {
     const std::string& d = c.devices[i];
     if (d.empty() || d[0] != '/') {
@@ -72,6 +76,12 @@ absl::Status StorageClasses::Add(absl::string_view spec, absl::string_view where
       }
       c.is_default = value == "true";
       has_default = true;
+    } else if (key == "allowVolumeExpansion") {
+      if (value != "true" && value != "false") {
+        return error(absl::StrCat("allowVolumeExpansion: expected true or false, got \"", value,
+                                  "\""));
+      }
+      c.allow_volume_expansion = value == "true";
     } else if (key == "volumeMode") {
       if (value != kVolumeModeFilesystem && value != kVolumeModeBlock) {
         return error(absl::StrCat("volumeMode: expected Filesystem or Block, got \"", value, "\""));
@@ -82,7 +92,8 @@ absl::Status StorageClasses::Add(absl::string_view spec, absl::string_view where
       for (std::string& d : c.devices) d = std::string(absl::StripAsciiWhitespace(d));
     } else {
       return error(absl::StrCat("unknown key \"", key,
-                                "\" (expected name, reclaimPolicy, default, volumeMode, devices)"));
+                                "\" (expected name, reclaimPolicy, default, volumeMode, devices, "
+                                "allowVolumeExpansion)"));
     }
   }
   if (c.name.empty()) return error("name: required (name=CLASS,reclaimPolicy=Delete|Retain)");

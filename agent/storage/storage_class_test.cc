@@ -81,6 +81,13 @@ TEST(StorageClasses, RefusesBadDevices) {
   ASSERT_TRUE(classes.Add("name=a,volumeMode=Block,devices=/dev/x", "f").ok());
   EXPECT_THAT(message("name=b,volumeMode=Block,devices=/dev/y|/dev/x"),
               HasSubstr("devices: \"/dev/x\" already belongs to storage class \"a\""));
+  EXPECT_THAT(message("name=c,volumeMode=Block,devices=/dev/q,allowVolumeExpansion=true"),
+              HasSubstr("allowVolumeExpansion: a Block class cannot expand its claims"));
+  EXPECT_THAT(message("name=c,allowVolumeExpansion=yes"),
+              HasSubstr("allowVolumeExpansion: expected true or false, got \"yes\""));
+  ASSERT_TRUE(classes.Add("name=grow,allowVolumeExpansion=true", "f").ok());
+  EXPECT_TRUE(classes.Find("grow")->allow_volume_expansion);
+  EXPECT_FALSE(classes.Find("local")->allow_volume_expansion);
   // Redefining a class may keep its own devices.
   EXPECT_TRUE(classes.Add("name=a,volumeMode=Block,devices=/dev/x|/dev/z", "f").ok());
 }

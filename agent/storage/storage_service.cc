@@ -51,6 +51,7 @@ grpc::Status StorageService::ListStorageClasses(grpc::ServerContext*, const kvno
     item->set_volume_binding_mode("Immediate");
     item->set_is_default(c.is_default);
     item->set_volume_mode(c.volume_mode);
+    item->set_allow_volume_expansion(c.allow_volume_expansion);
     for (const std::string& d : c.devices) item->add_devices(d);
   }
   return grpc::Status::OK;

@@ -150,9 +150,23 @@ absl::StatusOr<VolumeManager::ApplyResult> VolumeManager::ApplyPvc(PersistentVol
   absl::MutexLock lock(&mu_);
   auto stored = LoadPvcLocked(pvc.metadata().namespace_(), pvc.metadata().name());
   if (stored.ok()) {
-    std::string problem = CheckPvcUpdate(*stored, pvc);
+    std::string problem = CheckPvcUpdate(*stored, pvc, config_.classes);
     if (!problem.empty()) return absl::InvalidArgumentError(problem);
     PersistentVolumeClaim next = *stored;
+    if (RequestedBytes(pvc) > RequestedBytes(*stored)) {
+      // Volume expansion: the disk grows first, so the claim never says more than it has.
+      (*next.mutable_spec()->mutable_resources()->mutable_requests())["storage"] =
+          pvc.spec().resources().requests().at("storage");
+      SetPhase(&next, "Bound");  // capacity follows the request
+      if (!dry_run) {
+        RETURN_IF_ERROR(Annotate(GrowRawFile(paths_.volume_image(pvc.metadata().namespace_(),
+                                                                 pvc.metadata().name()),
+                                             RequestedBytes(pvc)),
+                                 "expand PersistentVolumeClaim " + pvc.metadata().name()));
+        spdlog::info("PersistentVolumeClaim {}/{} expanded to {}", pvc.metadata().namespace_(),
+                     pvc.metadata().name(), next.status().capacity().at("storage"));
+      }
+    }
     *next.mutable_metadata()->mutable_labels() = pvc.metadata().labels();
     auto annotations = pvc.metadata().annotations();
     for (const char* keep : {kReclaimPolicyAnnotation, kAdoptedAnnotation}) {
