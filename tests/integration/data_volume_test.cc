@@ -49,7 +49,9 @@ print(s.server_address[1], flush=True)
 s.serve_forever()
 )";
 
+// A VM whose root DataVolume imports `url`, or has an upload source when `url` is "".
 std::string VmYaml(const std::string& name, const std::string& strategy, const std::string& url) {
+  std::string source = url.empty() ? "upload: {}" : "http:\n            url: " + url;
   return absl::StrCat(R"(apiVersion: kubevirt.io/v1
 kind: VirtualMachine
 metadata:
@@ -61,8 +63,7 @@ spec:
         name: )", name, R"(-root
       spec:
         source:
-          http:
-            url: )", url, R"(
+          )", source, R"(
         storage:
           resources:
             requests:
@@ -104,40 +105,6 @@ spec:
           persistentVolumeClaim: {claimName: shared}
 )");
 }
-
-constexpr char kUploadVm[] = R"(apiVersion: kubevirt.io/v1
-kind: VirtualMachine
-metadata:
-  name: uvm
-spec:
-  runStrategy: Always
-  dataVolumeTemplates:
-    - metadata:
-        name: uvm-root
-      spec:
-        source:
-          upload: {}
-        storage:
-          resources:
-            requests:
-              storage: 256Mi
-  template:
-    spec:
-      domain:
-        resources:
-          requests:
-            memory: 128Mi
-        devices:
-          autoattachPodInterface: false
-          autoattachGraphicsDevice: false
-          disks:
-            - name: root
-              bootOrder: 1
-              disk: {bus: virtio}
-      volumes:
-        - name: root
-          dataVolume: {name: uvm-root}
-)";
 
 constexpr char kShared[] = R"(apiVersion: v1
 kind: PersistentVolumeClaim
@@ -344,7 +311,8 @@ spec:
 
 TEST_F(DataVolumeTest, UploadDataVolumeWaitsForImageUploadThenTheVmRuns) {
   VmApi api(handler_.get());
-  ASSERT_EQ(Kvctl({"apply", "-f", Write("uvm.yaml", kUploadVm)}).exit_code, 0);
+  ASSERT_EQ(Kvctl({"apply", "-f", Write("shared.yaml", kShared)}).exit_code, 0);
+  ASSERT_EQ(Kvctl({"apply", "-f", Write("uvm.yaml", VmYaml("uvm", "Always", ""))}).exit_code, 0);
   // Nothing to import: UploadReady, and the VM waits without a launcher.
   ASSERT_TRUE(Eventually([&] { return DvField("uvm-root", "phase") == "UploadReady"; },
                          absl::Seconds(20)));
