@@ -6,7 +6,8 @@
 //     (a <disk type='block'>), and the count survives a stop and start. Deleting the claim wipes
 //     the device's first MiB and frees it; the device under /dev was never chowned.
 //   - A claim no device fits stays Pending with the reason; Retain leaves the PersistentVolume
-//     Released with the data, a new claim waits until `kvctl delete pv` frees the device.
+//     Released with the data, a new claim waits until `kvctl delete pv` frees the device; a
+//     handler restart keeps all of that.
 //   - A device path that is not a block device is refused with the field named.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -217,6 +218,11 @@ TEST_F(BlockVolumeTest, PendingUntilADeviceFitsAndRetainKeepsTheDeviceReleased) 
   EXPECT_THAT(bound.out, HasSubstr("Status:        Bound"));
   EXPECT_THAT(bound.out, HasSubstr("Device:        " + keep_));
   EXPECT_EQ(Head(keep_, 13), "precious data");
+  // A restarted handler keeps the bindings and the Pending claim's reason.
+  ASSERT_TRUE(handler_->KillAndRestart().ok());
+  EXPECT_THAT(Kvctl({"describe", "pvc", "next"}).out, HasSubstr("Device:        " + keep_));
+  EXPECT_THAT(Kvctl({"describe", "pvc", "big"}).out, HasSubstr("Status:        Pending"));
+  EXPECT_THAT(PvRow(keep_), HasSubstr("Bound"));
   // A Bound PersistentVolume cannot be deleted.
   std::string bound_row = PvRow(keep_);
   auto refused = Kvctl({"delete", "pv", bound_row.substr(0, bound_row.find(' '))});
