@@ -9,7 +9,8 @@
 //   → Succeeded/Failed (final domain event, final-status.json, or the launcher's death).
 //
 // Thread-safe. API calls return quickly: slow steps run on the work queue. Lock order:
-// mu_ before the store's own mutex; never call a launcher while holding mu_.
+// mu_ before the VolumeManager's (DomainOptionsFor asks it for Block claims) and the store's
+// own mutex; never call a launcher while holding mu_.
 #ifndef KVNODE_AGENT_HANDLER_VMI_CONTROLLER_H_
 #define KVNODE_AGENT_HANDLER_VMI_CONTROLLER_H_
 
