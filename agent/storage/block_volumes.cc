@@ -4,6 +4,7 @@
 // Released, data untouched until `kvctl delete pv`).
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -143,6 +144,39 @@ absl::Status VolumeManager::BindDeviceLocked(PersistentVolumeClaim* pvc, const S
   spdlog::info("PersistentVolumeClaim {}/{} bound to device {} ({})", ns, name, device.path,
                FormatBinaryQuantity(device.size_bytes));
   return absl::OkStatus();
+}
+
+absl::Status VolumeManager::RefreshDeviceNodeLocked(const PersistentVolumeClaim& pvc,
+                                                    dev_t node_rdev) {
+  const std::string& ns = pvc.metadata().namespace_();
+  const std::string& name = pvc.metadata().name();
+  std::string path = DeviceOfLocked(pvc);
+  if (path.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "PersistentVolumeClaim \"", name, "\": its device node has no PersistentVolume"));
+  }
+  auto device = InspectBlockDevice(path);
+  if (!device.ok()) {
+    return absl::UnavailableError(absl::StrCat("PersistentVolumeClaim \"", name, "\": device ",
+                                               device.status().message()));
+  }
+  if (device->rdev == node_rdev) return absl::OkStatus();
+  // The configured path now names another device number (a /dev/disk/by-id link after a
+  // reboot, a re-attached loop device): the node follows the path the class names, so it
+  // never keeps pointing at whatever took the old number.
+  ASSIGN_OR_RETURN(int dir, OpenDirChain(config_.state_dir, {"volumes", ns, name}, 0711, false));
+  absl::Status s;
+  if (unlinkat(dir, "disk.img", 0) < 0) s = absl::ErrnoToStatus(errno, "unlink device node");
+  if (s.ok()) {
+    s = MakeDeviceNode(dir, "disk.img", device->rdev, config_.launcher.uid, config_.launcher.gid,
+                       0660);
+  }
+  close(dir);
+  if (s.ok()) {
+    spdlog::warn("PersistentVolumeClaim {}/{}: {} is now device {}:{}; device node remade", ns,
+                 name, path, major(device->rdev), minor(device->rdev));
+  }
+  return Annotate(s, "PersistentVolumeClaim " + name);
 }
 
 void VolumeManager::BindPendingLocked() {

@@ -161,6 +161,10 @@ class VolumeManager : public VmVolumes {
   absl::Status RecoverDevicesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<kvnode::v1::PersistentVolume>> ListPvsLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A Block claim's device node (of `node_rdev`) is made again when the device path of its
+  // PersistentVolume now resolves to another device number; an error when the device is gone.
+  absl::Status RefreshDeviceNodeLocked(const kvnode::v1::PersistentVolumeClaim& pvc,
+                                       dev_t node_rdev) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The device a claim is bound to, "" when none.
   std::string DeviceOfLocked(const kvnode::v1::PersistentVolumeClaim& pvc)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

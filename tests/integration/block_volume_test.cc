@@ -8,6 +8,8 @@
 //   - A claim no device fits stays Pending with the reason; Retain leaves the PersistentVolume
 //     Released with the data, a new claim waits until `kvctl delete pv` frees the device; a
 //     handler restart keeps all of that.
+//   - A device path that later names another device (a moved symlink) gets the device node
+//     remade before the launcher starts.
 //   - A device path that is not a block device is refused with the field named.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -234,6 +236,31 @@ TEST_F(BlockVolumeTest, PendingUntilADeviceFitsAndRetainKeepsTheDeviceReleased) 
                                             {{"volumeMode: Block", "volumeMode: Filesystem"}}));
   EXPECT_EQ(fs.exit_code, 1);
   EXPECT_THAT(fs.out, HasSubstr("spec.volumeMode: Filesystem does not match storage class \"blk\""));
+}
+
+TEST_F(BlockVolumeTest, DeviceNodeFollowsTheConfiguredPathWhenItNamesAnotherDevice) {
+  // Bound through the symlink (the only device of at least 3Mi), which then names another
+  // device, as a /dev/disk/by-id link may after a reboot: the guest gets the device the path
+  // names now, never the old device number.
+  auto applied = Apply("moved", ClaimYaml("moved", "3Mi", "blk"));
+  ASSERT_EQ(applied.exit_code, 0) << applied.out;
+  EXPECT_THAT(Kvctl({"describe", "pvc", "moved"}).out, HasSubstr("Device:        " + link_));
+  std::string other = Attach("other.img", "4M");
+  ASSERT_FALSE(other.empty());
+  Put(other, "KVNODE-DATA counter=5\n");
+  ASSERT_EQ(unlink(link_.c_str()), 0);
+  ASSERT_EQ(symlink(other.c_str(), link_.c_str()), 0);
+
+  ASSERT_TRUE(handler_->PrepareDisk("default", "root").ok());
+  VmApi api(handler_.get());
+  ASSERT_TRUE(api.Apply(GuestVm("mv", "Always", "root", 30, "moved")).ok());
+  auto running = api.WaitRunning("mv", "", absl::Seconds(120));
+  ASSERT_TRUE(running.ok()) << running.status();
+  ASSERT_TRUE(SerialShows(running->metadata().uid(), "KVNODE-GUEST-DATA counter=6 dev=vdb"));
+  EXPECT_EQ(Head(large_, 64), std::string(64, '\0'));  // the old device was never written
+  ASSERT_TRUE(api.Stop("mv").ok());
+  ASSERT_TRUE(api.WaitNoVmi("mv", absl::Seconds(90)));
+  EXPECT_EQ(Head(other, 22), "KVNODE-DATA counter=6\n");
 }
 
 TEST_F(BlockVolumeTest, ADevicePathThatIsNotABlockDeviceIsRefused) {
