@@ -59,6 +59,8 @@ int WaitVm(Cli& cli, const std::string& name, const std::string& condition,
 int ApplyPvc(Cli& cli, const kvnode::v1::PersistentVolumeClaim& pvc, bool dry_run);
 int GetPvcs(Cli& cli, const std::string& name, const std::string& output, bool prefix);
 int GetStorageClasses(Cli& cli);
+int GetPvs(Cli& cli, const std::string& output);
+int DeletePv(Cli& cli, const std::string& name);
 int DescribePvc(Cli& cli, const std::string& name);
 int DeletePvc(Cli& cli, const std::string& name);
 int ApplyDv(Cli& cli, const kvnode::v1::DataVolume& dv, bool dry_run);

@@ -36,10 +36,15 @@ Commands:
   logs vmi NAME [--tail N] [--console]  the launcher's log, or the guest's serial console log
   events [vm|vmi NAME]                  events, oldest first
   get pvc|dv|sc [NAME] [-o wide|json|yaml]  PersistentVolumeClaims, DataVolumes, storage classes
+  get pv | delete pv NAME               devices of Block storage classes: who has each; deleting
+                                        a Released one frees its device (data untouched)
   delete dv NAME                        the DataVolume, and the claim it owns
   describe pvc NAME | delete pvc NAME [--dry-run]   (refused while a VMI uses the claim)
   image-upload pvc NAME --image-path FILE --size 2Gi [--storage-class CLASS]
                                         a new claim filled with a raw or qcow2 image
+  image-upload dv NAME --image-path FILE [--size 2Gi] [--storage-class CLASS]
+                                        into a DataVolume with an upload source (made
+                                        with --size when it does not exist); then Succeeded
   image import REF --from-file DISK | image list   the node's containerDisk image cache
   create secret generic NAME --from-file=[KEY=]FILE [--from-literal=KEY=VALUE]
   get secret | delete secret NAME       node-local secrets (values are never shown)

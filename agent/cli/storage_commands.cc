@@ -1,5 +1,5 @@
 // kvctl's storage commands: PersistentVolumeClaims (apply, get, describe, delete), storage
-// classes, `image-upload pvc` (virtctl's) and the containerDisk image cache (`image import`,
+// classes, the PersistentVolumes of Block classes' devices (get, delete), `image-upload pvc` (virtctl's) and the containerDisk image cache (`image import`,
 // `image list`). They talk to the handler's kvnode.v1.Storage service on the same socket.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -41,12 +41,12 @@ std::string Capacity(const PersistentVolumeClaim& pvc) {
   return it == pvc.status().capacity().end() ? "" : it->second;
 }
 
-std::string AccessModes(const PersistentVolumeClaim& pvc) {
+std::string AccessModes(const google::protobuf::RepeatedPtrField<std::string>& access_modes) {
   static const std::map<std::string, std::string> kShort = {
       {"ReadWriteOnce", "RWO"}, {"ReadOnlyMany", "ROX"}, {"ReadWriteMany", "RWX"},
       {"ReadWriteOncePod", "RWOP"}};
   std::vector<std::string> modes;
-  for (const auto& m : pvc.status().access_modes()) {
+  for (const auto& m : access_modes) {
     auto it = kShort.find(m);
     modes.push_back(it == kShort.end() ? m : it->second);
   }
@@ -143,15 +143,18 @@ void PrintPvcs(const Cli& cli, const std::vector<PVCView>& views, bool wide, boo
   absl::Time now = absl::Now();
   std::vector<std::string> header = {"NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS MODES",
                                      "STORAGECLASS", "AGE"};
-  if (wide) header.insert(header.end(), {"VOLUMEMODE", "RECLAIM", "USED BY"});
+  if (wide) header.insert(header.end(), {"VOLUMEMODE", "DEVICE", "RECLAIM", "USED BY"});
   std::vector<std::vector<std::string>> rows;
   for (const auto& v : views) {
     const auto& p = v.pvc();
     std::vector<std::string> row = {
         (prefix ? "persistentvolumeclaim/" : "") + p.metadata().name(), p.status().phase(),
-        p.spec().volume_name(), Capacity(p), AccessModes(p), p.spec().storage_class_name(),
+        p.spec().volume_name(), Capacity(p), AccessModes(p.status().access_modes()), p.spec().storage_class_name(),
         Age(p.metadata().creation_timestamp(), now)};
-    if (wide) row.insert(row.end(), {p.spec().volume_mode(), v.reclaim_policy(), UsedBy(v)});
+    if (wide) {
+      row.insert(row.end(), {p.spec().volume_mode(), v.device().empty() ? "-" : v.device(),
+                             v.reclaim_policy(), UsedBy(v)});
+    }
     rows.push_back(row);
   }
   if (rows.empty()) {
@@ -220,9 +223,56 @@ int GetStorageClasses(Cli& cli) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& c : resp.items()) {
     rows.push_back({c.name() + (c.is_default() ? " (default)" : ""), "kvnode.io/local",
-                    c.reclaim_policy(), c.volume_binding_mode()});
+                    c.reclaim_policy(), c.volume_binding_mode(),
+                    c.allow_volume_expansion() ? "true" : "false", c.volume_mode(),
+                    c.devices().empty() ? "-" : absl::StrJoin(c.devices(), ",")});
   }
-  PrintTable(*cli.out, {"NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE"}, rows);
+  PrintTable(*cli.out,
+             {"NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "ALLOWVOLUMEEXPANSION",
+              "VOLUMEMODE", "DEVICES"},
+             rows);
+  return 0;
+}
+
+int GetPvs(Cli& cli, const std::string& output) {
+  kvnode::v1::ListPVsResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->ListPVs(Deadline(&ctx), kvnode::v1::Empty(), &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  if (output == "json" || output == "yaml") {
+    *cli.out << (output == "json" ? MessageToJson(resp) : MessageToYaml(resp));
+    return 0;
+  }
+  absl::Time now = absl::Now();
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& pv : resp.items()) {
+    const auto& spec = pv.spec();
+    auto capacity = spec.capacity().find("storage");
+    rows.push_back({pv.metadata().name(), capacity == spec.capacity().end() ? "" : capacity->second,
+                    AccessModes(spec.access_modes()), spec.persistent_volume_reclaim_policy(),
+                    pv.status().phase(),
+                    spec.claim_ref().namespace_() + "/" + spec.claim_ref().name(),
+                    spec.storage_class_name(), spec.local().path(),
+                    Age(pv.metadata().creation_timestamp(), now)});
+  }
+  if (rows.empty()) {
+    *cli.err << "No resources found\n";
+    return 0;
+  }
+  PrintTable(*cli.out,
+             {"NAME", "CAPACITY", "ACCESS MODES", "RECLAIM POLICY", "STATUS", "CLAIM",
+              "STORAGECLASS", "DEVICE", "AGE"},
+             rows);
+  return 0;
+}
+
+int DeletePv(Cli& cli, const std::string& name) {
+  kvnode::v1::PersistentVolume pv;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->DeletePV(Deadline(&ctx), cli.Ref(name), &pv);
+  if (!s.ok()) return cli.RpcError(s);
+  *cli.out << "persistentvolume \"" << name << "\" deleted (device " << pv.spec().local().path()
+           << " is free again; its data was not touched)\n";
   return 0;
 }
 
@@ -241,8 +291,11 @@ int DescribePvc(Cli& cli, const std::string& name) {
     << "Status:        " << p.status().phase() << "\n"
     << "Volume:        " << p.spec().volume_name() << "\n"
     << "Capacity:      " << Capacity(p) << "\n"
-    << "Allocated:     " << HumanBytes(v.allocated_bytes()) << " on the node\n"
-    << "Access Modes:  " << AccessModes(p) << "\n"
+    << (p.spec().volume_mode() == "Block"
+            ? "Device:        " + (v.device().empty() ? "<none>" : v.device()) + "\n"
+            : "Allocated:     " + HumanBytes(v.allocated_bytes()) + " on the node\n")
+    << (v.pending_reason().empty() ? "" : "Reason:        " + v.pending_reason() + "\n")
+    << "Access Modes:  " << AccessModes(p.status().access_modes()) << "\n"
     << "VolumeMode:    " << p.spec().volume_mode() << "\n"
     << "Reclaim:       " << v.reclaim_policy() << "\n"
     << "Owners:        " << (owners.empty() ? "<none>" : absl::StrJoin(owners, ",")) << "\n"
@@ -266,24 +319,60 @@ int DeletePvc(Cli& cli, const std::string& name) {
   return 0;
 }
 
+namespace {
+
+// `image-upload dv NAME`: the DataVolume must exist with an upload source (UploadReady), or is
+// made here with --size as virtctl does; then the image goes into its claim.
+int UploadDataVolume(Cli& cli, const std::string& file, const std::string& size) {
+  const std::string& name = cli.args[1];
+  kvnode::v1::DataVolume existing;
+  grpc::ClientContext ctx;
+  grpc::Status got = StorageStub(cli)->GetDV(Deadline(&ctx), cli.Ref(name), &existing);
+  if (got.error_code() == grpc::StatusCode::NOT_FOUND) {
+    if (size.empty()) {
+      return cli.Usage("--size: required to create DataVolume \"" + name +
+                       "\" (it does not exist; for example --size 2Gi)");
+    }
+    kvnode::v1::DataVolume dv;
+    dv.mutable_metadata()->set_name(name);
+    dv.mutable_metadata()->set_namespace_(cli.ns);
+    dv.mutable_spec()->mutable_source()->mutable_upload();
+    auto* storage = dv.mutable_spec()->mutable_storage();
+    (*storage->mutable_resources()->mutable_requests())["storage"] = size;
+    storage->set_storage_class_name(cli.flags.GetOr("storage-class", ""));
+    if (int rc = ApplyDv(cli, dv, false); rc != 0) return rc;
+  } else if (!got.ok()) {
+    return cli.RpcError(got);
+  }
+  kvnode::v1::UploadTarget target;
+  *target.mutable_data_volume() = cli.Ref(name);
+  kvnode::v1::UploadResult result;
+  if (int rc = Upload(cli, file, std::move(target), &result); rc != 0) return rc;
+  *cli.out << "DataVolume " << cli.ns << "/" << name << " is "
+           << result.data_volume().status().phase() << " (" << result.source_format()
+           << " image, " << Capacity(result.pvc()) << ")\n";
+  return 0;
+}
+
+}  // namespace
+
 int CmdImageUpload(Cli& cli) {
   // kvctl image-upload pvc NAME --image-path FILE --size 2Gi [--storage-class X]
+  // kvctl image-upload dv NAME --image-path FILE [--size 2Gi] [--storage-class X]
   if (cli.args.size() != 2 || (cli.args[0] != "pvc" && cli.args[0] != "dv")) {
-    return cli.Usage("usage: kvctl image-upload pvc NAME --image-path FILE --size SIZE "
+    return cli.Usage("usage: kvctl image-upload pvc|dv NAME --image-path FILE --size SIZE "
                      "[--storage-class CLASS]");
-  }
-  if (cli.args[0] == "dv") {
-    *cli.err << "error: image-upload dv: DataVolumes are not supported by this handler yet; use "
-                "image-upload pvc\n";
-    return 1;
   }
   std::string file = cli.flags.GetOr("image-path", "");
   std::string size = cli.flags.GetOr("size", "");
   if (file.empty()) return cli.Usage("--image-path: required");
-  if (size.empty()) return cli.Usage("--size: required (for example 2Gi)");
-  if (auto q = Quantity::Parse(size); !q.ok()) {
-    return cli.Usage("--size: " + std::string(q.status().message()));
+  if (!size.empty()) {
+    if (auto q = Quantity::Parse(size); !q.ok()) {
+      return cli.Usage("--size: " + std::string(q.status().message()));
+    }
   }
+  if (cli.args[0] == "dv") return UploadDataVolume(cli, file, size);
+  if (size.empty()) return cli.Usage("--size: required (for example 2Gi)");
   kvnode::v1::UploadTarget target;
   PersistentVolumeClaim* pvc = target.mutable_pvc();
   pvc->set_api_version("v1");

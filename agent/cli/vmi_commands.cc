@@ -51,6 +51,7 @@ std::string CanonicalResource(const std::string& r) {
     return "pvc";
   }
   if (l == "sc" || l == "storageclass" || l == "storageclasses") return "sc";
+  if (l == "pv" || l == "pvs" || l == "persistentvolume" || l == "persistentvolumes") return "pv";
   if (l == "secret" || l == "secrets") return "secret";
   if (absl::EndsWith(l, ".cdi.kubevirt.io")) l = l.substr(0, l.size() - 16);
   if (l == "dv" || l == "dvs" || l == "datavolume" || l == "datavolumes") return "dv";
@@ -315,6 +316,7 @@ int CmdGet(Cli& cli) {
     int r = kinds[i] == "vm"    ? GetVms(cli, name, output, prefix)
             : kinds[i] == "pvc" ? GetPvcs(cli, name, output, prefix)
             : kinds[i] == "sc"  ? GetStorageClasses(cli)
+            : kinds[i] == "pv"  ? GetPvs(cli, output)
             : kinds[i] == "secret" ? GetSecrets(cli)
             : kinds[i] == "dv"  ? GetDvs(cli, name, output, prefix)
                                 : GetVmis(cli, name, output, prefix);
@@ -433,6 +435,7 @@ int CmdDelete(Cli& cli) {
   if (!ResourceAndName(cli, &resource, &name, &rc)) return rc;
   if (resource == "vm") return DeleteVm(cli, name);
   if (resource == "pvc") return DeletePvc(cli, name);
+  if (resource == "pv") return DeletePv(cli, name);
   if (resource == "secret") return DeleteSecret(cli, name);
   if (resource == "dv") return DeleteDv(cli, name);
   kvnode::v1::DeleteRequest req;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/network/resolv_conf.h"
+#include "agent/storage/block_device.h"
 #include "agent/supervisor/cgroup.h"
 
 namespace kvnode {
@@ -146,6 +147,14 @@ std::vector<ConfigFinding> CheckHandlerConfig(const HandlerOptions& o) {
                       : ConfigFinding{false, "cgroup root", ancestor + " is not writable"});
   }
   CheckTools(o, &out);
+  for (const StorageClass& c : o.storage_classes.all()) {
+    if (c.devices.empty()) continue;
+    absl::Status s = CheckBlockDevices(c);
+    out.push_back({s.ok(), "--storage-class",
+                   s.ok() ? absl::StrCat("storage class \"", c.name, "\": ", c.devices.size(),
+                                         " block device(s)")
+                          : std::string(s.message())});
+  }
   if (!o.listen.empty()) {
     out.push_back(CheckPemFile("--tls-cert", o.tls_cert, "BEGIN CERTIFICATE"));
     out.push_back(CheckPemFile("--tls-key", o.tls_key, "PRIVATE KEY"));

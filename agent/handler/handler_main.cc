@@ -19,6 +19,7 @@
 #include "agent/api/api_server.h"
 #include "agent/api/call_metrics.h"
 #include "agent/api/node_service.h"
+#include "agent/storage/block_device.h"
 #include "agent/storage/storage_service.h"
 #include "agent/api/notify_service.h"
 #include "agent/base/logging.h"
@@ -263,6 +264,9 @@ int Serve(Handler* h, const sigset_t& mask) {
   h->watcher = std::move(*watcher);
   DeclareHandlerMetrics(MetricsRegistry::Default());
   c.metrics = MetricsRegistry::Default();
+  for (const StorageClass& sc : opt.storage_classes.all()) {
+    if (absl::Status s = CheckBlockDevices(sc); !s.ok()) return Fail(Annotate(s, "--storage-class"));
+  }
   h->volumes = std::make_unique<VolumeManager>(
       VolumeConfig{c.state_dir, c.identity.fs(), opt.storage_classes}, h->store.get(), Clock::Real());
   if (absl::Status s = h->volumes->Recover(); !s.ok()) return Fail(Annotate(s, "recover volumes"));

@@ -400,7 +400,7 @@ absl::StatusOr<std::string> VmiController::DomainXml(const ObjectRef& ref) {
     if (s.ok() && !resp.xml().empty()) return resp.xml();
   }
   // No live domain: what the converter would produce for it.
-  kvnode::v1::DomainOptions options = BuildDomainOptions(vmi, paths_, config_.virt_type);
+  kvnode::v1::DomainOptions options = DomainOptionsFor(vmi);
   ApplyPodInterfaces(vmi.metadata().uid(), &options);
   return ConvertToDomainXml(vmi, options);
 }
@@ -679,6 +679,12 @@ void VmiController::WatchLauncher(const std::string& uid, pid_t pid, uint64_t st
   if (!s.ok()) spdlog::error("watch launcher {} of VMI {}: {}", pid, uid, s.ToString());
 }
 
+kvnode::v1::DomainOptions VmiController::DomainOptionsFor(const VirtualMachineInstance& vmi) {
+  std::set<std::string> block;
+  if (config_.volumes != nullptr) block = config_.volumes->BlockClaims(vmi.metadata().namespace_());
+  return BuildDomainOptions(vmi, paths_, config_.virt_type, block);
+}
+
 void VmiController::SyncLauncher(const std::string& uid) {
   std::shared_ptr<kvnode::v1::Launcher::Stub> stub;
   kvnode::v1::LauncherSyncRequest req;
@@ -688,7 +694,7 @@ void VmiController::SyncLauncher(const std::string& uid) {
     if (it == by_uid_.end() || !it->second->launcher_alive) return;
     Record* r = it->second.get();
     *req.mutable_vmi() = r->vmi;
-    *req.mutable_options() = BuildDomainOptions(r->vmi, paths_, config_.virt_type);
+    *req.mutable_options() = DomainOptionsFor(r->vmi);
     ApplyPodInterfaces(uid, req.mutable_options());
     req.mutable_options()->set_start_paused(r->vmi.spec().start_strategy() == "Paused");
     req.mutable_options()->set_incoming(r->migration_target);

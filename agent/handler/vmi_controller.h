@@ -9,7 +9,8 @@
 //   → Succeeded/Failed (final domain event, final-status.json, or the launcher's death).
 //
 // Thread-safe. API calls return quickly: slow steps run on the work queue. Lock order:
-// mu_ before the store's own mutex; never call a launcher while holding mu_.
+// mu_ before the VolumeManager's (DomainOptionsFor asks it for Block claims) and the store's
+// own mutex; never call a launcher while holding mu_.
 #ifndef KVNODE_AGENT_HANDLER_VMI_CONTROLLER_H_
 #define KVNODE_AGENT_HANDLER_VMI_CONTROLLER_H_
 
@@ -274,6 +275,8 @@ class VmiController {
   void TearDownPodNetwork(const std::string& uid);
   // The pod network's tap, MAC and MTU for the VMI's interface in `options`.
   void ApplyPodInterfaces(const std::string& uid, kvnode::v1::DomainOptions* options);
+  // The converter's options for `vmi`, with its namespace's Block claims as block devices.
+  kvnode::v1::DomainOptions DomainOptionsFor(const kvnode::v1::VirtualMachineInstance& vmi);
 
   // A stub on a connection to the launcher of `uid`, made with the launcher user's rights (its
   // socket lives in a dir that user controls). The record's connection is reused while it is

@@ -41,6 +41,12 @@ bool NeedsImport(const DataVolume& dv) {
          p == dv_phase::kImportInProgress;
 }
 
+// An upload DataVolume waits for `kvctl image-upload dv` (CDI's UploadReady); the others for
+// the importer.
+const char* FirstPhase(const DataVolume& dv) {
+  return dv.spec().source().has_upload() ? dv_phase::kUploadReady : dv_phase::kPending;
+}
+
 // The Content-Length of the last response to a HEAD request (after redirects); 0 if unknown.
 int64_t ContentLength(const std::string& url) {
   auto r = RunCommand({kCurl, "-sS", "-I", "-L", "--max-time", "30", url}, absl::Seconds(40));
@@ -80,9 +86,7 @@ absl::StatusOr<DataVolume> VolumeManager::CreateDataVolumeLocked(DataVolume dv) 
   meta->set_uid(NewRandomUuid());
   meta->set_creation_timestamp(FormatTimestamp(clock_->Now()));
   dv.clear_status();
-  SetDataVolumePhase(&dv, dv.spec().source().has_upload() ? dv_phase::kUploadReady
-                                                          : dv_phase::kPending,
-                     "N/A", "", clock_->Now());
+  SetDataVolumePhase(&dv, FirstPhase(dv), "N/A", "", clock_->Now());
   kvnode::v1::PersistentVolumeClaim claim = ClaimForDataVolume(dv);
   DefaultPvc(&claim, config_.classes);
   ASSIGN_OR_RETURN(StorageClass sc, config_.classes.Find(claim.spec().storage_class_name()));
@@ -132,7 +136,7 @@ absl::StatusOr<VolumeManager::ApplyDvResult> VolumeManager::ApplyDataVolume(Data
   if (!absl::IsNotFound(stored.status())) return stored.status();
   result.result = "ADDED";
   if (dry_run) {
-    SetDataVolumePhase(&dv, dv_phase::kPending, "N/A", "", clock_->Now());
+    SetDataVolumePhase(&dv, FirstPhase(dv), "N/A", "", clock_->Now());
     result.dv = dv;
     return result;
   }

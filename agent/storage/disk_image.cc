@@ -148,6 +148,22 @@ absl::Status ConvertToRaw(const std::string& in, const std::string& format, cons
   return absl::OkStatus();
 }
 
+absl::Status GrowRawFile(const std::string& path, int64_t size_bytes) {
+  int fd = open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "open " + path);
+  struct stat st;
+  absl::Status s;
+  if (fstat(fd, &st) < 0) {
+    s = absl::ErrnoToStatus(errno, "stat " + path);
+  } else if (!S_ISREG(st.st_mode)) {
+    s = absl::FailedPreconditionError(path + " is not a regular file");
+  } else if (st.st_size < size_bytes && (ftruncate(fd, size_bytes) < 0 || fsync(fd) < 0)) {
+    s = absl::ErrnoToStatus(errno, "grow " + path);
+  }
+  close(fd);
+  return s;
+}
+
 absl::Status PublishDisk(const std::string& dir, uid_t uid, gid_t gid, mode_t mode) {
   std::string tmp = dir + "/" + kDiskTempFile;
   int fd = open(tmp.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);

@@ -48,6 +48,10 @@ absl::Status CheckUploadedImage(const ImageInfo& info);
 absl::Status ConvertToRaw(const std::string& in, const std::string& format,
                           const std::string& out, int64_t size_bytes);
 
+// Grows the raw file at `path` (a link is not followed; it must be a regular file) to
+// `size_bytes`, sparse, and syncs it; a file already that large is left as it is.
+absl::Status GrowRawFile(const std::string& path, int64_t size_bytes);
+
 // A claim's or image's disk is first made as <dir>/disk.img.tmp and then published.
 inline constexpr char kDiskTempFile[] = "disk.img.tmp";
 // Renames <dir>/disk.img.tmp (owned by uid:gid with `mode`, synced) to <dir>/disk.img, so a

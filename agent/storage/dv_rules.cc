@@ -72,11 +72,7 @@ AdmissionReview AdmitDataVolume(const DataVolume& dv, const StorageClasses& clas
                         "not supported on this node (import the disk with kvctl image import and "
                         "use a containerDisk, or use an http source)");
       break;
-    case kvnode::v1::DataVolumeSourceSpec::kUpload:
-      review.errors.Add(source.Child("upload"),
-                        "not supported on this node yet (use kvctl image-upload pvc NAME "
-                        "--image-path FILE --size SIZE, or an http source)");
-      break;
+    case kvnode::v1::DataVolumeSourceSpec::kUpload:  // UploadReady until kvctl image-upload dv
     case kvnode::v1::DataVolumeSourceSpec::kBlank:
       break;
   }
@@ -92,6 +88,12 @@ AdmissionReview AdmitDataVolume(const DataVolume& dv, const StorageClasses& clas
   kvnode::v1::PersistentVolumeClaim claim = ClaimForDataVolume(dv);
   DefaultPvc(&claim, classes);
   std::string prefix = dv.spec().has_pvc() ? "spec.pvc" : "spec.storage";
+  if (claim.spec().volume_mode() == kVolumeModeBlock) {
+    review.errors.Add(FieldPath(prefix + ".volumeMode"),
+                      "Block DataVolumes are not supported on this node (apply a "
+                      "PersistentVolumeClaim with volumeMode: Block to bind a device)");
+    return review;
+  }
   AdmissionReview claim_review = AdmitPvc(claim, classes);
   for (const FieldError& e : claim_review.errors.errors()) {
     std::string path = e.path;

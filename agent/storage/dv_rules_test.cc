@@ -29,6 +29,7 @@ TEST(DvRules, AcceptsBlankHttpAndClone) {
   EXPECT_EQ(Errors(Dv("    blank: {}\n")), "");
   EXPECT_EQ(Errors(Dv("    http:\n      url: http://127.0.0.1:8080/disk.qcow2\n")), "");
   EXPECT_EQ(Errors(Dv("    pvc:\n      name: golden\n")), "");
+  EXPECT_EQ(Errors(Dv("    upload: {}\n")), "");
 }
 
 TEST(DvRules, RefusalsNameTheField) {
@@ -36,12 +37,21 @@ TEST(DvRules, RefusalsNameTheField) {
               HasSubstr("spec.source.http.url: must be an http:// or https:// URL"));
   EXPECT_THAT(Errors(Dv("    registry:\n      url: docker://x\n")),
               HasSubstr("spec.source.registry: not supported on this node"));
-  EXPECT_THAT(Errors(Dv("    upload: {}\n")), HasSubstr("spec.source.upload: not supported"));
   EXPECT_THAT(Errors(Dv("    blank: {}\n", "0")),
               HasSubstr("spec.storage.resources.requests.storage: must be greater than zero"));
   DataVolume none = Dv("    blank: {}\n");
   none.mutable_spec()->clear_source();
   EXPECT_THAT(Errors(none), HasSubstr("spec.source: must have exactly one source"));
+}
+
+TEST(DvRules, BlockDataVolumesAreRefused) {
+  DataVolume dv = Dv("    blank: {}\n");
+  dv.mutable_spec()->mutable_storage()->set_volume_mode("Block");
+  StorageClasses classes;
+  ASSERT_TRUE(classes.Add("name=blk,volumeMode=Block,devices=/dev/loop7", "x").ok());
+  dv.mutable_spec()->mutable_storage()->set_storage_class_name("blk");
+  EXPECT_THAT(std::string(AdmitDataVolume(dv, classes).errors.ToStatus().message()),
+              HasSubstr("spec.storage.volumeMode: Block DataVolumes are not supported"));
 }
 
 TEST(DvRules, ClaimIsOwnedByTheDataVolume) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "agent/manifest/admission.h"
 #include "agent/storage/storage_class.h"
 #include "kvnode/v1/storage.pb.h"
@@ -37,10 +38,25 @@ AdmissionReview AdmitPvc(const kvnode::v1::PersistentVolumeClaim& pvc,
 // The requested size in bytes of an admitted claim.
 int64_t RequestedBytes(const kvnode::v1::PersistentVolumeClaim& pvc);
 
-// A re-apply may change labels and annotations only: a claim's spec is immutable here (no
-// volume expansion yet). Empty when `next` is acceptable.
+// A device of a Block class as binding sees it: its size, and why it cannot be used now ("" when
+// it is free): "bound to default/db", "Released (claim default/old)", or an inspection error.
+struct DeviceCandidate {
+  std::string path;
+  int64_t size_bytes = 0;
+  std::string unusable;
+};
+// The free device that best fits a claim of `bytes`: the smallest of at least that size (first
+// in class order among equals). Otherwise NotFound with the reason the claim stays Pending,
+// which lists every device and why it was passed over.
+absl::StatusOr<std::string> ChooseDevice(const std::string& class_name, int64_t bytes,
+                                         const std::vector<DeviceCandidate>& devices);
+
+// A re-apply may change labels and annotations, and grow spec.resources.requests.storage of
+// a Bound claim whose storage class has allowVolumeExpansion (Kubernetes' volume expansion);
+// the rest of the spec is immutable and a claim never shrinks. Empty when `next` is acceptable.
 std::string CheckPvcUpdate(const kvnode::v1::PersistentVolumeClaim& stored,
-                           const kvnode::v1::PersistentVolumeClaim& next);
+                           const kvnode::v1::PersistentVolumeClaim& next,
+                           const StorageClasses& classes);
 
 // Why a claim may not be deleted now, or "" when it may: a claim in use by a live VMI is
 // refused with the VMIs named (Kubernetes' kubernetes.io/pvc-protection finalizer).

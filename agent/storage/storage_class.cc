@@ -9,9 +9,47 @@
 #include "agent/manifest/admission.h"
 
 namespace kvnode {
+namespace {
+
+// What is wrong with the devices of `c` given the classes already defined, or "".
+std::string CheckDevices(const StorageClass& c, const std::vector<StorageClass>& others) {
+  if (c.volume_mode == kVolumeModeFilesystem) {
+    return c.devices.empty() ? ""
+                             : "devices: only a class with volumeMode=Block has devices "
+                               "(a Filesystem class makes disk.img files)";
+  }
+  if (c.devices.empty()) {
+    return "devices: required for volumeMode=Block (devices=/dev/sdb|/dev/sdc)";
+  }
+  if (c.allow_volume_expansion) {
+    return "allowVolumeExpansion: a Block class cannot expand its claims (a device's size is "
+           "fixed)";
+  }
+  for (size_t i = 0; i < c.devices.size(); ++i) {
+    const std::string& d = c.devices[i];
+    if (d.empty() || d[0] != '/') {
+      return absl::StrCat("devices: \"", d, "\" is not an absolute path");
+    }
+    if (std::find(c.devices.begin(), c.devices.begin() + i, d) != c.devices.begin() + i) {
+      return absl::StrCat("devices: \"", d, "\" is listed twice");
+    }
+    for (const StorageClass& o : others) {
+      if (o.name != c.name && std::find(o.devices.begin(), o.devices.end(), d) != o.devices.end()) {
+        return absl::StrCat("devices: \"", d, "\" already belongs to storage class \"", o.name,
+                            "\"");
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
 
 StorageClasses::StorageClasses() {
-  classes_.push_back({kDefaultStorageClass, kReclaimDelete, true});
+  StorageClass local;
+  local.name = kDefaultStorageClass;
+  local.is_default = true;
+  classes_.push_back(local);
 }
 
 absl::Status StorageClasses::Add(absl::string_view spec, absl::string_view where) {
@@ -38,18 +76,31 @@ absl::Status StorageClasses::Add(absl::string_view spec, absl::string_view where
       }
       c.is_default = value == "true";
       has_default = true;
-    } else if (key == "volumeMode" || key == "devices") {
-      return error(absl::StrCat(key, ": block-device storage classes are not supported yet "
-                                     "(every class makes file volumes)"));
+    } else if (key == "allowVolumeExpansion") {
+      if (value != "true" && value != "false") {
+        return error(absl::StrCat("allowVolumeExpansion: expected true or false, got \"", value,
+                                  "\""));
+      }
+      c.allow_volume_expansion = value == "true";
+    } else if (key == "volumeMode") {
+      if (value != kVolumeModeFilesystem && value != kVolumeModeBlock) {
+        return error(absl::StrCat("volumeMode: expected Filesystem or Block, got \"", value, "\""));
+      }
+      c.volume_mode = value;
+    } else if (key == "devices") {
+      c.devices = absl::StrSplit(value, '|', absl::SkipWhitespace());
+      for (std::string& d : c.devices) d = std::string(absl::StripAsciiWhitespace(d));
     } else {
       return error(absl::StrCat("unknown key \"", key,
-                                "\" (expected name, reclaimPolicy, default)"));
+                                "\" (expected name, reclaimPolicy, default, volumeMode, devices, "
+                                "allowVolumeExpansion)"));
     }
   }
   if (c.name.empty()) return error("name: required (name=CLASS,reclaimPolicy=Delete|Retain)");
   if (!IsDns1123Subdomain(c.name)) {
     return error(absl::StrCat("name: \"", c.name, "\" is not a DNS-1123 subdomain"));
   }
+  if (std::string problem = CheckDevices(c, classes_); !problem.empty()) return error(problem);
   auto same = std::find_if(classes_.begin(), classes_.end(),
                            [&](const StorageClass& x) { return x.name == c.name; });
   if (same != classes_.end()) {

@@ -3,11 +3,20 @@
 // the state dir, reclaimPolicy Delete, the default); `--storage-class SPEC` (repeatable) and
 // `--storage-class-file FILE` (one SPEC a line, # comments) add more:
 //
-//   name=local-retain,reclaimPolicy=Retain[,default=true]
+//   name=local-retain,reclaimPolicy=Retain[,default=true][,allowVolumeExpansion=true]
+//   name=local-block,volumeMode=Block,devices=/dev/loop7|/dev/loop8[,reclaimPolicy=Retain]
 //
-// Like Kubernetes' local-path provisioner, every class here makes a sparse raw disk.img in the
-// claim's dir; volumeBindingMode is Immediate. Block-device classes are not supported yet and
-// are refused with that message.
+// A Filesystem class (the default volumeMode) is like Kubernetes' local-path provisioner: it
+// makes a sparse raw disk.img in the claim's dir. A Block class is like the local static
+// provisioner: it owns the block devices listed in `devices` (absolute paths separated by
+// `|`, each in at most one class), and a claim with volumeMode Block binds one free device of
+// at least its size. volumeBindingMode is Immediate for both. Whether each device really is a
+// block device (symlinks resolved) is checked by the handler at startup and again on binding
+// (block_device.h): parsing here does no I/O.
+//
+// allowVolumeExpansion (false by default, as in Kubernetes) lets a re-applied claim of a
+// Filesystem class ask for more storage: its disk.img grows. A Block class cannot have it (a
+// device's size is fixed).
 //
 // Pure: parsing only (the file is read by the caller). Thread-compatible.
 #ifndef KVNODE_AGENT_STORAGE_STORAGE_CLASS_H_
@@ -25,10 +34,16 @@ inline constexpr char kReclaimDelete[] = "Delete";
 inline constexpr char kReclaimRetain[] = "Retain";
 inline constexpr char kDefaultStorageClass[] = "local";
 
+inline constexpr char kVolumeModeFilesystem[] = "Filesystem";
+inline constexpr char kVolumeModeBlock[] = "Block";
+
 struct StorageClass {
   std::string name;
   std::string reclaim_policy = kReclaimDelete;
   bool is_default = false;
+  std::string volume_mode = kVolumeModeFilesystem;
+  std::vector<std::string> devices;  // a Block class's devices, as configured
+  bool allow_volume_expansion = false;
 };
 
 class StorageClasses {

@@ -48,9 +48,48 @@ TEST(StorageClasses, ErrorsNameTheOriginAndKey) {
   EXPECT_THAT(std::string(classes.Add("name=Bad_Name", "f").message()),
               HasSubstr("not a DNS-1123 subdomain"));
   EXPECT_THAT(std::string(classes.Add("name=b,volumeMode=Block", "f").message()),
-              HasSubstr("block-device storage classes are not supported yet"));
+              HasSubstr("f: devices: required for volumeMode=Block"));
   EXPECT_THAT(std::string(classes.Add("name=b,size=1", "f").message()),
               HasSubstr("unknown key \"size\""));
+}
+
+TEST(StorageClasses, BlockClassListsItsDevices) {
+  StorageClasses classes;
+  ASSERT_TRUE(classes.Add("name=local-block, volumeMode=Block, devices=/dev/loop7|/dev/loop8,"
+                          "reclaimPolicy=Retain", "x").ok());
+  auto c = classes.Find("local-block");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->volume_mode, "Block");
+  EXPECT_THAT(c->devices, ::testing::ElementsAre("/dev/loop7", "/dev/loop8"));
+  EXPECT_EQ(c->reclaim_policy, "Retain");
+  EXPECT_EQ(classes.Find("")->volume_mode, "Filesystem");
+}
+
+TEST(StorageClasses, RefusesBadDevices) {
+  StorageClasses classes;
+  auto message = [&](const std::string& spec) {
+    return std::string(classes.Add(spec, "--storage-class").message());
+  };
+  EXPECT_THAT(message("name=b,volumeMode=Disk,devices=/dev/x"),
+              HasSubstr("--storage-class: volumeMode: expected Filesystem or Block, got \"Disk\""));
+  EXPECT_THAT(message("name=b,devices=/dev/x"),
+              HasSubstr("devices: only a class with volumeMode=Block has devices"));
+  EXPECT_THAT(message("name=b,volumeMode=Block,devices=loop7"),
+              HasSubstr("devices: \"loop7\" is not an absolute path"));
+  EXPECT_THAT(message("name=b,volumeMode=Block,devices=/dev/x|/dev/x"),
+              HasSubstr("devices: \"/dev/x\" is listed twice"));
+  ASSERT_TRUE(classes.Add("name=a,volumeMode=Block,devices=/dev/x", "f").ok());
+  EXPECT_THAT(message("name=b,volumeMode=Block,devices=/dev/y|/dev/x"),
+              HasSubstr("devices: \"/dev/x\" already belongs to storage class \"a\""));
+  EXPECT_THAT(message("name=c,volumeMode=Block,devices=/dev/q,allowVolumeExpansion=true"),
+              HasSubstr("allowVolumeExpansion: a Block class cannot expand its claims"));
+  EXPECT_THAT(message("name=c,allowVolumeExpansion=yes"),
+              HasSubstr("allowVolumeExpansion: expected true or false, got \"yes\""));
+  ASSERT_TRUE(classes.Add("name=grow,allowVolumeExpansion=true", "f").ok());
+  EXPECT_TRUE(classes.Find("grow")->allow_volume_expansion);
+  EXPECT_FALSE(classes.Find("local")->allow_volume_expansion);
+  // Redefining a class may keep its own devices.
+  EXPECT_TRUE(classes.Add("name=a,volumeMode=Block,devices=/dev/x|/dev/z", "f").ok());
 }
 
 TEST(StorageClasses, FileSkipsCommentsAndNamesTheLine) {

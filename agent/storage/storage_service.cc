@@ -50,7 +50,24 @@ grpc::Status StorageService::ListStorageClasses(grpc::ServerContext*, const kvno
     item->set_reclaim_policy(c.reclaim_policy);
     item->set_volume_binding_mode("Immediate");
     item->set_is_default(c.is_default);
+    item->set_volume_mode(c.volume_mode);
+    item->set_allow_volume_expansion(c.allow_volume_expansion);
+    for (const std::string& d : c.devices) item->add_devices(d);
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status StorageService::ListPVs(grpc::ServerContext*, const kvnode::v1::Empty*,
+                                     kvnode::v1::ListPVsResponse* resp) {
+  for (auto& pv : volumes_->ListPvs()) *resp->add_items() = std::move(pv);
+  return grpc::Status::OK;
+}
+
+grpc::Status StorageService::DeletePV(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                                      kvnode::v1::PersistentVolume* resp) {
+  auto pv = volumes_->DeletePv(req->name());
+  if (!pv.ok()) return ToGrpcStatus(pv.status());
+  *resp = *pv;
   return grpc::Status::OK;
 }
 

@@ -22,6 +22,10 @@ class StorageService final : public kvnode::v1::Storage::Service {
                          kvnode::v1::PVCView* resp) override;
   grpc::Status ListStorageClasses(grpc::ServerContext*, const kvnode::v1::Empty*,
                                   kvnode::v1::ListStorageClassesResponse* resp) override;
+  grpc::Status ListPVs(grpc::ServerContext*, const kvnode::v1::Empty*,
+                       kvnode::v1::ListPVsResponse* resp) override;
+  grpc::Status DeletePV(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                        kvnode::v1::PersistentVolume* resp) override;
   grpc::Status Upload(grpc::ServerContext*, grpc::ServerReader<kvnode::v1::UploadChunk>* reader,
                       kvnode::v1::UploadResult* resp) override;
   grpc::Status ListImages(grpc::ServerContext*, const kvnode::v1::Empty*,

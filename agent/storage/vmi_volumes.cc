@@ -79,6 +79,10 @@ absl::Status VolumeManager::PrepareClaim(const std::string& ns, const std::strin
         "PersistentVolumeClaim \"", claim, "\": ", image,
         " is not a regular file or block device (symlinks are not followed)"));
   }
+  if (S_ISBLK(st.st_mode)) {
+    absl::Status device = RefreshDeviceNodeLocked(*pvc, st.st_rdev);
+    if (!device.ok()) return WithReason(device, "FailedPvcLost");
+  }
   // The launcher's user must be able to open it; never follow a link while handing it over.
   if (fchownat(AT_FDCWD, image.c_str(), config_.launcher.uid, config_.launcher.gid,
                AT_SYMLINK_NOFOLLOW) < 0) {

@@ -103,6 +103,13 @@ PVCView VolumeManager::ViewLocked(const PersistentVolumeClaim& pvc) {
   auto policy = pvc.metadata().annotations().find(kReclaimPolicyAnnotation);
   view.set_reclaim_policy(policy == pvc.metadata().annotations().end() ? kReclaimDelete
                                                                         : policy->second);
+  if (pvc.spec().volume_mode() == kVolumeModeBlock) {
+    view.set_device(DeviceOfLocked(pvc));
+    for (const auto& c : pvc.status().conditions()) {
+      if (c.type() == "Bound" && c.status() == "False") view.set_pending_reason(c.message());
+    }
+    return view;
+  }
   struct stat st;
   std::string image = paths_.volume_image(pvc.metadata().namespace_(), pvc.metadata().name());
   if (lstat(image.c_str(), &st) == 0) view.set_allocated_bytes(int64_t{st.st_blocks} * 512);
@@ -121,6 +128,8 @@ void VolumeManager::SetPhase(PersistentVolumeClaim* pvc, const std::string& phas
 absl::Status VolumeManager::ProvisionLocked(PersistentVolumeClaim* pvc) {
   const std::string& ns = pvc->metadata().namespace_();
   const std::string& name = pvc->metadata().name();
+  ASSIGN_OR_RETURN(StorageClass sc, config_.classes.Find(pvc->spec().storage_class_name()));
+  if (sc.volume_mode == kVolumeModeBlock) return BindDeviceLocked(pvc, sc);
   ASSIGN_OR_RETURN(int dir, OpenDirChain(config_.state_dir, {"volumes", ns, name}, 0711, true));
   absl::Status s = CreateSparseFile(dir, "disk.img", RequestedBytes(*pvc), config_.launcher.uid,
                                     config_.launcher.gid, 0660);
@@ -141,9 +150,23 @@ absl::StatusOr<VolumeManager::ApplyResult> VolumeManager::ApplyPvc(PersistentVol
   absl::MutexLock lock(&mu_);
   auto stored = LoadPvcLocked(pvc.metadata().namespace_(), pvc.metadata().name());
   if (stored.ok()) {
-    std::string problem = CheckPvcUpdate(*stored, pvc);
+    std::string problem = CheckPvcUpdate(*stored, pvc, config_.classes);
     if (!problem.empty()) return absl::InvalidArgumentError(problem);
     PersistentVolumeClaim next = *stored;
+    if (RequestedBytes(pvc) > RequestedBytes(*stored)) {
+      // Volume expansion: the disk grows first, so the claim never says more than it has.
+      (*next.mutable_spec()->mutable_resources()->mutable_requests())["storage"] =
+          pvc.spec().resources().requests().at("storage");
+      SetPhase(&next, "Bound");  // capacity follows the request
+      if (!dry_run) {
+        RETURN_IF_ERROR(Annotate(GrowRawFile(paths_.volume_image(pvc.metadata().namespace_(),
+                                                                 pvc.metadata().name()),
+                                             RequestedBytes(pvc)),
+                                 "expand PersistentVolumeClaim " + pvc.metadata().name()));
+        spdlog::info("PersistentVolumeClaim {}/{} expanded to {}", pvc.metadata().namespace_(),
+                     pvc.metadata().name(), next.status().capacity().at("storage"));
+      }
+    }
     *next.mutable_metadata()->mutable_labels() = pvc.metadata().labels();
     auto annotations = pvc.metadata().annotations();
     for (const char* keep : {kReclaimPolicyAnnotation, kAdoptedAnnotation}) {
@@ -180,11 +203,18 @@ absl::StatusOr<VolumeManager::ApplyResult> VolumeManager::ApplyPvc(PersistentVol
   absl::Status put = store_->Put(kPvcKind, &pvc, "ADDED").status();
   if (!put.ok()) {
     (void)RemoveClaimDirLocked(pvc, false);
+    (void)RecoverDevicesLocked();  // its PersistentVolume, if any, is Released
     return put;
   }
-  spdlog::info("PersistentVolumeClaim {}/{} bound: {} ({}, reclaim {})", meta->namespace_(),
-               meta->name(), pvc.status().capacity().at("storage"),
-               pvc.spec().storage_class_name(), sc->reclaim_policy);
+  if (pvc.status().phase() == "Pending" && pvc.status().conditions_size() > 0) {
+    result.warnings.push_back(absl::StrCat("persistentvolumeclaim \"", meta->name(),
+                                           "\" is Pending: ",
+                                           pvc.status().conditions(0).message()));
+  } else {
+    spdlog::info("PersistentVolumeClaim {}/{} bound: {} ({}, reclaim {})", meta->namespace_(),
+                 meta->name(), pvc.status().capacity().at("storage"),
+                 pvc.spec().storage_class_name(), sc->reclaim_policy);
+  }
   result.pvc = pvc;
   return result;
 }
@@ -254,6 +284,13 @@ absl::StatusOr<PVCView> VolumeManager::DeletePvc(const std::string& ns, const st
   if (!blocker.empty()) return absl::FailedPreconditionError(blocker);
   if (dry_run) return view;
   RETURN_IF_ERROR(store_->Delete(kPvcKind, &pvc).status());
+  if (pvc.spec().volume_mode() == kVolumeModeBlock) {
+    // The data is on the device, not in the claim's dir: the dir (the device node) goes first,
+    // so that no launcher can open the device again, then the device is wiped or kept.
+    RETURN_IF_ERROR(RemoveClaimDirLocked(pvc, false));
+    RETURN_IF_ERROR(ReleaseDeviceLocked(pvc));
+    return view;
+  }
   RETURN_IF_ERROR(RemoveClaimDirLocked(pvc, view.reclaim_policy() == kReclaimRetain));
   return view;
 }
@@ -311,7 +348,7 @@ absl::Status VolumeManager::Recover() {
       RETURN_IF_ERROR(store_->Put(kPvcKind, &pvc, "MODIFIED").status());
     }
   }
-  return absl::OkStatus();
+  return RecoverDevicesLocked();
 }
 
 }  // namespace kvnode

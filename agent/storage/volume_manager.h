@@ -1,5 +1,7 @@
 // Node-local volumes: the PersistentVolumeClaim objects (in the Store, kind
-// PersistentVolumeClaim) and their disks under <state>/volumes/<ns>/<claim>/disk.img, uploads
+// PersistentVolumeClaim) and their disks under <state>/volumes/<ns>/<claim>/disk.img (a file,
+// or for a claim of a Block class a device node of the device it is bound to, recorded by a
+// PersistentVolume), uploads
 // into new claims and into the containerDisk image cache (<state>/images/<key>/disk.img), and
 // the per-VMI disks a VMI needs before its launcher starts (overlays, emptyDisks).
 //
@@ -15,6 +17,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -74,10 +77,20 @@ class VolumeManager : public VmVolumes {
   absl::StatusOr<kvnode::v1::PVCView> GetPvc(const std::string& ns, const std::string& name);
   std::vector<kvnode::v1::PVCView> ListPvcs(const std::string& ns);
   // Refused while a live VMI uses the claim. Reclaim policy Delete removes the disk; Retain
-  // keeps <state>/volumes/<ns>/<claim>/ on the node (renamed to <claim>.retained-<uid>).
+  // keeps <state>/volumes/<ns>/<claim>/ on the node (renamed to <claim>.retained-<uid>). For a
+  // claim bound to a device, Delete wipes the device's first MiB and frees it; Retain leaves
+  // its PersistentVolume Released (block_volumes.cc).
   absl::StatusOr<kvnode::v1::PVCView> DeletePvc(const std::string& ns, const std::string& name,
                                                 bool dry_run);
   const StorageClasses& classes() const { return config_.classes; }
+
+  // --- Devices of Block classes (block_volumes.cc) ---
+  std::vector<kvnode::v1::PersistentVolume> ListPvs();
+  // Refused while Bound; a Released or Failed volume is removed and its device can be bound
+  // again (its data untouched: Retain means an admin decides), which may bind a Pending claim.
+  absl::StatusOr<kvnode::v1::PersistentVolume> DeletePv(const std::string& name);
+  // The claims of namespace `ns` whose volumeMode is Block (their disk.img is a device node).
+  std::set<std::string> BlockClaims(const std::string& ns);
   SecretStore& secrets() { return secrets_; }
 
   // --- Deleting VMs (volume_gc.cc) ---
@@ -110,6 +123,8 @@ class VolumeManager : public VmVolumes {
   void StartImporter();
 
   // --- Uploads (volume_upload.cc) ---
+  // A DataVolume target must have an upload source and be UploadReady, one upload at a time;
+  // a failed upload leaves it UploadReady.
   absl::StatusOr<std::unique_ptr<VolumeUpload>> BeginUpload(const kvnode::v1::UploadTarget& target);
   std::vector<kvnode::v1::CachedImage> ListImages();
 
@@ -132,6 +147,27 @@ class VolumeManager : public VmVolumes {
   absl::Status ProvisionLocked(kvnode::v1::PersistentVolumeClaim* pvc)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetPhase(kvnode::v1::PersistentVolumeClaim* pvc, const std::string& phase);
+  // Binds the smallest free device of `sc` that fits: a PersistentVolume, the device node as
+  // disk.img in the claim's dir, phase Bound. When none fits the claim is Pending with a
+  // condition saying why (not an error).
+  absl::Status BindDeviceLocked(kvnode::v1::PersistentVolumeClaim* pvc, const StorageClass& sc)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tries again to bind every Pending Block claim (a device was freed, or the handler started).
+  void BindPendingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The device of a deleted claim: wiped and freed (Delete) or Released (Retain).
+  absl::Status ReleaseDeviceLocked(const kvnode::v1::PersistentVolumeClaim& pvc)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A Bound PersistentVolume whose claim is gone (a crash between the two writes) is Released.
+  absl::Status RecoverDevicesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<kvnode::v1::PersistentVolume>> ListPvsLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A Block claim's device node (of `node_rdev`) is made again when the device path of its
+  // PersistentVolume now resolves to another device number; an error when the device is gone.
+  absl::Status RefreshDeviceNodeLocked(const kvnode::v1::PersistentVolumeClaim& pvc,
+                                       dev_t node_rdev) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The device a claim is bound to, "" when none.
+  std::string DeviceOfLocked(const kvnode::v1::PersistentVolumeClaim& pvc)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A claim a VMI names but the store lacks, whose disk.img was put there by hand: recorded
   // as a Retain claim (kvnode did not make its data). NotFound when there is no such disk.
   absl::StatusOr<kvnode::v1::PersistentVolumeClaim> AdoptLocked(const std::string& ns,
@@ -160,6 +196,7 @@ class VolumeManager : public VmVolumes {
   // Stores a new status for the DataVolume of this UID if it still exists; false when gone.
   bool UpdateDv(const kvnode::v1::DataVolume& dv, const std::string& phase,
                 const std::string& progress, const std::string& message);
+  absl::Status BeginDataVolumeUpload(const kvnode::v1::ObjectRef& ref, VolumeUpload* upload);
   absl::Status RemoveClaimDirLocked(const kvnode::v1::PersistentVolumeClaim& pvc, bool retain)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -177,6 +214,8 @@ class VolumeManager : public VmVolumes {
   std::thread importer_;
   // When a failed import is tried again, by DataVolume UID (the importer's own).
   std::map<std::string, absl::Time> retry_at_;
+  // DataVolumes (by UID) an upload is filling now.
+  std::set<std::string> uploading_ ABSL_GUARDED_BY(mu_);
 };
 
 // One upload in progress: the client's bytes go to a temp file in the target's dir; Finish
@@ -193,10 +232,13 @@ class VolumeUpload {
   friend class VolumeManager;
   VolumeUpload() = default;
   void Abort();
+  // The converted disk is in place: the claim is Bound (and a DataVolume Succeeded).
+  absl::Status BindUploadedClaim(kvnode::v1::UploadResult* result);
 
   VolumeManager* manager_ = nullptr;
   kvnode::v1::UploadTarget target_;
   kvnode::v1::PersistentVolumeClaim pvc_;  // for a claim upload, as stored (Pending)
+  kvnode::v1::DataVolume dv_;              // for a DataVolume upload, as it was at the start
   std::string dir_;                         // the claim's or image's dir
   int fd_ = -1;                             // the temp file being written
   int64_t received_ = 0;

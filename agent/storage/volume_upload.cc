@@ -1,5 +1,6 @@
-// Uploads: `kvctl image-upload pvc` (a new claim filled with an image) and `kvctl image import`
-// (an entry of the containerDisk image cache). The bytes go to a temp file; qemu-img checks
+// Uploads: `kvctl image-upload pvc` (a new claim filled with an image), `kvctl image-upload dv`
+// (the claim of an UploadReady DataVolume) and `kvctl image import` (an entry of the
+// containerDisk image cache). The bytes go to a temp file; qemu-img checks
 // and converts them to a raw temp file, which is renamed into place only when complete, so a
 // crash never leaves a partial disk where a VMI would use it.
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include "agent/base/status_macros.h"
 #include "agent/base/uuid.h"
 #include "agent/storage/disk_image.h"
+#include "agent/storage/dv_rules.h"
 #include "agent/storage/pvc_rules.h"
 #include "agent/storage/volume_manager.h"
 #include "launcher/converter/domain_options.h"
@@ -72,16 +74,46 @@ absl::StatusOr<std::unique_ptr<VolumeUpload>> VolumeManager::BeginUpload(
     upload->dir_ = paths_.volume_dir(meta.namespace_(), meta.name());
     RETURN_IF_ERROR(store_->Put(kPvcKind, &pvc, "ADDED").status());
     upload->pvc_ = pvc;
+  } else if (target.has_data_volume()) {
+    RETURN_IF_ERROR(BeginDataVolumeUpload(target.data_volume(), upload.get()));
   } else if (!target.image_ref().empty()) {
     std::string key = ImageCacheKey(target.image_ref());
     ASSIGN_OR_RETURN(int dir, OpenDirChain(config_.state_dir, {"images", key}, 0755, true));
     close(dir);
     upload->dir_ = paths_.images_dir() + "/" + key;
   } else {
-    return absl::InvalidArgumentError("upload: the first message must name a target (pvc or image)");
+    return absl::InvalidArgumentError(
+        "upload: the first message must name a target (pvc, data_volume or image)");
   }
   ASSIGN_OR_RETURN(upload->fd_, CreatePart(upload->dir_));
   return upload;
+}
+
+absl::Status VolumeManager::BeginDataVolumeUpload(const kvnode::v1::ObjectRef& ref,
+                                                 VolumeUpload* upload) {
+  const std::string ns = ref.namespace_().empty() ? "default" : ref.namespace_();
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(kvnode::v1::DataVolume dv, LoadDvLocked(ns, ref.name()));
+  const std::string& phase = dv.status().phase();
+  if (!dv.spec().source().has_upload()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DataVolume \"", ref.name(), "\" has no upload source (spec.source.upload); only such a "
+        "DataVolume takes an image-upload"));
+  }
+  if (phase != dv_phase::kUploadReady) {
+    return absl::FailedPreconditionError(absl::StrCat("DataVolume \"", ref.name(), "\" is ", phase,
+                                                      ", not UploadReady"));
+  }
+  if (!uploading_.insert(dv.metadata().uid()).second) {
+    return absl::AlreadyExistsError(absl::StrCat("an upload into DataVolume \"", ref.name(),
+                                                 "\" is already in progress"));
+  }
+  upload->dv_ = dv;
+  auto claim = LoadPvcLocked(ns, ref.name());
+  if (!claim.ok()) return claim.status();
+  upload->pvc_ = *claim;
+  upload->dir_ = paths_.volume_dir(ns, ref.name());
+  return absl::OkStatus();
 }
 
 VolumeUpload::~VolumeUpload() {
@@ -102,11 +134,15 @@ absl::Status VolumeUpload::Append(const std::string& data) {
 }
 
 void VolumeUpload::Abort() {
-  unlink((dir_ + "/" + kPartFile).c_str());
-  unlink((dir_ + "/" + kDiskTempFile).c_str());
-  if (!target_.has_pvc() || pvc_.metadata().uid().empty()) return;
+  if (!dir_.empty()) {
+    unlink((dir_ + "/" + kPartFile).c_str());
+    unlink((dir_ + "/" + kDiskTempFile).c_str());
+  }
   VolumeManager* m = manager_;
   absl::MutexLock lock(&m->mu_);
+  // A DataVolume stays UploadReady: the upload may be tried again.
+  m->uploading_.erase(dv_.metadata().uid());
+  if (!target_.has_pvc() || pvc_.metadata().uid().empty()) return;
   auto stored = m->LoadPvcLocked(pvc_.metadata().namespace_(), pvc_.metadata().name());
   if (stored.ok() && stored->metadata().uid() == pvc_.metadata().uid()) {
     (void)m->store_->Delete(kPvcKind, &*stored);
@@ -125,7 +161,7 @@ absl::StatusOr<kvnode::v1::UploadResult> VolumeUpload::Finish() {
   result.set_source_format(info.format);
   result.set_received_bytes(received_);
   VolumeManager* m = manager_;
-  if (target_.has_pvc()) {
+  if (target_.has_pvc() || target_.has_data_volume()) {
     int64_t size = RequestedBytes(pvc_);
     if (info.virtual_size > size) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -134,11 +170,7 @@ absl::StatusOr<kvnode::v1::UploadResult> VolumeUpload::Finish() {
     }
     RETURN_IF_ERROR(ConvertToRaw(part, info.format, dir_ + "/" + kDiskTempFile, size));
     RETURN_IF_ERROR(PublishDisk(dir_, m->config_.launcher.uid, m->config_.launcher.gid, 0660));
-    absl::MutexLock lock(&m->mu_);
-    pvc_.mutable_metadata()->mutable_annotations()->erase(kUploadAnnotation);
-    m->SetPhase(&pvc_, "Bound");
-    RETURN_IF_ERROR(m->store_->Put(kPvcKind, &pvc_, "MODIFIED").status());
-    *result.mutable_pvc() = pvc_;
+    RETURN_IF_ERROR(BindUploadedClaim(&result));
     spdlog::info("PersistentVolumeClaim {}/{}: upload of {} bytes ({}) converted and bound",
                  pvc_.metadata().namespace_(), pvc_.metadata().name(), received_, info.format);
   } else {
@@ -158,6 +190,34 @@ absl::StatusOr<kvnode::v1::UploadResult> VolumeUpload::Finish() {
   }
   done_ = true;
   return result;
+}
+
+absl::Status VolumeUpload::BindUploadedClaim(kvnode::v1::UploadResult* result) {
+  VolumeManager* m = manager_;
+  const std::string& ns = pvc_.metadata().namespace_();
+  const std::string& name = pvc_.metadata().name();
+  {
+    absl::MutexLock lock(&m->mu_);
+    if (target_.has_data_volume()) {
+      // Deleted (its claim with it) while the image was converted: nothing to bind.
+      auto current = m->LoadDvLocked(ns, name);
+      if (!current.ok() || current->metadata().uid() != dv_.metadata().uid()) {
+        return absl::AbortedError(absl::StrCat("DataVolume \"", name,
+                                               "\" was deleted during the upload"));
+      }
+    }
+    pvc_.mutable_metadata()->mutable_annotations()->erase(kUploadAnnotation);
+    m->SetPhase(&pvc_, "Bound");
+    RETURN_IF_ERROR(m->store_->Put(kPvcKind, &pvc_, "MODIFIED").status());
+    m->uploading_.erase(dv_.metadata().uid());
+  }
+  *result->mutable_pvc() = pvc_;
+  if (target_.has_data_volume()) {
+    m->UpdateDv(dv_, dv_phase::kSucceeded, "100.0%", "Upload Complete");
+    auto dv = m->GetDataVolume(ns, name);
+    if (dv.ok()) *result->mutable_data_volume() = *dv;
+  }
+  return absl::OkStatus();
 }
 
 std::vector<kvnode::v1::CachedImage> VolumeManager::ListImages() {

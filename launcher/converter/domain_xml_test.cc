@@ -221,6 +221,17 @@ TEST(ConvertTest, BlockDeviceWithCacheNoneGetsNativeIo) {
   EXPECT_EQ(Xpath(doc, "//disk/driver/@io"), "native");
 }
 
+TEST(ConvertTest, BlockClaimIsABlockDiskOnItsDeviceNode) {
+  auto vmi = Vmi(
+      "    devices:\n      disks: [{name: d, disk: {bus: virtio}}]\n"
+      "  volumes: [{name: d, persistentVolumeClaim: {claimName: san}}]\n");
+  auto doc = Convert(vmi, BuildDomainOptions(vmi, NodePaths("/var/lib/kvnode"), "kvm", {"san"}));
+  EXPECT_EQ(Xpath(doc, "//disk/@type"), "block");
+  EXPECT_EQ(Xpath(doc, "//disk/@device"), "disk");
+  EXPECT_EQ(Xpath(doc, "//disk/source/@dev"), "/var/lib/kvnode/volumes/ns1/san/disk.img");
+  EXPECT_EQ(Xpath(doc, "//disk/driver/@type"), "raw");
+}
+
 TEST(ConvertTest, OverlayOverABlockDeviceHasABlockBackingStore) {
   auto vmi = Vmi(
       "    devices:\n      disks: [{name: e, disk: {bus: virtio}}]\n"

@@ -5,7 +5,8 @@
 // appears; a handler killed with SIGKILL mid-import never leaves a Succeeded DataVolume with a
 // partial disk (the import starts again; qemu-img compare checks the result); deleting the VM
 // deletes the DataVolumes and claims it owns and keeps a hand-made claim, --cascade=orphan
-// keeps everything, and --dry-run says so and changes nothing.
+// keeps everything, and --dry-run says so and changes nothing. A VM whose root DataVolume has an
+// upload source waits (UploadReady, no launcher) until `kvctl image-upload dv` fills it.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -48,7 +49,9 @@ print(s.server_address[1], flush=True)
 s.serve_forever()
 )";
 
+// A VM whose root DataVolume imports `url`, or has an upload source when `url` is "".
 std::string VmYaml(const std::string& name, const std::string& strategy, const std::string& url) {
+  std::string source = url.empty() ? "upload: {}" : "http:\n            url: " + url;
   return absl::StrCat(R"(apiVersion: kubevirt.io/v1
 kind: VirtualMachine
 metadata:
@@ -60,8 +63,7 @@ spec:
         name: )", name, R"(-root
       spec:
         source:
-          http:
-            url: )", url, R"(
+          )", source, R"(
         storage:
           resources:
             requests:
@@ -305,6 +307,71 @@ spec:
   }, absl::Seconds(20)));
   EXPECT_EQ(DvField("bvm-root", "phase"), "Succeeded");
   EXPECT_THAT(Kvctl({"get", "pvc"}).out, HasSubstr("bvm-root"));
+}
+
+TEST_F(DataVolumeTest, UploadDataVolumeWaitsForImageUploadThenTheVmRuns) {
+  VmApi api(handler_.get());
+  ASSERT_EQ(Kvctl({"apply", "-f", Write("shared.yaml", kShared)}).exit_code, 0);
+  ASSERT_EQ(Kvctl({"apply", "-f", Write("uvm.yaml", VmYaml("uvm", "Always", ""))}).exit_code, 0);
+  // Nothing to import: UploadReady, and the VM waits without a launcher.
+  ASSERT_TRUE(Eventually([&] { return DvField("uvm-root", "phase") == "UploadReady"; },
+                         absl::Seconds(20)));
+  ASSERT_TRUE(Eventually([&] { return Printable(api, "uvm") == "Provisioning"; }, absl::Seconds(20)))
+      << Printable(api, "uvm");
+  auto waiting = api.Vmi("uvm");
+  if (waiting.has_value()) {
+    EXPECT_EQ(waiting->status().launcher().pid(), 0);
+  }
+  EXPECT_TRUE(api.Stays("uvm", [](const auto& v) { return !v || v->status().launcher().pid() == 0; },
+                        absl::Seconds(2)));
+  EXPECT_EQ(DvField("uvm-root", "phase"), "UploadReady");  // the importer leaves it alone
+
+  // Refusals name what is wrong and change nothing.
+  std::string image = srv_ + "/guest.qcow2";
+  auto no_size = Kvctl({"image-upload", "dv", "other", "--image-path", image});
+  EXPECT_NE(no_size.exit_code, 0);
+  EXPECT_THAT(no_size.out, HasSubstr("--size: required to create DataVolume \"other\""));
+  auto not_upload = Kvctl({"apply", "-f", Write("blank.yaml", R"(apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: blank
+spec:
+  source:
+    blank: {}
+  storage:
+    resources:
+      requests:
+        storage: 1Mi
+)")});
+  ASSERT_EQ(not_upload.exit_code, 0) << not_upload.out;
+  auto refused = Kvctl({"image-upload", "dv", "blank", "--image-path", image});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.out, HasSubstr("DataVolume \"blank\" has no upload source"));
+
+  // The upload: progress lines as for a claim, then Succeeded, and the VM boots from it.
+  auto up = Kvctl({"image-upload", "dv", "uvm-root", "--image-path", image});
+  ASSERT_EQ(up.exit_code, 0) << up.out;
+  EXPECT_THAT(up.out, HasSubstr("uploaded 100.0%"));
+  EXPECT_THAT(up.out, HasSubstr("converting with qemu-img"));
+  EXPECT_THAT(up.out, HasSubstr("DataVolume default/uvm-root is Succeeded (qcow2 image, 256Mi)"));
+  EXPECT_EQ(DvField("uvm-root", "progress"), "100.0%");
+  auto running = api.WaitRunning("uvm", "", absl::Seconds(120));
+  ASSERT_TRUE(running.ok()) << running.status();
+  ASSERT_TRUE(SerialShows(running->metadata().uid(), "KVNODE-GUEST-READY"));
+  // Succeeded takes no second upload.
+  auto again = Kvctl({"image-upload", "dv", "uvm-root", "--image-path", image});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_THAT(again.out, HasSubstr("is Succeeded, not UploadReady"));
+
+  // A new DataVolume made by image-upload dv --size, as virtctl does.
+  auto made = Kvctl({"image-upload", "dv", "made", "--image-path", image, "--size", "300Mi"});
+  ASSERT_EQ(made.exit_code, 0) << made.out;
+  EXPECT_THAT(made.out, HasSubstr("datavolume.cdi.kubevirt.io/made created"));
+  EXPECT_THAT(made.out, HasSubstr("DataVolume default/made is Succeeded (qcow2 image, 300Mi)"));
+  auto cmp = RunCommand({"/usr/bin/qemu-img", "compare", "-f", "raw", "-F", "qcow2",
+                         handler_->state_dir() + "/volumes/default/made/disk.img", image});
+  ASSERT_TRUE(cmp.ok());
+  EXPECT_TRUE(cmp->success()) << cmp->output;
 }
 
 }  // namespace

@@ -5,7 +5,8 @@
 // guest counts its boots on every blank data disk, so after stop and start the PVC and the
 // hostDisk show 2 while the containerDisk and the emptyDisk show 1 again (their writes are
 // gone); the instance-id stays; the secret's content never shows in the VMI. Without a guest:
-// hostDisk escapes, a claim holding a symlink, an image with a backing file, reclaim policies.
+// hostDisk escapes, a claim holding a symlink, an image with a backing file, reclaim policies,
+// volume expansion (a re-applied larger request grows disk.img, keeping its data).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -98,7 +99,8 @@ class StorageTest : public GuestTest {
     HandlerProcess::Options options;
     options.node_namespace = false;  // no interfaces here
     options.extra_args = {"--host-disk-root", host_root_, "--storage-class",
-                          "name=keep,reclaimPolicy=Retain"};
+                          "name=keep,reclaimPolicy=Retain", "--storage-class",
+                          "name=grow,allowVolumeExpansion=true"};
     StartHandler(options);
   }
   void TearDown() override {
@@ -268,6 +270,46 @@ TEST_F(StorageTest, RefusesEscapesSymlinksAndUnsafeImages) {
   bad.replace(bad.find("1Mi"), 3, "0");
   auto r = Kvctl({"apply", "-f", Write("bad.yaml", bad)});
   EXPECT_THAT(r.out, HasSubstr("spec.resources.requests.storage: must be greater than zero"));
+}
+
+TEST_F(StorageTest, ExpansionGrowsTheDiskOnlyWhenTheClassAllowsAndNeverShrinks) {
+  auto claim = [&](const std::string& name, const std::string& size, const std::string& cls) {
+    std::string yaml = kDataPvc;
+    yaml.replace(yaml.find("name: data"), 10, "name: " + name);
+    yaml.replace(yaml.find("1Mi"), 3, size);
+    return Kvctl({"apply", "-f", Write(name + ".yaml", yaml + "  storageClassName: " + cls + "\n")});
+  };
+  std::string image = handler_->state_dir() + "/volumes/default/big/disk.img";
+  auto size_of = [](const std::string& path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+  };
+  ASSERT_EQ(claim("big", "1Mi", "grow").exit_code, 0);
+  { std::ofstream(image, std::ios::in | std::ios::out) << "KVNODE-DATA counter=7\n"; }
+  EXPECT_EQ(size_of(image), 1 << 20);
+
+  auto grown = claim("big", "4Mi", "grow");
+  ASSERT_EQ(grown.exit_code, 0) << grown.out;
+  EXPECT_THAT(grown.out, HasSubstr("persistentvolumeclaim/big configured"));
+  EXPECT_EQ(size_of(image), 4 << 20);
+  std::ifstream in(image);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "KVNODE-DATA counter=7");  // the data stays
+  EXPECT_THAT(Kvctl({"get", "pvc", "big"}).out, HasSubstr("4Mi"));
+
+  // Shrinking and a class without allowVolumeExpansion are refused, the disk untouched.
+  auto shrink = claim("big", "2Mi", "grow");
+  EXPECT_EQ(shrink.exit_code, 1);
+  EXPECT_THAT(shrink.out, HasSubstr("spec.resources.requests.storage: may not be less than the "
+                                    "claim's size (4Mi): volumes do not shrink"));
+  EXPECT_EQ(size_of(image), 4 << 20);
+  ASSERT_EQ(claim("fixed", "1Mi", "local").exit_code, 0);
+  auto refused = claim("fixed", "2Mi", "local");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.out, HasSubstr("storage class \"local\" does not allow volume expansion"));
+  EXPECT_EQ(size_of(handler_->state_dir() + "/volumes/default/fixed/disk.img"), 1 << 20);
+  EXPECT_THAT(Kvctl({"get", "sc"}).out, ::testing::ContainsRegex("grow +kvnode.io/local +Delete +Immediate +true"));
 }
 
 // kvctl delete vm: the claims the VM owns go with it (by their reclaim policy), the ones it only
