@@ -8,7 +8,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
+#include <thread>
 #include <iostream>
 #include <regex>
 
@@ -270,6 +272,27 @@ TEST_F(MigrationTest, GuestMovesToNodeBWithoutRestartAndFailuresLeaveItOnA) {
   // 1. The migration that succeeds: same UID, node B, the counter never restarts, the page
   // is served at B's pod IP.
   int last_on_a = Ticks(a()->SerialLog(uid)).back().n;
+  // Never two running copies, sampled throughout: A's console is read every 100 ms until its
+  // dir goes; the guest's counter is one sequence, so any tick A printed after B took over
+  // would repeat one B printed (A's highest tick must stay below B's first).
+  struct Sampler {
+    std::atomic<bool> on{true};
+    std::atomic<int> highest{0};
+    std::thread thread;
+    void Stop() {
+      on = false;
+      if (thread.joinable()) thread.join();
+    }
+    ~Sampler() { Stop(); }  // also when an ASSERT leaves the test early
+  } sampler;
+  sampler.highest = last_on_a;
+  sampler.thread = std::thread([&] {
+    while (sampler.on) {
+      std::vector<Tick> t = Ticks(a()->SerialLog(uid));
+      if (!t.empty() && t.back().n > sampler.highest) sampler.highest = t.back().n;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  });
   ASSERT_TRUE(Migrate(kName, nodes_->name_b(), 0, &vmim).ok());
   ended = WaitEnded(vmim.metadata().uid());
   ASSERT_EQ(ended.status().phase(), "Succeeded") << ended.DebugString();
@@ -316,8 +339,11 @@ TEST_F(MigrationTest, GuestMovesToNodeBWithoutRestartAndFailuresLeaveItOnA) {
   // The counter goes on on B: same boot, never back to 1.
   ASSERT_TRUE(Eventually([&] { return !Ticks(b()->SerialLog(uid)).empty(); }, absl::Seconds(20)));
   std::vector<Tick> on_b = Ticks(b()->SerialLog(uid));
+  sampler.Stop();
   EXPECT_EQ(on_b.front().boot_id, boot_id);
   EXPECT_GE(on_b.front().n, last_on_a);
+  EXPECT_LT(sampler.highest.load(), on_b.front().n)
+      << "node A printed a tick after node B had taken over: two running copies";
   EXPECT_TRUE(Eventually([&] { return Ticks(b()->SerialLog(uid)).back().n > on_b.front().n + 1; },
                          absl::Seconds(20)));
   EXPECT_THAT(b()->SerialLog(uid), ::testing::Not(::testing::HasSubstr("KVNODE-GUEST-BOOTED")));
