@@ -6,7 +6,9 @@
 // all libvirtds map among them); and, with N VMIs running, how long a `kill -9`ed handler takes
 // to serve again with every VMI re-adopted. Needs root; boots N QEMUs.
 //
-//   kvnode-bench-density [--vmis 100] [--interval 100ms] [--memory 64Mi]
+//   kvnode-bench-density [--vmis 100] [--interval 100ms] [--memory 64Mi] [--floor]
+//
+// --floor runs the same burst with libvirt alone instead (see RunFloor): the machine's floor.
 #include <signal.h>
 #include <unistd.h>
 
@@ -23,6 +25,10 @@
 #include "absl/strings/str_split.h"
 #include "agent/base/flags.h"
 #include "grpcpp/grpcpp.h"
+#include "agent/base/state_layout.h"
+#include "agent/base/subprocess.h"
+#include "agent/supervisor/launcher_process.h"
+#include "tests/bench/floor_domain.h"
 #include "tests/bench/percentile.h"
 #include "tests/integration/kvnode_fixture.h"
 
@@ -78,9 +84,85 @@ void VmiMemory(HandlerProcess* h, const std::string& uid, Memory* overhead, Memo
   }
 }
 
+// The same burst with libvirt alone (floor_domain.h): N session libvirtds + `virsh create` of
+// the domain kvnode's converter makes for the minimal VMI, started `interval` apart, each kept
+// running. Shows what this machine can do at best, whatever the agent.
+int RunFloor(HandlerProcess* h, int n, absl::Duration interval, const std::string& memory) {
+  auto id = LauncherIdentity::Lookup("kvnode");
+  if (!id.ok()) {
+    std::cerr << id.status() << "\n";
+    return 1;
+  }
+  NodePaths paths(h->state_dir());
+  std::vector<std::string> bases, xmls;
+  for (int i = 0; i < n; ++i) {
+    // VMI dirs are keyed by the first 12 digits of the UID: vary those.
+    std::string uid = absl::StrFormat("%08x-f100-4000-8000-000000000000", 0xf1000000u + i);
+    std::string manifest = absl::StrCat(h->state_dir(), "/floor", i, ".yaml");
+    std::ofstream(manifest) << absl::StrFormat(R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: f%d, namespace: density}
+spec:
+  terminationGracePeriodSeconds: 0
+  domain:
+    resources: {requests: {memory: %s}}
+    devices: {autoattachPodInterface: false, autoattachGraphicsDevice: false, autoattachMemBalloon: false}
+)", i, memory);
+    auto xml = RunCommand({testing::BinaryDir() + "/kvnode-launcher", "convert", "--virt-type",
+                           "qemu", "--state-dir", h->state_dir(), "--uid", uid, manifest});
+    if (!xml.ok() || !xml->success()) {
+      std::cerr << "convert: " << (xml.ok() ? xml->output : xml.status().ToString()) << "\n";
+      return 1;
+    }
+    bases.push_back(paths.vmi(uid).root());
+    (void)RunCommand({"/bin/mkdir", "-p", bases.back()});
+    xmls.push_back(bases.back() + "/domain.xml");
+    std::ofstream(xmls.back()) << xml->output;
+  }
+  std::string caps = "/var/tmp/kvnode-test-capabilities/k/libvirt/qemu/cache/capabilities";
+  std::cout << absl::StrFormat("floor: starting %d libvirtd + virsh create %s apart (memory %s)\n",
+                               n, absl::FormatDuration(interval), memory);
+  std::mutex mu;
+  std::vector<std::unique_ptr<FloorDomain>> domains;
+  std::vector<double> latencies;
+  std::vector<std::thread> starters;
+  absl::Time t0 = absl::Now();
+  absl::Time last = t0;
+  for (int i = 0; i < n; ++i) {
+    absl::SleepFor(t0 + interval * i - absl::Now());
+    starters.emplace_back([&, i] {
+      double ms = 0;
+      auto d = FloorDomain::Start(bases[i], xmls[i], caps, *id, &ms);
+      std::lock_guard<std::mutex> l(mu);
+      if (!d.ok()) {
+        std::cerr << "floor " << i << ": " << d.status() << "\n";
+        return;
+      }
+      domains.push_back(std::move(*d));
+      latencies.push_back(ms / 1000);
+      last = std::max(last, absl::Now());
+    });
+  }
+  for (auto& t : starters) t.join();
+  std::cout << absl::StrFormat(
+      "floor Running: %zu of %d\nfloor creation -> Running: p50 %.2f s, p95 %.2f s, max %.2f s\n"
+      "floor total (first creation -> last Running): %.1f s\n",
+      latencies.size(), n, Percentile(latencies, 0.5), Percentile(latencies, 0.95),
+      Percentile(latencies, 1.0), absl::ToDoubleSeconds(last - t0));
+  std::vector<double> rss, pss;
+  for (const auto& d : domains) {
+    rss.push_back(ProcKib(d->daemon_pid(), "status", "VmRSS") / 1024);
+    pss.push_back(ProcKib(d->daemon_pid(), "smaps_rollup", "Pss") / 1024);
+  }
+  std::cout << absl::StrFormat("floor per VMI, libvirtd: RSS median %.1f MiB, PSS median %.1f MiB\n",
+                               Percentile(rss, 0.5), Percentile(pss, 0.5));
+  domains.clear();  // destroys every domain, then its daemon
+  return latencies.size() == static_cast<size_t>(n) ? 0 : 1;
+}
+
 int Run(int argc, char** argv) {
   FlagSet flags;
-  flags.Value("vmis").Value("interval").Value("memory");
+  flags.Value("vmis").Value("interval").Value("memory").Bool("floor");
   if (auto s = flags.Parse({argv + 1, argv + argc}); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 2;
@@ -99,6 +181,7 @@ int Run(int argc, char** argv) {
   }
   HandlerProcess* h = started->get();
   absl::SleepFor(absl::Seconds(2));  // settle (capabilities priming, first allocations)
+  if (flags.GetBool("floor")) return RunFloor(h, n, interval, memory);
   double handler_idle = ProcKib(h->pid(), "status", "VmRSS") / 1024;
 
   // One watch for every VMI: the first Running event of each.

@@ -8,9 +8,6 @@
 // pod network without an interface (namespace, veth, pod IP), and a masquerade interface (the
 // same plus k6t-eth0, tap0, nftables and dnsmasq). Prints each run, the medians and p95s, what
 // networking adds, and the ratio kvnode/floor.
-#include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,7 +24,7 @@
 #include "agent/base/subprocess.h"
 #include "agent/supervisor/launcher_process.h"
 #include "grpcpp/grpcpp.h"
-#include "launcher/libvirt/session_daemon.h"
+#include "tests/bench/floor_domain.h"
 #include "tests/bench/percentile.h"
 #include "tests/integration/kvnode_fixture.h"
 
@@ -89,54 +86,6 @@ absl::Status Chown(const std::string& path, const LauncherIdentity& id) {
   auto r = RunCommand({"/bin/chown", "-R", absl::StrCat(id.uid, ":", id.gid), path});
   if (!r.ok() || !r->success()) return absl::InternalError("chown " + path);
   return absl::OkStatus();
-}
-
-// The floor: a fresh session libvirtd (warm cache) + `virsh create` of `xml_path`.
-absl::StatusOr<double> FloorStart(const std::string& base, const std::string& xml_path,
-                                  const std::string& caps, const LauncherIdentity& id) {
-  (void)RunCommand({"/bin/rm", "-rf", base + "/lv"});
-  RETURN_IF_ERROR(LinkCapabilitiesCache(caps, base + "/lv/k"));
-  auto mk = RunCommand({"/bin/mkdir", "-p", base + "/lv/h", base + "/lv/r", base + "/lv/c/libvirt",
-                        base + "/run"});
-  std::ofstream(base + "/lv/c/libvirt/qemu.conf") << "stdio_handler = \"file\"\n";
-  RETURN_IF_ERROR(Chown(base, id));
-  std::string socket = base + "/lv/r/libvirt/libvirt-sock";
-  std::string uri = "qemu+unix:///session?socket=" + socket;
-  SpawnOptions d;
-  d.argv = {"/usr/sbin/libvirtd", "--timeout", "0"};
-  d.env = SessionDaemon::Environment(base + "/lv");
-  d.uid = id.uid;
-  d.gid = id.gid;
-  d.groups = id.groups;
-  absl::Time t0 = absl::Now();
-  auto pid = Spawn(d);
-  RETURN_IF_ERROR(pid.status());
-  struct stat st;
-  while (stat(socket.c_str(), &st) != 0) {
-    if (absl::Now() - t0 > absl::Seconds(30)) break;
-    usleep(2000);
-  }
-  SpawnOptions v;
-  v.argv = {"/usr/bin/virsh", "-q", "-c", uri, "create", xml_path};
-  v.env = SessionDaemon::Environment(base + "/lv");
-  v.uid = id.uid;
-  v.gid = id.gid;
-  v.groups = id.groups;
-  auto vp = Spawn(v);
-  int status = 1;
-  if (vp.ok()) waitpid(*vp, &status, 0);
-  double ms = absl::ToDoubleMilliseconds(absl::Now() - t0);
-  // Clean up: QEMU goes with a destroy, then the daemon.
-  SpawnOptions k = v;
-  k.argv = {"/usr/bin/virsh", "-q", "-c", uri, "destroy", "bench_floor"};
-  auto kp = Spawn(k);
-  if (kp.ok()) waitpid(*kp, nullptr, 0);
-  kill(*pid, SIGTERM);
-  waitpid(*pid, nullptr, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InternalError("virsh create failed");
-  }
-  return ms;
 }
 
 int Run(int argc, char** argv) {
@@ -219,13 +168,15 @@ spec:
   std::ofstream(xml_path) << xml->output;
   std::string caps = "/var/tmp/kvnode-test-capabilities/k/libvirt/qemu/cache/capabilities";
   for (int i = 0; i < runs; ++i) {
-    auto ms = FloorStart(base, xml_path, caps, *id);
-    if (!ms.ok()) {
-      std::cerr << ms.status() << "\n";
+    double ms = 0;
+    auto started = FloorDomain::Start(base, xml_path, caps, *id, &ms);
+    if (!started.ok()) {
+      std::cerr << started.status() << "\n";
       return 1;
     }
-    floor.push_back(*ms);
-    std::cout << absl::StrFormat("floor  run %2d: %7.1f ms\n", i + 1, *ms);
+    started->reset();  // destroyed before the next run, as kvnode's are
+    floor.push_back(ms);
+    std::cout << absl::StrFormat("floor  run %2d: %7.1f ms\n", i + 1, ms);
   }
   double fl50 = Percentile(floor, 0.5);
   std::cout << "\n";

@@ -1,0 +1,53 @@
+// The floor the benchmarks compare kvnode with: what starting a guest costs with libvirt alone
+// on this machine — a fresh unprivileged session libvirtd (its capabilities cache linked warm,
+// as every kvnode launcher gets) plus `virsh create` of a domain XML, as the launcher's user.
+// The domain keeps running until the FloorDomain is destroyed (virsh destroy, then the daemon
+// ends), so a burst of them loads the machine as the same number of kvnode VMIs would.
+//
+// Needs root (it runs the daemon as the launcher user).
+#ifndef KVNODE_TESTS_BENCH_FLOOR_DOMAIN_H_
+#define KVNODE_TESTS_BENCH_FLOOR_DOMAIN_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "agent/supervisor/launcher_process.h"
+
+namespace kvnode {
+
+class FloorDomain {
+ public:
+  // Starts a daemon under `base` (its old daemon dir is removed) and creates the domain
+  // `xml_path` describes; *ms is the time from spawning the daemon to `virsh create`
+  // returning (the domain running).
+  static absl::StatusOr<std::unique_ptr<FloorDomain>> Start(const std::string& base,
+                                                            const std::string& xml_path,
+                                                            const std::string& capabilities,
+                                                            const LauncherIdentity& id,
+                                                            double* ms);
+  ~FloorDomain();
+
+  pid_t daemon_pid() const { return daemon_; }
+
+  FloorDomain(const FloorDomain&) = delete;
+  FloorDomain& operator=(const FloorDomain&) = delete;
+
+ private:
+  FloorDomain(std::string base, std::string domain, LauncherIdentity id, pid_t daemon)
+      : base_(std::move(base)), domain_(std::move(domain)), id_(std::move(id)), daemon_(daemon) {}
+  // virsh ARGS... against this daemon, as the launcher user; true when it exited 0.
+  static bool Virsh(const std::string& base, const LauncherIdentity& id,
+                    std::vector<std::string> args);
+
+  const std::string base_;
+  const std::string domain_;
+  const LauncherIdentity id_;
+  const pid_t daemon_;
+};
+
+}  // namespace kvnode
+
+#endif  // KVNODE_TESTS_BENCH_FLOOR_DOMAIN_H_
