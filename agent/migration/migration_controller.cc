@@ -55,6 +55,23 @@ MigrationController::MigrationController(MigrationConfig config, VmiController* 
     }
     finished_[vmim.metadata().uid()] = vmim;
   }
+  // A VMI still recording a migration out that no stored VMIM resumes (its record was never
+  // written): the migration failed with the handler that started it.
+  for (const auto& vmi : vmis_->List("")) {
+    const auto& ms = vmi.status().migration_state();
+    if (!IsMigratingOutFrom(vmi.status(), config_.node_name) || active_.count(ms.migration_uid())) {
+      continue;
+    }
+    std::string end = FormatTimestamp(clock_->Now());
+    (void)vmis_->UpdateMigrationState(vmi.metadata().uid(),
+                                      [&](VirtualMachineInstanceMigrationState* st) {
+                                        st->set_failed(true);
+                                        st->set_failure_reason(
+                                            "the source handler restarted during the migration");
+                                        st->set_end_timestamp(end);
+                                      });
+    vmis_->EndMigrationOut(vmi.metadata().uid());
+  }
 }
 
 bool MigrationController::ResumeLocked(const VirtualMachineInstanceMigration& vmim) {
