@@ -236,6 +236,10 @@ class VmiController {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleStartLocked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLocked(const std::string& uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The VMI's launcher is gone without telling how its domain ended: Failed (LauncherLost,
+  // with `event` as the warning), no launcher or QEMU pid, persisted (vmi_recovery.cc).
+  void MarkLauncherLostLocked(Record* r, const std::string& message, const std::string& event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Work-queue steps.
   void StartLauncher(const std::string& uid);

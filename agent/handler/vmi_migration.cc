@@ -82,14 +82,10 @@ void VmiController::EndMigrationOut(const std::string& uid) {
   const auto& st = r->vmi.status().migration_state();
   if (!r->launcher_alive) {
     // Its launcher exited while the handler was down, and the target does not have it.
-    if (FailVmi(&r->vmi, "LauncherLost",
-                "The launcher exited during a migration while the handler was not running, "
-                "and the target node did not take the VMI.",
-                clock_->Now())) {
-      EventLocked(r->vmi, "Warning", "LauncherLost",
-                  "launcher was gone after a migration that did not complete");
-    }
-    (void)Persist(r, "MODIFIED");
+    MarkLauncherLostLocked(r,
+                           "The launcher exited during a migration while the handler was not "
+                           "running, and the target node did not take the VMI.",
+                           "launcher was gone after a migration that did not complete");
     changed_.SignalAll();
     work_.Schedule([this, uid] { TearDownPodNetwork(uid); });
     return;

@@ -68,14 +68,8 @@ absl::Status VmiController::Recover() {
     auto final_status = ReadFinalStatus(uid);
     mu_.Lock();
     if (final_status.has_value()) ApplyDomainStatus(&rec->vmi, *final_status, clock_->Now());
-    if (FailVmi(&rec->vmi, "LauncherLost",
-                "The launcher exited while the handler was not running.", clock_->Now())) {
-      EventLocked(rec->vmi, "Warning", "LauncherLost",
-                  "launcher was gone when the handler restarted");
-    }
-    rec->vmi.mutable_status()->mutable_launcher()->set_pid(0);
-    rec->vmi.mutable_status()->mutable_launcher()->set_qemu_pid(0);
-    (void)Persist(rec, "MODIFIED");
+    MarkLauncherLostLocked(rec, "The launcher exited while the handler was not running.",
+                           "launcher was gone when the handler restarted");
   }
   // Finished VMIs whose deletion was under way are removed now.
   std::vector<std::string> remove;
@@ -112,6 +106,16 @@ absl::Status VmiController::Recover() {
     work_.Schedule([this, uid] { RefreshLauncher(uid); });
   }
   return absl::OkStatus();
+}
+
+void VmiController::MarkLauncherLostLocked(Record* r, const std::string& message,
+                                           const std::string& event) {
+  if (FailVmi(&r->vmi, "LauncherLost", message, clock_->Now())) {
+    EventLocked(r->vmi, "Warning", "LauncherLost", event);
+  }
+  r->vmi.mutable_status()->mutable_launcher()->set_pid(0);
+  r->vmi.mutable_status()->mutable_launcher()->set_qemu_pid(0);
+  (void)Persist(r, "MODIFIED");
 }
 
 void VmiController::RefreshLauncher(const std::string& uid) {
