@@ -15,6 +15,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "agent/base/status_macros.h"
+#include "agent/base/unix_socket.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -87,12 +89,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(Options options) {
 
   if (o.unix_socket.empty()) return s;  // TCP only
   // The unix socket: we accept, check the peer, then hand the connection to gRPC.
-  struct sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  if (o.unix_socket.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError("socket path too long: " + o.unix_socket);
-  }
-  memcpy(addr.sun_path, o.unix_socket.c_str(), o.unix_socket.size());
+  ASSIGN_OR_RETURN(sockaddr_un addr, UnixSocketAddress(o.unix_socket));
   unlink(o.unix_socket.c_str());
   s->listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (s->listen_fd_ < 0) return absl::ErrnoToStatus(errno, "socket");

@@ -10,6 +10,9 @@
 
 #include <thread>
 
+#include "agent/base/status_macros.h"
+#include "agent/base/unix_socket.h"
+
 namespace kvnode {
 
 absl::Status RunWithFsIdentity(const FsIdentity& id, const std::function<absl::Status()>& fn) {
@@ -45,12 +48,7 @@ absl::StatusOr<int> OpenAs(const FsIdentity& id, const std::string& path, int fl
 }
 
 absl::StatusOr<int> ConnectUnixAs(const FsIdentity& id, const std::string& path) {
-  struct sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError("socket path too long: " + path);
-  }
-  memcpy(addr.sun_path, path.c_str(), path.size());
+  ASSIGN_OR_RETURN(sockaddr_un addr, UnixSocketAddress(path));
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::ErrnoToStatus(errno, "socket");
   absl::Status s = RunWithFsIdentity(id, [&] {

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "agent/base/status_macros.h"
+#include "agent/base/unix_socket.h"
 #include "spdlog/spdlog.h"
 
 namespace kvnode {
@@ -98,12 +100,7 @@ absl::StatusOr<std::unique_ptr<TunnelListener>> TunnelListener::Start(
   t->target_ = std::move(target);
   t->vmi_uid_ = vmi_uid;
   t->migration_uid_ = migration_uid;
-  struct sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError("tunnel socket path too long: " + path);
-  }
-  memcpy(addr.sun_path, path.c_str(), path.size());
+  ASSIGN_OR_RETURN(sockaddr_un addr, UnixSocketAddress(path));
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return absl::ErrnoToStatus(errno, "socket");
   t->listen_fd_ = fd;

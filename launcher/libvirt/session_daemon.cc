@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
+#include "agent/base/unix_socket.h"
 
 namespace kvnode {
 namespace {
@@ -48,10 +49,9 @@ absl::Status WriteFile(const std::string& path, const std::string& content) {
 // True when something accepts connections on the unix socket at `path`. The socket file
 // appears at bind(), before listen(): a connect in between is refused.
 bool Accepts(const std::string& path) {
-  struct sockaddr_un addr = {};
-  if (path.size() >= sizeof(addr.sun_path)) return false;
-  addr.sun_family = AF_UNIX;
-  memcpy(addr.sun_path, path.c_str(), path.size());
+  auto address = UnixSocketAddress(path);
+  if (!address.ok()) return false;
+  sockaddr_un addr = *address;
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
   bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
