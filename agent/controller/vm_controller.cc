@@ -2,6 +2,8 @@
 // methods are in vm_api.cc.
 #include "agent/controller/vm_controller.h"
 
+#include "agent/base/status_macros.h"
+
 #include "absl/strings/str_cat.h"
 #include "agent/base/uuid.h"
 #include "agent/controller/restart_required.h"
@@ -149,6 +151,18 @@ void VmController::OnVmiChangeLocked(const VirtualMachineInstance& vmi, bool rem
   auto it = vms_.find(key);
   if (it == vms_.end()) return;
   Record* r = it->second.get();
+  const auto* owner = ControllerOf(vmi);
+  if (removed && MigratedAway(vmi) && owner != nullptr &&
+      owner->uid() == r->vm.metadata().uid()) {
+    // The VM went with its VMI to the target node, which holds it from now on: nothing of it
+    // stays here, and its claims are orphaned (the collector deletes nothing of it).
+    EventLocked(r->vm, "Normal", "Migrated",
+                "VirtualMachine moved to node " + vmi.status().migration_state().target_node() +
+                    " with its VMI");
+    r->vm.mutable_metadata()->add_finalizers("orphan");
+    RemoveVmLocked(key);
+    return;
+  }
   auto e = r->executions.find(vmi.metadata().uid());
   if (e != r->executions.end() && UpdateExecution(&e->second, vmi, removed, clock_->Now())) {
     PersistExecutionLocked(&e->second);
@@ -456,10 +470,23 @@ bool VmController::SyncLocked(const Key& key) {
   auto it = vms_.find(key);
   if (it == vms_.end()) return false;
   Record* r = it->second.get();
+  std::optional<VirtualMachineInstance> observed;
+  bool foreign = false;
+  observed = OwnVmiLocked(r, &foreign);
+  if (!observed.has_value()) {
+    // No VMI: one that just migrated away is already in the change log (the VMI controller
+    // records a removal before it forgets the VMI); read it before "no VMI" starts one here.
+    while (FollowChangesLocked()) {
+    }
+    it = vms_.find(key);
+    if (it == vms_.end()) return false;
+    r = it->second.get();
+  }
   SyncState st;
   st.vm = r->vm;
   st.now = clock_->Now();
-  st.observed = OwnVmiLocked(r, &st.foreign);
+  st.observed = std::move(observed);
+  st.foreign = foreign;
   bool acted;
   if (!st.vm.metadata().deletion_timestamp().empty()) {
     bool removed = false;
@@ -487,6 +514,70 @@ bool VmController::SyncLocked(const Key& key) {
   if (!MessageDifferencer::Equals(st.vm, r->vm)) (void)PersistLocked(r, st.vm, "MODIFIED");
   if (st.error.has_value()) EnqueueLocked(key, st.now + kRetryAfterError);
   return acted;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A VM goes with its migrating VMI (vm_handover.h)
+// ---------------------------------------------------------------------------------------------
+
+std::optional<VirtualMachine> VmController::OwnerOf(const VirtualMachineInstance& vmi) {
+  absl::MutexLock lock(&mu_);
+  const auto* owner = ControllerOf(vmi);
+  auto it = vms_.find({vmi.metadata().namespace_(), vmi.metadata().name()});
+  if (owner == nullptr || it == vms_.end() || owner->uid() != it->second->vm.metadata().uid()) {
+    return std::nullopt;
+  }
+  return it->second->vm;
+}
+
+absl::Status VmController::CanAdoptLocked(const VirtualMachine& vm) {
+  const auto& meta = vm.metadata();
+  auto it = vms_.find({meta.namespace_(), meta.name()});
+  if (it == vms_.end() || it->second->vm.metadata().uid() == meta.uid()) return absl::OkStatus();
+  return absl::AlreadyExistsError(absl::StrCat(
+      "this node already has another VirtualMachine named ", meta.namespace_(), "/",
+      meta.name(), " (uid ", it->second->vm.metadata().uid(), ")"));
+}
+
+absl::Status VmController::CanAdopt(const VirtualMachine& vm) {
+  absl::MutexLock lock(&mu_);
+  return CanAdoptLocked(vm);
+}
+
+absl::Status VmController::Adopt(const VirtualMachine& vm) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CanAdoptLocked(vm));
+  Key key{vm.metadata().namespace_(), vm.metadata().name()};
+  if (vms_.count(key) > 0) return absl::OkStatus();
+  auto record = std::make_unique<Record>();
+  Record* r = record.get();
+  RETURN_IF_ERROR(PersistLocked(r, vm, "ADDED"));
+  vms_[key] = std::move(record);
+  EventLocked(r->vm, "Normal", "Migrated", "VirtualMachine arrived with its migrated VMI");
+  EnqueueLocked(key, clock_->Now());
+  return absl::OkStatus();
+}
+
+void VmController::AdoptWaitingVmsLocked() {
+  auto waiting = store_->List(kMigratedVmKind);
+  if (!waiting.ok()) return;
+  for (const StoredObject& o : *waiting) {
+    VirtualMachine vm;
+    if (!FromJson(o.json, &vm).ok()) continue;
+    // Only once its VMI runs here: until then the VMI controller keeps it with the target.
+    auto vmi = vmis_->Get(o.ns, o.name);
+    const auto* owner = vmi.ok() ? ControllerOf(*vmi) : nullptr;
+    if (owner == nullptr || owner->uid() != vm.metadata().uid()) continue;
+    Key key{o.ns, o.name};
+    if (vms_.count(key) == 0) {
+      auto record = std::make_unique<Record>();
+      if (!PersistLocked(record.get(), vm, "ADDED").ok()) continue;
+      vms_[key] = std::move(record);
+      EnqueueLocked(key, clock_->Now());
+      spdlog::info("VM {}/{} adopted: it came with its migrated VMI", o.ns, o.name);
+    }
+    (void)store_->Delete(kMigratedVmKind, &vm);
+  }
 }
 
 }  // namespace kvnode

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/base/clock.h"
 #include "agent/controller/backoff.h"
+#include "agent/controller/vm_handover.h"
 #include "agent/controller/vm_status.h"
 #include "agent/controller/vm_volumes.h"
 #include "agent/controller/vmi_client.h"
@@ -60,7 +61,7 @@ struct ApplyVmResult {
   std::vector<std::string> changes;  // "path: before -> after"
 };
 
-class VmController {
+class VmController : public VmHandover {
  public:
   VmController(VmControllerConfig config, Store* store, VmiClient* vmis, Clock* clock,
                RandomInt random);
@@ -69,6 +70,12 @@ class VmController {
   // Loads VMs, revisions and executions from the store and queues a sync of each. Call once,
   // after the VMI controller recovered and before Run().
   absl::Status Recover();
+
+  // --- VmHandover: a VM goes with its VMI in a live migration (vm_handover.h) ---
+  std::optional<kvnode::v1::VirtualMachine> OwnerOf(
+      const kvnode::v1::VirtualMachineInstance& vmi) override;
+  absl::Status CanAdopt(const kvnode::v1::VirtualMachine& vm) override;
+  absl::Status Adopt(const kvnode::v1::VirtualMachine& vm) override;
   // Starts the worker and the VMI-change follower. Tests that drive syncs by hand do not call
   // it (see SyncDueForTest).
   void Run();
@@ -153,6 +160,10 @@ class VmController {
   void EnqueueLocked(const Key& key, absl::Time when) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads the change log from follow_rv_ and folds VMI changes in; false when nothing new.
   bool FollowChangesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CanAdoptLocked(const kvnode::v1::VirtualMachine& vm)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Migrated VMs whose VMI now runs here and that a crash kept from being adopted.
+  void AdoptWaitingVmsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnVmiChangeLocked(const kvnode::v1::VirtualMachineInstance& vmi, bool removed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkerLoop();

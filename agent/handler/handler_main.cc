@@ -122,6 +122,7 @@ struct Handler {
     if (notify_server) notify_server->Stop();
     migration.reset();
     if (primer.joinable()) primer.join();
+    if (controller) controller->SetVmHandover(nullptr);
     vm_controller.reset();
     controller.reset();
   }
@@ -284,6 +285,7 @@ int Serve(Handler* h, const sigset_t& mask) {
   h->vmi_client = std::make_unique<VmiControllerClient>(h->controller.get());
   h->vm_controller = std::make_unique<VmController>(opt.vm, h->store.get(), h->vmi_client.get(),
                                                     Clock::Real(), DefaultRandom());
+  h->controller->SetVmHandover(h->vm_controller.get());  // a VM goes with its migrating VMI
   if (absl::Status s = h->vm_controller->Recover(); !s.ok()) {
     return Fail(Annotate(s, "recover VirtualMachines"));
   }

@@ -14,6 +14,7 @@
 #ifndef KVNODE_AGENT_HANDLER_VMI_CONTROLLER_H_
 #define KVNODE_AGENT_HANDLER_VMI_CONTROLLER_H_
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -29,6 +30,7 @@
 #include "agent/base/state_layout.h"
 #include "agent/base/user_fs.h"
 #include "agent/base/work_queue.h"
+#include "agent/controller/vm_handover.h"
 #include "agent/handler/probe_state.h"
 #include "agent/manifest/admission.h"
 #include "agent/metrics/metrics.h"
@@ -169,8 +171,15 @@ class VmiController {
     std::string pod_ip;
     pid_t launcher_pid = 0;
   };
+  // `owner_vm` (may be null) is the VM that controls the VMI on the source: this node must be
+  // able to hold it, and does once the domain resumes here.
   absl::StatusOr<MigrationTarget> PrepareMigrationTarget(
-      const kvnode::v1::VirtualMachineInstance& vmi, absl::Duration timeout);
+      const kvnode::v1::VirtualMachineInstance& vmi, const kvnode::v1::VirtualMachine* owner_vm,
+      absl::Duration timeout);
+  // The VM controller's side of a migration (vm_handover.h); set once it runs. Not owned.
+  void SetVmHandover(VmHandover* handover) { handover_.store(handover); }
+  // The VM on this node that controls `vmi`, if any (none before SetVmHandover).
+  std::optional<kvnode::v1::VirtualMachine> OwnerVm(const kvnode::v1::VirtualMachineInstance& vmi);
   // The target launcher's libvirtd socket; NotFound unless a target is prepared for `uid`.
   absl::StatusOr<std::string> MigrationTargetSocket(const std::string& uid);
   // Whether `uid` is a prepared target that has not (yet) taken the VMI.
@@ -217,6 +226,9 @@ class VmiController {
     bool migration_target = false;
     bool incoming_ready = false;
     kvnode::v1::VirtualMachineInstanceStatus source_status;
+    // The VM that came with the migration (stored as kMigratedVmKind while the record is a
+    // target), adopted by this node's VM controller when the domain resumes here.
+    std::optional<kvnode::v1::VirtualMachine> owner_vm;
     bool migrating_out = false;
     bool migrated_away = false;
     // Readiness and liveness probes, from when the domain runs (vmi_probes.cc).
@@ -236,7 +248,14 @@ class VmiController {
   // A migration target's record, as a kMigrationTargetKind object: the VMI with the target
   // launcher and pod, and the source's phase history (vmi_migration.cc).
   void PersistTargetLocked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ForgetTargetLocked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the stored target (and, unless `keep_vm`, the VM that came with it).
+  void ForgetTargetLocked(Record* r, bool keep_vm = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The VM that came with a migration goes to the VM controller (its waiting copy is dropped
+  // once it took it; otherwise the VM controller adopts it when it next starts).
+  void AdoptArrivedVm(const kvnode::v1::VirtualMachine& vm);
+  // The domain left in a migration that completed: recorded on the VMI before it is removed,
+  // so that the VM controller sees the VMI migrated away (MigratedAway) rather than gone.
+  void MarkMigratedAwayLocked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The migrated domain (`domain`) runs here: the target record becomes this node's VMI.
   void PromoteTargetLocked(Record* r, const kvnode::v1::DomainStatus& domain)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -333,6 +352,8 @@ class VmiController {
   std::map<std::pair<std::string, std::string>, std::string> uid_by_name_ ABSL_GUARDED_BY(mu_);
   absl::CondVar changed_;
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
+
+  std::atomic<VmHandover*> handover_{nullptr};
 
   WorkQueue work_;
   // Launcher pings, apart from work_ so that they never wait behind launches.

@@ -2,6 +2,8 @@
 // the VMI as migrating, keeps its migrationState, and lets it go once the domain left; on the
 // target it makes a hidden "target pod" (pod network + launcher in target mode) that becomes
 // this node's VMI when the migrated domain resumes here. agent/migration/ drives the steps.
+#include <map>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -106,6 +108,7 @@ void VmiController::CompleteMigrationOut(const std::string& uid) {
   Record* r = it->second.get();
   r->migrated_away = true;
   if (r->launcher_alive) return;  // MigrationLauncherExitLocked removes it
+  MarkMigratedAwayLocked(r);
   EventLocked(r->vmi, "Normal", "Migrated",
               absl::StrCat("The VirtualMachineInstance migrated to node ",
                            r->vmi.status().migration_state().target_node(),
@@ -157,6 +160,7 @@ bool VmiController::MigrationLauncherExitLocked(Record* r,
   bool left = r->migrated_away || (r->migrating_out && final.has_value() &&
                                    final->reason() == "Migrated");
   if (!left) return false;
+  MarkMigratedAwayLocked(r);
   EventLocked(r->vmi, "Normal", "Migrated",
               absl::StrCat("The VirtualMachineInstance migrated to node ",
                            r->vmi.status().migration_state().target_node(),
@@ -180,10 +184,42 @@ void VmiController::PromoteTargetLocked(Record* r, const kvnode::v1::DomainStatu
   // The VMI is stored before the target record goes: a crash between the two leaves both,
   // and Recover keeps the VMI.
   (void)Persist(r, "ADDED");
-  ForgetTargetLocked(r);
+  ForgetTargetLocked(r, /*keep_vm=*/true);
   EventLocked(r->vmi, "Normal", "Migrated",
               absl::StrCat("The VirtualMachineInstance migrated to node ", config_.node_name));
+  if (r->owner_vm.has_value()) {
+    kvnode::v1::VirtualMachine vm = *r->owner_vm;
+    r->owner_vm.reset();
+    work_.Schedule([this, vm] { AdoptArrivedVm(vm); });  // the VM controller's lock comes first
+  }
   changed_.SignalAll();
+}
+
+void VmiController::AdoptArrivedVm(const kvnode::v1::VirtualMachine& vm) {
+  VmHandover* handover = handover_.load();
+  if (handover == nullptr) return;  // the VM controller adopts it when it starts
+  absl::Status s = handover->Adopt(vm);
+  if (!s.ok()) {
+    spdlog::error("VM {}/{} came with its migrated VMI but cannot be kept here: {}",
+                  vm.metadata().namespace_(), vm.metadata().name(), s.ToString());
+    return;
+  }
+  kvnode::v1::VirtualMachine waiting = vm;
+  (void)store_->Delete(kMigratedVmKind, &waiting);
+}
+
+void VmiController::MarkMigratedAwayLocked(Record* r) {
+  auto* ms = r->vmi.mutable_status()->mutable_migration_state();
+  ms->set_completed(true);
+  ms->set_failed(false);
+  ms->clear_failure_reason();
+  if (ms->end_timestamp().empty()) ms->set_end_timestamp(FormatTimestamp(clock_->Now()));
+}
+
+std::optional<kvnode::v1::VirtualMachine> VmiController::OwnerVm(const VirtualMachineInstance& vmi) {
+  VmHandover* handover = handover_.load();
+  if (handover == nullptr) return std::nullopt;
+  return handover->OwnerOf(vmi);
 }
 
 void VmiController::PersistTargetLocked(Record* r) {
@@ -192,15 +228,23 @@ void VmiController::PersistTargetLocked(Record* r) {
   status->set_phase(r->source_status.phase());
   *status->mutable_phase_transition_timestamps() = r->source_status.phase_transition_timestamps();
   auto rv = store_->Put(kMigrationTargetKind, &stored, "ADDED");
+  if (rv.ok() && r->owner_vm.has_value()) {
+    kvnode::v1::VirtualMachine vm = *r->owner_vm;
+    rv = store_->Put(kMigratedVmKind, &vm, "ADDED");
+  }
   if (!rv.ok()) {
     spdlog::error("persist migration target of VMI {}: {}", r->vmi.metadata().uid(),
                   rv.status().ToString());
   }
 }
 
-void VmiController::ForgetTargetLocked(Record* r) {
+void VmiController::ForgetTargetLocked(Record* r, bool keep_vm) {
   VirtualMachineInstance stored = r->vmi;
   auto rv = store_->Delete(kMigrationTargetKind, &stored);
+  if (rv.ok() && r->owner_vm.has_value() && !keep_vm) {
+    kvnode::v1::VirtualMachine vm = *r->owner_vm;
+    rv = store_->Delete(kMigratedVmKind, &vm);
+  }
   if (!rv.ok()) {
     spdlog::error("forget migration target of VMI {}: {}", r->vmi.metadata().uid(),
                   rv.status().ToString());
@@ -209,19 +253,34 @@ void VmiController::ForgetTargetLocked(Record* r) {
 
 absl::Status VmiController::RecoverMigrationTargetsLocked(std::vector<std::string>* resolve) {
   ASSIGN_OR_RETURN(auto objects, store_->List(kMigrationTargetKind));
+  ASSIGN_OR_RETURN(auto vms, store_->List(kMigratedVmKind));
+  std::map<std::pair<std::string, std::string>, kvnode::v1::VirtualMachine> waiting;
+  for (const StoredObject& o : vms) {
+    kvnode::v1::VirtualMachine vm;
+    if (FromJson(o.json, &vm).ok()) waiting[{o.ns, o.name}] = vm;
+  }
   for (const StoredObject& o : objects) {
     auto r = std::make_unique<Record>();
     RETURN_IF_ERROR(
         Annotate(FromJson(o.json, &r->vmi), "migration target " + o.ns + "/" + o.name));
     const std::string uid = r->vmi.metadata().uid();
+    if (auto vm = waiting.find({o.ns, o.name}); vm != waiting.end()) {
+      r->owner_vm = vm->second;
+      waiting.erase(vm);
+    }
     const auto& launcher = r->vmi.status().launcher();
     uint64_t start = 0;
     absl::SimpleAtoi(launcher.start_time(), &start);
     auto now_start = launcher.pid() > 0 ? ProcessStartTime(launcher.pid()) : std::nullopt;
     bool alive = now_start.has_value() && *now_start == start;
-    if (by_uid_.count(uid) > 0 || !alive) {
-      // Already this node's VMI (a crash between the two writes of PromoteTargetLocked), or
-      // its launcher is gone: nothing to resume; a leftover pod is removed with the others.
+    if (by_uid_.count(uid) > 0) {
+      // Already this node's VMI (a crash between the writes of PromoteTargetLocked): its VM,
+      // if one came, is the VM controller's to adopt when it starts.
+      ForgetTargetLocked(r.get(), /*keep_vm=*/true);
+      continue;
+    }
+    if (!alive) {
+      // Its launcher is gone: nothing to resume; a leftover pod is removed with the others.
       ForgetTargetLocked(r.get());
       continue;
     }
@@ -239,6 +298,12 @@ absl::Status VmiController::RecoverMigrationTargetsLocked(std::vector<std::strin
     resolve->push_back(uid);
     spdlog::info("re-adopted migration target launcher {} of VMI {}/{} ({})", launcher.pid(),
                  o.ns, o.name, uid);
+  }
+  // VMs that came with a migration whose VMI is this node's wait for the VM controller; the
+  // others lost their migration.
+  for (auto& [key, vm] : waiting) {
+    auto it = uid_by_name_.find(key);
+    if (it == uid_by_name_.end()) (void)store_->Delete(kMigratedVmKind, &vm);
   }
   return absl::OkStatus();
 }
@@ -276,8 +341,29 @@ void VmiController::ResolveRecoveredTarget(const std::string& uid) {
 }
 
 absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTarget(
-    const VirtualMachineInstance& vmi, absl::Duration timeout) {
+    const VirtualMachineInstance& vmi, const kvnode::v1::VirtualMachine* owner_vm,
+    absl::Duration timeout) {
   const std::string uid = vmi.metadata().uid();
+  if (owner_vm != nullptr) {
+    const auto& m = owner_vm->metadata();
+    bool controls = false;
+    for (const auto& o : vmi.metadata().owner_references()) {
+      controls |= o.controller() && o.uid() == m.uid() && !m.uid().empty();
+    }
+    if (!controls || m.namespace_() != vmi.metadata().namespace_() ||
+        m.name() != vmi.metadata().name()) {
+      return absl::InvalidArgumentError(
+          "owner_vm: not the VirtualMachine that controls the VMI (its name, namespace and uid "
+          "must match the VMI's controller ownerReference)");
+    }
+    VmHandover* handover = handover_.load();
+    if (handover == nullptr) {
+      return absl::UnavailableError("node " + config_.node_name +
+                                    " cannot take VirtualMachines yet (its VM controller is "
+                                    "starting)");
+    }
+    RETURN_IF_ERROR(Annotate(handover->CanAdopt(*owner_vm), "node " + config_.node_name));
+  }
   {
     absl::MutexLock lock(&mu_);
     if (by_uid_.count(uid) > 0) {
@@ -301,6 +387,7 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
     auto record = std::make_unique<Record>();
     record->vmi = vmi;
     record->migration_target = true;
+    if (owner_vm != nullptr) record->owner_vm = *owner_vm;
     record->source_status = vmi.status();
     record->vmi.mutable_status()->clear_launcher();
     record->vmi.mutable_status()->clear_interfaces();

@@ -272,6 +272,7 @@ std::string MigrationController::PrepareTarget(Outbound* m, kvnode::v1::Migratio
   auto vmi = vmis_->Get(m->ref);
   if (!vmi.ok()) return std::string(vmi.status().message());
   *req.mutable_vmi() = *vmi;
+  if (auto vm = vmis_->OwnerVm(*vmi); vm.has_value()) *req.mutable_owner_vm() = *vm;
   req.set_migration_uid(m->vmim.metadata().uid());
   req.set_source_node(config_.node_name);
   grpc::ClientContext ctx;

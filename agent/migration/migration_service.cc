@@ -49,7 +49,8 @@ grpc::Status MigrationService::PrepareTarget(grpc::ServerContext*,
     absl::MutexLock lock(&mu_);
     pending_[uid] = Pending{absl::Now()};
   }
-  auto target = vmis_->PrepareMigrationTarget(req->vmi(), absl::Seconds(90));
+  auto target = vmis_->PrepareMigrationTarget(
+      req->vmi(), req->has_owner_vm() ? &req->owner_vm() : nullptr, absl::Seconds(90));
   if (!target.ok()) {
     absl::MutexLock lock(&mu_);
     pending_.erase(uid);

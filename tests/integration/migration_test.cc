@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "tests/integration/guest_test.h"
 #include "tests/integration/two_nodes.h"
+#include "tests/integration/vm_test_util.h"
 
 namespace kvnode::testing {
 namespace {
@@ -376,6 +377,53 @@ TEST_F(MigrationTest, GuestMovesToNodeBWithoutRestartAndFailuresLeaveItOnA) {
   EXPECT_EQ(vmims.exit_code, 0) << vmims.out;
   EXPECT_THAT(vmims.out, ::testing::HasSubstr("Succeeded"));
   EXPECT_THAT(vmims.out, ::testing::HasSubstr("Failed"));
+}
+
+// A VM's VMI migrates with its VM (the VM controller is node-local): afterwards node B has
+// the VM (same UID) running the same guest, and node A has neither the VM nor a new VMI of
+// it (its controller never starts the VM again there).
+TEST_F(MigrationTest, VirtualMachineMovesWithItsVmiAndIsNotStartedAgainOnA) {
+  ASSERT_TRUE(a()->PrepareDisk("default", "roamer-disk").ok());
+  VmApi on_a(a()), on_b(b());
+  auto applied = on_a.Apply(GuestVm("roamer", "Always", "roamer-disk", 0));
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  auto running = on_a.WaitRunning("roamer");
+  ASSERT_TRUE(running.ok()) << running.status();
+  const std::string uid = running->metadata().uid();
+  ASSERT_TRUE(Eventually(
+      [&] { return a()->SerialLog(uid).find("KVNODE-GUEST-TICK n=2") != std::string::npos; },
+      absl::Seconds(120), absl::Milliseconds(200)));
+  const std::string boot_id = Ticks(a()->SerialLog(uid)).back().boot_id;
+
+  VirtualMachineInstanceMigration vmim;
+  ASSERT_TRUE(Migrate("roamer", nodes_->name_b(), 0, &vmim).ok());
+  auto ended = WaitEnded(vmim.metadata().uid());
+  ASSERT_EQ(ended.status().phase(), "Succeeded") << ended.DebugString();
+
+  auto moved = on_b.WaitVm(
+      "roamer", [](const auto& vm) { return vm.status().printable_status() == "Running"; },
+      absl::Seconds(30));
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->metadata().uid(), applied->metadata().uid());
+  auto vmi_b = on_b.Vmi("roamer");
+  ASSERT_TRUE(vmi_b.has_value());
+  EXPECT_EQ(vmi_b->metadata().uid(), uid);
+  EXPECT_EQ(vmi_b->status().node_name(), nodes_->name_b());
+  EXPECT_TRUE(Eventually([&] { return !on_a.Get("roamer").ok(); }, absl::Seconds(20)))
+      << "node A still has the VM";
+  EXPECT_TRUE(on_a.Stays("roamer", [](const auto& v) { return !v.has_value(); },
+                         absl::Seconds(10)))
+      << "node A started the VM again";
+  EXPECT_TRUE(a()->PodNamespaces().empty());
+  for (pid_t p : a()->ProcessesMentioning(a()->state_dir())) {
+    EXPECT_EQ(ProcessName(p), "kvnode-handler") << "left on A: pid " << p;
+  }
+  ASSERT_TRUE(Eventually([&] { return !Ticks(b()->SerialLog(uid)).empty(); }, absl::Seconds(20)));
+  EXPECT_EQ(Ticks(b()->SerialLog(uid)).back().boot_id, boot_id);
+
+  // B's controller owns it now: a stop there stops the guest.
+  ASSERT_TRUE(on_b.Stop("roamer", 0).ok());
+  EXPECT_TRUE(on_b.WaitNoVmi("roamer"));
 }
 
 TEST_F(MigrationTest, HostDiskVmiIsRefusedWithItsLiveMigratableReason) {
