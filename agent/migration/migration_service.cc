@@ -49,7 +49,9 @@ grpc::Status MigrationService::PrepareTarget(grpc::ServerContext*,
     absl::MutexLock lock(&mu_);
     pending_[uid] = Pending{absl::Now()};
   }
-  auto target = vmis_->PrepareMigrationTarget(req->vmi(), absl::Seconds(90));
+  std::vector<VolumeManager::MigratingClaim> claims;
+  for (const auto& c : req->claims()) claims.push_back({c.pvc(), c.storage_class_path()});
+  auto target = vmis_->PrepareMigrationTarget(req->vmi(), claims, absl::Seconds(90));
   if (!target.ok()) {
     absl::MutexLock lock(&mu_);
     pending_.erase(uid);
