@@ -720,7 +720,10 @@ void VmiController::SyncLauncher(const std::string& uid) {
   if (s.ok() && req.options().incoming()) {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
-    if (it != by_uid_.end()) it->second->incoming_ready = true;
+    if (it != by_uid_.end() && it->second->migration_target) {
+      it->second->incoming_ready = true;
+      PersistTargetLocked(it->second.get());  // before the source may send the domain
+    }
     changed_.SignalAll();
   }
   if (!s.ok()) {

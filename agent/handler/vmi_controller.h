@@ -46,6 +46,10 @@
 namespace kvnode {
 
 inline constexpr char kVmiKind[] = "VirtualMachineInstance";
+// A migration target pod this node prepared and whose domain has not resumed here yet: stored
+// apart from the node's VMIs (never listed or watched) so that a restarted handler re-adopts
+// its launcher instead of ending a guest that may have arrived meanwhile (vmi_migration.cc).
+inline constexpr char kMigrationTargetKind[] = "MigrationTarget";
 
 struct HandlerConfig {
   std::string node_name = "node01";
@@ -213,8 +217,9 @@ class VmiController {
     }
     // When this handler accepted the VMI (for the start latency; unknown after a restart).
     absl::Time synced_at = absl::InfinitePast();
-    // Live migration (vmi_migration.cc). A target record is not in uid_by_name_ and is never
-    // persisted until the migrated domain resumes here (`migration_target` false again).
+    // Live migration (vmi_migration.cc). A target record is not in uid_by_name_ and is stored
+    // only as a kMigrationTargetKind object until the migrated domain resumes here
+    // (`migration_target` false again), when it becomes the node's VMI.
     bool migration_target = false;
     bool incoming_ready = false;
     kvnode::v1::VirtualMachineInstanceStatus source_status;
@@ -237,6 +242,24 @@ class VmiController {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Status Persist(Record* r, const std::string& type) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A migration target's record, as a kMigrationTargetKind object: the VMI with the target
+  // launcher and pod, and the source's phase history (vmi_migration.cc).
+  void PersistTargetLocked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetTargetLocked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The migrated domain (`domain`) runs here: the target record becomes this node's VMI.
+  void PromoteTargetLocked(Record* r, const kvnode::v1::DomainStatus& domain)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Recover's part for stored migration targets: a live target launcher is re-adopted (its
+  // uid goes to `resolve`), a dead one's record is dropped (its pod is a leftover).
+  absl::Status RecoverMigrationTargetsLocked(std::vector<std::string>* resolve)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A re-adopted target: the domain that resumed while the handler was down becomes this
+  // node's VMI; any other state means the migration died with the old handler's tunnel, and
+  // the target pod is ended.
+  void ResolveRecoveredTarget(const std::string& uid);
+  // Ends the cgroups of VMIs nobody knows any more, then removes the dirs under vmis/ that no
+  // VMI or target owns (a crash between steps, a target pod the handler did not finish).
+  void RemoveLeftoverPods(std::vector<std::string> cgroups, std::vector<std::string> dirs);
   void EventLocked(const kvnode::v1::VirtualMachineInstance& vmi, const std::string& type,
                    const std::string& reason, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -270,6 +293,8 @@ class VmiController {
   // Asks a (re-adopted or recovered) launcher for its domain and applies it; syncs or shuts
   // it down when its VMI needs that.
   void RefreshLauncher(const std::string& uid);
+  // Asks the VMI's launcher for its domain (10 s at most).
+  grpc::Status FetchDomain(const std::string& uid, kvnode::v1::DomainStatus* domain);
 
   // What LaunchPod made for one execution.
   struct PodLaunch {

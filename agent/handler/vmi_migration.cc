@@ -3,11 +3,13 @@
 // target it makes a hidden "target pod" (pod network + launcher in target mode) that becomes
 // this node's VMI when the migrated domain resumes here. agent/migration/ drives the steps.
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
 #include "agent/handler/live_migratable.h"
 #include "agent/handler/vmi_controller.h"
 #include "agent/handler/vmi_status.h"
+#include "agent/supervisor/process_watcher.h"
 #include "spdlog/spdlog.h"
 
 namespace kvnode {
@@ -127,23 +129,7 @@ bool VmiController::MigrationDomainEventLocked(Record* r, const kvnode::v1::Doma
   if (r->migration_target) {
     // Only a resume means the migration finished here (libvirt resumes the target in its
     // Finish step, after the source handed over); until then nothing is this node's.
-    if (!absl::StartsWith(event.libvirt_event(), "Resumed/")) return true;
-    r->migration_target = false;
-    auto* status = r->vmi.mutable_status();
-    status->set_phase(r->source_status.phase());
-    *status->mutable_phase_transition_timestamps() =
-        r->source_status.phase_transition_timestamps();
-    status->set_node_name(config_.node_name);
-    ApplyDomainStatus(&r->vmi, d, clock_->Now());
-    auto* ms = status->mutable_migration_state();
-    ms->set_target_node_domain_detected(true);
-    ms->set_target_node_domain_ready_timestamp(FormatTimestamp(clock_->Now()));
-    uid_by_name_[{r->vmi.metadata().namespace_(), r->vmi.metadata().name()}] =
-        r->vmi.metadata().uid();
-    (void)Persist(r, "ADDED");
-    EventLocked(r->vmi, "Normal", "Migrated",
-                absl::StrCat("The VirtualMachineInstance migrated to node ", config_.node_name));
-    changed_.SignalAll();
+    if (absl::StartsWith(event.libvirt_event(), "Resumed/")) PromoteTargetLocked(r, d);
     return true;
   }
   if (!r->migrating_out) return false;
@@ -162,6 +148,7 @@ bool VmiController::MigrationLauncherExitLocked(Record* r,
   if (r->migration_target) {
     // A target that never took the VMI: nothing of it is this node's.
     spdlog::info("migration target launcher of VMI {} ended; removing its pod", uid);
+    ForgetTargetLocked(r);
     by_uid_.erase(uid);
     changed_.SignalAll();
     work_.Schedule([this, uid] { CleanupVmiDir(uid); });
@@ -182,6 +169,116 @@ std::vector<VolumeManager::MigratingClaim> VmiController::MigratingClaimsOf(
     const VirtualMachineInstance& vmi) {
   if (config_.volumes == nullptr) return {};
   return config_.volumes->MigratingClaimsOf(vmi);
+}
+
+void VmiController::PromoteTargetLocked(Record* r, const kvnode::v1::DomainStatus& domain) {
+  r->migration_target = false;
+  auto* status = r->vmi.mutable_status();
+  status->set_phase(r->source_status.phase());
+  *status->mutable_phase_transition_timestamps() = r->source_status.phase_transition_timestamps();
+  status->set_node_name(config_.node_name);
+  ApplyDomainStatus(&r->vmi, domain, clock_->Now());
+  auto* ms = status->mutable_migration_state();
+  ms->set_target_node_domain_detected(true);
+  ms->set_target_node_domain_ready_timestamp(FormatTimestamp(clock_->Now()));
+  uid_by_name_[{r->vmi.metadata().namespace_(), r->vmi.metadata().name()}] =
+      r->vmi.metadata().uid();
+  // The VMI is stored before the target record goes: a crash between the two leaves both,
+  // and Recover keeps the VMI.
+  (void)Persist(r, "ADDED");
+  ForgetTargetLocked(r);
+  EventLocked(r->vmi, "Normal", "Migrated",
+              absl::StrCat("The VirtualMachineInstance migrated to node ", config_.node_name));
+  changed_.SignalAll();
+}
+
+void VmiController::PersistTargetLocked(Record* r) {
+  VirtualMachineInstance stored = r->vmi;
+  auto* status = stored.mutable_status();
+  status->set_phase(r->source_status.phase());
+  *status->mutable_phase_transition_timestamps() = r->source_status.phase_transition_timestamps();
+  auto rv = store_->Put(kMigrationTargetKind, &stored, "ADDED");
+  if (!rv.ok()) {
+    spdlog::error("persist migration target of VMI {}: {}", r->vmi.metadata().uid(),
+                  rv.status().ToString());
+  }
+}
+
+void VmiController::ForgetTargetLocked(Record* r) {
+  VirtualMachineInstance stored = r->vmi;
+  auto rv = store_->Delete(kMigrationTargetKind, &stored);
+  if (!rv.ok()) {
+    spdlog::error("forget migration target of VMI {}: {}", r->vmi.metadata().uid(),
+                  rv.status().ToString());
+  }
+}
+
+absl::Status VmiController::RecoverMigrationTargetsLocked(std::vector<std::string>* resolve) {
+  ASSIGN_OR_RETURN(auto objects, store_->List(kMigrationTargetKind));
+  for (const StoredObject& o : objects) {
+    auto r = std::make_unique<Record>();
+    RETURN_IF_ERROR(
+        Annotate(FromJson(o.json, &r->vmi), "migration target " + o.ns + "/" + o.name));
+    const std::string uid = r->vmi.metadata().uid();
+    const auto& launcher = r->vmi.status().launcher();
+    uint64_t start = 0;
+    absl::SimpleAtoi(launcher.start_time(), &start);
+    auto now_start = launcher.pid() > 0 ? ProcessStartTime(launcher.pid()) : std::nullopt;
+    bool alive = now_start.has_value() && *now_start == start;
+    if (by_uid_.count(uid) > 0 || !alive) {
+      // Already this node's VMI (a crash between the two writes of PromoteTargetLocked), or
+      // its launcher is gone: nothing to resume; a leftover pod is removed with the others.
+      ForgetTargetLocked(r.get());
+      continue;
+    }
+    r->migration_target = true;
+    r->incoming_ready = true;
+    r->source_status = r->vmi.status();
+    r->vmi.mutable_status()->set_phase(phase::kScheduled);
+    r->launcher_pid = launcher.pid();
+    r->launcher_start_time = start;
+    r->launcher_alive = true;
+    r->launcher_started = clock_->Now();
+    r->last_seen = r->launcher_started;
+    by_uid_[uid] = std::move(r);
+    WatchLauncher(uid, launcher.pid(), start);
+    resolve->push_back(uid);
+    spdlog::info("re-adopted migration target launcher {} of VMI {}/{} ({})", launcher.pid(),
+                 o.ns, o.name, uid);
+  }
+  return absl::OkStatus();
+}
+
+void VmiController::ResolveRecoveredTarget(const std::string& uid) {
+  kvnode::v1::DomainStatus domain;
+  grpc::Status s = FetchDomain(uid, &domain);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end() || !it->second->migration_target) return;
+    Record* r = it->second.get();
+    if (s.ok() && domain.exists() && domain.state() == "Running") {
+      // libvirt resumed the guest here (its Finish step) while the handler was down: the
+      // source handed it over, so the migration completed even if the source could not say so.
+      r->launcher_ready = true;
+      r->Seen(clock_->Now());
+      auto* ms = r->vmi.mutable_status()->mutable_migration_state();
+      ms->set_completed(true);
+      ms->set_failed(false);
+      ms->clear_failure_reason();
+      if (ms->end_timestamp().empty()) ms->set_end_timestamp(FormatTimestamp(clock_->Now()));
+      spdlog::info("migration target of VMI {}: its domain resumed here while the handler was "
+                   "down; the VMI is this node's",
+                   uid);
+      PromoteTargetLocked(r, domain);
+      return;
+    }
+    spdlog::warn("migration target of VMI {}: no resumed domain after the handler restarted "
+                 "({}); ending it",
+                 uid, s.ok() ? "domain " + (domain.exists() ? domain.state() : "absent")
+                             : s.error_message());
+  }
+  (void)AbortMigrationTarget(uid);
 }
 
 absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTarget(
@@ -287,6 +384,7 @@ absl::Status VmiController::AbortMigrationTarget(const std::string& uid) {
     }
     started = it->second->launcher_alive;
     if (!started && !it->second->start_scheduled) {
+      ForgetTargetLocked(it->second.get());
       by_uid_.erase(it);
       changed_.SignalAll();
     }

@@ -1,10 +1,14 @@
 // VmiController::Recover: what the handler does when it starts over its existing state. A
 // running guest is never stopped or restarted by this: live launchers are re-adopted by pid
 // and start time, asked for their domain, and watched again.
+#include <dirent.h>
+
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "agent/base/file_tree.h"
 #include "agent/base/grpc_status.h"
 #include "agent/base/status_macros.h"
 #include "agent/handler/handler_metrics.h"
@@ -71,6 +75,8 @@ absl::Status VmiController::Recover() {
     MarkLauncherLostLocked(rec, "The launcher exited while the handler was not running.",
                            "launcher was gone when the handler restarted");
   }
+  std::vector<std::string> resolve;
+  RETURN_IF_ERROR(RecoverMigrationTargetsLocked(&resolve));
   // Finished VMIs whose deletion was under way are removed now.
   std::vector<std::string> remove;
   for (const auto& [uid, r] : by_uid_) {
@@ -94,16 +100,32 @@ absl::Status VmiController::Recover() {
                    cleaned->dhcp_pids.size(), cleaned->released_uids.size());
     }
   }
-  // cgroups of VMIs nobody knows any more (a crash between steps) are ended.
+  // cgroups of VMIs nobody knows any more (a crash between steps, a migration target the
+  // handler did not live to finish) are ended, and the dirs nothing owns removed.
+  std::vector<std::string> leftover_cgroups, stray_dirs;
+  std::set<std::string> owned;
+  for (const auto& [uid, r] : by_uid_) owned.insert(VmiPaths::DirKey(uid));
   for (const std::string& uid : cgroups_.List()) {
     auto it = by_uid_.find(uid);
-    if (it == by_uid_.end() || !it->second->launcher_alive) {
-      spdlog::warn("removing leftover cgroup of VMI {}", uid);
-      work_.Schedule([this, uid] { (void)cgroups_.KillAndRemove(uid, absl::Seconds(10)); });
+    if (it == by_uid_.end() || !it->second->launcher_alive) leftover_cgroups.push_back(uid);
+  }
+  if (DIR* d = opendir(paths_.vmis_dir().c_str()); d != nullptr) {
+    while (struct dirent* e = readdir(d)) {
+      std::string key = e->d_name;
+      if (key != "." && key != ".." && owned.count(key) == 0) stray_dirs.push_back(key);
     }
+    closedir(d);
+  }
+  if (!leftover_cgroups.empty() || !stray_dirs.empty()) {
+    work_.Schedule([this, leftover_cgroups, stray_dirs] {
+      RemoveLeftoverPods(leftover_cgroups, stray_dirs);
+    });
   }
   for (const std::string& uid : refresh) {
     work_.Schedule([this, uid] { RefreshLauncher(uid); });
+  }
+  for (const std::string& uid : resolve) {
+    work_.Schedule([this, uid] { ResolveRecoveredTarget(uid); });
   }
   return absl::OkStatus();
 }
@@ -118,21 +140,44 @@ void VmiController::MarkLauncherLostLocked(Record* r, const std::string& message
   (void)Persist(r, "MODIFIED");
 }
 
+grpc::Status VmiController::FetchDomain(const std::string& uid, kvnode::v1::DomainStatus* domain) {
+  auto stub = LauncherStub(uid, absl::Seconds(10));
+  if (!stub.ok()) return ToGrpcStatus(stub.status());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  kvnode::v1::GetDomainRequest req;
+  return CheckLauncherCall(uid, (*stub)->GetDomain(&ctx, req, domain));
+}
+
+void VmiController::RemoveLeftoverPods(std::vector<std::string> cgroups,
+                                       std::vector<std::string> dirs) {
+  for (const std::string& uid : cgroups) {
+    spdlog::warn("removing leftover cgroup of VMI {}", uid);
+    (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
+    dirs.push_back(VmiPaths::DirKey(uid));
+  }
+  std::sort(dirs.begin(), dirs.end());
+  dirs.erase(std::unique(dirs.begin(), dirs.end()), dirs.end());
+  for (const std::string& key : dirs) {
+    {
+      absl::MutexLock lock(&mu_);
+      bool owned = false;
+      for (const auto& [uid, r] : by_uid_) owned |= VmiPaths::DirKey(uid) == key;
+      if (owned) continue;  // a VMI that arrived since Recover
+    }
+    spdlog::warn("removing leftover VMI dir {}/{}", paths_.vmis_dir(), key);
+    RemoveTreeUnder(paths_.vmis_dir(), key);
+  }
+}
+
 void VmiController::RefreshLauncher(const std::string& uid) {
   {
     absl::MutexLock l(&mu_);
     auto it = by_uid_.find(uid);
     if (it == by_uid_.end() || !it->second->launcher_alive) return;
   }
-  auto stub = LauncherStub(uid, absl::Seconds(10));
   kvnode::v1::DomainStatus domain;
-  grpc::Status s = stub.ok() ? grpc::Status::OK : ToGrpcStatus(stub.status());
-  if (stub.ok()) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-    kvnode::v1::GetDomainRequest req;
-    s = CheckLauncherCall(uid, (*stub)->GetDomain(&ctx, req, &domain));
-  }
+  grpc::Status s = FetchDomain(uid, &domain);
   bool need_sync = false, need_shutdown = false;
   int64_t grace = 0;
   {

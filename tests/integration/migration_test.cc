@@ -1,12 +1,13 @@
 // Live migration between two nodes on this machine (issue 8, "How it is checked" 1-5), with a
 // real guest under TCG that prints a counter every second and serves HTTP through masquerade.
 // One guest boot carries every scenario, in this order: cancel during a slowed migration, the
-// target launcher killed, the tunnel cut, the source handler killed and restarted, then a
-// migration that succeeds (which also shows the VMI could migrate again); a VMI with a hostDisk,
-// and one whose PVC is of a storage class that is not shared, are refused with their
-// LiveMigratable reason; a node that does not share the claim's class refuses it as a target.
-// Both nodes' default storage class is shared (TwoNodes). After every failure the guest still
-// runs on A (its counter goes on, same boot) and nothing of it is left on B.
+// target launcher killed, the tunnel cut, the target handler killed and restarted, the source
+// handler killed and restarted, then a migration that succeeds (which also shows the VMI could
+// migrate again); a VMI with a hostDisk, and one whose PVC is of a storage class that is not
+// shared, are refused with their LiveMigratable reason; a node that does not share the claim's
+// class refuses it as a target. Both nodes' default storage class is shared (TwoNodes). After
+// every failure the guest still runs on A (its counter goes on, same boot) and nothing of it is
+// left on B.
 #include <signal.h>
 #include <unistd.h>
 
@@ -244,6 +245,19 @@ TEST_F(MigrationTest, GuestMovesToNodeBWithoutRestartAndFailuresLeaveItOnA) {
   ExpectStillOnA(uid, boot_id);
   ExpectNothingOnB(uid);
   ASSERT_TRUE(nodes_->SetLink(true).ok());
+
+  // 3c. Handler B (the target) killed (-9) mid-migration and started again: the tunnel went
+  // with it, so the migration is Failed with a reason and the guest stays on A; the restarted
+  // handler re-adopts the stored target pod, finds no resumed domain in it and ends it.
+  ASSERT_TRUE(Migrate(kName, nodes_->name_b(), kSlowMiB, &vmim).ok());
+  WaitRunningWithProgress(vmim.metadata().uid());
+  ASSERT_TRUE(b()->KillAndRestart().ok());
+  ended = WaitEnded(vmim.metadata().uid());
+  EXPECT_EQ(ended.status().phase(), "Failed") << ended.DebugString();
+  EXPECT_FALSE(ended.status().migration_state().failure_reason().empty());
+  ExpectStillOnA(uid, boot_id);
+  ExpectNothingOnB(uid);
+  EXPECT_THAT(b()->Log(), ::testing::HasSubstr("re-adopted migration target launcher"));
 
   // 5. Handler A killed (-9) during a migration and started again: it resumes the unfinished
   // migration, which ends (Failed: the tunnel went with the handler), and both nodes agree —
