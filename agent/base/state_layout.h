@@ -3,7 +3,8 @@
 //
 //   <state>/kvnode.db                     SQLite (WAL)
 //   <state>/notify.sock                   the handler's LauncherNotify socket
-//   <state>/volumes/<ns>/<claim>/disk.img node-local PVCs
+//   <state>/volumes/<ns>/<claim>/disk.img node-local PVCs (a shared class's are under its path:
+//                                         ClaimDirOf in agent/storage/storage_class.h)
 //   <state>/images/                       containerDisk image cache
 //   <state>/network/<key>/                DHCP server files of a VMI's pod network (root's)
 //   <state>/vmis/<key>/                   one VMI ("pod"), 0700, owned by the launcher's user;

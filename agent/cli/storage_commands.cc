@@ -225,11 +225,12 @@ int GetStorageClasses(Cli& cli) {
     rows.push_back({c.name() + (c.is_default() ? " (default)" : ""), "kvnode.io/local",
                     c.reclaim_policy(), c.volume_binding_mode(),
                     c.allow_volume_expansion() ? "true" : "false", c.volume_mode(),
-                    c.devices().empty() ? "-" : absl::StrJoin(c.devices(), ",")});
+                    c.devices().empty() ? "-" : absl::StrJoin(c.devices(), ","),
+                    c.shared() ? c.path() : "-"});
   }
   PrintTable(*cli.out,
              {"NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "ALLOWVOLUMEEXPANSION",
-              "VOLUMEMODE", "DEVICES"},
+              "VOLUMEMODE", "DEVICES", "SHARED"},
              rows);
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "agent/network/resolv_conf.h"
 #include "agent/storage/block_device.h"
+#include "agent/storage/shared_dir.h"
 #include "agent/supervisor/cgroup.h"
 
 namespace kvnode {
@@ -148,6 +149,13 @@ std::vector<ConfigFinding> CheckHandlerConfig(const HandlerOptions& o) {
   }
   CheckTools(o, &out);
   for (const StorageClass& c : o.storage_classes.all()) {
+    if (c.shared) {
+      absl::Status s = CheckSharedPath(c);
+      out.push_back({s.ok(), "--storage-class",
+                     s.ok() ? absl::StrCat("storage class \"", c.name, "\": shared, claims in ",
+                                           c.path)
+                            : std::string(s.message())});
+    }
     if (c.devices.empty()) continue;
     absl::Status s = CheckBlockDevices(c);
     out.push_back({s.ok(), "--storage-class",

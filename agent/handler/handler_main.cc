@@ -20,6 +20,7 @@
 #include "agent/api/call_metrics.h"
 #include "agent/api/node_service.h"
 #include "agent/storage/block_device.h"
+#include "agent/storage/shared_dir.h"
 #include "agent/storage/storage_service.h"
 #include "agent/api/notify_service.h"
 #include "agent/base/logging.h"
@@ -267,6 +268,7 @@ int Serve(Handler* h, const sigset_t& mask) {
   c.metrics = MetricsRegistry::Default();
   for (const StorageClass& sc : opt.storage_classes.all()) {
     if (absl::Status s = CheckBlockDevices(sc); !s.ok()) return Fail(Annotate(s, "--storage-class"));
+    if (absl::Status s = CheckSharedPath(sc); !s.ok()) return Fail(Annotate(s, "--storage-class"));
   }
   h->volumes = std::make_unique<VolumeManager>(
       VolumeConfig{c.state_dir, c.identity.fs(), opt.storage_classes}, h->store.get(), Clock::Real());

@@ -259,7 +259,6 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
   o.migration.tls_cert = o.tls_cert;
   o.migration.tls_key = o.tls_key;
   o.migration.tls_ca = o.tls_ca;
-  c.shared_volumes = o.migration.shared_volumes;
   return o;
 }
 

@@ -28,11 +28,12 @@
 //   --vm-start-backoff-base D --vm-start-backoff-max D   the VM controller's crash-loop backoff
 //                          (KubeVirt: 10 s × failures², at most 300 s)
 //   --storage-class SPEC   another storage class, name=NAME,reclaimPolicy=Delete|Retain
-//                          [,default=true] (repeatable; the embedded "local" is Delete)
+//                          [,default=true][,shared=true,path=DIR] (repeatable; the embedded
+//                          "local" is Delete; agent/storage/storage_class.h)
 //   --storage-class-file F one SPEC a line (# comments)
 //   --host-uuid UUID       libvirt host UUID of this node's launchers (default: derived from
 //                          the node name; migration needs one per node)
-//   --migration-listen, --peer, --shared-volumes, --migration-*: live migration (the TLS
+//   --migration-listen, --peer, --migration-*: live migration (the TLS
 //                          files serve there too); agent/migration/migration_config.h
 //   --log-format text|json
 //   --validate-config      check flags, paths and permissions, print the findings, exit

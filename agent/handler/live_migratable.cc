@@ -19,25 +19,38 @@ MigratableVerdict LocalDisk(const std::string& volume, const char* kind) {
                                  "migration"));
 }
 
+// KubeVirt's words ("cannot migrate VMI: PVC %v is not shared, live migration requires that
+// all PVCs must be shared (using ReadWriteMany access mode)"), with the volume and why.
+MigratableVerdict ClaimNotShared(const std::string& volume, const std::string& claim,
+                                 const std::string& why) {
+  return No(kDisks, absl::StrCat("cannot migrate VMI: PVC ", claim, " (volume ", volume,
+                                 ") is not shared: ", why,
+                                 ", live migration requires that all PVCs must be shared "
+                                 "(using a storage class with shared=true)"));
+}
+
 }  // namespace
 
 MigratableVerdict EvaluateLiveMigratable(const kvnode::v1::VirtualMachineInstanceSpec& spec,
-                                         bool shared_volumes) {
+                                         const ClassByClaim& claims) {
   for (const auto& v : spec.volumes()) {
     switch (v.source_case()) {
       case kvnode::v1::Volume::kPersistentVolumeClaim:
-      case kvnode::v1::Volume::kDataVolume:
-        if (!shared_volumes) {
-          std::string claim = v.has_persistent_volume_claim()
-                                  ? v.persistent_volume_claim().claim_name()
-                                  : v.data_volume().name();
-          // KubeVirt's words.
-          return No(kDisks, absl::StrCat("cannot migrate VMI: PVC ", claim,
-                                         " is not shared, live migration requires that all "
-                                         "PVCs must be shared (using ReadWriteMany access "
-                                         "mode)"));
+      case kvnode::v1::Volume::kDataVolume: {
+        std::string claim = v.has_persistent_volume_claim()
+                                ? v.persistent_volume_claim().claim_name()
+                                : v.data_volume().name();
+        auto sc = claims.find(claim);
+        if (sc == claims.end()) {
+          return ClaimNotShared(v.name(), claim, "the claim does not exist on this node");
+        }
+        if (!sc->second.shared) {
+          return ClaimNotShared(v.name(), claim,
+                                absl::StrCat("its storage class \"", sc->second.name,
+                                             "\" is not shared"));
         }
         break;
+      }
       case kvnode::v1::Volume::kHostDisk:
         if (!v.host_disk().has_shared() || !v.host_disk().shared()) {
           return No(kDisks, "cannot migrate VMI with non-shared HostDisk");
@@ -59,9 +72,9 @@ MigratableVerdict EvaluateLiveMigratable(const kvnode::v1::VirtualMachineInstanc
   return {};
 }
 
-bool SetLiveMigratableCondition(kvnode::v1::VirtualMachineInstance* vmi, bool shared_volumes,
-                                absl::Time now) {
-  MigratableVerdict v = EvaluateLiveMigratable(vmi->spec(), shared_volumes);
+bool SetLiveMigratableCondition(kvnode::v1::VirtualMachineInstance* vmi,
+                                const ClassByClaim& claims, absl::Time now) {
+  MigratableVerdict v = EvaluateLiveMigratable(vmi->spec(), claims);
   return SetCondition(vmi->mutable_status()->mutable_conditions(), kLiveMigratable,
                       v.migratable ? "True" : "False", v.reason, v.message, now);
 }

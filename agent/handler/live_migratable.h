@@ -2,8 +2,9 @@
 // (pkg/virt-controller/watch/vmi.go, pkg/virt-handler/vm.go calculateLiveMigrationCondition):
 // True, or False with the reason and message that a migration request is then refused with.
 //
-// kvnode migrates shared storage only: PVCs when the node's volumes are shared
-// (--shared-volumes), hostDisks marked `shared: true`. Node-local disks (containerDisk,
+// kvnode migrates shared storage only: PVCs (and DataVolumes) whose claim is of a shared
+// storage class (storage_class.h: its claims live in a directory every node sees), hostDisks
+// marked `shared: true`. Node-local disks (containerDisk,
 // emptyDisk, cloudInitNoCloud, ephemeral) would need block migration, which kvnode does not do
 // yet, so they make a VMI not live-migratable.
 //
@@ -11,9 +12,11 @@
 #ifndef KVNODE_AGENT_HANDLER_LIVE_MIGRATABLE_H_
 #define KVNODE_AGENT_HANDLER_LIVE_MIGRATABLE_H_
 
+#include <map>
 #include <string>
 
 #include "absl/time/time.h"
+#include "agent/storage/storage_class.h"
 #include "kvnode/v1/kubevirt.pb.h"
 
 namespace kvnode {
@@ -26,12 +29,17 @@ struct MigratableVerdict {
   std::string message;
 };
 
+// The storage class of each claim the node stores in the VMI's namespace, by claim name
+// (VolumeManager::ClaimClasses). A claim not in it is not known to the node (yet: a disk
+// found by hand is adopted when the VMI starts), so it is not taken to be shared.
+using ClassByClaim = std::map<std::string, StorageClass>;
+
 MigratableVerdict EvaluateLiveMigratable(const kvnode::v1::VirtualMachineInstanceSpec& spec,
-                                         bool shared_volumes);
+                                         const ClassByClaim& claims);
 
 // Sets the condition on `vmi` from EvaluateLiveMigratable; true when it changed.
-bool SetLiveMigratableCondition(kvnode::v1::VirtualMachineInstance* vmi, bool shared_volumes,
-                                absl::Time now);
+bool SetLiveMigratableCondition(kvnode::v1::VirtualMachineInstance* vmi,
+                                const ClassByClaim& claims, absl::Time now);
 
 }  // namespace kvnode
 

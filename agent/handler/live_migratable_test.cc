@@ -1,5 +1,7 @@
 #include "agent/handler/live_migratable.h"
 
+#include <functional>
+
 #include "gtest/gtest.h"
 
 namespace kvnode {
@@ -14,32 +16,88 @@ kvnode::v1::VirtualMachineInstanceSpec WithVolume(
   return spec;
 }
 
-TEST(LiveMigratable, SharedPvcsMigrateAndLocalOnesAreRefusedInKubeVirtsWords) {
+StorageClass Class(const std::string& name, bool shared) {
+  StorageClass c;
+  c.name = name;
+  c.shared = shared;
+  if (shared) c.path = "/mnt/shared";
+  return c;
+}
+
+// Claims "root" (class "shared", shared) and "scratch" (class "local", not shared).
+const ClassByClaim kClaims = {{"root", Class("shared", true)},
+                              {"scratch", Class("local", false)}};
+
+TEST(LiveMigratable, PvcOfASharedStorageClassMigrates) {
   auto spec = WithVolume([](kvnode::v1::Volume* v) {
     v->mutable_persistent_volume_claim()->set_claim_name("root");
   });
-  EXPECT_TRUE(EvaluateLiveMigratable(spec, true).migratable);
-  MigratableVerdict no = EvaluateLiveMigratable(spec, false);
+  EXPECT_TRUE(EvaluateLiveMigratable(spec, kClaims).migratable);
+  auto dv = WithVolume([](kvnode::v1::Volume* v) { v->mutable_data_volume()->set_name("root"); });
+  EXPECT_TRUE(EvaluateLiveMigratable(dv, kClaims).migratable);
+}
+
+TEST(LiveMigratable, PvcOfAClassNotSharedIsRefusedNamingVolumeAndClassInKubeVirtsWords) {
+  auto spec = WithVolume([](kvnode::v1::Volume* v) {
+    v->mutable_persistent_volume_claim()->set_claim_name("scratch");
+  });
+  MigratableVerdict no = EvaluateLiveMigratable(spec, kClaims);
   EXPECT_FALSE(no.migratable);
   EXPECT_EQ(no.reason, "DisksNotLiveMigratable");
   EXPECT_EQ(no.message,
-            "cannot migrate VMI: PVC root is not shared, live migration requires that all PVCs "
-            "must be shared (using ReadWriteMany access mode)");
+            "cannot migrate VMI: PVC scratch (volume disk0) is not shared: its storage class "
+            "\"local\" is not shared, live migration requires that all PVCs must be shared "
+            "(using a storage class with shared=true)");
+}
+
+TEST(LiveMigratable, DataVolumeOfAClassNotSharedIsRefused) {
+  auto spec =
+      WithVolume([](kvnode::v1::Volume* v) { v->mutable_data_volume()->set_name("scratch"); });
+  MigratableVerdict no = EvaluateLiveMigratable(spec, kClaims);
+  EXPECT_FALSE(no.migratable);
+  EXPECT_NE(no.message.find("PVC scratch (volume disk0) is not shared: its storage class "
+                            "\"local\" is not shared"),
+            std::string::npos);
+}
+
+TEST(LiveMigratable, ClaimTheNodeDoesNotKnowIsNotTakenToBeShared) {
+  auto spec = WithVolume([](kvnode::v1::Volume* v) {
+    v->mutable_persistent_volume_claim()->set_claim_name("elsewhere");
+  });
+  MigratableVerdict no = EvaluateLiveMigratable(spec, kClaims);
+  EXPECT_FALSE(no.migratable);
+  EXPECT_EQ(no.reason, "DisksNotLiveMigratable");
+  EXPECT_NE(no.message.find("PVC elsewhere (volume disk0) is not shared: the claim does not "
+                            "exist on this node"),
+            std::string::npos);
+}
+
+TEST(LiveMigratable, OneClaimNotSharedAmongSharedOnesIsEnoughToRefuse) {
+  kvnode::v1::VirtualMachineInstanceSpec spec;
+  auto* a = spec.add_volumes();
+  a->set_name("rootdisk");
+  a->mutable_persistent_volume_claim()->set_claim_name("root");
+  auto* b = spec.add_volumes();
+  b->set_name("scratchdisk");
+  b->mutable_persistent_volume_claim()->set_claim_name("scratch");
+  MigratableVerdict no = EvaluateLiveMigratable(spec, kClaims);
+  EXPECT_FALSE(no.migratable);
+  EXPECT_NE(no.message.find("(volume scratchdisk)"), std::string::npos);
 }
 
 TEST(LiveMigratable, HostDiskOnlyWhenShared) {
   auto spec = WithVolume([](kvnode::v1::Volume* v) { v->mutable_host_disk()->set_path("/x"); });
-  MigratableVerdict no = EvaluateLiveMigratable(spec, true);
+  MigratableVerdict no = EvaluateLiveMigratable(spec, kClaims);
   EXPECT_FALSE(no.migratable);
   EXPECT_EQ(no.reason, "DisksNotLiveMigratable");
   EXPECT_EQ(no.message, "cannot migrate VMI with non-shared HostDisk");
   spec.mutable_volumes(0)->mutable_host_disk()->set_shared(true);
-  EXPECT_TRUE(EvaluateLiveMigratable(spec, true).migratable);
+  EXPECT_TRUE(EvaluateLiveMigratable(spec, kClaims).migratable);
 }
 
 TEST(LiveMigratable, NodeLocalDisksNeedBlockMigrationWhichIsNotDone) {
   auto spec = WithVolume([](kvnode::v1::Volume* v) { v->mutable_container_disk(); });
-  MigratableVerdict no = EvaluateLiveMigratable(spec, true);
+  MigratableVerdict no = EvaluateLiveMigratable(spec, kClaims);
   EXPECT_FALSE(no.migratable);
   EXPECT_NE(no.message.find("volume disk0 (containerDisk) is local"), std::string::npos);
 }
@@ -47,19 +105,19 @@ TEST(LiveMigratable, NodeLocalDisksNeedBlockMigrationWhichIsNotDone) {
 TEST(LiveMigratable, BridgeOnThePodNetworkIsNotMigratable) {
   kvnode::v1::VirtualMachineInstanceSpec spec;
   spec.mutable_domain()->mutable_devices()->add_interfaces()->mutable_bridge();
-  MigratableVerdict no = EvaluateLiveMigratable(spec, true);
+  MigratableVerdict no = EvaluateLiveMigratable(spec, kClaims);
   EXPECT_EQ(no.reason, "InterfaceNotLiveMigratable");
 }
 
 TEST(LiveMigratable, ConditionCarriesTheVerdict) {
   kvnode::v1::VirtualMachineInstance vmi;
   vmi.mutable_spec()->add_volumes()->mutable_host_disk()->set_path("/x");
-  EXPECT_TRUE(SetLiveMigratableCondition(&vmi, true, absl::UnixEpoch()));
+  EXPECT_TRUE(SetLiveMigratableCondition(&vmi, kClaims, absl::UnixEpoch()));
   ASSERT_EQ(vmi.status().conditions_size(), 1);
   EXPECT_EQ(vmi.status().conditions(0).type(), "LiveMigratable");
   EXPECT_EQ(vmi.status().conditions(0).status(), "False");
   EXPECT_EQ(vmi.status().conditions(0).reason(), "DisksNotLiveMigratable");
-  EXPECT_FALSE(SetLiveMigratableCondition(&vmi, true, absl::UnixEpoch()));
+  EXPECT_FALSE(SetLiveMigratableCondition(&vmi, kClaims, absl::UnixEpoch()));
 }
 
 }  // namespace

@@ -239,7 +239,7 @@ absl::StatusOr<SyncResult> VmiController::Sync(VirtualMachineInstance vmi, bool 
   meta->clear_resource_version();
   meta->clear_deletion_timestamp();
   SetPhase(vmi.mutable_status(), phase::kPending, clock_->Now());
-  SetLiveMigratableCondition(&vmi, config_.shared_volumes, clock_->Now());
+  SetLiveMigratableCondition(&vmi, ClaimClassesOf(vmi), clock_->Now());
   result.result = "ADDED";
   if (dry_run) {
     result.vmi = vmi;
@@ -623,6 +623,8 @@ void VmiController::StartLauncher(const std::string& uid) {
     return;
   }
   RemoveCondition(r->vmi.mutable_status()->mutable_conditions(), "Synchronized");
+  // Its claims are known now (a disk found by hand was adopted by PrepareVolumes).
+  SetLiveMigratableCondition(&r->vmi, ClaimClassesOf(r->vmi), clock_->Now());
   r->launcher_pid = launch->handle.pid;
   r->launcher_start_time = launch->handle.start_time;
   r->launcher_alive = true;
@@ -680,9 +682,16 @@ void VmiController::WatchLauncher(const std::string& uid, pid_t pid, uint64_t st
 }
 
 kvnode::v1::DomainOptions VmiController::DomainOptionsFor(const VirtualMachineInstance& vmi) {
-  std::set<std::string> block;
-  if (config_.volumes != nullptr) block = config_.volumes->BlockClaims(vmi.metadata().namespace_());
-  return BuildDomainOptions(vmi, paths_, config_.virt_type, block);
+  ClaimLayout claims;
+  if (config_.volumes != nullptr) {
+    claims = config_.volumes->ClaimLayoutOf(vmi.metadata().namespace_());
+  }
+  return BuildDomainOptions(vmi, paths_, config_.virt_type, claims);
+}
+
+ClassByClaim VmiController::ClaimClassesOf(const VirtualMachineInstance& vmi) {
+  if (config_.volumes == nullptr) return {};
+  return config_.volumes->ClaimClasses(vmi.metadata().namespace_());
 }
 
 void VmiController::SyncLauncher(const std::string& uid) {

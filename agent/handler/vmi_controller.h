@@ -31,6 +31,7 @@
 #include "agent/base/user_fs.h"
 #include "agent/base/work_queue.h"
 #include "agent/controller/vm_handover.h"
+#include "agent/handler/live_migratable.h"
 #include "agent/handler/probe_state.h"
 #include "agent/manifest/admission.h"
 #include "agent/metrics/metrics.h"
@@ -72,9 +73,6 @@ struct HandlerConfig {
   absl::Duration launcher_unresponsive_timeout = absl::Seconds(30);
   absl::Duration launcher_failure_timeout = absl::Seconds(60);
   int workers = 8;
-  // PVCs live on storage every node of the cluster shares (--shared-volumes): VMIs whose disks
-  // are all such PVCs are live-migratable.
-  bool shared_volumes = false;
   // The node's pod networks (masquerade, DESIGN.md section 4): every launcher runs in a network
   // namespace of its own made by it. Null: launchers run in the handler's namespace, and
   // admission must refuse interfaces (limits.pod_network_supported). Not owned.
@@ -84,7 +82,8 @@ struct HandlerConfig {
   // Start latencies and launcher lifecycle counts go here (handler_metrics.h); may be null.
   MetricsRegistry* metrics = nullptr;
   // Node-local volumes (agent/storage): checks a VMI's claims and makes its per-VMI disks
-  // before its launcher starts. Null: nothing is checked or made. Not owned.
+  // before its launcher starts, and says which claims are of shared storage classes
+  // (LiveMigratable). Null: nothing is checked or made, and no PVC is migratable. Not owned.
   VolumeManager* volumes = nullptr;
 };
 
@@ -171,11 +170,17 @@ class VmiController {
     std::string pod_ip;
     pid_t launcher_pid = 0;
   };
-  // `owner_vm` (may be null) is the VM that controls the VMI on the source: this node must be
-  // able to hold it, and does once the domain resumes here.
+  // `claims` are the source's claims of the VMI: each this node lacks is recorded first
+  // (VolumeManager::AdoptMigratingClaims; FailedPrecondition when this node does not share
+  // their storage class). `owner_vm` (may be null) is the VM that controls the VMI on the
+  // source: this node must be able to hold it, and does once the domain resumes here.
   absl::StatusOr<MigrationTarget> PrepareMigrationTarget(
-      const kvnode::v1::VirtualMachineInstance& vmi, const kvnode::v1::VirtualMachine* owner_vm,
-      absl::Duration timeout);
+      const kvnode::v1::VirtualMachineInstance& vmi,
+      const std::vector<VolumeManager::MigratingClaim>& claims,
+      const kvnode::v1::VirtualMachine* owner_vm, absl::Duration timeout);
+  // Source: the VMI's claims as the target needs them (none without a VolumeManager).
+  std::vector<VolumeManager::MigratingClaim> MigratingClaimsOf(
+      const kvnode::v1::VirtualMachineInstance& vmi);
   // The VM controller's side of a migration (vm_handover.h); set once it runs. Not owned.
   void SetVmHandover(VmHandover* handover) { handover_.store(handover); }
   // The VM on this node that controls `vmi`, if any (none before SetVmHandover).
@@ -237,6 +242,9 @@ class VmiController {
   };
 
   void Count(const char* counter, const Labels& labels = {});
+  // The storage class of each claim of the VMI's namespace (none without a VolumeManager), for
+  // LiveMigratable. Takes the VolumeManager's lock (after mu_, if held).
+  ClassByClaim ClaimClassesOf(const kvnode::v1::VirtualMachineInstance& vmi);
   // Domain events of a migrating VMI (vmi_migration.cc); true when handled.
   bool MigrationDomainEventLocked(Record* r, const kvnode::v1::DomainEvent& event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -25,7 +25,7 @@ absl::StatusOr<VirtualMachineInstance> VmiController::BeginMigrationOut(
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
   // As KubeVirt's admission: a VMI that cannot migrate is refused first, with its reason.
-  SetLiveMigratableCondition(&r->vmi, config_.shared_volumes, clock_->Now());
+  SetLiveMigratableCondition(&r->vmi, ClaimClassesOf(r->vmi), clock_->Now());
   const auto* cond = FindCondition(r->vmi.status().conditions(), kLiveMigratable);
   if (cond != nullptr && cond->status() == "False") {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -167,6 +167,12 @@ bool VmiController::MigrationLauncherExitLocked(Record* r,
                            "; its source launcher ended"));
   RemoveLocked(uid);
   return true;
+}
+
+std::vector<VolumeManager::MigratingClaim> VmiController::MigratingClaimsOf(
+    const VirtualMachineInstance& vmi) {
+  if (config_.volumes == nullptr) return {};
+  return config_.volumes->MigratingClaimsOf(vmi);
 }
 
 void VmiController::PromoteTargetLocked(Record* r, const kvnode::v1::DomainStatus& domain) {
@@ -341,8 +347,8 @@ void VmiController::ResolveRecoveredTarget(const std::string& uid) {
 }
 
 absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTarget(
-    const VirtualMachineInstance& vmi, const kvnode::v1::VirtualMachine* owner_vm,
-    absl::Duration timeout) {
+    const VirtualMachineInstance& vmi, const std::vector<VolumeManager::MigratingClaim>& claims,
+    const kvnode::v1::VirtualMachine* owner_vm, absl::Duration timeout) {
   const std::string uid = vmi.metadata().uid();
   if (owner_vm != nullptr) {
     const auto& m = owner_vm->metadata();
@@ -383,6 +389,15 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
         return absl::AlreadyExistsError("another VMI on node " + config_.node_name +
                                         " has a UID starting with the same 12 digits");
       }
+    }
+    // The VMI's claims must be this node's too, in the same shared classes, before its pod
+    // looks for them. Nothing is undone on a failure: a claim recorded before another was
+    // refused is Retain and adopted, so deleting it here never touches its data.
+    if (config_.volumes != nullptr) {
+      RETURN_IF_ERROR(config_.volumes->AdoptMigratingClaims(vmi.metadata().namespace_(), claims,
+                                                            config_.node_name));
+    } else if (!claims.empty()) {
+      return absl::FailedPreconditionError("node " + config_.node_name + " has no volumes");
     }
     auto record = std::make_unique<Record>();
     record->vmi = vmi;
@@ -494,7 +509,7 @@ absl::StatusOr<VirtualMachineInstance> VmiController::CompleteMigrationTarget(
   ms->set_target_node_domain_ready_timestamp(ready);
   r->vmi.mutable_status()->set_migration_method("LiveMigration");
   r->vmi.mutable_status()->set_migration_transport("Unix");
-  SetLiveMigratableCondition(&r->vmi, config_.shared_volumes, clock_->Now());
+  SetLiveMigratableCondition(&r->vmi, ClaimClassesOf(r->vmi), clock_->Now());
   RETURN_IF_ERROR(Persist(r, "MODIFIED"));
   return r->vmi;
 }

@@ -70,7 +70,12 @@ absl::Status ParseMigrationFlags(const FlagSet& flags, MigrationConfig* c) {
   }
   c->policy.allow_post_copy = flags.GetBool("migration-allow-post-copy");
   c->policy.allow_auto_converge = flags.GetBool("migration-allow-auto-converge");
-  c->shared_volumes = flags.GetBool("shared-volumes");
+  if (flags.GetBool("shared-volumes")) {
+    return absl::InvalidArgumentError(
+        "--shared-volumes: removed; PVCs are shared when their storage class is: mark one "
+        "shared and give it the directory every node sees (--storage-class "
+        "name=shared,shared=true,path=/mnt/kvnode-shared[,default=true])");
+  }
   return absl::OkStatus();
 }
 

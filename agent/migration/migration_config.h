@@ -7,7 +7,10 @@
 //   --migration-completion-timeout-per-gib 150s
 //   --migration-allow-post-copy, --migration-allow-auto-converge
 //   --migration-max-outbound 2     outbound migrations at once on this node
-//   --shared-volumes               this node's PVCs live on storage all nodes share
+//
+// Which disks may migrate is not a node flag: a PVC migrates when its storage class is shared
+// (--storage-class name=shared,shared=true,path=DIR; agent/storage/storage_class.h). The old
+// --shared-volumes is refused with an error that says so.
 //
 // KubeVirt's defaults (KUBEVIRT-REFERENCE.md section 7). Parsing is pure.
 #ifndef KVNODE_AGENT_MIGRATION_MIGRATION_CONFIG_H_
@@ -39,7 +42,6 @@ struct MigrationConfig {
   std::map<std::string, std::string> peers;
   std::string tls_cert, tls_key, tls_ca;
   MigrationPolicy policy;
-  bool shared_volumes = false;
 };
 
 // Declares the flags above on `flags`.

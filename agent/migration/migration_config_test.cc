@@ -20,7 +20,6 @@ TEST(MigrationConfig, KubeVirtsDefaults) {
   EXPECT_EQ(c.policy.max_outbound, 2);
   EXPECT_EQ(c.policy.bandwidth_mib, 0u);
   EXPECT_FALSE(c.policy.allow_post_copy);
-  EXPECT_FALSE(c.shared_volumes);
 }
 
 TEST(MigrationConfig, ReadsPeersAndPolicy) {
@@ -28,7 +27,7 @@ TEST(MigrationConfig, ReadsPeersAndPolicy) {
   ASSERT_TRUE(Parse({"--migration-listen", "0.0.0.0:7443", "--peer", "b=10.0.0.2:7443", "--peer",
                      "c=[fd00::3]:7443", "--migration-bandwidth", "8",
                      "--migration-progress-timeout", "30s", "--migration-allow-post-copy",
-                     "--shared-volumes", "--migration-max-outbound", "1"},
+                     "--migration-max-outbound", "1"},
                     &c)
                   .ok());
   EXPECT_EQ(c.listen, "0.0.0.0:7443");
@@ -37,7 +36,6 @@ TEST(MigrationConfig, ReadsPeersAndPolicy) {
   EXPECT_EQ(c.policy.bandwidth_mib, 8u);
   EXPECT_EQ(c.policy.progress_timeout, absl::Seconds(30));
   EXPECT_TRUE(c.policy.allow_post_copy);
-  EXPECT_TRUE(c.shared_volumes);
   EXPECT_EQ(c.policy.max_outbound, 1);
 }
 
@@ -53,6 +51,14 @@ TEST(MigrationConfig, ErrorsNameTheFlag) {
             std::string::npos);
   EXPECT_NE(Parse({"--migration-max-outbound", "0"}, &c).message().find("--migration-max-outbound"),
             std::string::npos);
+}
+
+TEST(MigrationConfig, SharedVolumesFlagIsRefusedForASharedStorageClass) {
+  MigrationConfig c;
+  absl::Status s = Parse({"--shared-volumes"}, &c);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--shared-volumes: removed"), std::string::npos);
+  EXPECT_NE(s.message().find("--storage-class name=shared,shared=true,path="), std::string::npos);
 }
 
 }  // namespace

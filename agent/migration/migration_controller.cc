@@ -273,6 +273,12 @@ std::string MigrationController::PrepareTarget(Outbound* m, kvnode::v1::Migratio
   if (!vmi.ok()) return std::string(vmi.status().message());
   *req.mutable_vmi() = *vmi;
   if (auto vm = vmis_->OwnerVm(*vmi); vm.has_value()) *req.mutable_owner_vm() = *vm;
+  // The target records the claims it lacks, as claims of its own shared class of that name.
+  for (auto& c : vmis_->MigratingClaimsOf(*vmi)) {
+    auto* claim = req.add_claims();
+    *claim->mutable_pvc() = std::move(c.pvc);
+    claim->set_storage_class_path(c.class_path);
+  }
   req.set_migration_uid(m->vmim.metadata().uid());
   req.set_source_node(config_.node_name);
   grpc::ClientContext ctx;

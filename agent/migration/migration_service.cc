@@ -49,8 +49,10 @@ grpc::Status MigrationService::PrepareTarget(grpc::ServerContext*,
     absl::MutexLock lock(&mu_);
     pending_[uid] = Pending{absl::Now()};
   }
+  std::vector<VolumeManager::MigratingClaim> claims;
+  for (const auto& c : req->claims()) claims.push_back({c.pvc(), c.storage_class_path()});
   auto target = vmis_->PrepareMigrationTarget(
-      req->vmi(), req->has_owner_vm() ? &req->owner_vm() : nullptr, absl::Seconds(90));
+      req->vmi(), claims, req->has_owner_vm() ? &req->owner_vm() : nullptr, absl::Seconds(90));
   if (!target.ok()) {
     absl::MutexLock lock(&mu_);
     pending_.erase(uid);

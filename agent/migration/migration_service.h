@@ -1,5 +1,6 @@
 // kvnode.v1.Migration, the target node's side (KubeVirt's migration-target.go and its
-// migration proxy): PrepareTarget makes the VMI's pod and a launcher in target mode, Tunnel
+// migration proxy): PrepareTarget records the VMI's claims this node lacks (they must be of a
+// storage class this node shares too) and makes the VMI's pod and a launcher in target mode, Tunnel
 // carries the source libvirtd's connection to that launcher's libvirtd, FinishTarget keeps the
 // VMI (success) or ends the prepared pod (failure). Served on --migration-listen with mutual
 // TLS only.

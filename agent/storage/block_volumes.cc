@@ -265,7 +265,7 @@ absl::Status VolumeManager::RecoverDevicesLocked() {
   return absl::OkStatus();
 }
 
-std::set<std::string> VolumeManager::BlockClaims(const std::string& ns) {
+ClaimLayout VolumeManager::ClaimLayoutOf(const std::string& ns) {
   std::vector<PersistentVolumeClaim> claims;
   {
     absl::MutexLock lock(&mu_);
@@ -276,9 +276,14 @@ std::set<std::string> VolumeManager::BlockClaims(const std::string& ns) {
       if (o.ns == ns && FromJson(o.json, &pvc).ok()) claims.push_back(std::move(pvc));
     }
   }
+  ClaimLayout layout;
   std::vector<const PersistentVolumeClaim*> pointers;
-  for (const auto& c : claims) pointers.push_back(&c);
-  return BlockClaimNames(pointers, ns);
+  for (const auto& c : claims) {
+    pointers.push_back(&c);
+    if (ClassOf(c).shared) layout.dirs[c.metadata().name()] = ClaimDir(c).path();
+  }
+  layout.block = BlockClaimNames(pointers, ns);
+  return layout;
 }
 
 }  // namespace kvnode

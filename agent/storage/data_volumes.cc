@@ -95,8 +95,8 @@ absl::StatusOr<DataVolume> VolumeManager::CreateDataVolumeLocked(DataVolume dv) 
   (*claim.mutable_metadata()->mutable_annotations())[kReclaimPolicyAnnotation] = sc.reclaim_policy;
   claim.mutable_spec()->set_volume_name("pvc-" + claim.metadata().uid());
   SetPhase(&claim, "Pending");
-  ASSIGN_OR_RETURN(int dir, OpenDirChain(config_.state_dir,
-                                         {"volumes", meta->namespace_(), meta->name()}, 0711, true));
+  const ClaimDirChain where = ClaimDirOf(sc, paths_, meta->namespace_(), meta->name());
+  ASSIGN_OR_RETURN(int dir, OpenDirChain(where.base, where.names, 0711, true));
   close(dir);
   RETURN_IF_ERROR(store_->Put(kDataVolumeKind, &dv, "ADDED").status());
   RETURN_IF_ERROR(store_->Put(kPvcKind, &claim, "ADDED").status());
@@ -277,14 +277,17 @@ void VolumeManager::Import(DataVolume dv) {
   const std::string& name = dv.metadata().name();
   if (!UpdateDv(dv, dv_phase::kImportScheduled, "N/A", "")) return;
   int64_t size = 0;
+  std::string dir;
   {
     absl::MutexLock lock(&mu_);
     auto claim = LoadPvcLocked(ns, name);
-    if (claim.ok()) size = RequestedBytes(*claim);
+    if (claim.ok()) {
+      size = RequestedBytes(*claim);
+      dir = ClaimDir(*claim).path();
+    }
   }
   absl::Status s = size > 0 ? absl::OkStatus()
                             : absl::NotFoundError("its claim \"" + name + "\" is gone");
-  const std::string dir = paths_.volume_dir(ns, name);
   if (s.ok() && UpdateDv(dv, dv_phase::kImportInProgress, dv.spec().source().has_http() ? "0.0%" : "N/A", "")) {
     s = Populate(dv, dir, size);
   }
@@ -337,8 +340,8 @@ absl::Status VolumeManager::Populate(const DataVolume& dv, const std::string& di
         return absl::FailedPreconditionError(absl::StrCat(
             "source claim \"", src.pvc().name(), "\" ", source.ok() ? "is not Bound" : "not found"));
       }
+      input = ClaimImage(*source);
     }
-    input = paths_.volume_image(ns, src.pvc().name());
     struct stat st;
     if (lstat(input.c_str(), &st) < 0 || !S_ISREG(st.st_mode)) {
       return absl::FailedPreconditionError("source claim's disk is not a regular file");

@@ -20,8 +20,10 @@ namespace kvnode {
 inline constexpr char kPvcKind[] = "PersistentVolumeClaim";
 // kvnode's annotations on a claim.
 inline constexpr char kReclaimPolicyAnnotation[] = "kvnode.io/reclaim-policy";
-// Set on a claim the handler found on disk (a disk.img made by hand before the claim existed):
-// such a claim is always Retain, since kvnode did not make its data.
+// Set on a claim the handler found on disk (a disk.img made by hand before the claim existed;
+// "true") or that a live migration brought from the source node ("migration"): such a claim is
+// always Retain, since kvnode did not make its data here. Deleting one of a shared class
+// removes only this node's record (VolumeManager::DeletePvc).
 inline constexpr char kAdoptedAnnotation[] = "kvnode.io/adopted";
 // Set while `kvctl image-upload pvc` fills a new claim; a claim that still has it when the
 // handler starts was cut off mid-upload.

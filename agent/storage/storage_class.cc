@@ -43,7 +43,37 @@ std::string CheckDevices(const StorageClass& c, const std::vector<StorageClass>&
   return "";
 }
 
+// What is wrong with the sharing of `c`, or "".
+std::string CheckShared(const StorageClass& c) {
+  if (!c.shared) {
+    return c.path.empty() ? ""
+                          : "path: only a class with shared=true has a path (a class that is "
+                            "not shared keeps its claims under the state dir)";
+  }
+  if (c.volume_mode == kVolumeModeBlock) {
+    return "shared: a Block class cannot be shared (its devices are local to the node)";
+  }
+  if (c.path.empty()) return "path: required for shared=true (path=/mnt/kvnode-shared)";
+  if (c.path[0] != '/') return absl::StrCat("path: \"", c.path, "\" is not an absolute path");
+  for (absl::string_view part : absl::StrSplit(c.path, '/', absl::SkipEmpty())) {
+    if (part == "." || part == "..") {
+      return absl::StrCat("path: \"", c.path, "\" has a \".\" or \"..\" component");
+    }
+  }
+  return "";
+}
+
 }  // namespace
+
+std::string ClaimDirChain::path() const {
+  return names.empty() ? base : absl::StrCat(base, "/", absl::StrJoin(names, "/"));
+}
+
+ClaimDirChain ClaimDirOf(const StorageClass& sc, const NodePaths& node, absl::string_view ns,
+                         absl::string_view claim) {
+  if (sc.shared) return {sc.path, {std::string(ns), std::string(claim)}};
+  return {node.state_dir(), {"volumes", std::string(ns), std::string(claim)}};
+}
 
 StorageClasses::StorageClasses() {
   StorageClass local;
@@ -82,6 +112,14 @@ absl::Status StorageClasses::Add(absl::string_view spec, absl::string_view where
                                   "\""));
       }
       c.allow_volume_expansion = value == "true";
+    } else if (key == "shared") {
+      if (value != "true" && value != "false") {
+        return error(absl::StrCat("shared: expected true or false, got \"", value, "\""));
+      }
+      c.shared = value == "true";
+    } else if (key == "path") {
+      // One trailing slash is harmless; the dir is compared between nodes as written.
+      c.path = value.size() > 1 && value.back() == '/' ? value.substr(0, value.size() - 1) : value;
     } else if (key == "volumeMode") {
       if (value != kVolumeModeFilesystem && value != kVolumeModeBlock) {
         return error(absl::StrCat("volumeMode: expected Filesystem or Block, got \"", value, "\""));
@@ -93,7 +131,7 @@ absl::Status StorageClasses::Add(absl::string_view spec, absl::string_view where
     } else {
       return error(absl::StrCat("unknown key \"", key,
                                 "\" (expected name, reclaimPolicy, default, volumeMode, devices, "
-                                "allowVolumeExpansion)"));
+                                "allowVolumeExpansion, shared, path)"));
     }
   }
   if (c.name.empty()) return error("name: required (name=CLASS,reclaimPolicy=Delete|Retain)");
@@ -101,6 +139,7 @@ absl::Status StorageClasses::Add(absl::string_view spec, absl::string_view where
     return error(absl::StrCat("name: \"", c.name, "\" is not a DNS-1123 subdomain"));
   }
   if (std::string problem = CheckDevices(c, classes_); !problem.empty()) return error(problem);
+  if (std::string problem = CheckShared(c); !problem.empty()) return error(problem);
   auto same = std::find_if(classes_.begin(), classes_.end(),
                            [&](const StorageClass& x) { return x.name == c.name; });
   if (same != classes_.end()) {

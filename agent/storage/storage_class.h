@@ -5,6 +5,7 @@
 //
 //   name=local-retain,reclaimPolicy=Retain[,default=true][,allowVolumeExpansion=true]
 //   name=local-block,volumeMode=Block,devices=/dev/loop7|/dev/loop8[,reclaimPolicy=Retain]
+//   name=shared,shared=true,path=/mnt/kvnode-shared[,default=true]
 //
 // A Filesystem class (the default volumeMode) is like Kubernetes' local-path provisioner: it
 // makes a sparse raw disk.img in the claim's dir. A Block class is like the local static
@@ -13,6 +14,12 @@
 // at least its size. volumeBindingMode is Immediate for both. Whether each device really is a
 // block device (symlinks resolved) is checked by the handler at startup and again on binding
 // (block_device.h): parsing here does no I/O.
+//
+// A shared class (shared=true, Filesystem only) keeps its claims' dirs under `path`
+// (<path>/<ns>/<claim>/disk.img) instead of <state>/volumes: a directory every node of the
+// cluster sees (NFS or the like), so a VMI whose claims are all of shared classes is
+// live-migratable. `path` is required for a shared class and refused for any other; a Block
+// class cannot be shared (its devices are node-local).
 //
 // allowVolumeExpansion (false by default, as in Kubernetes) lets a re-applied claim of a
 // Filesystem class ask for more storage: its disk.img grows. A Block class cannot have it (a
@@ -27,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "agent/base/state_layout.h"
 
 namespace kvnode {
 
@@ -44,7 +52,20 @@ struct StorageClass {
   std::string volume_mode = kVolumeModeFilesystem;
   std::vector<std::string> devices;  // a Block class's devices, as configured
   bool allow_volume_expansion = false;
+  bool shared = false;
+  std::string path;  // a shared class's dir, which every node sees; "" for any other
 };
+
+// Where the dir of claim `ns`/`claim` of class `sc` lives: the dir `base` and the components
+// below it (for OpenDirChain, which follows no link below `base`).
+struct ClaimDirChain {
+  std::string base;
+  std::vector<std::string> names;
+  std::string path() const;  // base/names[0]/names[1]/...
+};
+// <path>/<ns>/<claim> for a shared class, <state>/volumes/<ns>/<claim> for any other.
+ClaimDirChain ClaimDirOf(const StorageClass& sc, const NodePaths& node, absl::string_view ns,
+                         absl::string_view claim);
 
 class StorageClasses {
  public:

@@ -92,6 +92,48 @@ TEST(StorageClasses, RefusesBadDevices) {
   EXPECT_TRUE(classes.Add("name=a,volumeMode=Block,devices=/dev/x|/dev/z", "f").ok());
 }
 
+TEST(StorageClasses, SharedClassKeepsItsClaimsUnderItsPath) {
+  StorageClasses classes;
+  ASSERT_TRUE(classes.Add("name=shared,shared=true,path=/mnt/kvnode-shared/,default=true", "x")
+                  .ok());
+  auto c = classes.Find("");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->name, "shared");
+  EXPECT_TRUE(c->shared);
+  EXPECT_EQ(c->path, "/mnt/kvnode-shared");
+  EXPECT_FALSE(classes.Find("local")->shared);
+  NodePaths node("/var/lib/kvnode");
+  EXPECT_EQ(ClaimDirOf(*c, node, "ns1", "root").path(), "/mnt/kvnode-shared/ns1/root");
+  EXPECT_EQ(ClaimDirOf(*classes.Find("local"), node, "ns1", "root").path(),
+            "/var/lib/kvnode/volumes/ns1/root");
+  EXPECT_EQ(ClaimDirOf(*classes.Find("local"), node, "ns1", "root").path(),
+            node.volume_dir("ns1", "root"));
+  ASSERT_TRUE(classes.Add("name=plain,shared=false", "x").ok());
+  EXPECT_FALSE(classes.Find("plain")->shared);
+}
+
+TEST(StorageClasses, RefusesBadSharing) {
+  StorageClasses classes;
+  auto message = [&](const std::string& spec) {
+    return std::string(classes.Add(spec, "--storage-class").message());
+  };
+  EXPECT_THAT(message("name=s,shared=true"),
+              HasSubstr("--storage-class: path: required for shared=true"));
+  EXPECT_THAT(message("name=s,path=/mnt/x"),
+              HasSubstr("--storage-class: path: only a class with shared=true has a path"));
+  EXPECT_THAT(message("name=s,shared=false,path=/mnt/x"),
+              HasSubstr("path: only a class with shared=true has a path"));
+  EXPECT_THAT(message("name=s,shared=yes,path=/mnt/x"),
+              HasSubstr("shared: expected true or false, got \"yes\""));
+  EXPECT_THAT(message("name=s,shared=true,path=mnt/x"),
+              HasSubstr("path: \"mnt/x\" is not an absolute path"));
+  EXPECT_THAT(message("name=s,shared=true,path=/mnt/../etc"),
+              HasSubstr("path: \"/mnt/../etc\" has a \".\" or \"..\" component"));
+  EXPECT_THAT(message("name=s,shared=true,path=/mnt/x,volumeMode=Block,devices=/dev/x"),
+              HasSubstr("shared: a Block class cannot be shared"));
+  EXPECT_FALSE(classes.Find("s").ok());
+}
+
 TEST(StorageClasses, FileSkipsCommentsAndNamesTheLine) {
   StorageClasses classes;
   ASSERT_TRUE(classes.AddFile("# classes\n\nname=a,reclaimPolicy=Retain\n", "c.conf").ok());

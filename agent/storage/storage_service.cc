@@ -52,6 +52,8 @@ grpc::Status StorageService::ListStorageClasses(grpc::ServerContext*, const kvno
     item->set_is_default(c.is_default);
     item->set_volume_mode(c.volume_mode);
     item->set_allow_volume_expansion(c.allow_volume_expansion);
+    item->set_shared(c.shared);
+    item->set_path(c.path);
     for (const std::string& d : c.devices) item->add_devices(d);
   }
   return grpc::Status::OK;

@@ -52,7 +52,8 @@ int64_t QuantityBytes(const std::string& text) {
 
 }  // namespace
 
-absl::Status VolumeManager::PrepareClaim(const std::string& ns, const std::string& claim) {
+absl::Status VolumeManager::PrepareClaim(const std::string& ns, const std::string& claim,
+                                         std::string* image_out) {
   absl::MutexLock lock(&mu_);
   auto pvc = LoadPvcLocked(ns, claim);
   if (absl::IsNotFound(pvc.status())) pvc = AdoptLocked(ns, claim);
@@ -67,7 +68,8 @@ absl::Status VolumeManager::PrepareClaim(const std::string& ns, const std::strin
                                                           "\" is ", phase, ", not Bound")),
                       phase == "Lost" ? "FailedPvcLost" : "PvcNotBound");
   }
-  std::string image = paths_.volume_image(ns, claim);
+  std::string image = ClaimImage(*pvc);
+  if (image_out != nullptr) *image_out = image;
   struct stat st;
   if (lstat(image.c_str(), &st) < 0) {
     return WithReason(absl::NotFoundError(absl::StrCat("PersistentVolumeClaim \"", claim,
@@ -160,10 +162,11 @@ absl::Status VolumeManager::PrepareVmi(const kvnode::v1::VirtualMachineInstance&
         break;
       case Volume::kEphemeral: {
         const std::string& claim = vol.ephemeral().persistent_volume_claim().claim_name();
-        RETURN_IF_ERROR(PrepareClaim(ns, claim));
+        std::string backing;
+        RETURN_IF_ERROR(PrepareClaim(ns, claim, &backing));
         RETURN_IF_ERROR(MakeDiskDir(user, vp, vol.name()));
         if (!ExistsAs(user, overlay)) {
-          RETURN_IF_ERROR(CreateOverlayAs(user, overlay, paths_.volume_image(ns, claim), "raw"));
+          RETURN_IF_ERROR(CreateOverlayAs(user, overlay, backing, "raw"));
         }
         break;
       }

@@ -97,6 +97,28 @@ std::vector<std::string> VolumeManager::UsersOf(const std::string& ns, const std
   return users;
 }
 
+StorageClass VolumeManager::ClassOf(const PersistentVolumeClaim& pvc) const {
+  auto sc = config_.classes.Find(pvc.spec().storage_class_name());
+  if (sc.ok()) return *sc;
+  StorageClass local;
+  local.name = pvc.spec().storage_class_name();
+  return local;
+}
+
+ClaimDirChain VolumeManager::ClaimDir(const PersistentVolumeClaim& pvc) const {
+  return ClaimDirOf(ClassOf(pvc), paths_, pvc.metadata().namespace_(), pvc.metadata().name());
+}
+
+std::string VolumeManager::ClaimImage(const PersistentVolumeClaim& pvc) const {
+  return ClaimDir(pvc).path() + "/disk.img";
+}
+
+ClaimDirChain VolumeManager::NewClaimDir(const std::string& class_name, const std::string& ns,
+                                         const std::string& claim) const {
+  auto sc = config_.classes.Find(class_name);
+  return ClaimDirOf(sc.ok() ? *sc : StorageClass(), paths_, ns, claim);
+}
+
 PVCView VolumeManager::ViewLocked(const PersistentVolumeClaim& pvc) {
   PVCView view;
   *view.mutable_pvc() = pvc;
@@ -111,8 +133,9 @@ PVCView VolumeManager::ViewLocked(const PersistentVolumeClaim& pvc) {
     return view;
   }
   struct stat st;
-  std::string image = paths_.volume_image(pvc.metadata().namespace_(), pvc.metadata().name());
-  if (lstat(image.c_str(), &st) == 0) view.set_allocated_bytes(int64_t{st.st_blocks} * 512);
+  if (lstat(ClaimImage(pvc).c_str(), &st) == 0) {
+    view.set_allocated_bytes(int64_t{st.st_blocks} * 512);
+  }
   return view;
 }
 
@@ -130,12 +153,13 @@ absl::Status VolumeManager::ProvisionLocked(PersistentVolumeClaim* pvc) {
   const std::string& name = pvc->metadata().name();
   ASSIGN_OR_RETURN(StorageClass sc, config_.classes.Find(pvc->spec().storage_class_name()));
   if (sc.volume_mode == kVolumeModeBlock) return BindDeviceLocked(pvc, sc);
-  ASSIGN_OR_RETURN(int dir, OpenDirChain(config_.state_dir, {"volumes", ns, name}, 0711, true));
+  const ClaimDirChain where = ClaimDirOf(sc, paths_, ns, name);
+  ASSIGN_OR_RETURN(int dir, OpenDirChain(where.base, where.names, 0711, true));
   absl::Status s = CreateSparseFile(dir, "disk.img", RequestedBytes(*pvc), config_.launcher.uid,
                                     config_.launcher.gid, 0660);
   if (s.ok() && fsync(dir) < 0) s = absl::ErrnoToStatus(errno, "fsync " + ns + "/" + name);
   close(dir);
-  if (!s.ok()) return Annotate(s, "provision volume " + ns + "/" + name);
+  if (!s.ok()) return Annotate(s, "provision volume " + ns + "/" + name + " in " + where.path());
   SetPhase(pvc, "Bound");
   return absl::OkStatus();
 }
@@ -159,9 +183,7 @@ absl::StatusOr<VolumeManager::ApplyResult> VolumeManager::ApplyPvc(PersistentVol
           pvc.spec().resources().requests().at("storage");
       SetPhase(&next, "Bound");  // capacity follows the request
       if (!dry_run) {
-        RETURN_IF_ERROR(Annotate(GrowRawFile(paths_.volume_image(pvc.metadata().namespace_(),
-                                                                 pvc.metadata().name()),
-                                             RequestedBytes(pvc)),
+        RETURN_IF_ERROR(Annotate(GrowRawFile(ClaimImage(*stored), RequestedBytes(pvc)),
                                  "expand PersistentVolumeClaim " + pvc.metadata().name()));
         spdlog::info("PersistentVolumeClaim {}/{} expanded to {}", pvc.metadata().namespace_(),
                      pvc.metadata().name(), next.status().capacity().at("storage"));
@@ -256,13 +278,15 @@ std::vector<PVCView> VolumeManager::ListPvcs(const std::string& ns) {
 
 absl::Status VolumeManager::RemoveClaimDirLocked(const PersistentVolumeClaim& pvc, bool retain) {
   const std::string& ns = pvc.metadata().namespace_();
-  std::string ns_dir = absl::StrCat(config_.state_dir, "/volumes/", ns);
+  ClaimDirChain parent = ClaimDir(pvc);
+  parent.names.pop_back();  // the namespace's dir
+  const std::string ns_dir = parent.path();
   if (!retain) {
     RemoveTreeUnder(ns_dir, pvc.metadata().name());
     return absl::OkStatus();
   }
-  // Retain: the data stays on the node, out of the way of a new claim of the same name.
-  ASSIGN_OR_RETURN(int dir, OpenDirChain(config_.state_dir, {"volumes", ns}, 0711, false));
+  // Retain: the data stays, out of the way of a new claim of the same name.
+  ASSIGN_OR_RETURN(int dir, OpenDirChain(parent.base, parent.names, 0711, false));
   std::string kept = absl::StrCat(pvc.metadata().name(), ".retained-", pvc.metadata().uid());
   int rc = renameat(dir, pvc.metadata().name().c_str(), dir, kept.c_str());
   int e = errno;
@@ -291,13 +315,21 @@ absl::StatusOr<PVCView> VolumeManager::DeletePvc(const std::string& ns, const st
     RETURN_IF_ERROR(ReleaseDeviceLocked(pvc));
     return view;
   }
+  if (ClassOf(pvc).shared && pvc.metadata().annotations().count(kAdoptedAnnotation) > 0) {
+    // Not this node's to reclaim: the node that made it (or the source of the migration that
+    // brought it) still names the same dir, which must stay where it is.
+    spdlog::info("PersistentVolumeClaim {}/{} deleted; it was adopted in shared class {}, so "
+                 "its disk stays in {}",
+                 ns, name, pvc.spec().storage_class_name(), ClaimDir(pvc).path());
+    return view;
+  }
   RETURN_IF_ERROR(RemoveClaimDirLocked(pvc, view.reclaim_policy() == kReclaimRetain));
   return view;
 }
 
 absl::StatusOr<PersistentVolumeClaim> VolumeManager::AdoptLocked(const std::string& ns,
                                                                 const std::string& name) {
-  std::string image = paths_.volume_image(ns, name);
+  std::string image = NewClaimDir("", ns, name).path() + "/disk.img";
   struct stat st;
   if (lstat(image.c_str(), &st) < 0 || !S_ISREG(st.st_mode)) {
     return absl::NotFoundError(
@@ -340,8 +372,14 @@ absl::Status VolumeManager::Recover() {
       RETURN_IF_ERROR(RemoveClaimDirLocked(pvc, false));
       continue;
     }
+    if (!config_.classes.Find(pvc.spec().storage_class_name()).ok()) {
+      // Its dir may be a shared class's that is not configured now: not Lost for that.
+      spdlog::warn("PersistentVolumeClaim {}/{}: its storage class \"{}\" is not configured",
+                   o.ns, o.name, pvc.spec().storage_class_name());
+      continue;
+    }
     struct stat st;
-    bool present = lstat(paths_.volume_image(o.ns, o.name).c_str(), &st) == 0;
+    bool present = lstat(ClaimImage(pvc).c_str(), &st) == 0;
     if (pvc.status().phase() == "Bound" && !present) {
       spdlog::warn("PersistentVolumeClaim {}/{}: its disk is gone; phase Lost", o.ns, o.name);
       SetPhase(&pvc, "Lost");

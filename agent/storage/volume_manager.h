@@ -1,14 +1,16 @@
 // Node-local volumes: the PersistentVolumeClaim objects (in the Store, kind
 // PersistentVolumeClaim) and their disks under <state>/volumes/<ns>/<claim>/disk.img (a file,
 // or for a claim of a Block class a device node of the device it is bound to, recorded by a
-// PersistentVolume), uploads
+// PersistentVolume) — or, for a claim of a shared class, under <class path>/<ns>/<claim>/, a
+// directory every node sees (ClaimDirOf in storage_class.h) —, uploads
 // into new claims and into the containerDisk image cache (<state>/images/<key>/disk.img), and
 // the per-VMI disks a VMI needs before its launcher starts (overlays, emptyDisks).
 //
 // Ownership on disk: the volume dirs are root's (0711), so no unprivileged user can plant a
-// link in them; each disk.img belongs to the launcher's user (0660), which QEMU opens. Whatever
-// is made inside a VMI's dir is made by qemu-img running as the launcher's user. Nothing here
-// follows a symlink found in a claim's dir.
+// link in them (a shared class's own path is the admin's: CheckSharedPath at startup wants it
+// a root-owned directory no one else may write); each disk.img belongs to the launcher's user
+// (0660), which QEMU opens. Whatever is made inside a VMI's dir is made by qemu-img running as
+// the launcher's user. Nothing here follows a symlink found in a claim's dir.
 //
 // Thread-safe: one mutex serializes decisions about claims (apply, delete, upload start,
 // binding); slow work (qemu-img) runs outside it on the caller's thread.
@@ -33,6 +35,7 @@
 #include "agent/storage/storage_class.h"
 #include "agent/store/store.h"
 #include "kvnode/v1/kubevirt.pb.h"
+#include "launcher/converter/domain_options.h"
 #include "kvnode/v1/storage.pb.h"
 #include "kvnode/v1/storage_service.pb.h"
 
@@ -77,9 +80,11 @@ class VolumeManager : public VmVolumes {
   absl::StatusOr<kvnode::v1::PVCView> GetPvc(const std::string& ns, const std::string& name);
   std::vector<kvnode::v1::PVCView> ListPvcs(const std::string& ns);
   // Refused while a live VMI uses the claim. Reclaim policy Delete removes the disk; Retain
-  // keeps <state>/volumes/<ns>/<claim>/ on the node (renamed to <claim>.retained-<uid>). For a
-  // claim bound to a device, Delete wipes the device's first MiB and frees it; Retain leaves
-  // its PersistentVolume Released (block_volumes.cc).
+  // keeps the claim's dir (renamed to <claim>.retained-<uid>). For a claim bound to a device,
+  // Delete wipes the device's first MiB and frees it; Retain leaves its PersistentVolume
+  // Released (block_volumes.cc). A claim of a shared class that this node adopted (a disk it
+  // found, or a claim a migration brought) only loses its record here: its dir stays where it
+  // is, since the node that made it (or another that uses it) still names it.
   absl::StatusOr<kvnode::v1::PVCView> DeletePvc(const std::string& ns, const std::string& name,
                                                 bool dry_run);
   const StorageClasses& classes() const { return config_.classes; }
@@ -89,8 +94,29 @@ class VolumeManager : public VmVolumes {
   // Refused while Bound; a Released or Failed volume is removed and its device can be bound
   // again (its data untouched: Retain means an admin decides), which may bind a Pending claim.
   absl::StatusOr<kvnode::v1::PersistentVolume> DeletePv(const std::string& name);
-  // The claims of namespace `ns` whose volumeMode is Block (their disk.img is a device node).
-  std::set<std::string> BlockClaims(const std::string& ns);
+  // What the converter must know of the claims of namespace `ns`: those whose volumeMode is
+  // Block (their disk.img is a device node) and the dirs of those of shared classes.
+  ClaimLayout ClaimLayoutOf(const std::string& ns);
+
+  // --- Shared classes and live migration ---
+  // The storage class of each stored claim of namespace `ns`, by claim name (LiveMigratable
+  // asks whether a VMI's claims are all of shared classes).
+  std::map<std::string, StorageClass> ClaimClasses(const std::string& ns);
+  // A claim a migrating VMI names, as the source stores it, with its class's path there.
+  struct MigratingClaim {
+    kvnode::v1::PersistentVolumeClaim pvc;
+    std::string class_path;
+  };
+  // Source: the stored claims of the VMI's persistentVolumeClaim and dataVolume volumes.
+  std::vector<MigratingClaim> MigratingClaimsOf(const kvnode::v1::VirtualMachineInstance& vmi);
+  // Target: records each claim this node lacks as a claim of the same (shared) class, with
+  // reclaimPolicy Retain and adopted "migration": deleting it here never touches the data
+  // the source node still names. Fails (FailedPrecondition, naming `node`) unless this node
+  // has a shared class of that name with the same path and the claim's disk is there; a claim
+  // it already has must be of that class.
+  absl::Status AdoptMigratingClaims(const std::string& ns,
+                                    const std::vector<MigratingClaim>& claims,
+                                    const std::string& node);
   SecretStore& secrets() { return secrets_; }
 
   // --- Deleting VMs (volume_gc.cc) ---
@@ -142,6 +168,16 @@ class VolumeManager : public VmVolumes {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   kvnode::v1::PVCView ViewLocked(const kvnode::v1::PersistentVolumeClaim& pvc)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The class of a claim as this node has it configured; a claim whose class is no longer
+  // configured is taken to be of a local Filesystem class (its dir under the state dir).
+  StorageClass ClassOf(const kvnode::v1::PersistentVolumeClaim& pvc) const;
+  // Where a claim's dir and its disk.img are (ClaimDirOf of its class).
+  ClaimDirChain ClaimDir(const kvnode::v1::PersistentVolumeClaim& pvc) const;
+  std::string ClaimImage(const kvnode::v1::PersistentVolumeClaim& pvc) const;
+  // The dir and disk.img of a claim not stored yet: of the class `class_name` names ("" is
+  // the default class).
+  ClaimDirChain NewClaimDir(const std::string& class_name, const std::string& ns,
+                            const std::string& claim) const;
   std::vector<std::string> UsersOf(const std::string& ns, const std::string& claim);
   // Makes the claim's dir and an empty sparse disk.img of its size, and marks it Bound.
   absl::Status ProvisionLocked(kvnode::v1::PersistentVolumeClaim* pvc)
@@ -168,13 +204,19 @@ class VolumeManager : public VmVolumes {
   // The device a claim is bound to, "" when none.
   std::string DeviceOfLocked(const kvnode::v1::PersistentVolumeClaim& pvc)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A claim a VMI names but the store lacks, whose disk.img was put there by hand: recorded
-  // as a Retain claim (kvnode did not make its data). NotFound when there is no such disk.
+  // A claim a VMI names but the store lacks, whose disk.img was put there by hand (in the
+  // default class's dir): recorded as a Retain claim (kvnode did not make its data). NotFound
+  // when there is no such disk.
   absl::StatusOr<kvnode::v1::PersistentVolumeClaim> AdoptLocked(const std::string& ns,
                                                                 const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The bound claim of a VMI volume, its disk handed to the launcher's user.
-  absl::Status PrepareClaim(const std::string& ns, const std::string& claim);
+  // The bound claim of a VMI volume, its disk handed to the launcher's user; *image is set to
+  // its disk.img.
+  absl::Status PrepareClaim(const std::string& ns, const std::string& claim,
+                            std::string* image = nullptr);
+  absl::Status AdoptMigratingClaimLocked(const std::string& ns, const MigratingClaim& claim,
+                                         const std::string& node)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PrepareCloudInit(const kvnode::v1::VirtualMachineInstance& vmi,
                                 const kvnode::v1::Volume& volume);
   absl::Status PrepareHostDisk(const kvnode::v1::HostDisk& disk, const std::string& volume);

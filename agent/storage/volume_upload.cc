@@ -54,10 +54,13 @@ absl::StatusOr<std::unique_ptr<VolumeUpload>> VolumeManager::BeginUpload(
                                                    "\" already exists in namespace \"",
                                                    meta.namespace_(), "\""));
     }
+    const ClaimDirChain where =
+        NewClaimDir(pvc.spec().storage_class_name(), meta.namespace_(), meta.name());
+    const std::string image = where.path() + "/disk.img";
     struct stat st;
-    if (lstat(paths_.volume_image(meta.namespace_(), meta.name()).c_str(), &st) == 0) {
+    if (lstat(image.c_str(), &st) == 0) {
       return absl::AlreadyExistsError(absl::StrCat(
-          "a disk made by hand already exists at ", paths_.volume_image(meta.namespace_(), meta.name()),
+          "a disk made by hand (or by another node) already exists at ", image,
           "; a VMI naming claim \"", meta.name(), "\" adopts it (reclaim Retain)"));
     }
     auto sc = config_.classes.Find(pvc.spec().storage_class_name());
@@ -68,10 +71,9 @@ absl::StatusOr<std::unique_ptr<VolumeUpload>> VolumeManager::BeginUpload(
     (*meta.mutable_annotations())[kUploadAnnotation] = "in-progress";
     pvc.mutable_spec()->set_volume_name("pvc-" + meta.uid());
     SetPhase(&pvc, "Pending");
-    ASSIGN_OR_RETURN(int dir, OpenDirChain(config_.state_dir,
-                                           {"volumes", meta.namespace_(), meta.name()}, 0711, true));
+    ASSIGN_OR_RETURN(int dir, OpenDirChain(where.base, where.names, 0711, true));
     close(dir);
-    upload->dir_ = paths_.volume_dir(meta.namespace_(), meta.name());
+    upload->dir_ = where.path();
     RETURN_IF_ERROR(store_->Put(kPvcKind, &pvc, "ADDED").status());
     upload->pvc_ = pvc;
   } else if (target.has_data_volume()) {
@@ -112,7 +114,7 @@ absl::Status VolumeManager::BeginDataVolumeUpload(const kvnode::v1::ObjectRef& r
   auto claim = LoadPvcLocked(ns, ref.name());
   if (!claim.ok()) return claim.status();
   upload->pvc_ = *claim;
-  upload->dir_ = paths_.volume_dir(ns, ref.name());
+  upload->dir_ = ClaimDir(*claim).path();
   return absl::OkStatus();
 }
 

@@ -39,12 +39,18 @@ struct Layout {
   const std::string& ns;
   const NodePaths& node;
   const VmiPaths& vmi;
-  const std::set<std::string>& block_claims;
+  const ClaimLayout& claims;
+
+  std::string ClaimImage(const std::string& claim) const {
+    auto dir = claims.dirs.find(claim);
+    return dir == claims.dirs.end() ? node.volume_image(ns, claim) : dir->second + "/disk.img";
+  }
+  bool IsBlock(const std::string& claim) const { return claims.block.count(claim) > 0; }
 };
 
 void SetClaim(const Layout& l, const std::string& claim, VolumeSource* src) {
-  SetFile(src, l.node.volume_image(l.ns, claim), kRaw);
-  if (l.block_claims.count(claim)) src->set_type(kBlock);
+  SetFile(src, l.ClaimImage(claim), kRaw);
+  if (l.IsBlock(claim)) src->set_type(kBlock);
 }
 
 // Returns false for a volume kind without a node-side layout (none set).
@@ -79,8 +85,8 @@ bool LayOutVolume(const Volume& vol, const Layout& l, VolumeSource* src) {
     }
     case Volume::kEphemeral: {
       const std::string& claim = vol.ephemeral().persistent_volume_claim().claim_name();
-      SetOverlay(src, disk_dir + "/disk.qcow2", node.volume_image(l.ns, claim));
-      if (l.block_claims.count(claim)) src->set_backing_type(kBlock);
+      SetOverlay(src, disk_dir + "/disk.qcow2", l.ClaimImage(claim));
+      if (l.IsBlock(claim)) src->set_backing_type(kBlock);
       return true;
     }
     case Volume::SOURCE_NOT_SET:
@@ -140,7 +146,7 @@ std::set<std::string> BlockClaimNames(
 
 DomainOptions BuildDomainOptions(const VirtualMachineInstance& vmi, const NodePaths& node,
                                  absl::string_view virt_type,
-                                 const std::set<std::string>& block_claims) {
+                                 const ClaimLayout& claims) {
   DomainOptions options;
   const auto& meta = vmi.metadata();
   const VmiPaths paths = node.vmi(meta.uid());
@@ -151,7 +157,7 @@ DomainOptions BuildDomainOptions(const VirtualMachineInstance& vmi, const NodePa
   options.set_ovmf_vars(kOvmfVars);
   options.set_ovmf_vars_secboot(kOvmfVarsSecboot);
   options.set_start_paused(vmi.spec().start_strategy() == "Paused");
-  const Layout layout{meta.namespace_(), node, paths, block_claims};
+  const Layout layout{meta.namespace_(), node, paths, claims};
   for (const Volume& vol : vmi.spec().volumes()) {
     VolumeSource src;
     if (LayOutVolume(vol, layout, &src)) {

@@ -6,7 +6,8 @@
 //
 // Layout (NodePaths / VmiPaths in agent/base/state_layout.h):
 //   persistentVolumeClaim  <state>/volumes/<ns>/<claim>/disk.img                  raw file, or
-//                          the block device node there for a claim with volumeMode Block
+//                          the block device node there for a claim with volumeMode Block;
+//                          <class path>/<ns>/<claim>/disk.img for a claim of a shared class
 //   dataVolume             <state>/volumes/<ns>/<dv>/disk.img                     (the same)
 //   containerDisk          <vmi>/disks/<vol>/disk.qcow2 (qcow2 overlay) over
 //                          <state>/images/<ImageCacheKey>/disk.img               (raw)
@@ -18,13 +19,14 @@
 // The containerDisk cache holds each image's disk as a raw disk.img: the image cache converts
 // (qemu-img convert) whatever format the image ships, so the overlay's backing format is always
 // known without probing (libvirt refuses to probe backing formats). A claim's disk.img is raw
-// here. Which claims are block devices is the node's knowledge (their volumeMode), so the
-// caller passes their names.
+// here. Which claims are block devices (their volumeMode) and which live in a shared class's
+// dir is the node's knowledge, so the caller passes it (ClaimLayout).
 //
 // Pure: no I/O. Thread-safe.
 #ifndef KVNODE_LAUNCHER_CONVERTER_DOMAIN_OPTIONS_H_
 #define KVNODE_LAUNCHER_CONVERTER_DOMAIN_OPTIONS_H_
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -46,12 +48,19 @@ inline constexpr char kOvmfVarsSecboot[] = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd";
 
 inline constexpr uint32_t kDefaultInterfaceMtu = 1500;
 
+// What the node knows of the claims (and DataVolumes) of one namespace that changes where and
+// how their disk is found.
+struct ClaimLayout {
+  std::set<std::string> block;               // volumeMode Block: disk.img is a device node
+  std::map<std::string, std::string> dirs;   // claim → its dir, when not under <state>/volumes
+};
+
 // The options for `vmi` (defaulted) on a node whose state dir is `node`, with virt type "kvm"
-// or "qemu". The VMI's metadata.uid names its state dir, so it must be set. `block_claims`
-// names the claims (and DataVolumes) of the VMI's namespace whose volumeMode is Block.
+// or "qemu". The VMI's metadata.uid names its state dir, so it must be set. `claims` is the
+// layout of the claims of the VMI's namespace.
 kvnode::v1::DomainOptions BuildDomainOptions(const kvnode::v1::VirtualMachineInstance& vmi,
                                              const NodePaths& node, absl::string_view virt_type,
-                                             const std::set<std::string>& block_claims = {});
+                                             const ClaimLayout& claims = {});
 
 // The names of the claims in `claims` that live in namespace `ns` (an empty namespace is
 // "default") and whose volumeMode is Block.

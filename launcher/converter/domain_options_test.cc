@@ -103,7 +103,8 @@ TEST(BuildDomainOptionsTest, BlockClaimsAreBlockDevicesAlsoUnderAnEphemeralOverl
       "  - {name: b, dataVolume: {name: san}}\n"
       "  - {name: c, ephemeral: {persistentVolumeClaim: {claimName: san}}}\n"
       "  - {name: d, persistentVolumeClaim: {claimName: plain}}\n");
-  DomainOptions o = BuildDomainOptions(vmi, NodePaths("/var/lib/kvnode"), "kvm", {"san"});
+  DomainOptions o =
+      BuildDomainOptions(vmi, NodePaths("/var/lib/kvnode"), "kvm", ClaimLayout{{"san"}, {}});
   ASSERT_THAT(o.volumes(), SizeIs(4));
   EXPECT_EQ(o.volumes(0).type(), "block");
   EXPECT_EQ(o.volumes(0).path(), "/var/lib/kvnode/volumes/ns1/san/disk.img");
@@ -111,6 +112,24 @@ TEST(BuildDomainOptionsTest, BlockClaimsAreBlockDevicesAlsoUnderAnEphemeralOverl
   EXPECT_EQ(o.volumes(2).type(), "file");
   EXPECT_EQ(o.volumes(2).backing_type(), "block");
   EXPECT_EQ(o.volumes(3).type(), "file");
+}
+
+TEST(BuildDomainOptionsTest, ClaimsOfASharedClassAreInItsDir) {
+  VirtualMachineInstance vmi = Vmi(
+      "  volumes:\n"
+      "  - {name: a, persistentVolumeClaim: {claimName: nfs}}\n"
+      "  - {name: b, dataVolume: {name: nfs}}\n"
+      "  - {name: c, ephemeral: {persistentVolumeClaim: {claimName: nfs}}}\n"
+      "  - {name: d, persistentVolumeClaim: {claimName: plain}}\n");
+  ClaimLayout claims;
+  claims.dirs["nfs"] = "/mnt/shared/ns1/nfs";
+  DomainOptions o = BuildDomainOptions(vmi, NodePaths("/var/lib/kvnode"), "kvm", claims);
+  ASSERT_THAT(o.volumes(), SizeIs(4));
+  EXPECT_EQ(o.volumes(0).path(), "/mnt/shared/ns1/nfs/disk.img");
+  EXPECT_EQ(o.volumes(0).type(), "file");
+  EXPECT_EQ(o.volumes(1).path(), "/mnt/shared/ns1/nfs/disk.img");
+  EXPECT_EQ(o.volumes(2).backing_path(), "/mnt/shared/ns1/nfs/disk.img");
+  EXPECT_EQ(o.volumes(3).path(), "/var/lib/kvnode/volumes/ns1/plain/disk.img");
 }
 
 TEST(BlockClaimNamesTest, TakesBlockClaimsOfTheNamespaceOnly) {

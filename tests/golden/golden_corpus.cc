@@ -83,7 +83,8 @@ absl::StatusOr<std::string> ConvertGolden(absl::string_view yaml, absl::string_v
   if (vmi.metadata().uid().empty()) vmi.mutable_metadata()->set_uid(kPlaceholderVmiUid);
   return ConvertToDomainXml(
       vmi, BuildDomainOptions(vmi, NodePaths(kGoldenStateDir), virt_type,
-                              BlockClaimNames(claims, vmi.metadata().namespace_())));
+                              ClaimLayout{BlockClaimNames(claims, vmi.metadata().namespace_()),
+                                          {}}));
 }
 
 }  // namespace kvnode

@@ -92,6 +92,8 @@ absl::StatusOr<std::unique_ptr<HandlerProcess>> HandlerProcess::Start(Options op
   }
   chmod(h->state_dir_.c_str(), 0711);
   h->socket_ = h->state_dir_ + "/api.sock";
+  h->volumes_dir_ =
+      options.volumes_dir.empty() ? h->state_dir_ + "/volumes" : options.volumes_dir;
   h->node_name_ = options.node_name.empty() ? absl::StrCat("it", getpid(), "-", counter++)
                                             : options.node_name;
   h->log_path_ = h->state_dir_ + "/handler.log";
@@ -286,7 +288,7 @@ absl::Status HandlerProcess::PrepareDisk(const std::string& ns, const std::strin
                                          const std::string& mode, int delay) {
   const std::string& image = GuestImage();
   if (image.empty()) return absl::FailedPreconditionError("no test guest image");
-  std::string dir = absl::StrCat(state_dir_, "/volumes/", ns, "/", claim);
+  std::string dir = absl::StrCat(volumes_dir_, "/", ns, "/", claim);
   auto mk = RunCommand({"/bin/mkdir", "-p", dir});
   RETURN_IF_ERROR(mk.status());
   auto cp = RunCommand({"/bin/cp", "--sparse=always", image, dir + "/disk.img"});
@@ -303,7 +305,7 @@ absl::Status HandlerProcess::PrepareDisk(const std::string& ns, const std::strin
 
 absl::Status HandlerProcess::SetGuestConnect(const std::string& ns, const std::string& claim,
                                              const std::string& target) {
-  std::string image = absl::StrCat(state_dir_, "/volumes/", ns, "/", claim, "/disk.img");
+  std::string image = absl::StrCat(volumes_dir_, "/", ns, "/", claim, "/disk.img");
   auto r = RunCommand({"/bin/bash", SourceDir() + "/tests/guest/set-connect.sh", image, target});
   RETURN_IF_ERROR(r.status());
   if (!r->success()) return absl::InternalError("set-connect: " + r->output);

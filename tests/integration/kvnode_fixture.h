@@ -36,6 +36,10 @@ class HandlerProcess {
     int state_dir_size_mib = 0;
     // The node's name (and its namespace's); empty: a unique one.
     std::string node_name;
+    // Where the claims of the node's default storage class live, for PrepareDisk: empty is
+    // <state>/volumes (the embedded "local"); a shared class's path when the handler is given
+    // one as its default (TwoNodes).
+    std::string volumes_dir;
   };
   // Starts a handler on a new temp state dir, with a unique node name; waits until it serves.
   static absl::StatusOr<std::unique_ptr<HandlerProcess>> Start(Options options);
@@ -61,8 +65,9 @@ class HandlerProcess {
   // The tails of the handler's log and of every launcher's log, for a failed test.
   std::string DiagnosticLogs(size_t tail_bytes = 4000) const;
 
-  // Copies the guest image into the PVC `claim` of namespace `ns` (as the storage layer would)
-  // with the guest's mode set ("normal", "ignore-acpi", "poweroff", "panic").
+  // Copies the guest image into the PVC `claim` of namespace `ns` (as the storage layer would,
+  // in the default class's dir: the first VMI naming the claim adopts it) with the guest's mode
+  // set ("normal", "ignore-acpi", "poweroff", "panic").
   absl::Status PrepareDisk(const std::string& ns, const std::string& claim,
                            const std::string& mode = "normal", int delay = 2);
 
@@ -105,6 +110,7 @@ class HandlerProcess {
 
   absl::Status CreateNodeNamespace();
   std::string state_dir_, socket_, node_name_, cgroup_root_, log_path_;
+  std::string volumes_dir_;  // <state>/volumes, or Options::volumes_dir
   std::string node_netns_, pod_netns_prefix_;
   std::vector<std::string> extra_args_;
   bool node_namespace_ = true;

@@ -3,8 +3,11 @@
 // One guest boot carries every scenario, in this order: cancel during a slowed migration, the
 // target launcher killed, the tunnel cut, the target handler killed and restarted, the source
 // handler killed and restarted, then a migration that succeeds (which also shows the VMI could
-// migrate again); a VMI with a hostDisk is refused with its LiveMigratable reason. After every failure the guest still runs on A
-// (its counter goes on, same boot) and nothing of it is left on B.
+// migrate again); a VMI with a hostDisk, and one whose PVC is of a storage class that is not
+// shared, are refused with their LiveMigratable reason; a node that does not share the claim's
+// class refuses it as a target. Both nodes' default storage class is shared (TwoNodes). After
+// every failure the guest still runs on A (its counter goes on, same boot) and nothing of it is
+// left on B.
 #include <signal.h>
 #include <unistd.h>
 
@@ -53,7 +56,7 @@ class MigrationTest : public GuestTest {
     std::string why;
     if (!CanRunGuests(&why)) GTEST_SKIP() << why;
     ASSERT_FALSE(GuestImage().empty()) << "the test guest could not be built";
-    auto nodes = TwoNodes::Start();
+    auto nodes = TwoNodes::Start({}, extra_b_);
     ASSERT_TRUE(nodes.ok()) << nodes.status();
     nodes_ = std::move(*nodes);
     handler_ = nodes_->TakeA();
@@ -170,6 +173,8 @@ class MigrationTest : public GuestTest {
   }
 
   std::unique_ptr<TwoNodes> nodes_;
+  // More flags for node B (a derived fixture sets them in its constructor).
+  std::vector<std::string> extra_b_;
 };
 
 VirtualMachineInstance WithPodNetwork(VirtualMachineInstance vmi) {
@@ -451,6 +456,76 @@ TEST_F(MigrationTest, HostDiskVmiIsRefusedWithItsLiveMigratableReason) {
   auto out = a()->Kvctl({"migrate", "vmi", "pinned", "--target", nodes_->name_b()});
   EXPECT_EQ(out.exit_code, 1);
   EXPECT_THAT(out.out, ::testing::HasSubstr("DisksNotLiveMigratable"));
+}
+
+TEST_F(MigrationTest, PvcOfAStorageClassNotSharedIsRefusedWithItsLiveMigratableReason) {
+  // The embedded "local" class keeps its claims under A's own state dir: not shared.
+  std::string manifest = a()->state_dir() + "/local-claim.yaml";
+  std::ofstream(manifest) << "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n"
+                             "  name: nodelocal\nspec:\n  storageClassName: local\n"
+                             "  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n"
+                             "      storage: 16Mi\n";
+  auto applied = a()->Kvctl({"apply", "-f", manifest});
+  ASSERT_EQ(applied.exit_code, 0) << applied.out;
+  VirtualMachineInstance vmi = GuestVmi("local-pvc", "unused");
+  vmi.mutable_spec()->clear_volumes();
+  auto* vol = vmi.mutable_spec()->add_volumes();
+  vol->set_name("root");
+  vol->mutable_persistent_volume_claim()->set_claim_name("nodelocal");
+  kvnode::v1::SyncVMIResponse resp;
+  grpc::Status s = SyncStatus(vmi, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const std::string why =
+      "cannot migrate VMI: PVC nodelocal (volume root) is not shared: its storage class "
+      "\"local\" is not shared";
+  const auto* cond = Condition(resp.vmi(), "LiveMigratable");
+  ASSERT_NE(cond, nullptr);
+  EXPECT_EQ(cond->status(), "False");
+  EXPECT_EQ(cond->reason(), "DisksNotLiveMigratable");
+  EXPECT_THAT(cond->message(), ::testing::HasSubstr(why));
+  VirtualMachineInstanceMigration vmim;
+  s = Migrate("local-pvc", nodes_->name_b(), 0, &vmim);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("DisksNotLiveMigratable: " + why));
+  auto out = a()->Kvctl({"migrate", "vmi", "local-pvc", "--target", nodes_->name_b()});
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_THAT(out.out, ::testing::HasSubstr("storage class \"local\" is not shared"));
+}
+
+// Node B has a class named like A's shared class, but not shared: B refuses the claim in
+// PrepareTarget, the migration fails with that reason, and the guest stays on A.
+class MigrationToNodeWithoutTheSharedClassTest : public MigrationTest {
+ protected:
+  MigrationToNodeWithoutTheSharedClassTest() {
+    extra_b_ = {"--storage-class", absl::StrCat("name=", kSharedClass, ",shared=false")};
+  }
+};
+
+TEST_F(MigrationToNodeWithoutTheSharedClassTest, TargetRefusesTheClaimAndTheGuestStaysOnA) {
+  VirtualMachineInstance vmi =
+      StartGuest(kName, "normal", 30, [](VirtualMachineInstance* v) { *v = WithPodNetwork(*v); });
+  const std::string uid = vmi.metadata().uid();
+  ASSERT_FALSE(uid.empty());
+  const auto* migratable = Condition(vmi, "LiveMigratable");
+  ASSERT_NE(migratable, nullptr);
+  EXPECT_EQ(migratable->status(), "True") << migratable->message();
+  std::vector<pid_t> qemus = QemusOn(a(), uid);
+  ASSERT_EQ(qemus.size(), 1u);
+
+  VirtualMachineInstanceMigration vmim;
+  grpc::Status s = Migrate(kName, nodes_->name_b(), 0, &vmim);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  auto ended = WaitEnded(vmim.metadata().uid());
+  EXPECT_EQ(ended.status().phase(), "Failed");
+  EXPECT_THAT(ended.status().migration_state().failure_reason(),
+              ::testing::HasSubstr(absl::StrCat("PersistentVolumeClaim \"", kName,
+                                                "-disk\": storage class \"", kSharedClass,
+                                                "\" is not shared on node ", nodes_->name_b())));
+  EXPECT_EQ(QemusOn(a(), uid), qemus) << "the guest must stay where it ran";
+  ExpectNothingOnB(uid);
+  // B recorded nothing of the claim.
+  auto pvcs = b()->Kvctl({"get", "pvc"});
+  EXPECT_THAT(pvcs.out, ::testing::Not(::testing::HasSubstr(std::string(kName) + "-disk")));
 }
 
 }  // namespace

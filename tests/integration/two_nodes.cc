@@ -56,7 +56,10 @@ absl::StatusOr<std::unique_ptr<TwoNodes>> TwoNodes::Start(std::vector<std::strin
     std::vector<std::string> a = {
         "--migration-listen", absl::StrCat("0.0.0.0:", kPort), "--peer",
         absl::StrCat(peer, "=", peer_ip, ":", kPort), "--tls-cert", p.Path(self + ".crt"),
-        "--tls-key", p.Path(self + ".key"), "--tls-ca", p.Path("ca.crt"), "--shared-volumes",
+        "--tls-key", p.Path(self + ".key"), "--tls-ca", p.Path("ca.crt"),
+        // PVCs are shared because their (default) storage class is: one dir both nodes see.
+        "--storage-class",
+        absl::StrCat("name=", kSharedClass, ",shared=true,path=", t->shared_dir_, ",default=true"),
         "--pod-cidr", cidr, "--host-disk-root", t->shared_dir_};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
@@ -64,16 +67,11 @@ absl::StatusOr<std::unique_ptr<TwoNodes>> TwoNodes::Start(std::vector<std::strin
   HandlerProcess::Options oa, ob;
   oa.node_name = t->name_a_;
   ob.node_name = t->name_b_;
+  oa.volumes_dir = ob.volumes_dir = t->shared_dir_;
   oa.extra_args = args("a", t->name_b_, kIpB, "10.244.0.0/24", extra_a);
   ob.extra_args = args("b", t->name_a_, kIpA, "10.244.1.0/24", extra_b);
   ASSIGN_OR_RETURN(t->a_, HandlerProcess::Start(oa));
   ASSIGN_OR_RETURN(t->b_, HandlerProcess::Start(ob));
-  for (HandlerProcess* h : {t->a_.get(), t->b_.get()}) {
-    std::string link = h->state_dir() + "/volumes";
-    if (symlink(t->shared_dir_.c_str(), link.c_str()) < 0) {
-      return absl::ErrnoToStatus(errno, "symlink " + link);
-    }
-  }
   RETURN_IF_ERROR(t->Link());
   t->migration_a_ = MigrationStub(*t->a_);
   t->migration_b_ = MigrationStub(*t->b_);

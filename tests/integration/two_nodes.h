@@ -2,7 +2,8 @@
 // network namespace with its own state dir, socket, cgroup root and pod CIDR (A 10.244.0.0/24,
 // B 10.244.1.0/24), linked by a veth pair (A 10.250.0.1, B 10.250.0.2) that carries their
 // Migration service (port 7443, mutual TLS with certificates from a test CA), and sharing one
-// volumes directory (each state dir's volumes/ links to it: a shared storage class).
+// directory: both handlers' default storage class is kSharedClass (shared=true, path= that
+// directory), so PrepareDisk puts a claim's disk where both nodes see it.
 // Everything is removed when the object goes away.
 #ifndef KVNODE_TESTS_INTEGRATION_TWO_NODES_H_
 #define KVNODE_TESTS_INTEGRATION_TWO_NODES_H_
@@ -16,6 +17,9 @@
 #include "tests/integration/kvnode_fixture.h"
 
 namespace kvnode::testing {
+
+// The storage class, shared and the default, that both nodes have.
+inline constexpr char kSharedClass[] = "shared";
 
 class TwoNodes {
  public:
