@@ -100,6 +100,7 @@ absl::Status VmController::Recover() {
     }
     r->executions[e.vmi_uid()] = e;
   }
+  LetMigratedVmsGoLocked();
   AdoptWaitingVmsLocked();
   follow_rv_ = store_->CurrentResourceVersion();
   spdlog::info("VM controller recovered {} VirtualMachines", vms_.size());

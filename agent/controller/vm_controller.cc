@@ -148,21 +148,13 @@ bool VmController::FollowChangesLocked() {
 
 void VmController::OnVmiChangeLocked(const VirtualMachineInstance& vmi, bool removed) {
   Key key{vmi.metadata().namespace_(), vmi.metadata().name()};
+  if (removed && MigratedAway(vmi)) {
+    LetMigratedVmGoLocked(vmi);
+    return;
+  }
   auto it = vms_.find(key);
   if (it == vms_.end()) return;
   Record* r = it->second.get();
-  const auto* owner = ControllerOf(vmi);
-  if (removed && MigratedAway(vmi) && owner != nullptr &&
-      owner->uid() == r->vm.metadata().uid()) {
-    // The VM went with its VMI to the target node, which holds it from now on: nothing of it
-    // stays here, and its claims are orphaned (the collector deletes nothing of it).
-    EventLocked(r->vm, "Normal", "Migrated",
-                "VirtualMachine moved to node " + vmi.status().migration_state().target_node() +
-                    " with its VMI");
-    r->vm.mutable_metadata()->add_finalizers("orphan");
-    RemoveVmLocked(key);
-    return;
-  }
   auto e = r->executions.find(vmi.metadata().uid());
   if (e != r->executions.end() && UpdateExecution(&e->second, vmi, removed, clock_->Now())) {
     PersistExecutionLocked(&e->second);
@@ -556,6 +548,40 @@ absl::Status VmController::Adopt(const VirtualMachine& vm) {
   EventLocked(r->vm, "Normal", "Migrated", "VirtualMachine arrived with its migrated VMI");
   EnqueueLocked(key, clock_->Now());
   return absl::OkStatus();
+}
+
+void VmController::LetMigratedVmGoLocked(const VirtualMachineInstance& vmi) {
+  Key key{vmi.metadata().namespace_(), vmi.metadata().name()};
+  auto it = vms_.find(key);
+  const auto* owner = ControllerOf(vmi);
+  if (it != vms_.end() && owner != nullptr && owner->uid() == it->second->vm.metadata().uid()) {
+    // The VM went with its VMI to the target node, which holds it from now on: nothing of it
+    // stays here, and its claims are orphaned (the collector deletes nothing of it).
+    Record* r = it->second.get();
+    EventLocked(r->vm, "Normal", "Migrated",
+                "VirtualMachine moved to node " + vmi.status().migration_state().target_node() +
+                    " with its VMI");
+    r->vm.mutable_metadata()->add_finalizers("orphan");
+    RemoveVmLocked(key);
+  }
+  VirtualMachineInstance left = vmi;
+  (void)store_->Delete(kMigratedAwayVmiKind, &left);
+}
+
+void VmController::LetMigratedVmsGoLocked() {
+  auto left = store_->List(kMigratedAwayVmiKind);
+  if (!left.ok()) return;
+  for (const StoredObject& o : *left) {
+    VirtualMachineInstance vmi;
+    if (!FromJson(o.json, &vmi).ok()) continue;
+    auto still = vmis_->Get(o.ns, o.name);
+    if (still.ok() && still->metadata().uid() == vmi.metadata().uid()) {
+      continue;  // not removed yet: its removal reaches OnVmiChangeLocked
+    }
+    spdlog::info("VM {}/{}: its VMI migrated to node {} before the handler stopped", o.ns,
+                 o.name, vmi.status().migration_state().target_node());
+    LetMigratedVmGoLocked(vmi);
+  }
 }
 
 void VmController::AdoptWaitingVmsLocked() {

@@ -164,6 +164,13 @@ class VmController : public VmHandover {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Migrated VMs whose VMI now runs here and that a crash kept from being adopted.
   void AdoptWaitingVmsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `vmi` left this node in a completed migration: the VM that controlled it goes too, and
+  // its kMigratedAwayVmiKind record.
+  void LetMigratedVmGoLocked(const kvnode::v1::VirtualMachineInstance& vmi)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Recover's part: VMIs recorded as migrated away whose removal the VM controller did not
+  // see before the handler stopped.
+  void LetMigratedVmsGoLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnVmiChangeLocked(const kvnode::v1::VirtualMachineInstance& vmi, bool removed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkerLoop();

@@ -493,5 +493,70 @@ TEST_F(VmControllerTest, AnExecutionThatEndedWhileTheHandlerWasDownIsClosed) {
   EXPECT_FALSE((*history)[0].end_time().empty());
 }
 
+// The VMI left this node in a completed migration (vm_handover.h): its VM goes too, its claims
+// orphaned, and nothing starts it again here — whether the removal is seen live or only after
+// a restart of the handler (the record kept for that).
+class VmMigratedAwayTest : public VmControllerTest {
+ protected:
+  // The VM's running VMI as the VMI controller leaves it when the domain left for node-b.
+  kvnode::v1::VirtualMachineInstance MigrateAway() {
+    auto& vmi = vmis_->At("vm1");
+    vmi.mutable_status()->set_node_name("node-a");
+    auto* ms = vmi.mutable_status()->mutable_migration_state();
+    ms->set_source_node("node-a");
+    ms->set_target_node("node-b");
+    ms->set_completed(true);
+    kvnode::v1::VirtualMachineInstance left = vmi;
+    EXPECT_TRUE(store_->Put(kMigratedAwayVmiKind, &left, "ADDED").ok());
+    return vmi;
+  }
+  size_t Stored(const char* kind) { return store_->List(kind)->size(); }
+};
+
+TEST_F(VmMigratedAwayTest, VmGoesWithItsVmiAndIsNeverStartedAgainHere) {
+  Apply("Always");
+  Run();
+  int creates = vmis_->creates;
+  MigrateAway();
+  vmis_->Remove("vm1");
+  Sync();
+  clock_.Advance(absl::Minutes(2));
+  Sync();
+  EXPECT_FALSE(controller_->Get(Ref()).ok());
+  EXPECT_EQ(vmis_->creates, creates) << "the VM was started again on the node it left";
+  EXPECT_FALSE(vmis_->Has("vm1"));
+  EXPECT_EQ(Stored(kVmKind), 0u);
+  EXPECT_EQ(Stored(kMigratedAwayVmiKind), 0u);
+}
+
+TEST_F(VmMigratedAwayTest, HandlerThatDiedBeforeTheVmControllerSawTheRemovalLetsTheVmGo) {
+  Apply("Always");
+  Run();
+  int creates = vmis_->creates;
+  MigrateAway();
+  // The VMI is removed and the handler dies before the VM controller reads the change.
+  controller_.reset();
+  vmis_->Remove("vm1");
+  NewController();
+  Sync();
+  EXPECT_FALSE(controller_->Get(Ref()).ok());
+  EXPECT_EQ(vmis_->creates, creates);
+  EXPECT_EQ(Stored(kMigratedAwayVmiKind), 0u);
+}
+
+TEST_F(VmMigratedAwayTest, RecordOfAVmiNotYetRemovedWaitsForItsRemoval) {
+  Apply("Always");
+  Run();
+  MigrateAway();
+  NewController();  // restarted while the VMI is still here (its migration being resolved)
+  Sync();
+  EXPECT_TRUE(controller_->Get(Ref()).ok());
+  EXPECT_EQ(Stored(kMigratedAwayVmiKind), 1u);
+  vmis_->Remove("vm1");
+  Sync();
+  EXPECT_FALSE(controller_->Get(Ref()).ok());
+  EXPECT_EQ(Stored(kMigratedAwayVmiKind), 0u);
+}
+
 }  // namespace
 }  // namespace kvnode

@@ -22,6 +22,10 @@ namespace kvnode {
 
 // A VM that arrived with a migration and waits for its VMI to resume on this node.
 inline constexpr char kMigratedVmKind[] = "MigratedVirtualMachine";
+// A VMI of a VM that left this node in a completed migration, stored before the VMI is removed
+// and kept until the VM controller let the VM go: a handler that dies in between must not
+// start the VM again here when it comes back.
+inline constexpr char kMigratedAwayVmiKind[] = "MigratedAwayVMI";
 
 class VmHandover {
  public:

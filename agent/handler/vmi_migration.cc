@@ -220,6 +220,15 @@ void VmiController::MarkMigratedAwayLocked(Record* r) {
   ms->set_failed(false);
   ms->clear_failure_reason();
   if (ms->end_timestamp().empty()) ms->set_end_timestamp(FormatTimestamp(clock_->Now()));
+  for (const auto& o : r->vmi.metadata().owner_references()) {
+    if (!o.controller()) continue;
+    VirtualMachineInstance left = r->vmi;
+    auto rv = store_->Put(kMigratedAwayVmiKind, &left, "ADDED");
+    if (!rv.ok()) {
+      spdlog::error("record VMI {} as migrated away: {}", r->vmi.metadata().uid(),
+                    rv.status().ToString());
+    }
+  }
 }
 
 std::optional<kvnode::v1::VirtualMachine> VmiController::OwnerVm(const VirtualMachineInstance& vmi) {
