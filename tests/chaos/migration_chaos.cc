@@ -204,6 +204,7 @@ class MigrationChaos {
   std::vector<std::string> Problems(const Placement& before);
   std::vector<std::string> NothingOf(int i, const std::string& uid);
   void Settle(const Placement& before);
+  void PrintLogs();
   void CheckOutcome(Fault f, const Placement& before, int dst,
                     const VirtualMachineInstanceMigration& ended);
   bool BootGoesOn(const Placement& now, const std::string& boot_id);
@@ -478,10 +479,12 @@ void MigrationChaos::Settle(const Placement& before) {
     absl::SleepFor(absl::Milliseconds(500));
   }
   for (const std::string& p : problems) Violation(p);
-  if (!problems.empty()) {
-    std::cout << "==== node A ====\n" << h_[0]->DiagnosticLogs(3000) << "\n==== node B ====\n"
-              << h_[1]->DiagnosticLogs(3000) << "\n";
-  }
+  if (!problems.empty()) PrintLogs();
+}
+
+void MigrationChaos::PrintLogs() {
+  std::cout << "==== node A ====\n" << h_[0]->DiagnosticLogs(12000) << "\n==== node B ====\n"
+            << h_[1]->DiagnosticLogs(12000) << "\n";
 }
 
 // The guest on `now` prints ticks of `boot_id` again (within 20 s).
@@ -520,6 +523,7 @@ void MigrationChaos::CheckOutcome(Fault f, const Placement& before, int dst,
     if (now->node != expected) {
       Violation(absl::StrCat("the migration ", phase, " but the guest runs on ",
                              NodeName(now->node)));
+      PrintLogs();
     }
     if (!BootGoesOn(*now, before.boot_id)) {
       Violation("the guest rebooted in its VMI (boot id changed)");
