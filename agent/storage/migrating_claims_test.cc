@@ -1,6 +1,7 @@
 // VolumeManager with shared storage classes, on a temp dir (no root needed: the launcher's
 // user is the test's own): where claims of a shared class live, which class a claim is of,
 // recording a migrating VMI's claims on the target, and the reclaim rule for adopted claims.
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -107,6 +108,35 @@ TEST_F(SharedClassTest, ClaimOfASharedClassLivesUnderItsPathAndIsSaidShared) {
   EXPECT_EQ(layout.dirs.at("root"), shared_ + "/ns1/root");
   EXPECT_EQ(layout.dirs.count("scratch"), 0u);
   // Deleted by the node that made it: its class's policy (Delete) applies.
+  ASSERT_TRUE(manager_->DeletePvc("ns1", "root", false).ok());
+  EXPECT_FALSE(IsFile(shared_ + "/ns1/root/disk.img"));
+}
+
+// A claim no VMI of this node uses, whose disk a QEMU elsewhere holds (a guest that migrated
+// to the other node): deleting it is refused while the lock is held, and works after.
+TEST_F(SharedClassTest, DeletingAClaimWhoseDiskIsLockedIsRefused) {
+  StartNode({"name=shared,shared=true,path=%s"});
+  ASSERT_TRUE(manager_->ApplyPvc(Claim("root", "shared"), false).ok());
+  int fd = open((shared_ + "/ns1/root/disk.img").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  struct flock lock = {};
+  lock.l_type = F_RDLCK;  // as QEMU's permission locks: a shared lock on a few bytes
+  lock.l_whence = SEEK_SET;
+  lock.l_start = 100;
+  lock.l_len = 1;
+  ASSERT_EQ(fcntl(fd, F_OFD_SETLK, &lock), 0);
+  for (bool dry_run : {true, false}) {
+    auto refused = manager_->DeletePvc("ns1", "root", dry_run);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr("PersistentVolumeClaim \"root\" is in use: a running QEMU holds a "
+                          "lock on its disk"));
+    EXPECT_THAT(refused.status().message(), HasSubstr("storage class \"shared\""));
+  }
+  EXPECT_TRUE(IsFile(shared_ + "/ns1/root/disk.img"));
+  EXPECT_TRUE(manager_->GetPvc("ns1", "root").ok());
+  close(fd);
   ASSERT_TRUE(manager_->DeletePvc("ns1", "root", false).ok());
   EXPECT_FALSE(IsFile(shared_ + "/ns1/root/disk.img"));
 }

@@ -38,6 +38,24 @@ std::vector<std::string> ClaimsOf(const kvnode::v1::VirtualMachineInstance& vmi)
   return claims;
 }
 
+
+// Whether any process holds a lock on the claim's disk.img. QEMU locks the images it has open
+// (open file description locks), and local filesystems and NFSv4 show such a lock to every
+// node that sees the file, so this finds a guest using the disk on any node.
+bool DiskLocked(const ClaimDirChain& where) {
+  auto dir = OpenDirChain(where.base, where.names, 0711, false);
+  if (!dir.ok()) return false;
+  int fd = openat(*dir, "disk.img", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  close(*dir);
+  if (fd < 0) return false;
+  struct flock probe = {};
+  probe.l_type = F_WRLCK;  // conflicts with any lock, shared or not
+  probe.l_whence = SEEK_SET;
+  bool locked = fcntl(fd, F_OFD_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
+  close(fd);
+  return locked;
+}
+
 }  // namespace
 
 std::string VolumeFailureReason(const absl::Status& status) {
@@ -306,6 +324,16 @@ absl::StatusOr<PVCView> VolumeManager::DeletePvc(const std::string& ns, const st
   for (auto& u : users) view.add_used_by(u);
   std::string blocker = DeletionBlocker(name, users);
   if (!blocker.empty()) return absl::FailedPreconditionError(blocker);
+  if (pvc.spec().volume_mode() != kVolumeModeBlock && DiskLocked(ClaimDir(pvc))) {
+    // No VMI of this node uses it, yet a QEMU holds its disk: a guest on another node that
+    // shares the class (one that migrated there), or one started by hand.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "PersistentVolumeClaim \"", name, "\" is in use: a running QEMU holds a lock on its "
+        "disk (", ClaimDir(pvc).path(), "/disk.img)",
+        ClassOf(pvc).shared ? ", perhaps a VMI on another node that shares storage class \"" +
+                                  pvc.spec().storage_class_name() + "\""
+                            : std::string()));
+  }
   if (dry_run) return view;
   RETURN_IF_ERROR(store_->Delete(kPvcKind, &pvc).status());
   if (pvc.spec().volume_mode() == kVolumeModeBlock) {

@@ -426,6 +426,12 @@ TEST_F(MigrationTest, VirtualMachineMovesWithItsVmiAndIsNotStartedAgainOnA) {
   ASSERT_TRUE(Eventually([&] { return !Ticks(b()->SerialLog(uid)).empty(); }, absl::Seconds(20)));
   EXPECT_EQ(Ticks(b()->SerialLog(uid)).back().boot_id, boot_id);
 
+  // Node A has no VMI using the claim any more, but B's QEMU holds its disk: A refuses to
+  // delete it.
+  auto del = a()->Kvctl({"delete", "pvc", "roamer-disk"});
+  EXPECT_EQ(del.exit_code, 1) << del.out;
+  EXPECT_THAT(del.out, ::testing::HasSubstr("is in use: a running QEMU holds a lock on its disk"));
+
   // B's controller owns it now: a stop there stops the guest.
   ASSERT_TRUE(on_b.Stop("roamer", 0).ok());
   EXPECT_TRUE(on_b.WaitNoVmi("roamer"));
