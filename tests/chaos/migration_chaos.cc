@@ -205,6 +205,7 @@ class MigrationChaos {
   std::vector<std::string> NothingOf(int i, const std::string& uid);
   void Settle(const Placement& before);
   void PrintLogs();
+  std::string Describe();
   void CheckOutcome(Fault f, const Placement& before, int dst,
                     const VirtualMachineInstanceMigration& ended);
   bool BootGoesOn(const Placement& now, const std::string& boot_id);
@@ -482,6 +483,22 @@ void MigrationChaos::Settle(const Placement& before) {
   if (!problems.empty()) PrintLogs();
 }
 
+// Where the VM's VMI is and what its guest printed last, for a violation.
+std::string MigrationChaos::Describe() {
+  std::vector<std::string> out;
+  for (int i = 0; i < 2; ++i) {
+    std::optional<VirtualMachineInstance> vmi = VmApi(h_[i]).Vmi(kVm);
+    if (!vmi) continue;
+    const std::string& uid = vmi->metadata().uid();
+    std::vector<Tick> ticks = Ticks(h_[i]->SerialLog(uid));
+    out.push_back(absl::StrCat(NodeName(i), ": VMI ", uid, " ", vmi->status().phase(), ", ",
+                               h_[i]->QemuProcesses(uid).size(), " QEMU, serial log ",
+                               h_[i]->SerialLog(uid).size(), " bytes, last tick ",
+                               ticks.empty() ? -1 : ticks.back().n));
+  }
+  return out.empty() ? "no node lists a VMI of the VM" : absl::StrJoin(out, "; ");
+}
+
 void MigrationChaos::PrintLogs() {
   std::cout << "==== node A ====\n" << h_[0]->DiagnosticLogs(12000) << "\n==== node B ====\n"
             << h_[1]->DiagnosticLogs(12000) << "\n";
@@ -515,7 +532,8 @@ void MigrationChaos::CheckOutcome(Fault f, const Placement& before, int dst,
   }
   std::optional<Placement> now = Locate(kBootBound);
   if (!now) {
-    Violation("the guest runs on no node");
+    Violation("the guest runs on no node (no Running, LiveMigratable VMI whose guest prints "
+              "ticks): " + Describe());
     return;
   }
   if (now->uid == before.uid) {
@@ -551,7 +569,7 @@ void MigrationChaos::Round(int round) {
   round_ = round;
   std::optional<Placement> where = Locate(kBootBound);
   if (!where) {
-    Violation("the guest runs on no node");
+    Violation("the guest runs on no node: " + Describe());
     return;
   }
   {
