@@ -441,6 +441,11 @@ bool MigrationController::Finish(Outbound* m, kvnode::v1::Migration::Stub* targe
     *req.mutable_migration_state() = final_state;
     grpc::ClientContext ctx;
     WithDeadline(&ctx, absl::Seconds(complete ? 60 : 15));
+    // When only the target knows whether the domain made it there, a target handler that is
+    // restarting (connection refused for a moment) is waited for within the deadline: failing
+    // fast recorded a migration that had succeeded as Failed (kvnode-chaos --migrate, seed 30,
+    // kill -9 of the target handler at the handover).
+    if (source_gone) ctx.set_wait_for_ready(true);
     kvnode::v1::FinishTargetResponse resp;
     grpc::Status s = target->FinishTarget(&ctx, req, &resp);
     if (source_gone) {

@@ -21,6 +21,17 @@
 //   kvnode-chaos [--rounds 4] [--seed N] [--faults-per-round 4] [--settle 120s]
 //
 // CI runs the short form (tests/CMakeLists: chaos_short); the long form is --rounds 50.
+//
+// With --migrate it runs the migration form instead (migration_chaos.h): two nodes, a VM that
+// live-migrates between them every round, and one fault per migration in flight (kill -9 of
+// either handler, of the target launcher, of either libvirtd, the link between the nodes cut,
+// a cancel, or none); invariants: never two running copies, the migration ends, the guest in
+// exactly one place with nothing left on the other node, and no guest lost unless the fault
+// allows it (the table in migration_chaos.cc).
+//
+//   kvnode-chaos --migrate [--rounds 4] [--seed N]
+//
+// CI runs chaos_migrate_short (--rounds 4); the long form is --migrate --rounds 30.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/statvfs.h>
@@ -41,6 +52,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/base/flags.h"
 #include "grpcpp/grpcpp.h"
+#include "tests/chaos/migration_chaos.h"
 #include "tests/integration/kvnode_fixture.h"
 #include "tests/integration/vm_test_util.h"
 
@@ -426,7 +438,7 @@ class Chaos {
 
 int Run(int argc, char** argv) {
   FlagSet flags;
-  flags.Value("rounds").Value("seed").Value("faults-per-round").Value("settle");
+  flags.Value("rounds").Value("seed").Value("faults-per-round").Value("settle").Bool("migrate");
   if (auto s = flags.Parse({argv + 1, argv + argc}); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 2;
@@ -442,6 +454,7 @@ int Run(int argc, char** argv) {
     return 2;
   }
   std::cout << "chaos: seed " << seed << " (rerun with --seed " << seed << ")\n";
+  if (flags.GetBool("migrate")) return RunMigrationChaos(rounds, seed);
   HandlerProcess::Options options;
   options.state_dir_size_mib = 96;
   auto started = HandlerProcess::Start(options);
