@@ -14,6 +14,9 @@
 namespace kvnode {
 namespace {
 
+// The UID of the VMI a VirtualMachineInstanceMigration moves.
+constexpr char kVmiUidLabel[] = "kvnode.io/vmi-uid";
+
 using kvnode::v1::VirtualMachineInstanceMigration;
 using kvnode::v1::VirtualMachineInstanceMigrationState;
 
@@ -79,14 +82,21 @@ bool MigrationController::ResumeLocked(const VirtualMachineInstanceMigration& vm
   ref.set_namespace_(vmim.metadata().namespace_());
   ref.set_name(vmim.spec().vmi_name());
   auto vmi = vmis_->Get(ref);
-  if (!vmi.ok() || vmi->status().migration_state().migration_uid() != vmim.metadata().uid() ||
-      !IsMigratingOutFrom(vmi->status(), config_.node_name)) {
-    return false;
+  std::string vmi_uid;
+  if (vmi.ok() && vmi->status().migration_state().migration_uid() == vmim.metadata().uid() &&
+      IsMigratingOutFrom(vmi->status(), config_.node_name)) {
+    vmi_uid = vmi->metadata().uid();
+  } else if (absl::IsNotFound(vmi.status()) && vmim.status().phase() == "Running") {
+    // The VMI was removed here while its domain was being handed over: it most likely left,
+    // which the target knows (ResumeMigration asks it, as for a source launcher that is gone).
+    auto label = vmim.metadata().labels().find(kVmiUidLabel);
+    if (label != vmim.metadata().labels().end()) vmi_uid = label->second;
   }
+  if (vmi_uid.empty()) return false;
   auto m = std::make_unique<Outbound>();
   m->vmim = vmim;
   m->ref = ref;
-  m->vmi_uid = vmi->metadata().uid();
+  m->vmi_uid = vmi_uid;
   m->abort_requested = vmim.status().migration_state().abort_requested();
   auto peer = config_.peers.find(vmim.spec().target_node());
   if (peer != config_.peers.end()) m->target_address = peer->second;
@@ -163,6 +173,8 @@ absl::StatusOr<VirtualMachineInstanceMigration> MigrationController::Migrate(
   }
   ASSIGN_OR_RETURN(kvnode::v1::VirtualMachineInstance vmi, vmis_->BeginMigrationOut(ref, state));
   m->vmi_uid = vmi.metadata().uid();
+  // Which VMI it moves, for a restarted handler that no longer has the VMI (it left).
+  (*meta->mutable_labels())[kVmiUidLabel] = m->vmi_uid;
   m->vmi_dir = vmi.status().launcher().socket();
   m->vmi_dir = m->vmi_dir.substr(0, m->vmi_dir.rfind('/'));
   *m->vmim.mutable_status()->mutable_migration_state() = state;
