@@ -24,14 +24,6 @@ namespace {
 
 constexpr absl::Duration kRetryAfterError = absl::Seconds(5);
 
-// The controller owner reference of a VMI, or null.
-const kvnode::v1::OwnerReference* ControllerOf(const VirtualMachineInstance& vmi) {
-  for (const auto& o : vmi.metadata().owner_references()) {
-    if (o.has_controller() && o.controller()) return &o;
-  }
-  return nullptr;
-}
-
 kvnode::v1::OwnerReference OwnerRefTo(const VirtualMachine& vm) {
   kvnode::v1::OwnerReference o;
   o.set_api_version("kubevirt.io/v1");

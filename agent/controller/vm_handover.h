@@ -39,6 +39,15 @@ class VmHandover {
   virtual absl::Status Adopt(const kvnode::v1::VirtualMachine& vm) = 0;
 };
 
+// The controller owner reference of a VMI (its VM's), or null.
+inline const kvnode::v1::OwnerReference* ControllerOf(
+    const kvnode::v1::VirtualMachineInstance& vmi) {
+  for (const auto& o : vmi.metadata().owner_references()) {
+    if (o.has_controller() && o.controller()) return &o;
+  }
+  return nullptr;
+}
+
 // Whether the VMI, as last seen, left this node in a migration that completed: the node it
 // was on is not the migration's target.
 inline bool MigratedAway(const kvnode::v1::VirtualMachineInstance& vmi) {

@@ -29,7 +29,7 @@ struct MigratableVerdict {
   std::string message;
 };
 
-// The storage class of each claim the node stores in the VMI's namespace, by claim name
+// The storage class of each claim the VMI names that the node stores, by claim name
 // (VolumeManager::ClaimClasses). A claim not in it is not known to the node (yet: a disk
 // found by hand is adopted when the VMI starts), so it is not taken to be shared.
 using ClassByClaim = std::map<std::string, StorageClass>;

@@ -691,7 +691,7 @@ kvnode::v1::DomainOptions VmiController::DomainOptionsFor(const VirtualMachineIn
 
 ClassByClaim VmiController::ClaimClassesOf(const VirtualMachineInstance& vmi) {
   if (config_.volumes == nullptr) return {};
-  return config_.volumes->ClaimClasses(vmi.metadata().namespace_());
+  return config_.volumes->ClaimClasses(vmi);
 }
 
 void VmiController::SyncLauncher(const std::string& uid) {

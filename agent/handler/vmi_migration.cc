@@ -220,14 +220,12 @@ void VmiController::MarkMigratedAwayLocked(Record* r) {
   ms->set_failed(false);
   ms->clear_failure_reason();
   if (ms->end_timestamp().empty()) ms->set_end_timestamp(FormatTimestamp(clock_->Now()));
-  for (const auto& o : r->vmi.metadata().owner_references()) {
-    if (!o.controller()) continue;
-    VirtualMachineInstance left = r->vmi;
-    auto rv = store_->Put(kMigratedAwayVmiKind, &left, "ADDED");
-    if (!rv.ok()) {
-      spdlog::error("record VMI {} as migrated away: {}", r->vmi.metadata().uid(),
-                    rv.status().ToString());
-    }
+  if (ControllerOf(r->vmi) == nullptr) return;  // no VM to let go
+  VirtualMachineInstance left = r->vmi;
+  auto rv = store_->Put(kMigratedAwayVmiKind, &left, "ADDED");
+  if (!rv.ok()) {
+    spdlog::error("record VMI {} as migrated away: {}", r->vmi.metadata().uid(),
+                  rv.status().ToString());
   }
 }
 
@@ -361,11 +359,9 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
   const std::string uid = vmi.metadata().uid();
   if (owner_vm != nullptr) {
     const auto& m = owner_vm->metadata();
-    bool controls = false;
-    for (const auto& o : vmi.metadata().owner_references()) {
-      controls |= o.controller() && o.uid() == m.uid() && !m.uid().empty();
-    }
-    if (!controls || m.namespace_() != vmi.metadata().namespace_() ||
+    const auto* controller = ControllerOf(vmi);
+    if (controller == nullptr || m.uid().empty() || controller->uid() != m.uid() ||
+        m.namespace_() != vmi.metadata().namespace_() ||
         m.name() != vmi.metadata().name()) {
       return absl::InvalidArgumentError(
           "owner_vm: not the VirtualMachine that controls the VMI (its name, namespace and uid "

@@ -13,14 +13,13 @@ namespace kvnode {
 
 using kvnode::v1::PersistentVolumeClaim;
 
-std::map<std::string, StorageClass> VolumeManager::ClaimClasses(const std::string& ns) {
+std::map<std::string, StorageClass> VolumeManager::ClaimClasses(
+    const kvnode::v1::VirtualMachineInstance& vmi) {
   std::map<std::string, StorageClass> classes;
   absl::MutexLock lock(&mu_);
-  auto objects = store_->List(kPvcKind);
-  if (!objects.ok()) return classes;
-  for (const StoredObject& o : *objects) {
-    PersistentVolumeClaim pvc;
-    if (o.ns == ns && FromJson(o.json, &pvc).ok()) classes[o.name] = ClassOf(pvc);
+  for (const std::string& name : ClaimsOf(vmi)) {
+    auto pvc = LoadPvcLocked(vmi.metadata().namespace_(), name);
+    if (pvc.ok()) classes[name] = ClassOf(*pvc);
   }
   return classes;
 }
@@ -29,11 +28,7 @@ std::vector<VolumeManager::MigratingClaim> VolumeManager::MigratingClaimsOf(
     const kvnode::v1::VirtualMachineInstance& vmi) {
   std::vector<MigratingClaim> claims;
   absl::MutexLock lock(&mu_);
-  for (const auto& v : vmi.spec().volumes()) {
-    std::string name = v.has_persistent_volume_claim() ? v.persistent_volume_claim().claim_name()
-                       : v.has_data_volume()            ? v.data_volume().name()
-                                                        : "";
-    if (name.empty()) continue;
+  for (const std::string& name : ClaimsOf(vmi)) {
     auto pvc = LoadPvcLocked(vmi.metadata().namespace_(), name);
     if (pvc.ok()) claims.push_back({*pvc, ClassOf(*pvc).path});
   }

@@ -38,6 +38,16 @@ PersistentVolumeClaim Claim(const std::string& name, const std::string& cls) {
   return pvc;
 }
 
+// A VMI of namespace ns1 with a persistentVolumeClaim volume for each claim.
+kvnode::v1::VirtualMachineInstance VmiNaming(const std::vector<std::string>& claims) {
+  kvnode::v1::VirtualMachineInstance vmi;
+  vmi.mutable_metadata()->set_namespace_("ns1");
+  for (const std::string& c : claims) {
+    vmi.mutable_spec()->add_volumes()->mutable_persistent_volume_claim()->set_claim_name(c);
+  }
+  return vmi;
+}
+
 class SharedClassTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -101,7 +111,7 @@ TEST_F(SharedClassTest, ClaimOfASharedClassLivesUnderItsPathAndIsSaidShared) {
   EXPECT_EQ(st.st_mode & 07777, 0711u);
   ASSERT_TRUE(manager_->ApplyPvc(Claim("scratch", "local"), false).ok());
   EXPECT_TRUE(IsFile(state_ + "/volumes/ns1/scratch/disk.img"));
-  auto classes = manager_->ClaimClasses("ns1");
+  auto classes = manager_->ClaimClasses(VmiNaming({"root", "scratch"}));
   EXPECT_TRUE(classes.at("root").shared);
   EXPECT_FALSE(classes.at("scratch").shared);
   ClaimLayout layout = manager_->ClaimLayoutOf("ns1");
@@ -164,7 +174,7 @@ TEST_F(SharedClassTest, TargetRecordsAClaimItLacksAsRetainAndAdoptedAndNeverRecl
   EXPECT_EQ(view->pvc().metadata().annotations().at(kAdoptedAnnotation), "migration");
   EXPECT_EQ(view->pvc().metadata().uid(), "0b1c2d3e-0000-4000-8000-000000000001");
   EXPECT_EQ(view->pvc().spec().storage_class_name(), "shared");
-  EXPECT_TRUE(manager_->ClaimClasses("ns1").at("root").shared);
+  EXPECT_TRUE(manager_->ClaimClasses(VmiNaming({"root"})).at("root").shared);
   // Again (the VMI comes back later): the claim is already there, of the same class.
   EXPECT_TRUE(manager_->AdoptMigratingClaims("ns1", {FromSource("root", shared_)}, "b").ok());
   // Deleting it here drops only the record: the dir stays where the source names it.

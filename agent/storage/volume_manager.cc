@@ -27,16 +27,6 @@ bool IsFinal(const kvnode::v1::VirtualMachineInstance& vmi) {
   return vmi.status().phase() == "Succeeded" || vmi.status().phase() == "Failed";
 }
 
-// The claims a VMI's volumes name (persistentVolumeClaim, dataVolume, ephemeral).
-std::vector<std::string> ClaimsOf(const kvnode::v1::VirtualMachineInstance& vmi) {
-  std::vector<std::string> claims;
-  for (const auto& v : vmi.spec().volumes()) {
-    if (v.has_persistent_volume_claim()) claims.push_back(v.persistent_volume_claim().claim_name());
-    if (v.has_data_volume()) claims.push_back(v.data_volume().name());
-    if (v.has_ephemeral()) claims.push_back(v.ephemeral().persistent_volume_claim().claim_name());
-  }
-  return claims;
-}
 
 
 // Whether any process holds a lock on the claim's disk.img. QEMU locks the images it has open
@@ -57,6 +47,16 @@ bool DiskLocked(const ClaimDirChain& where) {
 }
 
 }  // namespace
+
+std::vector<std::string> ClaimsOf(const kvnode::v1::VirtualMachineInstance& vmi) {
+  std::vector<std::string> claims;
+  for (const auto& v : vmi.spec().volumes()) {
+    if (v.has_persistent_volume_claim()) claims.push_back(v.persistent_volume_claim().claim_name());
+    if (v.has_data_volume()) claims.push_back(v.data_volume().name());
+    if (v.has_ephemeral()) claims.push_back(v.ephemeral().persistent_volume_claim().claim_name());
+  }
+  return claims;
+}
 
 std::string VolumeFailureReason(const absl::Status& status) {
   auto payload = status.GetPayload(kVolumeReasonPayload);

@@ -57,6 +57,9 @@ std::string VolumeFailureReason(const absl::Status& status);
 
 class VolumeUpload;
 
+// The claims a VMI's volumes name (persistentVolumeClaim, dataVolume, ephemeral).
+std::vector<std::string> ClaimsOf(const kvnode::v1::VirtualMachineInstance& vmi);
+
 class VolumeManager : public VmVolumes {
  public:
   VolumeManager(VolumeConfig config, Store* store, Clock* clock);
@@ -99,15 +102,15 @@ class VolumeManager : public VmVolumes {
   ClaimLayout ClaimLayoutOf(const std::string& ns);
 
   // --- Shared classes and live migration ---
-  // The storage class of each stored claim of namespace `ns`, by claim name (LiveMigratable
-  // asks whether a VMI's claims are all of shared classes).
-  std::map<std::string, StorageClass> ClaimClasses(const std::string& ns);
+  // The storage class of each claim `vmi` names that the node stores, by claim name
+  // (LiveMigratable asks whether a VMI's claims are all of shared classes).
+  std::map<std::string, StorageClass> ClaimClasses(const kvnode::v1::VirtualMachineInstance& vmi);
   // A claim a migrating VMI names, as the source stores it, with its class's path there.
   struct MigratingClaim {
     kvnode::v1::PersistentVolumeClaim pvc;
     std::string class_path;
   };
-  // Source: the stored claims of the VMI's persistentVolumeClaim and dataVolume volumes.
+  // Source: the stored claims the VMI names (ClaimsOf).
   std::vector<MigratingClaim> MigratingClaimsOf(const kvnode::v1::VirtualMachineInstance& vmi);
   // Target: records each claim this node lacks as a claim of the same (shared) class, with
   // reclaimPolicy Retain and adopted "migration": deleting it here never touches the data
