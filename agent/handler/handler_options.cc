@@ -206,7 +206,7 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
       .Value("resolv-conf").Value("pod-network").Value("listen").Value("tls-cert")
       .Value("tls-key").Value("tls-ca").Value("metrics-addr").Value("api-group")
       .Value("vm-start-backoff-base").Value("vm-start-backoff-max").Bool("validate-config")
-      .Value("storage-class").Value("storage-class-file");
+      .Value("storage-class").Value("storage-class-file").Value("free-page-reporting");
   DeclareMigrationFlags(&flags);
   RETURN_IF_ERROR(flags.Parse(args));
   if (!flags.positional().empty()) {
@@ -241,6 +241,13 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
                                       "\"");
   }
   c.virt_type = virt;
+  std::string reporting = flags.GetOr("free-page-reporting", "auto");
+  if (reporting != "on" && reporting != "off" && reporting != "auto") {
+    return absl::InvalidArgumentError(
+        "--free-page-reporting: expected on, off or auto, got \"" + reporting + "\"");
+  }
+  c.free_page_reporting =
+      reporting == "auto" ? FreePageReportingByDefault(virt) : reporting == "on";
   RETURN_IF_ERROR(ParseDurations(flags, &c));
   RETURN_IF_ERROR(ParseBackoff(flags, &o.vm));
   c.launcher_binary = LauncherBinary(flags, argv0);

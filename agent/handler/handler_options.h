@@ -13,6 +13,10 @@
 //   --virt-type kvm|qemu|auto   domain type; auto picks kvm when /dev/kvm can create a VM and
 //                          the host is not itself a virtual machine (nested KVM is too slow),
 //                          otherwise qemu (TCG). Default auto.
+//   --free-page-reporting on|off|auto   the memory balloon's free page reporting for VMIs that
+//                          do not opt out (annotation kubevirt.io/free-page-reporting-disabled);
+//                          auto (default): on for kvm, off for qemu (TCG: slow live
+//                          migrations damaged guests more often with it, docs/DESIGN.md)
 //   --launcher PATH        kvnode-launcher binary (default: beside this binary)
 //   --launcher-user USER   unprivileged user for launchers, libvirtd and QEMU (default kvnode)
 //   --api-group GROUP      group allowed on the unix socket besides root (default kvnode)

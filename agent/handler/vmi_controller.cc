@@ -686,7 +686,9 @@ kvnode::v1::DomainOptions VmiController::DomainOptionsFor(const VirtualMachineIn
   if (config_.volumes != nullptr) {
     claims = config_.volumes->ClaimLayoutOf(vmi.metadata().namespace_());
   }
-  return BuildDomainOptions(vmi, paths_, config_.virt_type, claims);
+  kvnode::v1::DomainOptions options = BuildDomainOptions(vmi, paths_, config_.virt_type, claims);
+  options.set_disable_free_page_reporting(!config_.free_page_reporting);
+  return options;
 }
 
 ClassByClaim VmiController::ClaimClassesOf(const VirtualMachineInstance& vmi) {

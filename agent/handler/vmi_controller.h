@@ -57,6 +57,9 @@ struct HandlerConfig {
   std::string node_name = "node01";
   std::string state_dir = "/var/lib/kvnode";
   std::string virt_type = "kvm";  // resolved: kvm or qemu
+  // The memory balloon's free page reporting for VMIs that do not opt out (resolved from
+  // --free-page-reporting; launcher/converter/domain_options.h says why TCG nodes default off).
+  bool free_page_reporting = true;
   std::string launcher_binary;
   std::string capabilities_cache;
   // Notified once the capabilities cache is primed; launchers wait for it (briefly) so that

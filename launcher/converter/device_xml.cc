@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
+#include "launcher/converter/domain_options.h"
 #include "launcher/converter/pci_address.h"
 
 namespace kvnode {
@@ -136,6 +137,17 @@ absl::Status AppendWatchdog(const ConvertContext& ctx, pugi::xml_node devices) {
   return absl::OkStatus();
 }
 
+// KubeVirt's rule (isFreePageReportingEnabled): on, unless the node turns it off, the VMI is a
+// high-performance one or it opts out with the annotation
+// kubevirt.io/free-page-reporting-disabled: "true". Of the high-performance marks only hugepages
+// reach here: dedicated CPUs and an isolated emulator thread are refused (no CPU pinning).
+bool FreePageReporting(const ConvertContext& ctx) {
+  const auto& annotations = ctx.vmi.metadata().annotations();
+  auto opt_out = annotations.find(std::string(kFreePageReportingDisabledAnnotation));
+  return !ctx.options.disable_free_page_reporting() && !ctx.domain().memory().has_hugepages() &&
+         (opt_out == annotations.end() || opt_out->second != "true");
+}
+
 void AppendMemBalloon(const ConvertContext& ctx, pugi::xml_node devices) {
   const auto& d = ctx.devices();
   pugi::xml_node balloon = Child(devices, "memballoon");
@@ -143,7 +155,8 @@ void AppendMemBalloon(const ConvertContext& ctx, pugi::xml_node devices) {
     Attr(balloon, "model", "none");
     return;
   }
-  Attr(Attr(balloon, "model", ctx.virtio_model()), "freePageReporting", "on");
+  Attr(Attr(balloon, "model", ctx.virtio_model()), "freePageReporting",
+       OnOff(FreePageReporting(ctx)));
   Attr(Child(balloon, "stats"), "period", "10");
 }
 

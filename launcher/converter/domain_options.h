@@ -55,6 +55,15 @@ struct ClaimLayout {
   std::map<std::string, std::string> dirs;   // claim → its dir, when not under <state>/volumes
 };
 
+// The VMI annotation that opts a VMI out of the balloon's free page reporting (KubeVirt's).
+inline constexpr char kFreePageReportingDisabledAnnotation[] =
+    "kubevirt.io/free-page-reporting-disabled";
+
+// Whether a node of this virt type turns free page reporting on when not told: on for kvm (as
+// KubeVirt), off for qemu (TCG), where pre-copy migrations that ran for minutes delivered
+// guests whose memory arrived damaged far more often with it on (docs/DESIGN.md, section 6).
+inline bool FreePageReportingByDefault(absl::string_view virt_type) { return virt_type != "qemu"; }
+
 // The options for `vmi` (defaulted) on a node whose state dir is `node`, with virt type "kvm"
 // or "qemu". The VMI's metadata.uid names its state dir, so it must be set. `claims` is the
 // layout of the claims of the VMI's namespace.

@@ -263,6 +263,27 @@ TEST(ConvertTest, TcgHasNoHostPassthroughAndNoParavirtSpinlocks) {
   EXPECT_EQ(Xpath(off, "/domain/features/pvspinlock/@state"), "off");
 }
 
+TEST(ConvertTest, FreePageReportingFollowsKubeVirtsRuleAndIsOffUnderTcg) {
+  constexpr char kFpr[] = "/domain/devices/memballoon/@freePageReporting";
+  EXPECT_EQ(Xpath(Convert("", "kvm"), kFpr), "on");
+  EXPECT_EQ(Xpath(Convert("", "qemu"), kFpr), "off");  // the node default under TCG
+  // High-performance VMIs never have it (hugepages; CPU pinning is refused before).
+  EXPECT_EQ(Xpath(Convert("    memory: {hugepages: {pageSize: 2Mi}}\n"), kFpr), "off");
+  // The VMI opts out by annotation; any other value leaves it on.
+  VirtualMachineInstance vmi = Vmi("");
+  (*vmi.mutable_metadata()->mutable_annotations())[kFreePageReportingDisabledAnnotation] = "true";
+  EXPECT_EQ(Xpath(Convert(vmi, Options(vmi)), kFpr), "off");
+  (*vmi.mutable_metadata()->mutable_annotations())[kFreePageReportingDisabledAnnotation] = "yes";
+  EXPECT_EQ(Xpath(Convert(vmi, Options(vmi)), kFpr), "on");
+  // The node turns it off (kvnode-handler --free-page-reporting off), or on under TCG.
+  DomainOptions options = Options(vmi);
+  options.set_disable_free_page_reporting(true);
+  EXPECT_EQ(Xpath(Convert(vmi, options), kFpr), "off");
+  options = Options(vmi, "qemu");
+  options.set_disable_free_page_reporting(false);
+  EXPECT_EQ(Xpath(Convert(vmi, options), kFpr), "on");
+}
+
 TEST(ConvertTest, UnknownVirtTypeIsRefused) {
   auto vmi = Vmi("");
   DomainOptions options = Options(vmi);

@@ -150,8 +150,8 @@ struct Placement {
 
 class MigrationChaos {
  public:
-  MigrationChaos(TwoNodes* nodes, HandlerProcess* a, uint64_t seed)
-      : nodes_(nodes), h_{a, nodes->b()}, rng_(seed) {}
+  MigrationChaos(TwoNodes* nodes, HandlerProcess* a, const MigrationChaosOptions& options)
+      : nodes_(nodes), h_{a, nodes->b()}, options_(options), rng_(options.seed) {}
   ~MigrationChaos() { StopSampler(); }
 
   absl::Status Setup() {
@@ -187,6 +187,10 @@ class MigrationChaos {
   }
   void Violation(const std::string& what) {
     std::lock_guard<std::mutex> l(mu_);
+    if (testing::StoppedWaiting()) {  // a wait cut short by the stop proves nothing
+      std::cout << "  not counted (the run was stopped): " << what << "\n" << std::flush;
+      return;
+    }
     violations_.push_back(absl::StrCat("round ", round_.load(), ": ", what));
     std::cout << "  VIOLATION " << violations_.back() << "\n" << std::flush;
   }
@@ -215,6 +219,7 @@ class MigrationChaos {
 
   TwoNodes* nodes_;
   std::array<HandlerProcess*, 2> h_;
+  const MigrationChaosOptions options_;
   std::mt19937_64 rng_;
   std::vector<int> bag_;
   std::atomic<int> round_{0};  // read by the sampler's Violation()
@@ -245,7 +250,13 @@ class MigrationChaos {
 Fault MigrationChaos::NextFault() {
   // A shuffled bag of every kind, refilled when empty: any eight rounds in a row see each.
   if (bag_.empty()) {
-    for (int k = 0; k < kFaultKinds; ++k) bag_.push_back(k);
+    for (int k = 0; k < kFaultKinds; ++k) {
+      const std::vector<std::string>& only = options_.faults;
+      if (only.empty() ||
+          std::find(only.begin(), only.end(), FaultName(static_cast<Fault>(k))) != only.end()) {
+        bag_.push_back(k);
+      }
+    }
     std::shuffle(bag_.begin(), bag_.end(), rng_);
   }
   Fault f = static_cast<Fault>(bag_.back());
@@ -579,8 +590,9 @@ void MigrationChaos::Round(int round) {
   int src = where->node, dst = 1 - src;
   Fault f = NextFault();
   uint64_t mib = f == Fault::kNone ? 0 : (std::uniform_int_distribution<int>(0, 3)(rng_) ? kSlowMiB : 0);
+  if (options_.bandwidth_mib) mib = *options_.bandwidth_mib;
   std::cout << absl::StrFormat("round %d: %s->%s %s", round, NodeName(src), NodeName(dst),
-                               mib ? "1MiB/s" : "unlimited")
+                               mib ? absl::StrCat(mib, "MiB/s") : "unlimited")
             << std::flush;
   migrating_ = true;
   std::optional<VirtualMachineInstanceMigration> vmim = StartMigration(src, dst, mib);
@@ -700,7 +712,21 @@ void MigrationChaos::WatchLoop(int i) {
 
 }  // namespace
 
-int RunMigrationChaos(int rounds, uint64_t seed) {
+std::string CheckFaultNames(const std::vector<std::string>& faults) {
+  for (const std::string& name : faults) {
+    bool known = false;
+    for (int k = 0; k < kFaultKinds; ++k) known |= name == FaultName(static_cast<Fault>(k));
+    if (!known) {
+      std::vector<std::string> all;
+      for (int k = 0; k < kFaultKinds; ++k) all.push_back(FaultName(static_cast<Fault>(k)));
+      return absl::StrCat("--faults: unknown fault \"", name, "\" (known: ",
+                          absl::StrJoin(all, ", "), ")");
+    }
+  }
+  return "";
+}
+
+int RunMigrationChaos(const MigrationChaosOptions& options) {
   std::string why;
   if (!testing::CanRunGuests(&why)) {
     std::cerr << "cannot run guests: " << why << "\n";
@@ -719,12 +745,13 @@ int RunMigrationChaos(int rounds, uint64_t seed) {
   std::unique_ptr<HandlerProcess> a = (*nodes)->TakeA();
   bool ok = false;
   {
-    MigrationChaos chaos(nodes->get(), a.get(), seed);
+    MigrationChaos chaos(nodes->get(), a.get(), options);
     if (absl::Status s = chaos.Setup(); !s.ok()) {
       std::cerr << "setup: " << s << "\n";
       return 1;
     }
-    for (int r = 1; r <= rounds; ++r) chaos.Round(r);
+    int rounds = 0;
+    while (rounds < options.rounds && !testing::StoppedWaiting()) chaos.Round(++rounds);
     chaos.StopSampler();
     chaos.Report(rounds);
     ok = chaos.ok();

@@ -9,13 +9,28 @@
 #define KVNODE_TESTS_CHAOS_MIGRATION_CHAOS_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace kvnode {
 
-// Starts two nodes, runs `rounds` rounds, prints the counts and every violation; the exit
-// code (0: no violation, 1: a violation or a setup failure). Everything it started is ended
-// before it returns, also on failure.
-int RunMigrationChaos(int rounds, uint64_t seed);
+struct MigrationChaosOptions {
+  int rounds = 4;
+  uint64_t seed = 1;
+  // The fault kinds to draw from, by name (migration_chaos.cc's table); empty: all of them.
+  std::vector<std::string> faults;
+  // Every migration at this bandwidth (MiB/s, 0 unlimited) instead of the table's choice.
+  std::optional<uint64_t> bandwidth_mib;
+};
+
+// Checks `faults` names known kinds: an error naming the first unknown one, or "".
+std::string CheckFaultNames(const std::vector<std::string>& faults);
+
+// Starts two nodes, runs the rounds, prints the counts and every violation; the exit code
+// (0: no violation, 1: a violation or a setup failure). Everything it started is ended before
+// it returns, also on failure.
+int RunMigrationChaos(const MigrationChaosOptions& options);
 
 }  // namespace kvnode
 

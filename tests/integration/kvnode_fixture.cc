@@ -405,9 +405,16 @@ absl::StatusOr<kvnode::v1::VirtualMachineInstance> WaitForVmi(
       last.status().reason(), "\"", s.ok() ? "" : " (" + s.error_message() + ")"));
 }
 
+namespace {
+std::atomic<bool> stop_waiting{false};
+}  // namespace
+
+void StopWaiting() { stop_waiting = true; }
+bool StoppedWaiting() { return stop_waiting; }
+
 bool Eventually(const std::function<bool()>& done, absl::Duration timeout, absl::Duration every) {
   absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
+  while (absl::Now() < deadline && !stop_waiting) {
     if (done()) return true;
     absl::SleepFor(every);
   }

@@ -129,9 +129,15 @@ absl::StatusOr<kvnode::v1::VirtualMachineInstance> WaitForVmi(
     const std::function<bool(const kvnode::v1::VirtualMachineInstance&)>& done,
     absl::Duration timeout);
 
-// Polls until `done()` or the timeout; true when it held.
+// Polls until `done()` or the timeout; true when it held. Once StopWaiting() was called it
+// checks `done()` once and returns.
 bool Eventually(const std::function<bool()>& done, absl::Duration timeout,
                 absl::Duration every = absl::Milliseconds(50));
+
+// For a long-running program (kvnode-chaos) told to stop: every Eventually() returns at once
+// from then on, so the program reaches its cleanup without waiting out its bounds.
+void StopWaiting();
+bool StoppedWaiting();
 
 const kvnode::v1::Condition* Condition(const kvnode::v1::VirtualMachineInstance& vmi,
                                        const std::string& type);
