@@ -81,8 +81,9 @@ grpc::Status MigrationService::Tunnel(
     absl::MutexLock lock(&mu_);
     pending_[uid].tunnels++;
   }
-  uint64_t bytes = ServeTunnel(ctx, stream, *fd);
-  spdlog::info("migration tunnel of VMI {} closed after {} bytes to the target", uid, bytes);
+  TunnelCounts counts = ServeTunnel(ctx, stream, *fd);
+  spdlog::info("migration tunnel of VMI {} closed: to the target {}, from it {}", uid,
+               counts.to_target.ToString(), counts.from_target.ToString());
   absl::MutexLock lock(&mu_);
   auto it = pending_.find(uid);
   if (it != pending_.end()) {

@@ -7,11 +7,13 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstring>
 #include <functional>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/unix_socket.h"
@@ -40,9 +42,11 @@ bool WriteAll(int fd, const std::string& data) {
 // half-closes; the server cancels its call unless the client already finished). When the
 // stream ends first, `half_close` passes that on as SHUT_WR and lets what the fd's peer still
 // sends through (for up to 2 s); otherwise the fd is shut down at once.
+// Returns what went fd → stream (`up`) and stream → fd (`down`).
 template <typename Stream>
-uint64_t CarryBytes(int fd, Stream* stream, const std::function<void(bool)>& fd_ended,
-                    std::atomic<uint64_t>* sent, bool half_close) {
+void CarryBytes(int fd, Stream* stream, const std::function<void(bool)>& fd_ended,
+                std::atomic<uint64_t>* sent, bool half_close, TunnelCount* up_count,
+                TunnelCount* down_count) {
   std::atomic<bool> stream_done{false};
   absl::Notification up_done;
   std::thread up([&] {
@@ -54,16 +58,16 @@ uint64_t CarryBytes(int fd, Stream* stream, const std::function<void(bool)>& fd_
       if (n <= 0) break;
       msg.set_data(buf.data(), static_cast<size_t>(n));
       if (!stream->Write(msg)) break;
+      up_count->Add(buf.data(), static_cast<size_t>(n));
       if (sent != nullptr) *sent += static_cast<uint64_t>(n);
     }
     fd_ended(stream_done.load());
     up_done.Notify();
   });
-  uint64_t received = 0;
   TunnelData in;
   while (stream->Read(&in)) {
     if (!WriteAll(fd, in.data())) break;
-    received += in.data().size();
+    down_count->Add(in.data().data(), in.data().size());
   }
   stream_done = true;
   if (half_close) {
@@ -72,10 +76,18 @@ uint64_t CarryBytes(int fd, Stream* stream, const std::function<void(bool)>& fd_
   }
   shutdown(fd, SHUT_RDWR);  // ends the reader above
   up.join();
-  return received;
 }
 
 }  // namespace
+
+void TunnelCount::Add(const char* data, size_t n) {
+  crc = static_cast<uint32_t>(crc32(crc, reinterpret_cast<const Bytef*>(data), static_cast<uInt>(n)));
+  bytes += n;
+}
+
+std::string TunnelCount::ToString() const {
+  return absl::StrFormat("%d bytes, crc32 %08x", bytes, crc);
+}
 
 grpc::ChannelArguments MigrationChannelArguments() {
   grpc::ChannelArguments args;
@@ -142,10 +154,13 @@ void TunnelListener::Carry(Connection* c) {
   TunnelData hello;
   hello.set_vmi_uid(vmi_uid_);
   hello.set_migration_uid(migration_uid_);
+  TunnelCounts counts;
   if (stream->Write(hello)) {
     CarryBytes(c->fd, stream.get(), [&](bool) { stream->WritesDone(); }, &sent_,
-               /*half_close=*/false);
+               /*half_close=*/false, &counts.to_target, &counts.from_target);
   }
+  spdlog::info("migration tunnel connection of VMI {} closed: to the target {}, from it {}",
+               vmi_uid_, counts.to_target.ToString(), counts.from_target.ToString());
   grpc::Status s = stream->Finish();
   if (!s.ok() && !stopping_) {
     broken_ = true;
@@ -182,16 +197,17 @@ void TunnelListener::Stop() {
 
 TunnelListener::~TunnelListener() { Stop(); }
 
-uint64_t ServeTunnel(grpc::ServerContext* ctx,
-                     grpc::ServerReaderWriter<TunnelData, TunnelData>* stream, int fd) {
-  uint64_t n = CarryBytes(
+TunnelCounts ServeTunnel(grpc::ServerContext* ctx,
+                         grpc::ServerReaderWriter<TunnelData, TunnelData>* stream, int fd) {
+  TunnelCounts counts;
+  CarryBytes(
       fd, stream,
       [ctx](bool stream_done) {
         if (!stream_done) ctx->TryCancel();  // the target's libvirtd went away first
       },
-      nullptr, /*half_close=*/true);
+      nullptr, /*half_close=*/true, &counts.from_target, &counts.to_target);
   close(fd);
-  return n;
+  return counts;
 }
 
 }  // namespace kvnode

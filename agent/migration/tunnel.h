@@ -24,6 +24,15 @@
 
 namespace kvnode {
 
+// What one tunnel connection carried each way, with a CRC-32 of the bytes, so that the two
+// handlers' logs show whether both ends saw the same stream.
+struct TunnelCount {
+  uint64_t bytes = 0;
+  uint32_t crc = 0;  // zlib's crc32 of every byte, in order
+  void Add(const char* data, size_t n);
+  std::string ToString() const;  // "106896358 bytes, crc32 1a2b3c4d"
+};
+
 // Source side. Thread-safe; Stop (or the destructor) ends every connection.
 class TunnelListener {
  public:
@@ -62,9 +71,14 @@ class TunnelListener {
   std::list<std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
 };
 
+struct TunnelCounts {
+  TunnelCount to_target;    // source → target (written to the target's fd)
+  TunnelCount from_target;  // target → source
+};
+
 // Target side: carries `stream` (whose first message was already read) to and from `fd`
-// until either end closes; closes `fd`. Returns the bytes written to `fd`.
-uint64_t ServeTunnel(grpc::ServerContext* ctx,
+// until either end closes; closes `fd`. Returns what it carried each way.
+TunnelCounts ServeTunnel(grpc::ServerContext* ctx,
                      grpc::ServerReaderWriter<kvnode::v1::TunnelData, kvnode::v1::TunnelData>* stream,
                      int fd);
 

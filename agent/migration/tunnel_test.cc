@@ -130,4 +130,16 @@ TEST_F(TunnelTest, TargetHangingUpEndsTheSourceConnection) {
 }
 
 }  // namespace
+TEST(TunnelCountTest, CrcOfChunksIsTheCrcOfTheWhole) {
+  TunnelCount whole, chunks;
+  whole.Add("123456789", 9);
+  EXPECT_EQ(whole.crc, 0xcbf43926u);  // the CRC-32 check value
+  chunks.Add("1234", 4);
+  chunks.Add("", 0);
+  chunks.Add("56789", 5);
+  EXPECT_EQ(chunks.crc, whole.crc);
+  EXPECT_EQ(chunks.bytes, 9u);
+  EXPECT_EQ(chunks.ToString(), "9 bytes, crc32 cbf43926");
+}
+
 }  // namespace kvnode
