@@ -73,10 +73,13 @@ std::vector<std::string> SessionDaemon::Environment(const std::string& base_dir)
 }
 
 absl::Status LinkCapabilitiesCache(const std::string& from, const std::string& cache_home) {
+  return LinkCapabilitiesFiles(from, cache_home + "/libvirt/qemu/cache/capabilities");
+}
+
+absl::Status LinkCapabilitiesFiles(const std::string& from, const std::string& to) {
   if (from.empty()) return absl::OkStatus();
   DIR* dir = opendir(from.c_str());
   if (dir == nullptr) return absl::OkStatus();
-  std::string to = cache_home + "/libvirt/qemu/cache/capabilities";
   absl::Status status = MakeDirs(to, 0700);
   while (status.ok()) {
     struct dirent* e = readdir(dir);

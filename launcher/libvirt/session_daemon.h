@@ -71,6 +71,9 @@ class SessionDaemon {
 // Makes `dir`/.../capabilities hold hard links (or copies across filesystems) of every file in
 // `from`. Missing `from` is not an error: the daemon then probes cold.
 absl::Status LinkCapabilitiesCache(const std::string& from, const std::string& cache_home);
+// The same into `to`, the capabilities dir itself, for a libvirt whose layout is not a session
+// daemon's (libvirt's embedded driver keeps it in ROOT/cache/qemu/capabilities).
+absl::Status LinkCapabilitiesFiles(const std::string& from, const std::string& to);
 
 }  // namespace kvnode
 

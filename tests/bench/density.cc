@@ -6,9 +6,13 @@
 // all libvirtds map among them); and, with N VMIs running, how long a `kill -9`ed handler takes
 // to serve again with every VMI re-adopted. Needs root; boots N QEMUs.
 //
-//   kvnode-bench-density [--vmis 100] [--interval 100ms] [--memory 64Mi] [--floor]
+//   kvnode-bench-density [--vmis 100] [--interval 100ms] [--memory 64Mi] [--floor | --embed]
+//                        [--cold-cache]
 //
 // --floor runs the same burst with libvirt alone instead (see RunFloor): the machine's floor.
+// --embed runs it with libvirt's embedded driver, one process per guest and no libvirtd: the
+// alternative to a per-VMI libvirtd (issue 9). --cold-cache (with either) links no primed QEMU
+// capabilities cache, so each libvirt probes QEMU itself.
 #include <signal.h>
 #include <unistd.h>
 
@@ -28,6 +32,7 @@
 #include "agent/base/state_layout.h"
 #include "agent/base/subprocess.h"
 #include "agent/supervisor/launcher_process.h"
+#include "tests/bench/embed_domain.h"
 #include "tests/bench/floor_domain.h"
 #include "tests/bench/percentile.h"
 #include "tests/integration/kvnode_fixture.h"
@@ -84,10 +89,18 @@ void VmiMemory(HandlerProcess* h, const std::string& uid, Memory* overhead, Memo
   }
 }
 
+struct FloorOptions {
+  bool embed = false;       // EmbedDomain instead of FloorDomain
+  bool cold_cache = false;  // no primed capabilities cache
+};
+
 // The same burst with libvirt alone (floor_domain.h): N session libvirtds + `virsh create` of
 // the domain kvnode's converter makes for the minimal VMI, started `interval` apart, each kept
-// running. Shows what this machine can do at best, whatever the agent.
-int RunFloor(HandlerProcess* h, int n, absl::Duration interval, const std::string& memory) {
+// running. Shows what this machine can do at best, whatever the agent. With options.embed, N
+// processes of libvirt's embedded driver instead (embed_domain.h), the same way.
+int RunFloor(HandlerProcess* h, int n, absl::Duration interval, const std::string& memory,
+             const FloorOptions& options) {
+  const char* kind = options.embed ? "embed" : "floor";
   auto id = LauncherIdentity::Lookup("kvnode");
   if (!id.ok()) {
     std::cerr << id.status() << "\n";
@@ -119,12 +132,26 @@ spec:
     xmls.push_back(bases.back() + "/domain.xml");
     std::ofstream(xmls.back()) << xml->output;
   }
-  std::string caps = "/var/tmp/kvnode-test-capabilities/k/libvirt/qemu/cache/capabilities";
-  std::cout << absl::StrFormat("floor: starting %d libvirtd + virsh create %s apart (memory %s)\n",
-                               n, absl::FormatDuration(interval), memory);
+  std::string caps = options.cold_cache
+                         ? ""
+                         : NodePaths::CapabilitiesCacheIn("/var/tmp/kvnode-test-capabilities");
+  std::cout << absl::StrFormat(
+      "%s: starting %d %s %s apart (memory %s, capabilities cache %s)\n", kind, n,
+      options.embed ? "qemu:///embed processes + virDomainCreateXML" : "libvirtd + virsh create",
+      absl::FormatDuration(interval), memory, options.cold_cache ? "cold" : "primed");
   std::mutex mu;
-  std::vector<std::unique_ptr<FloorDomain>> domains;
-  std::vector<double> latencies;
+  std::vector<std::unique_ptr<BareGuest>> domains;
+  std::vector<double> latencies, opens, creates;
+  auto start = [&](int i, double* ms) -> absl::StatusOr<std::unique_ptr<BareGuest>> {
+    if (!options.embed) return FloorDomain::Start(bases[i], xmls[i], caps, *id, ms);
+    auto e = EmbedDomain::Start(bases[i], xmls[i], caps, *id, ms);
+    if (e.ok()) {
+      std::lock_guard<std::mutex> l(mu);
+      opens.push_back((*e)->open_ms());
+      creates.push_back((*e)->create_ms());
+    }
+    return e;
+  };
   std::vector<std::thread> starters;
   absl::Time t0 = absl::Now();
   absl::Time last = t0;
@@ -132,10 +159,10 @@ spec:
     absl::SleepFor(t0 + interval * i - absl::Now());
     starters.emplace_back([&, i] {
       double ms = 0;
-      auto d = FloorDomain::Start(bases[i], xmls[i], caps, *id, &ms);
+      auto d = start(i, &ms);
       std::lock_guard<std::mutex> l(mu);
       if (!d.ok()) {
-        std::cerr << "floor " << i << ": " << d.status() << "\n";
+        std::cerr << kind << " " << i << ": " << d.status() << "\n";
         return;
       }
       domains.push_back(std::move(*d));
@@ -145,24 +172,35 @@ spec:
   }
   for (auto& t : starters) t.join();
   std::cout << absl::StrFormat(
-      "floor Running: %zu of %d\nfloor creation -> Running: p50 %.2f s, p95 %.2f s, max %.2f s\n"
-      "floor total (first creation -> last Running): %.1f s\n",
-      latencies.size(), n, Percentile(latencies, 0.5), Percentile(latencies, 0.95),
-      Percentile(latencies, 1.0), absl::ToDoubleSeconds(last - t0));
+      "%s Running: %zu of %d\n%s creation -> Running: p50 %.2f s, p95 %.2f s, max %.2f s\n"
+      "%s total (first creation -> last Running): %.1f s\n",
+      kind, latencies.size(), n, kind, Percentile(latencies, 0.5), Percentile(latencies, 0.95),
+      Percentile(latencies, 1.0), kind, absl::ToDoubleSeconds(last - t0));
+  if (options.embed) {
+    std::cout << absl::StrFormat(
+        "embed, inside the process: driver open p50 %.0f ms (max %.0f), virDomainCreateXML "
+        "p50 %.0f ms (max %.0f)\n",
+        Percentile(opens, 0.5), Percentile(opens, 1.0), Percentile(creates, 0.5),
+        Percentile(creates, 1.0));
+  }
+  absl::SleepFor(absl::Seconds(5));  // as for kvnode's figures: memory once the burst settled
   std::vector<double> rss, pss;
   for (const auto& d : domains) {
-    rss.push_back(ProcKib(d->daemon_pid(), "status", "VmRSS") / 1024);
-    pss.push_back(ProcKib(d->daemon_pid(), "smaps_rollup", "Pss") / 1024);
+    rss.push_back(ProcKib(d->holder_pid(), "status", "VmRSS") / 1024);
+    pss.push_back(ProcKib(d->holder_pid(), "smaps_rollup", "Pss") / 1024);
   }
-  std::cout << absl::StrFormat("floor per VMI, libvirtd: RSS median %.1f MiB, PSS median %.1f MiB\n",
-                               Percentile(rss, 0.5), Percentile(pss, 0.5));
-  domains.clear();  // destroys every domain, then its daemon
+  std::cout << absl::StrFormat(
+      "%s per VMI, %s: RSS median %.1f MiB (max %.1f), PSS median %.1f MiB (max %.1f)\n", kind,
+      options.embed ? "embed process" : "libvirtd", Percentile(rss, 0.5), Percentile(rss, 1.0),
+      Percentile(pss, 0.5), Percentile(pss, 1.0));
+  domains.clear();  // destroys every domain, then the process that held it
   return latencies.size() == static_cast<size_t>(n) ? 0 : 1;
 }
 
 int Run(int argc, char** argv) {
   FlagSet flags;
-  flags.Value("vmis").Value("interval").Value("memory").Bool("floor");
+  flags.Value("vmis").Value("interval").Value("memory").Bool("floor").Bool("embed").Bool(
+      "cold-cache");
   if (auto s = flags.Parse({argv + 1, argv + argc}); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 2;
@@ -181,7 +219,12 @@ int Run(int argc, char** argv) {
   }
   HandlerProcess* h = started->get();
   absl::SleepFor(absl::Seconds(2));  // settle (capabilities priming, first allocations)
-  if (flags.GetBool("floor")) return RunFloor(h, n, interval, memory);
+  if (flags.GetBool("floor") || flags.GetBool("embed")) {
+    FloorOptions options;
+    options.embed = flags.GetBool("embed");
+    options.cold_cache = flags.GetBool("cold-cache");
+    return RunFloor(h, n, interval, memory, options);
+  }
   double handler_idle = ProcKib(h->pid(), "status", "VmRSS") / 1024;
 
   // One watch for every VMI: the first Running event of each.

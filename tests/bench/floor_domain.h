@@ -18,7 +18,17 @@
 
 namespace kvnode {
 
-class FloorDomain {
+// A guest that libvirt alone keeps running for a bench, without kvnode: destroying the object
+// destroys the guest and ends the process that held it. FloorDomain holds it in a session
+// libvirtd; EmbedDomain (embed_domain.h) in a process of libvirt's embedded driver.
+class BareGuest {
+ public:
+  virtual ~BareGuest() = default;
+  // The process the guest costs besides its QEMU: its libvirtd, or the embedding process.
+  virtual pid_t holder_pid() const = 0;
+};
+
+class FloorDomain : public BareGuest {
  public:
   // Starts a daemon under `base` (its old daemon dir is removed) and creates the domain
   // `xml_path` describes; *ms is the time from spawning the daemon to `virsh create`
@@ -28,9 +38,9 @@ class FloorDomain {
                                                             const std::string& capabilities,
                                                             const LauncherIdentity& id,
                                                             double* ms);
-  ~FloorDomain();
+  ~FloorDomain() override;
 
-  pid_t daemon_pid() const { return daemon_; }
+  pid_t holder_pid() const override { return daemon_; }
 
   FloorDomain(const FloorDomain&) = delete;
   FloorDomain& operator=(const FloorDomain&) = delete;
