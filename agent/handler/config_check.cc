@@ -85,9 +85,9 @@ void CheckTools(const HandlerOptions& o, std::vector<ConfigFinding>* out) {
                                                : "TCG: " + o.virt_type_reason});
   }
   out->push_back({true, "--free-page-reporting",
-                  o.config.free_page_reporting
-                      ? "on for VMIs that do not opt out"
-                      : "off (the default under TCG, where slow migrations damaged guests more often with it on)"});
+                  o.config.free_page_reporting ? "on for VMIs that do not opt out"
+                                               : "off (the default under TCG, where slow "
+                                                 "migrations damaged guests more often with it on)"});
   if (!o.pod_network) {
     out->push_back({true, "--pod-network", "off: VMIs with interfaces are refused"});
     return;

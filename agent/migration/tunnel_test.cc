@@ -129,7 +129,6 @@ TEST_F(TunnelTest, TargetHangingUpEndsTheSourceConnection) {
   close(fd);
 }
 
-}  // namespace
 TEST(TunnelCountTest, CrcOfChunksIsTheCrcOfTheWhole) {
   TunnelCount whole, chunks;
   whole.Add("123456789", 9);
@@ -142,4 +141,5 @@ TEST(TunnelCountTest, CrcOfChunksIsTheCrcOfTheWhole) {
   EXPECT_EQ(chunks.ToString(), "9 bytes, crc32 cbf43926");
 }
 
+}  // namespace
 }  // namespace kvnode

@@ -27,8 +27,6 @@ bool IsFinal(const kvnode::v1::VirtualMachineInstance& vmi) {
   return vmi.status().phase() == "Succeeded" || vmi.status().phase() == "Failed";
 }
 
-
-
 // Whether any process holds a lock on the claim's disk.img. QEMU locks the images it has open
 // (open file description locks), and local filesystems and NFSv4 show such a lock to every
 // node that sees the file, so this finds a guest using the disk on any node.

@@ -426,8 +426,8 @@ class Chaos {
       absl::SleepFor(absl::Milliseconds(500));
     }
     // After a stop, waits were cut short: what they saw proves nothing.
-  if (testing::StoppedWaiting()) problems.clear();
-  for (const std::string& p : problems) violations_.push_back(p);
+    if (testing::StoppedWaiting()) problems.clear();
+    for (const std::string& p : problems) violations_.push_back(p);
     if (!problems.empty()) std::cout << h_->DiagnosticLogs(3000) << "\n";
   }
 

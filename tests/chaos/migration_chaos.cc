@@ -103,6 +103,14 @@ const char* FaultName(Fault f) {
   return "?";
 }
 
+// The kind named `name` (FaultName's inverse), or none.
+std::optional<Fault> FaultNamed(const std::string& name) {
+  for (int k = 0; k < kFaultKinds; ++k) {
+    if (name == FaultName(static_cast<Fault>(k))) return static_cast<Fault>(k);
+  }
+  return std::nullopt;
+}
+
 // The table in the header comment: may `f` end the guest, given how the migration ended?
 bool MayEndGuest(Fault f, bool succeeded) {
   switch (f) {
@@ -250,12 +258,11 @@ class MigrationChaos {
 Fault MigrationChaos::NextFault() {
   // A shuffled bag of every kind, refilled when empty: any eight rounds in a row see each.
   if (bag_.empty()) {
-    for (int k = 0; k < kFaultKinds; ++k) {
-      const std::vector<std::string>& only = options_.faults;
-      if (only.empty() ||
-          std::find(only.begin(), only.end(), FaultName(static_cast<Fault>(k))) != only.end()) {
-        bag_.push_back(k);
-      }
+    if (options_.faults.empty()) {
+      for (int k = 0; k < kFaultKinds; ++k) bag_.push_back(k);
+    }
+    for (const std::string& name : options_.faults) {
+      if (auto f = FaultNamed(name)) bag_.push_back(static_cast<int>(*f));
     }
     std::shuffle(bag_.begin(), bag_.end(), rng_);
   }
@@ -714,9 +721,7 @@ void MigrationChaos::WatchLoop(int i) {
 
 std::string CheckFaultNames(const std::vector<std::string>& faults) {
   for (const std::string& name : faults) {
-    bool known = false;
-    for (int k = 0; k < kFaultKinds; ++k) known |= name == FaultName(static_cast<Fault>(k));
-    if (!known) {
+    if (!FaultNamed(name)) {
       std::vector<std::string> all;
       for (int k = 0; k < kFaultKinds; ++k) all.push_back(FaultName(static_cast<Fault>(k)));
       return absl::StrCat("--faults: unknown fault \"", name, "\" (known: ",

@@ -329,6 +329,19 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(ok->success()) << ok->output;
   EXPECT_THAT(ok->output, HasSubstr("configuration is valid"));
+  // Free page reporting: off by default under TCG, on when asked; a bad value names the flag.
+  EXPECT_THAT(ok->output, HasSubstr("--free-page-reporting: off (the default under TCG"));
+  auto on = RunCommand({BinaryDir() + "/kvnode-handler", "--validate-config", "--virt-type", "qemu",
+                        "--free-page-reporting", "on", "--state-dir", state, "--socket",
+                        "/tmp/kvit-validate-sock/x.sock"});
+  ASSERT_TRUE(on.ok());
+  EXPECT_THAT(on->output, HasSubstr("--free-page-reporting: on for VMIs that do not opt out"));
+  auto typo = RunCommand({BinaryDir() + "/kvnode-handler", "--validate-config",
+                          "--free-page-reporting", "yes", "--state-dir", state});
+  ASSERT_TRUE(typo.ok());
+  EXPECT_FALSE(typo->success());
+  EXPECT_THAT(typo->output,
+              HasSubstr("--free-page-reporting: expected on, off or auto, got \"yes\""));
   struct stat st;
   EXPECT_NE(stat(absl::StrCat("/tmp/kvit-validate-", getpid()).c_str(), &st), 0)
       << "--validate-config created the state dir";
