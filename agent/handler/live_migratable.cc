@@ -15,8 +15,8 @@ MigratableVerdict No(const char* reason, std::string message) {
 
 MigratableVerdict LocalDisk(const std::string& volume, const char* kind) {
   return No(kDisks, absl::StrCat("cannot migrate VMI: volume ", volume, " (", kind,
-                                 ") is local to this node, and kvnode does not do block "
-                                 "migration"));
+                                 ") is local to this node, and block migration copies only "
+                                 "PersistentVolumeClaims and emptyDisks"));
 }
 
 // KubeVirt's words ("cannot migrate VMI: PVC %v is not shared, live migration requires that
@@ -44,10 +44,13 @@ MigratableVerdict EvaluateLiveMigratable(const kvnode::v1::VirtualMachineInstanc
         if (sc == claims.end()) {
           return ClaimNotShared(v.name(), claim, "the claim does not exist on this node");
         }
-        if (!sc->second.shared) {
+        // A node-local claim of files is copied by block migration; a node-local device
+        // cannot be (the target would need a device of its own bound first).
+        if (!sc->second.shared && sc->second.volume_mode == kVolumeModeBlock) {
           return ClaimNotShared(v.name(), claim,
                                 absl::StrCat("its storage class \"", sc->second.name,
-                                             "\" is not shared"));
+                                             "\" is of node-local Block devices, which block "
+                                             "migration does not copy"));
         }
         break;
       }
@@ -56,9 +59,12 @@ MigratableVerdict EvaluateLiveMigratable(const kvnode::v1::VirtualMachineInstanc
           return No(kDisks, "cannot migrate VMI with non-shared HostDisk");
         }
         break;
+      // An emptyDisk is copied by block migration into the one the target makes; the NoCloud
+      // ISO is made again from the spec on the target (KubeVirt does both).
+      case kvnode::v1::Volume::kEmptyDisk:
+      case kvnode::v1::Volume::kCloudInitNoCloud: break;
+      // Overlays over a backing file of the node (an image in its cache, a claim).
       case kvnode::v1::Volume::kContainerDisk: return LocalDisk(v.name(), "containerDisk");
-      case kvnode::v1::Volume::kEmptyDisk: return LocalDisk(v.name(), "emptyDisk");
-      case kvnode::v1::Volume::kCloudInitNoCloud: return LocalDisk(v.name(), "cloudInitNoCloud");
       case kvnode::v1::Volume::kEphemeral: return LocalDisk(v.name(), "ephemeral");
       default: break;
     }

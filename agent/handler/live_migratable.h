@@ -2,11 +2,12 @@
 // (pkg/virt-controller/watch/vmi.go, pkg/virt-handler/vm.go calculateLiveMigrationCondition):
 // True, or False with the reason and message that a migration request is then refused with.
 //
-// kvnode migrates shared storage only: PVCs (and DataVolumes) whose claim is of a shared
-// storage class (storage_class.h: its claims live in a directory every node sees), hostDisks
-// marked `shared: true`. Node-local disks (containerDisk,
-// emptyDisk, cloudInitNoCloud, ephemeral) would need block migration, which kvnode does not do
-// yet, so they make a VMI not live-migratable.
+// kvnode migrates PVCs (and DataVolumes) whose claim is of a shared storage class
+// (storage_class.h: its claims live in a directory every node sees) and hostDisks marked
+// `shared: true` as they are; claims of a node-local Filesystem class are copied to the target
+// by block migration, and so are emptyDisks; a cloudInitNoCloud disk is made again on the
+// target. A claim bound to a node-local device, a hostDisk not marked shared, and the overlays
+// over a node's own files (containerDisk, ephemeral) make a VMI not live-migratable.
 //
 // Pure. Thread-safe.
 #ifndef KVNODE_AGENT_HANDLER_LIVE_MIGRATABLE_H_

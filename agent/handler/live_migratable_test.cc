@@ -24,9 +24,17 @@ StorageClass Class(const std::string& name, bool shared) {
   return c;
 }
 
-// Claims "root" (class "shared", shared) and "scratch" (class "local", not shared).
+StorageClass BlockClass(const std::string& name) {
+  StorageClass c = Class(name, false);
+  c.volume_mode = kVolumeModeBlock;
+  return c;
+}
+
+// Claims "root" (class "shared", shared), "scratch" (class "local", node-local files) and
+// "fast" (class "nvme", node-local Block devices).
 const ClassByClaim kClaims = {{"root", Class("shared", true)},
-                              {"scratch", Class("local", false)}};
+                              {"scratch", Class("local", false)},
+                              {"fast", BlockClass("nvme")}};
 
 TEST(LiveMigratable, PvcOfASharedStorageClassMigrates) {
   auto spec = WithVolume([](kvnode::v1::Volume* v) {
@@ -37,27 +45,30 @@ TEST(LiveMigratable, PvcOfASharedStorageClassMigrates) {
   EXPECT_TRUE(EvaluateLiveMigratable(dv, kClaims).migratable);
 }
 
-TEST(LiveMigratable, PvcOfAClassNotSharedIsRefusedNamingVolumeAndClassInKubeVirtsWords) {
+TEST(LiveMigratable, PvcAndDataVolumeOfANodeLocalFileClassMigrateByCopy) {
   auto spec = WithVolume([](kvnode::v1::Volume* v) {
     v->mutable_persistent_volume_claim()->set_claim_name("scratch");
+  });
+  EXPECT_TRUE(EvaluateLiveMigratable(spec, kClaims).migratable);
+  auto dv =
+      WithVolume([](kvnode::v1::Volume* v) { v->mutable_data_volume()->set_name("scratch"); });
+  EXPECT_TRUE(EvaluateLiveMigratable(dv, kClaims).migratable);
+}
+
+TEST(LiveMigratable, PvcOfANodeLocalBlockClassIsRefusedNamingVolumeAndClassInKubeVirtsWords) {
+  auto spec = WithVolume([](kvnode::v1::Volume* v) {
+    v->mutable_persistent_volume_claim()->set_claim_name("fast");
   });
   MigratableVerdict no = EvaluateLiveMigratable(spec, kClaims);
   EXPECT_FALSE(no.migratable);
   EXPECT_EQ(no.reason, "DisksNotLiveMigratable");
   EXPECT_EQ(no.message,
-            "cannot migrate VMI: PVC scratch (volume disk0) is not shared: its storage class "
-            "\"local\" is not shared, live migration requires that all PVCs must be shared "
-            "(using a storage class with shared=true)");
-}
-
-TEST(LiveMigratable, DataVolumeOfAClassNotSharedIsRefused) {
-  auto spec =
-      WithVolume([](kvnode::v1::Volume* v) { v->mutable_data_volume()->set_name("scratch"); });
-  MigratableVerdict no = EvaluateLiveMigratable(spec, kClaims);
-  EXPECT_FALSE(no.migratable);
-  EXPECT_NE(no.message.find("PVC scratch (volume disk0) is not shared: its storage class "
-                            "\"local\" is not shared"),
-            std::string::npos);
+            "cannot migrate VMI: PVC fast (volume disk0) is not shared: its storage class "
+            "\"nvme\" is of node-local Block devices, which block migration does not copy, "
+            "live migration requires that all PVCs must be shared (using a storage class with "
+            "shared=true)");
+  auto dv = WithVolume([](kvnode::v1::Volume* v) { v->mutable_data_volume()->set_name("fast"); });
+  EXPECT_FALSE(EvaluateLiveMigratable(dv, kClaims).migratable);
 }
 
 TEST(LiveMigratable, ClaimTheNodeDoesNotKnowIsNotTakenToBeShared) {
@@ -72,17 +83,17 @@ TEST(LiveMigratable, ClaimTheNodeDoesNotKnowIsNotTakenToBeShared) {
             std::string::npos);
 }
 
-TEST(LiveMigratable, OneClaimNotSharedAmongSharedOnesIsEnoughToRefuse) {
+TEST(LiveMigratable, OneClaimThatCannotMoveAmongOthersIsEnoughToRefuse) {
   kvnode::v1::VirtualMachineInstanceSpec spec;
   auto* a = spec.add_volumes();
   a->set_name("rootdisk");
   a->mutable_persistent_volume_claim()->set_claim_name("root");
   auto* b = spec.add_volumes();
-  b->set_name("scratchdisk");
-  b->mutable_persistent_volume_claim()->set_claim_name("scratch");
+  b->set_name("fastdisk");
+  b->mutable_persistent_volume_claim()->set_claim_name("fast");
   MigratableVerdict no = EvaluateLiveMigratable(spec, kClaims);
   EXPECT_FALSE(no.migratable);
-  EXPECT_NE(no.message.find("(volume scratchdisk)"), std::string::npos);
+  EXPECT_NE(no.message.find("(volume fastdisk)"), std::string::npos);
 }
 
 TEST(LiveMigratable, HostDiskOnlyWhenShared) {
@@ -95,11 +106,28 @@ TEST(LiveMigratable, HostDiskOnlyWhenShared) {
   EXPECT_TRUE(EvaluateLiveMigratable(spec, kClaims).migratable);
 }
 
-TEST(LiveMigratable, NodeLocalDisksNeedBlockMigrationWhichIsNotDone) {
+TEST(LiveMigratable, OverlaysOverTheNodesOwnFilesAreNotCopied) {
   auto spec = WithVolume([](kvnode::v1::Volume* v) { v->mutable_container_disk(); });
   MigratableVerdict no = EvaluateLiveMigratable(spec, kClaims);
   EXPECT_FALSE(no.migratable);
-  EXPECT_NE(no.message.find("volume disk0 (containerDisk) is local"), std::string::npos);
+  EXPECT_EQ(no.message, "cannot migrate VMI: volume disk0 (containerDisk) is local to this "
+                        "node, and block migration copies only PersistentVolumeClaims and "
+                        "emptyDisks");
+  auto ephemeral = WithVolume([](kvnode::v1::Volume* v) {
+    v->mutable_ephemeral()->mutable_persistent_volume_claim()->set_claim_name("root");
+  });
+  EXPECT_FALSE(EvaluateLiveMigratable(ephemeral, kClaims).migratable);
+}
+
+TEST(LiveMigratable, EmptyDiskIsCopiedAndCloudInitMadeAgain) {
+  auto empty = WithVolume([](kvnode::v1::Volume* v) {
+    v->mutable_empty_disk()->set_capacity("1Gi");
+  });
+  EXPECT_TRUE(EvaluateLiveMigratable(empty, kClaims).migratable);
+  auto nocloud = WithVolume([](kvnode::v1::Volume* v) {
+    v->mutable_cloud_init_no_cloud()->set_user_data("#cloud-config\n");
+  });
+  EXPECT_TRUE(EvaluateLiveMigratable(nocloud, kClaims).migratable);
 }
 
 TEST(LiveMigratable, BridgeOnThePodNetworkIsNotMigratable) {

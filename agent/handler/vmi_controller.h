@@ -172,6 +172,8 @@ class VmiController {
     std::string vmi_dir;
     std::string pod_ip;
     pid_t launcher_pid = 0;
+    // Node-local claims made here for block migration: name → path of their (empty) disk.
+    std::map<std::string, std::string> copied_claims;
   };
   // `claims` are the source's claims of the VMI: each this node lacks is recorded first
   // (VolumeManager::AdoptMigratingClaims; FailedPrecondition when this node does not share
@@ -181,6 +183,9 @@ class VmiController {
       const kvnode::v1::VirtualMachineInstance& vmi,
       const std::vector<VolumeManager::MigratingClaim>& claims,
       const kvnode::v1::VirtualMachine* owner_vm, absl::Duration timeout);
+  // Source: the per-VMI disks a block migration copies (each emptyDisk's image in the VMI's
+  // dir; the target makes its own empty one when it prepares the VMI's volumes).
+  std::vector<std::string> EmptyDisksOf(const kvnode::v1::VirtualMachineInstance& vmi);
   // Source: the VMI's claims as the target needs them (none without a VolumeManager).
   std::vector<VolumeManager::MigratingClaim> MigratingClaimsOf(
       const kvnode::v1::VirtualMachineInstance& vmi);
@@ -188,6 +193,11 @@ class VmiController {
   void SetVmHandover(VmHandover* handover) { handover_.store(handover); }
   // The VM on this node that controls `vmi`, if any (none before SetVmHandover).
   std::optional<kvnode::v1::VirtualMachine> OwnerVm(const kvnode::v1::VirtualMachineInstance& vmi);
+  // An open fd (O_CLOEXEC; the caller closes it) of the network namespace the VMI's launcher
+  // runs in (its pod's), where a block migration's QEMU streams use the loopback.
+  // FailedPrecondition when the launcher runs in the handler's own namespace (no pod
+  // network), where the ports would be the node's.
+  absl::StatusOr<int> LauncherNetns(const std::string& uid);
   // The target launcher's libvirtd socket; NotFound unless a target is prepared for `uid`.
   absl::StatusOr<std::string> MigrationTargetSocket(const std::string& uid);
   // Whether `uid` is a prepared target that has not (yet) taken the VMI.
@@ -237,6 +247,8 @@ class VmiController {
     // The VM that came with the migration (stored as kMigratedVmKind while the record is a
     // target), adopted by this node's VM controller when the domain resumes here.
     std::optional<kvnode::v1::VirtualMachine> owner_vm;
+    // A target's node-local claims made for block migration (MigrationTarget::copied_claims).
+    std::map<std::string, std::string> copied_claims;
     bool migrating_out = false;
     bool migrated_away = false;
     // Readiness and liveness probes, from when the domain runs (vmi_probes.cc).

@@ -2,7 +2,13 @@
 // the VMI as migrating, keeps its migrationState, and lets it go once the domain left; on the
 // target it makes a hidden "target pod" (pod network + launcher in target mode) that becomes
 // this node's VMI when the migrated domain resumes here. agent/migration/ drives the steps.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <map>
+#include <optional>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -53,7 +59,9 @@ absl::StatusOr<VirtualMachineInstance> VmiController::BeginMigrationOut(
   }
   r->migrating_out = true;
   *r->vmi.mutable_status()->mutable_migration_state() = state;
-  r->vmi.mutable_status()->set_migration_method("LiveMigration");
+  // KubeVirt's words: BlockMigration when disks were copied, LiveMigration otherwise.
+  bool copied = !r->copied_claims.empty() || !EmptyDisksOf(r->vmi).empty();
+  r->vmi.mutable_status()->set_migration_method(copied ? "BlockMigration" : "LiveMigration");
   r->vmi.mutable_status()->set_migration_transport("Unix");
   RETURN_IF_ERROR(Persist(r, "MODIFIED"));
   EventLocked(r->vmi, "Normal", "Migrating",
@@ -122,6 +130,36 @@ bool VmiController::HasLiveLauncher(const std::string& uid) {
   return it != by_uid_.end() && it->second->launcher_alive;
 }
 
+absl::StatusOr<int> VmiController::LauncherNetns(const std::string& uid) {
+  pid_t pid = 0;
+  uint64_t started = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end() || !it->second->launcher_alive) {
+      return absl::NotFoundError("VMI " + uid + " has no running launcher on node " +
+                                 config_.node_name);
+    }
+    pid = it->second->launcher_pid;
+    started = it->second->launcher_start_time;
+  }
+  const std::string path = absl::StrCat("/proc/", pid, "/ns/net");
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "open " + path);
+  // Still that launcher (not a recycled pid), and not in the handler's own namespace.
+  struct stat ours, theirs;
+  bool same_process = ProcessStartTime(pid) == std::optional<uint64_t>(started);
+  if (!same_process || fstat(fd, &theirs) < 0 || stat("/proc/self/ns/net", &ours) < 0 ||
+      (ours.st_dev == theirs.st_dev && ours.st_ino == theirs.st_ino)) {
+    close(fd);
+    if (!same_process) return absl::NotFoundError("the launcher of VMI " + uid + " exited");
+    return absl::FailedPreconditionError(
+        "block migration needs the VMI's own pod network namespace, and its launcher runs in "
+        "the handler's (node " + config_.node_name + " has no pod network)");
+  }
+  return fd;
+}
+
 absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> VmiController::MigrationLauncher(
     const std::string& uid) {
   return LauncherStub(uid, absl::Seconds(5));
@@ -167,6 +205,16 @@ bool VmiController::MigrationLauncherExitLocked(Record* r,
                            "; its source launcher ended"));
   RemoveLocked(uid);
   return true;
+}
+
+std::vector<std::string> VmiController::EmptyDisksOf(const VirtualMachineInstance& vmi) {
+  std::vector<std::string> disks;
+  for (const auto& v : vmi.spec().volumes()) {
+    if (v.has_empty_disk()) {
+      disks.push_back(paths_.vmi(vmi.metadata().uid()).disk_dir(v.name()) + "/disk.qcow2");
+    }
+  }
+  return disks;
 }
 
 std::vector<VolumeManager::MigratingClaim> VmiController::MigratingClaimsOf(
@@ -253,6 +301,10 @@ void VmiController::PersistTargetLocked(Record* r) {
 
 void VmiController::ForgetTargetLocked(Record* r, bool keep_vm) {
   VirtualMachineInstance stored = r->vmi;
+  if (!keep_vm && config_.volumes != nullptr) {
+    // The migration did not bring the VMI: what block migration copied here is partial.
+    work_.Schedule([this, stored] { config_.volumes->DropCopiedClaims(stored); });
+  }
   auto rv = store_->Delete(kMigrationTargetKind, &stored);
   if (rv.ok() && r->owner_vm.has_value() && !keep_vm) {
     kvnode::v1::VirtualMachine vm = *r->owner_vm;
@@ -398,15 +450,26 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
     // The VMI's claims must be this node's too, in the same shared classes, before its pod
     // looks for them. Nothing is undone on a failure: a claim recorded before another was
     // refused is Retain and adopted, so deleting it here never touches its data.
+    std::map<std::string, std::string> copied;
     if (config_.volumes != nullptr) {
-      RETURN_IF_ERROR(config_.volumes->AdoptMigratingClaims(vmi.metadata().namespace_(), claims,
-                                                            config_.node_name));
+      std::set<std::string> in_use;
+      for (const auto& [other, rec] : by_uid_) {
+        if (rec->vmi.metadata().namespace_() != vmi.metadata().namespace_() ||
+            IsFinalPhase(rec->vmi.status().phase())) {
+          continue;
+        }
+        for (std::string& c : ClaimsOf(rec->vmi)) in_use.insert(std::move(c));
+      }
+      ASSIGN_OR_RETURN(copied,
+                       config_.volumes->AdoptMigratingClaims(vmi.metadata().namespace_(), uid,
+                                                             claims, config_.node_name, in_use));
     } else if (!claims.empty()) {
       return absl::FailedPreconditionError("node " + config_.node_name + " has no volumes");
     }
     auto record = std::make_unique<Record>();
     record->vmi = vmi;
     record->migration_target = true;
+    record->copied_claims = std::move(copied);
     if (owner_vm != nullptr) record->owner_vm = *owner_vm;
     record->source_status = vmi.status();
     record->vmi.mutable_status()->clear_launcher();
@@ -441,6 +504,7 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
   MigrationTarget t;
   t.vmi_dir = paths_.vmi(uid).root();
   t.launcher_pid = r->launcher_pid;
+  t.copied_claims = r->copied_claims;
   for (const auto& i : r->vmi.status().interfaces()) {
     if (!i.ip_address().empty()) t.pod_ip = i.ip_address();
   }
@@ -512,7 +576,9 @@ absl::StatusOr<VirtualMachineInstance> VmiController::CompleteMigrationTarget(
   *ms = state;
   ms->set_target_node_domain_detected(detected);
   ms->set_target_node_domain_ready_timestamp(ready);
-  r->vmi.mutable_status()->set_migration_method("LiveMigration");
+  // KubeVirt's words: BlockMigration when disks were copied, LiveMigration otherwise.
+  bool copied = !r->copied_claims.empty() || !EmptyDisksOf(r->vmi).empty();
+  r->vmi.mutable_status()->set_migration_method(copied ? "BlockMigration" : "LiveMigration");
   r->vmi.mutable_status()->set_migration_transport("Unix");
   SetLiveMigratableCondition(&r->vmi, ClaimClassesOf(r->vmi), clock_->Now());
   RETURN_IF_ERROR(Persist(r, "MODIFIED"));

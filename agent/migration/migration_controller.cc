@@ -1,5 +1,7 @@
 #include "agent/migration/migration_controller.h"
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/api/api_server.h"
@@ -286,10 +288,15 @@ std::string MigrationController::PrepareTarget(Outbound* m, kvnode::v1::Migratio
   *req.mutable_vmi() = *vmi;
   if (auto vm = vmis_->OwnerVm(*vmi); vm.has_value()) *req.mutable_owner_vm() = *vm;
   // The target records the claims it lacks, as claims of its own shared class of that name.
+  // Node-local claims (disk_bytes > 0) are made on the target and copied by block migration,
+  // as are emptyDisks.
+  m->empty_disks = vmis_->EmptyDisksOf(*vmi);
   for (auto& c : vmis_->MigratingClaimsOf(*vmi)) {
+    if (c.disk_bytes > 0) m->local_disks[c.pvc.metadata().name()] = c.image;
     auto* claim = req.add_claims();
     *claim->mutable_pvc() = std::move(c.pvc);
     claim->set_storage_class_path(c.class_path);
+    claim->set_disk_bytes(c.disk_bytes);
   }
   req.set_migration_uid(m->vmim.metadata().uid());
   req.set_source_node(config_.node_name);
@@ -298,6 +305,14 @@ std::string MigrationController::PrepareTarget(Outbound* m, kvnode::v1::Migratio
   ctx.set_wait_for_ready(true);
   grpc::Status s = target->PrepareTarget(&ctx, req, prepared);
   if (!s.ok()) return "prepare the target: " + s.error_message();
+  for (const auto& [claim, image] : m->local_disks) {
+    bool made = false;
+    for (const auto& d : prepared->copied_disks()) made = made || d.claim() == claim;
+    if (!made) {
+      return "prepare the target: node " + m->vmim.spec().target_node() +
+             " made no disk for the node-local claim " + claim;
+    }
+  }
   Publish(m, "Scheduled");
   UpdateState(m, [&](VirtualMachineInstanceMigrationState* st) {
     st->set_target_pod(absl::StrCat("launcher pid ", prepared->launcher_pid()));
@@ -317,7 +332,17 @@ std::string MigrationController::StartLauncherMigration(
   req.set_bandwidth_mib(m->bandwidth_mib);
   req.set_allow_auto_converge(config_.policy.allow_auto_converge);
   req.set_allow_post_copy(config_.policy.allow_post_copy);
-  // The VMI dir first: it lies under the state dir.
+  // Each copied disk first (it may lie under either dir), then the VMI dir (it lies under
+  // the state dir).
+  for (const auto& d : prepared.copied_disks()) {
+    auto local = m->local_disks.find(d.claim());
+    if (local == m->local_disks.end()) continue;
+    req.add_copy_disks(local->second);
+    auto* disk = req.add_rewrites();
+    disk->set_from(local->second);
+    disk->set_to(d.target_path());
+  }
+  for (const std::string& disk : m->empty_disks) req.add_copy_disks(disk);
   auto* rw = req.add_rewrites();
   rw->set_from(m->vmi_dir);
   rw->set_to(prepared.target_vmi_dir());
@@ -497,8 +522,14 @@ void MigrationController::RunMigration(Outbound* m) {
   }
   if (reason.empty()) {
     std::string socket = absl::StrCat(m->vmi_dir, "/run/mig-", ShortId(m->vmim.metadata().uid()), ".sock");
-    auto listener = TunnelListener::Start(launcher_fs_, socket, target, m->vmi_uid,
-                                          m->vmim.metadata().uid());
+    // Block migration: QEMU's own streams leave through the pod's loopback too.
+    absl::StatusOr<int> netns = -1;
+    if (m->block_migration()) netns = vmis_->LauncherNetns(m->vmi_uid);
+    absl::StatusOr<std::unique_ptr<TunnelListener>> listener =
+        netns.ok() ? TunnelListener::Start(launcher_fs_, socket, target, m->vmi_uid,
+                                           m->vmim.metadata().uid(), *netns)
+                   : netns.status();
+    if (netns.ok() && *netns >= 0) close(*netns);
     if (!listener.ok()) {
       reason = "tunnel socket: " + std::string(listener.status().message());
     } else {

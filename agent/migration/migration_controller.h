@@ -56,6 +56,11 @@ class MigrationController {
     std::string vmi_dir;
     std::string target_address;
     uint64_t bandwidth_mib = 0;
+    // Block migration: the source's disk of each node-local claim, by claim name, and the
+    // VMI's emptyDisks (under its dir, which the target has too).
+    std::map<std::string, std::string> local_disks;
+    std::vector<std::string> empty_disks;
+    bool block_migration() const { return !local_disks.empty() || !empty_disks.empty(); }
     bool abort_requested = false;
     bool done = false;
     std::thread thread;

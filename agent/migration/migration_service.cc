@@ -1,5 +1,7 @@
 #include "agent/migration/migration_service.h"
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "agent/base/grpc_status.h"
 #include "agent/base/uuid.h"
@@ -50,7 +52,9 @@ grpc::Status MigrationService::PrepareTarget(grpc::ServerContext*,
     pending_[uid] = Pending{absl::Now()};
   }
   std::vector<VolumeManager::MigratingClaim> claims;
-  for (const auto& c : req->claims()) claims.push_back({c.pvc(), c.storage_class_path()});
+  for (const auto& c : req->claims()) {
+    claims.push_back({c.pvc(), c.storage_class_path(), c.disk_bytes(), ""});
+  }
   auto target = vmis_->PrepareMigrationTarget(
       req->vmi(), claims, req->has_owner_vm() ? &req->owner_vm() : nullptr, absl::Seconds(90));
   if (!target.ok()) {
@@ -63,6 +67,11 @@ grpc::Status MigrationService::PrepareTarget(grpc::ServerContext*,
   resp->set_target_state_dir(state_dir_);
   resp->set_pod_ip(target->pod_ip);
   resp->set_launcher_pid(target->launcher_pid);
+  for (const auto& [claim, path] : target->copied_claims) {
+    auto* d = resp->add_copied_disks();
+    d->set_claim(claim);
+    d->set_target_path(path);
+  }
   return grpc::Status::OK;
 }
 
@@ -74,16 +83,27 @@ grpc::Status MigrationService::Tunnel(
   const std::string uid = hello.vmi_uid();
   auto socket = vmis_->MigrationTargetSocket(uid);
   if (!socket.ok()) return ToGrpcStatus(socket.status());
-  // The socket lives in the launcher user's dir: connect with that user's rights.
-  auto fd = ConnectUnixAs(launcher_fs_, *socket);
+  absl::StatusOr<int> fd;
+  if (int port = TunnelStreamPort(hello.stream()); port != 0) {
+    // A block migration's QEMU stream: to the incoming QEMU (or its NBD server) on the
+    // target pod's own loopback.
+    auto netns = vmis_->LauncherNetns(uid);
+    if (!netns.ok()) return ToGrpcStatus(netns.status());
+    fd = ConnectLoopbackInNetns(*netns, port);
+    close(*netns);
+  } else {
+    // The socket lives in the launcher user's dir: connect with that user's rights.
+    fd = ConnectUnixAs(launcher_fs_, *socket);
+  }
   if (!fd.ok()) return ToGrpcStatus(fd.status());
   {
     absl::MutexLock lock(&mu_);
     pending_[uid].tunnels++;
   }
   TunnelCounts counts = ServeTunnel(ctx, stream, *fd);
-  spdlog::info("migration tunnel of VMI {} closed: to the target {}, from it {}", uid,
-               counts.to_target.ToString(), counts.from_target.ToString());
+  spdlog::info("migration tunnel ({}) of VMI {} closed: to the target {}, from it {}",
+               kvnode::v1::TunnelStream_Name(hello.stream()), uid, counts.to_target.ToString(),
+               counts.from_target.ToString());
   absl::MutexLock lock(&mu_);
   auto it = pending_.find(uid);
   if (it != pending_.end()) {

@@ -1,6 +1,8 @@
 #include "agent/migration/tunnel.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -15,8 +17,10 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
+#include "agent/base/migration_ports.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/unix_socket.h"
+#include "agent/network/linux_netns.h"
 #include "spdlog/spdlog.h"
 
 namespace kvnode {
@@ -103,10 +107,71 @@ grpc::ChannelArguments MigrationChannelArguments() {
   return args;
 }
 
+int TunnelStreamPort(kvnode::v1::TunnelStream stream) {
+  switch (stream) {
+    case kvnode::v1::TUNNEL_MIGRATION: return kDirectMigrationPort;
+    case kvnode::v1::TUNNEL_BLOCK: return kBlockMigrationPort;
+    default: return 0;
+  }
+}
+
+namespace {
+
+sockaddr_in Loopback(int port) {
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return addr;
+}
+
+// A listening TCP socket on 127.0.0.1:`port` of the namespace open at `netns_fd`: a socket
+// belongs to the namespace it was made in, whichever thread later uses it.
+absl::StatusOr<int> ListenLoopbackInNetns(int netns_fd, int port) {
+  int fd = -1;
+  absl::Status made = RunInNetns(netns_fd, [&]() -> absl::Status {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return absl::ErrnoToStatus(errno, "socket");
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in addr = Loopback(port);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0 || listen(fd, 8) < 0) {
+      return absl::ErrnoToStatus(errno, absl::StrFormat("listen on 127.0.0.1:%d in the pod", port));
+    }
+    return absl::OkStatus();
+  });
+  if (!made.ok()) {
+    if (fd >= 0) close(fd);
+    return made;
+  }
+  return fd;
+}
+
+}  // namespace
+
+absl::StatusOr<int> ConnectLoopbackInNetns(int netns_fd, int port) {
+  int fd = -1;
+  absl::Status made = RunInNetns(netns_fd, [&]() -> absl::Status {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return absl::ErrnoToStatus(errno, "socket");
+    sockaddr_in addr = Loopback(port);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) {
+      return absl::ErrnoToStatus(errno,
+                                 absl::StrFormat("connect to 127.0.0.1:%d in the pod", port));
+    }
+    return absl::OkStatus();
+  });
+  if (!made.ok()) {
+    if (fd >= 0) close(fd);
+    return made;
+  }
+  return fd;
+}
+
 absl::StatusOr<std::unique_ptr<TunnelListener>> TunnelListener::Start(
     const FsIdentity& owner, const std::string& path,
     std::shared_ptr<kvnode::v1::Migration::Stub> target, const std::string& vmi_uid,
-    const std::string& migration_uid) {
+    const std::string& migration_uid, int pod_netns_fd) {
   auto t = std::unique_ptr<TunnelListener>(new TunnelListener());
   t->path_ = path;
   t->target_ = std::move(target);
@@ -115,7 +180,7 @@ absl::StatusOr<std::unique_ptr<TunnelListener>> TunnelListener::Start(
   ASSIGN_OR_RETURN(sockaddr_un addr, UnixSocketAddress(path));
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return absl::ErrnoToStatus(errno, "socket");
-  t->listen_fd_ = fd;
+  t->listening_.push_back({fd, kvnode::v1::TUNNEL_LIBVIRT});
   // The socket file is made by, and only usable for, the launcher's user.
   absl::Status bound = RunWithFsIdentity(owner, [&]() -> absl::Status {
     unlink(path.c_str());
@@ -127,25 +192,36 @@ absl::StatusOr<std::unique_ptr<TunnelListener>> TunnelListener::Start(
   });
   if (!bound.ok()) return bound;
   if (listen(fd, 8) < 0) return absl::ErrnoToStatus(errno, "listen " + path);
+  if (pod_netns_fd >= 0) {
+    for (auto stream : {kvnode::v1::TUNNEL_MIGRATION, kvnode::v1::TUNNEL_BLOCK}) {
+      ASSIGN_OR_RETURN(int tcp, ListenLoopbackInNetns(pod_netns_fd, TunnelStreamPort(stream)));
+      t->listening_.push_back({tcp, stream});
+    }
+  }
   t->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   t->accept_thread_ = std::thread([p = t.get()] { p->AcceptLoop(); });
   return t;
 }
 
 void TunnelListener::AcceptLoop() {
+  std::vector<struct pollfd> p;
+  for (const Listening& l : listening_) p.push_back({l.fd, POLLIN, 0});
+  p.push_back({wake_fd_, POLLIN, 0});
   while (!stopping_) {
-    struct pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (poll(p, 2, -1) < 0 && errno != EINTR) return;
+    if (poll(p.data(), p.size(), -1) < 0 && errno != EINTR) return;
     if (stopping_) return;
-    if (!(p[0].revents & POLLIN)) continue;
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    absl::MutexLock lock(&mu_);
-    auto c = std::make_unique<Connection>();
-    c->fd = fd;
-    Connection* raw = c.get();
-    c->thread = std::thread([this, raw] { Carry(raw); });
-    connections_.push_back(std::move(c));
+    for (size_t i = 0; i < listening_.size(); ++i) {
+      if (!(p[i].revents & POLLIN)) continue;
+      int fd = accept4(listening_[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      absl::MutexLock lock(&mu_);
+      auto c = std::make_unique<Connection>();
+      c->fd = fd;
+      c->stream = listening_[i].stream;
+      Connection* raw = c.get();
+      c->thread = std::thread([this, raw] { Carry(raw); });
+      connections_.push_back(std::move(c));
+    }
   }
 }
 
@@ -154,13 +230,15 @@ void TunnelListener::Carry(Connection* c) {
   TunnelData hello;
   hello.set_vmi_uid(vmi_uid_);
   hello.set_migration_uid(migration_uid_);
+  hello.set_stream(c->stream);
   TunnelCounts counts;
   if (stream->Write(hello)) {
     CarryBytes(c->fd, stream.get(), [&](bool) { stream->WritesDone(); }, &sent_,
                /*half_close=*/false, &counts.to_target, &counts.from_target);
   }
-  spdlog::info("migration tunnel connection of VMI {} closed: to the target {}, from it {}",
-               vmi_uid_, counts.to_target.ToString(), counts.from_target.ToString());
+  spdlog::info("migration tunnel connection ({}) of VMI {} closed: to the target {}, from it {}",
+               kvnode::v1::TunnelStream_Name(c->stream), vmi_uid_, counts.to_target.ToString(),
+               counts.from_target.ToString());
   grpc::Status s = stream->Finish();
   if (!s.ok() && !stopping_) {
     broken_ = true;
@@ -190,7 +268,8 @@ void TunnelListener::Stop() {
     if (c->thread.joinable()) c->thread.join();
     close(c->fd);
   }
-  if (listen_fd_ >= 0) close(listen_fd_);
+  for (const Listening& l : listening_) close(l.fd);
+  listening_.clear();
   if (wake_fd_ >= 0) close(wake_fd_);
   unlink(path_.c_str());
 }

@@ -6,7 +6,11 @@
 //        ──gRPC Migration.Tunnel, TCP + mutual TLS──► target handler (ServeTunnel)
 //        ──unix──► target launcher's libvirtd socket
 //
-// Each accepted connection is one Tunnel stream; its first message names the VMI.
+// Each accepted connection is one Tunnel stream; its first message names the VMI and which
+// connection it is (TunnelStream). A block migration adds QEMU's own two streams, which libvirt
+// cannot tunnel: the source handler listens on 127.0.0.1:49152 and :49153 inside the source
+// pod's network namespace, and the target handler connects to the same ports inside the
+// target pod's, where the incoming QEMU and its NBD server listen (agent/base/migration_ports.h).
 #ifndef KVNODE_AGENT_MIGRATION_TUNNEL_H_
 #define KVNODE_AGENT_MIGRATION_TUNNEL_H_
 
@@ -15,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -36,11 +41,13 @@ struct TunnelCount {
 // Source side. Thread-safe; Stop (or the destructor) ends every connection.
 class TunnelListener {
  public:
-  // Binds `path` with `owner`'s rights (the launcher user's; the socket lives in its dir).
+  // Binds `path` with `owner`'s rights (the launcher user's; the socket lives in its dir);
+  // with `pod_netns_fd` (>= 0, not kept) also the block migration ports on that namespace's
+  // loopback.
   static absl::StatusOr<std::unique_ptr<TunnelListener>> Start(
       const FsIdentity& owner, const std::string& path,
       std::shared_ptr<kvnode::v1::Migration::Stub> target, const std::string& vmi_uid,
-      const std::string& migration_uid);
+      const std::string& migration_uid, int pod_netns_fd = -1);
   ~TunnelListener();
 
   void Stop();
@@ -52,8 +59,13 @@ class TunnelListener {
  private:
   struct Connection {
     int fd = -1;
+    kvnode::v1::TunnelStream stream = kvnode::v1::TUNNEL_LIBVIRT;
     grpc::ClientContext ctx;
     std::thread thread;
+  };
+  struct Listening {
+    int fd = -1;
+    kvnode::v1::TunnelStream stream = kvnode::v1::TUNNEL_LIBVIRT;
   };
   TunnelListener() = default;
   void AcceptLoop();
@@ -61,7 +73,7 @@ class TunnelListener {
 
   std::string path_, vmi_uid_, migration_uid_;
   std::shared_ptr<kvnode::v1::Migration::Stub> target_;
-  int listen_fd_ = -1;
+  std::vector<Listening> listening_;  // the libvirt socket first
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> broken_{false};
@@ -75,6 +87,13 @@ struct TunnelCounts {
   TunnelCount to_target;    // source → target (written to the target's fd)
   TunnelCount from_target;  // target → source
 };
+
+// Target side: a TCP connection to 127.0.0.1:`port` made inside the network namespace open at
+// `netns_fd` (the target pod's), for a block migration's stream. O_CLOEXEC.
+absl::StatusOr<int> ConnectLoopbackInNetns(int netns_fd, int port);
+
+// The port on the pods' loopback that a block migration stream uses; 0 for TUNNEL_LIBVIRT.
+int TunnelStreamPort(kvnode::v1::TunnelStream stream);
 
 // Target side: carries `stream` (whose first message was already read) to and from `fd`
 // until either end closes; closes `fd`. Returns what it carried each way.

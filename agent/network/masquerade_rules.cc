@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/substitute.h"
+#include "agent/base/migration_ports.h"
 
 namespace kvnode {
 namespace {
@@ -78,6 +79,12 @@ std::string MasqueradeNftScript(const VmSubnet& subnet, const std::vector<Forwar
                                       loopback, p.protocol, p.port, guest));
   }
   if (ports.empty()) {
+    // Block migration's streams (QEMU's to 49152, NBD's to 49153) stay on the pod's loopback,
+    // where the handler carries them: KubeVirt's skipForwardingForPortsUsingNftables.
+    for (const char* chain : {"output", kPostInbound}) {
+      s.Rule(chain, absl::StrCat("tcp dport { ", kDirectMigrationPort, ", ", kBlockMigrationPort,
+                                 " } ", fam, " saddr ", loopback, " counter return"));
+    }
     s.Rule(kPreInbound, absl::StrCat("counter dnat to ", guest));
     s.Rule(kPostInbound, absl::StrCat(fam, " saddr ", loopback, " counter snat to ", gateway));
     s.Rule("output", absl::StrCat(fam, " daddr ", loopback, " counter dnat to ", guest));

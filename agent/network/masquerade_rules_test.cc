@@ -30,6 +30,11 @@ constexpr char kHeaderV4[] =
 TEST(MasqueradeRulesTest, WithoutPortsEveryPortGoesToTheGuest) {
   EXPECT_EQ(MasqueradeNftScript(Subnet("10.0.2.0/24"), {}),
             std::string(kHeaderV4) +
+                // Block migration's ports on the loopback are the handler's, not the guest's.
+                "add rule ip nat output tcp dport { 49152, 49153 } ip saddr { 127.0.0.1 } "
+                "counter return\n"
+                "add rule ip nat KUBEVIRT_POSTINBOUND tcp dport { 49152, 49153 } ip saddr "
+                "{ 127.0.0.1 } counter return\n"
                 "add rule ip nat KUBEVIRT_PREINBOUND counter dnat to 10.0.2.2\n"
                 "add rule ip nat KUBEVIRT_POSTINBOUND ip saddr { 127.0.0.1 } counter snat to "
                 "10.0.2.1\n"
@@ -64,6 +69,9 @@ TEST(MasqueradeRulesTest, Ipv6UsesTheIp6TableAndTheIpv6Loopback) {
       "add rule ip6 nat postrouting ip6 saddr fd10:0:2::2 counter masquerade\n"
       "add rule ip6 nat prerouting iifname \"eth0\" counter jump KUBEVIRT_PREINBOUND\n"
       "add rule ip6 nat postrouting oifname \"k6t-eth0\" counter jump KUBEVIRT_POSTINBOUND\n"
+      "add rule ip6 nat output tcp dport { 49152, 49153 } ip6 saddr { ::1 } counter return\n"
+      "add rule ip6 nat KUBEVIRT_POSTINBOUND tcp dport { 49152, 49153 } ip6 saddr { ::1 } "
+      "counter return\n"
       "add rule ip6 nat KUBEVIRT_PREINBOUND counter dnat to fd10:0:2::2\n"
       "add rule ip6 nat KUBEVIRT_POSTINBOUND ip6 saddr { ::1 } counter snat to fd10:0:2::1\n"
       "add rule ip6 nat output ip6 daddr { ::1 } counter dnat to fd10:0:2::2\n");

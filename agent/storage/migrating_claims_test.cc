@@ -48,6 +48,8 @@ kvnode::v1::VirtualMachineInstance VmiNaming(const std::vector<std::string>& cla
   return vmi;
 }
 
+constexpr char kVmiUid[] = "7a0e0000-0000-4000-8000-000000000003";
+
 class SharedClassTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -87,7 +89,12 @@ class SharedClassTest : public ::testing::Test {
     PersistentVolumeClaim pvc = Claim(name, "shared");
     pvc.mutable_metadata()->set_uid("0b1c2d3e-0000-4000-8000-000000000001");
     pvc.mutable_status()->set_phase("Bound");
-    return {pvc, path};
+    return {pvc, path, 0, ""};
+  }
+  // The target's side: AdoptMigratingClaims for VMI kVmiUid, with no claim in use.
+  absl::Status Adopt(const std::vector<VolumeManager::MigratingClaim>& claims,
+                     const std::string& node) {
+    return manager_->AdoptMigratingClaims("ns1", kVmiUid, claims, node, {}).status();
   }
   void PutDisk(const std::string& name) {
     std::string dir = shared_ + "/ns1/" + name;
@@ -167,7 +174,7 @@ TEST_F(SharedClassTest, SourceSendsTheClaimsOfTheVmiWithTheirClassPath) {
 TEST_F(SharedClassTest, TargetRecordsAClaimItLacksAsRetainAndAdoptedAndNeverReclaimsIt) {
   StartNode({"name=shared,shared=true,path=%s"});
   PutDisk("root");
-  ASSERT_TRUE(manager_->AdoptMigratingClaims("ns1", {FromSource("root", shared_)}, "b").ok());
+  ASSERT_TRUE(Adopt({FromSource("root", shared_)}, "b").ok());
   auto view = manager_->GetPvc("ns1", "root");
   ASSERT_TRUE(view.ok()) << view.status();
   EXPECT_EQ(view->reclaim_policy(), "Retain");
@@ -176,7 +183,7 @@ TEST_F(SharedClassTest, TargetRecordsAClaimItLacksAsRetainAndAdoptedAndNeverRecl
   EXPECT_EQ(view->pvc().spec().storage_class_name(), "shared");
   EXPECT_TRUE(manager_->ClaimClasses(VmiNaming({"root"})).at("root").shared);
   // Again (the VMI comes back later): the claim is already there, of the same class.
-  EXPECT_TRUE(manager_->AdoptMigratingClaims("ns1", {FromSource("root", shared_)}, "b").ok());
+  EXPECT_TRUE(Adopt({FromSource("root", shared_)}, "b").ok());
   // Deleting it here drops only the record: the dir stays where the source names it.
   ASSERT_TRUE(manager_->DeletePvc("ns1", "root", false).ok());
   EXPECT_FALSE(manager_->GetPvc("ns1", "root").ok());
@@ -186,7 +193,7 @@ TEST_F(SharedClassTest, TargetRecordsAClaimItLacksAsRetainAndAdoptedAndNeverRecl
 TEST_F(SharedClassTest, TargetRefusesAClassThatIsNotSharedThere) {
   StartNode({"name=shared,reclaimPolicy=Retain"});
   PutDisk("root");
-  absl::Status s = manager_->AdoptMigratingClaims("ns1", {FromSource("root", shared_)}, "node-b");
+  absl::Status s = Adopt({FromSource("root", shared_)}, "node-b");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("PersistentVolumeClaim \"root\": storage class \"shared\" is not shared "
@@ -197,7 +204,7 @@ TEST_F(SharedClassTest, TargetRefusesAClassThatIsNotSharedThere) {
 TEST_F(SharedClassTest, TargetRefusesAMissingClassAnotherPathOrAMissingDisk) {
   StartNode({"name=shared,shared=true,path=%s"});
   auto message = [&](const VolumeManager::MigratingClaim& c) {
-    return std::string(manager_->AdoptMigratingClaims("ns1", {c}, "b").message());
+    return std::string(Adopt({c}, "b").message());
   };
   auto other = FromSource("root", shared_);
   other.pvc.mutable_spec()->set_storage_class_name("nfs");
@@ -244,6 +251,80 @@ TEST_F(SharedClassTest, SharedPathMustBeADirectoryOnlyItsOwnerWrites) {
   EXPECT_THAT(std::string(CheckSharedPath(*classes.Find("l")).message()),
               HasSubstr("is a symbolic link"));
   EXPECT_TRUE(CheckSharedPath(*classes.Find("local")).ok());
+}
+
+// Block migration of node-local claims: the source says how large each disk is, the target
+// makes an empty one of that size in its own class of that name, and drops it again when the
+// migration did not bring the VMI.
+TEST_F(SharedClassTest, SourceSendsTheSizeAndPathOfNodeLocalDisks) {
+  StartNode({"name=shared,shared=true,path=%s"});
+  ASSERT_TRUE(manager_->ApplyPvc(Claim("root", "shared"), false).ok());
+  ASSERT_TRUE(manager_->ApplyPvc(Claim("scratch", "local"), false).ok());
+  auto claims = manager_->MigratingClaimsOf(VmiNaming({"root", "scratch"}));
+  ASSERT_EQ(claims.size(), 2u);
+  EXPECT_EQ(claims[0].disk_bytes, 0);
+  EXPECT_EQ(claims[0].image, "");
+  EXPECT_EQ(claims[1].disk_bytes, 1 << 20);
+  EXPECT_EQ(claims[1].image, state_ + "/volumes/ns1/scratch/disk.img");
+}
+
+TEST_F(SharedClassTest, TargetMakesAnEmptyCopyOfANodeLocalClaimAndDropsItIfTheVmiNeverCame) {
+  StartNode({});
+  VolumeManager::MigratingClaim sent = FromSource("scratch", "");
+  sent.pvc.mutable_spec()->set_storage_class_name("local");
+  sent.disk_bytes = 3 << 20;
+  auto copied = manager_->AdoptMigratingClaims("ns1", kVmiUid, {sent}, "b", {});
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  const std::string disk = state_ + "/volumes/ns1/scratch/disk.img";
+  EXPECT_EQ(copied->at("scratch"), disk);
+  struct stat st;
+  ASSERT_EQ(lstat(disk.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 3 << 20);
+  EXPECT_EQ(st.st_blocks, 0) << "sparse: NBD fills it";
+  auto view = manager_->GetPvc("ns1", "scratch");
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(view->pvc().metadata().uid(), sent.pvc.metadata().uid());
+  EXPECT_EQ(view->pvc().metadata().annotations().at(kAdoptedAnnotation), "block-migration");
+  EXPECT_EQ(view->pvc().metadata().annotations().at(kBlockMigrationVmiAnnotation), kVmiUid);
+  // A retry of the same VMI's migration makes it empty again; in use, it is refused.
+  std::ofstream(disk, std::ios::in | std::ios::out) << "partial";
+  ASSERT_TRUE(manager_->AdoptMigratingClaims("ns1", kVmiUid, {sent}, "b", {}).ok());
+  ASSERT_EQ(lstat(disk.c_str(), &st), 0);
+  EXPECT_EQ(st.st_blocks, 0);
+  auto in_use = manager_->AdoptMigratingClaims("ns1", kVmiUid, {sent}, "b", {"scratch"});
+  EXPECT_THAT(std::string(in_use.status().message()),
+              HasSubstr("node b already has a claim of that name, in use"));
+  // Another VMI's failed migration leaves it; this VMI's removes it.
+  kvnode::v1::VirtualMachineInstance other = VmiNaming({"scratch"});
+  other.mutable_metadata()->set_uid("7a0e0000-0000-4000-8000-00000000ffff");
+  manager_->DropCopiedClaims(other);
+  EXPECT_TRUE(IsFile(disk));
+  kvnode::v1::VirtualMachineInstance vmi = VmiNaming({"scratch"});
+  vmi.mutable_metadata()->set_uid(kVmiUid);
+  manager_->DropCopiedClaims(vmi);
+  EXPECT_FALSE(manager_->GetPvc("ns1", "scratch").ok());
+  EXPECT_FALSE(IsFile(disk));
+}
+
+TEST_F(SharedClassTest, TargetNeverOverwritesAClaimOfItsOwnWithACopy) {
+  StartNode({"name=shared,shared=true,path=%s"});
+  ASSERT_TRUE(manager_->ApplyPvc(Claim("scratch", "local"), false).ok());
+  VolumeManager::MigratingClaim sent = FromSource("scratch", "");
+  sent.pvc.mutable_spec()->set_storage_class_name("local");
+  sent.disk_bytes = 1 << 20;
+  absl::Status s = Adopt({sent}, "b");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "PersistentVolumeClaim \"scratch\" (copied by block migration): node b "
+                         "already has a claim of that name: a node-local claim is copied only "
+                         "to a node that lacks it");
+  EXPECT_FALSE(manager_->GetPvc("ns1", "scratch")->pvc().metadata().annotations().count(
+      kAdoptedAnnotation));
+  // A class of that name that is shared here is not where a node-local copy goes.
+  sent.pvc.mutable_metadata()->set_name("other");
+  sent.pvc.mutable_spec()->set_storage_class_name("shared");
+  EXPECT_THAT(std::string(Adopt({sent}, "b").message()),
+              HasSubstr("storage class \"shared\" is shared on node b, but node-local and of "
+                        "files on the source node"));
 }
 
 }  // namespace

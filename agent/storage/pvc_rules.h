@@ -25,6 +25,8 @@ inline constexpr char kReclaimPolicyAnnotation[] = "kvnode.io/reclaim-policy";
 // always Retain, since kvnode did not make its data here. Deleting one of a shared class
 // removes only this node's record (VolumeManager::DeletePvc).
 inline constexpr char kAdoptedAnnotation[] = "kvnode.io/adopted";
+// On a claim a block migration made on the target: the UID of the VMI it was copied for.
+inline constexpr char kBlockMigrationVmiAnnotation[] = "kvnode.io/block-migration-vmi";
 // Set while `kvctl image-upload pvc` fills a new claim; a claim that still has it when the
 // handler starts was cut off mid-upload.
 inline constexpr char kUploadAnnotation[] = "kvnode.io/upload";

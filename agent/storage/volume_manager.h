@@ -109,17 +109,32 @@ class VolumeManager : public VmVolumes {
   struct MigratingClaim {
     kvnode::v1::PersistentVolumeClaim pvc;
     std::string class_path;
+    // A claim of a node-local (not shared) Filesystem class is copied by block migration:
+    // the size of its disk.img, and (on the source only) that file's path. 0 and "" otherwise.
+    int64_t disk_bytes = 0;
+    std::string image;
   };
   // Source: the stored claims the VMI names (ClaimsOf).
   std::vector<MigratingClaim> MigratingClaimsOf(const kvnode::v1::VirtualMachineInstance& vmi);
-  // Target: records each claim this node lacks as a claim of the same (shared) class, with
-  // reclaimPolicy Retain and adopted "migration": deleting it here never touches the data
-  // the source node still names. Fails (FailedPrecondition, naming `node`) unless this node
-  // has a shared class of that name with the same path and the claim's disk is there; a claim
-  // it already has must be of that class.
-  absl::Status AdoptMigratingClaims(const std::string& ns,
-                                    const std::vector<MigratingClaim>& claims,
-                                    const std::string& node);
+  // Target: records each claim of a shared class this node lacks as a claim of the same
+  // class, with reclaimPolicy Retain and adopted "migration": deleting it here never touches
+  // the data the source node still names. Fails (FailedPrecondition, naming `node`) unless
+  // this node has a shared class of that name with the same path and the claim's disk is
+  // there; a claim it already has must be of that class.
+  // A claim of a node-local class (disk_bytes > 0) is made here, in this node's class of that
+  // name (which must not be shared), with an empty sparse disk.img of that size for QEMU's
+  // block migration to fill; annotated adopted "block-migration" and with the VMI's UID
+  // (kBlockMigrationVmiAnnotation). A claim of that name already here is refused, unless it
+  // is such a copy of this claim (same UID) that no live VMI uses (`in_use`: claim names of
+  // namespace `ns` that live VMIs name): then it is made empty again and reused.
+  // Returns the claims made for block migration: name → path of their disk.img.
+  absl::StatusOr<std::map<std::string, std::string>> AdoptMigratingClaims(
+      const std::string& ns, const std::string& vmi_uid,
+      const std::vector<MigratingClaim>& claims, const std::string& node,
+      const std::set<std::string>& in_use);
+  // Target, after a migration that did not take the VMI: removes the claims made for it by
+  // block migration (they hold a partial copy) that no live VMI uses.
+  void DropCopiedClaims(const kvnode::v1::VirtualMachineInstance& vmi);
   SecretStore& secrets() { return secrets_; }
 
   // --- Deleting VMs (volume_gc.cc) ---
@@ -219,6 +234,13 @@ class VolumeManager : public VmVolumes {
                             std::string* image = nullptr);
   absl::Status AdoptMigratingClaimLocked(const std::string& ns, const MigratingClaim& claim,
                                          const std::string& node)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A node-local claim copied by block migration (AdoptMigratingClaims); returns its disk.img.
+  absl::StatusOr<std::string> MakeCopiedClaimLocked(const std::string& ns,
+                                                    const std::string& vmi_uid,
+                                                    const MigratingClaim& claim,
+                                                    const std::string& node,
+                                                    const std::set<std::string>& in_use)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PrepareCloudInit(const kvnode::v1::VirtualMachineInstance& vmi,
                                 const kvnode::v1::Volume& volume);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -22,7 +23,11 @@ struct MigrationCall {
   uint64_t bandwidth_mib = 0;  // 0: unlimited
   bool auto_converge = false;
   bool post_copy = false;
+  // Block migration: the target devs ("vdb") of the disks QEMU copies over NBD. Empty: the
+  // disks are shared and the migration is tunnelled through libvirt's connection.
+  std::vector<std::string> copy_disks;
 };
+
 
 struct MigrationProgress {
   bool active = false;

@@ -1,11 +1,14 @@
-// LibvirtHypervisor as a DomainMigrator: peer-to-peer tunnelled live migration as KubeVirt's
+// LibvirtHypervisor as a DomainMigrator: peer-to-peer live migration as KubeVirt's
 // virt-launcher starts it (pkg/virt-launcher/virtwrap/live-migration-source.go), to a libvirtd
-// reached through a unix socket the handler tunnels to the target node.
+// reached through a unix socket the handler tunnels to the target node: tunnelled through that
+// connection for shared disks, with QEMU's own streams on the pod's loopback for block
+// migration.
 #include <libvirt/libvirt.h>
 
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "agent/base/migration_ports.h"
 #include "agent/base/status_macros.h"
 #include "launcher/libvirt/libvirt_hypervisor.h"
 
@@ -55,9 +58,33 @@ absl::Status LibvirtHypervisor::Migrate(const MigrationCall& call) {
   // UNSAFE: the handler only migrates VMIs whose disks are shared (LiveMigratable), but
   // libvirt recognises only network filesystems as shared and would refuse a disk whose cache
   // mode is not "none" on storage shared by other means (KubeVirt sets it for the same cases).
-  unsigned int flags = VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_TUNNELLED |
-                       VIR_MIGRATE_PERSIST_DEST | VIR_MIGRATE_UNDEFINE_SOURCE |
-                       VIR_MIGRATE_UNSAFE;
+  unsigned int flags = VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_PERSIST_DEST |
+                       VIR_MIGRATE_UNDEFINE_SOURCE | VIR_MIGRATE_UNSAFE;
+  if (call.copy_disks.empty()) {
+    flags |= VIR_MIGRATE_TUNNELLED;
+  } else {
+    // Block migration: libvirt's tunnel cannot carry NBD, so QEMU's streams go to the pod's
+    // loopback ports, where the handler carries them to the target pod's (the target's QEMU
+    // and NBD server listen on its own loopback: LISTEN_ADDRESS). Only the listed disks are
+    // copied; shared ones stay where they are.
+    flags |= VIR_MIGRATE_NON_SHARED_DISK;
+    const std::string uri = absl::StrCat("tcp://127.0.0.1:", kDirectMigrationPort);
+    const std::string disks_uri = absl::StrCat("tcp://127.0.0.1:", kBlockMigrationPort);
+    if (virTypedParamsAddString(&p.params, &p.count, &p.max, VIR_MIGRATE_PARAM_URI,
+                                uri.c_str()) < 0 ||
+        virTypedParamsAddString(&p.params, &p.count, &p.max, VIR_MIGRATE_PARAM_LISTEN_ADDRESS,
+                                "127.0.0.1") < 0 ||
+        virTypedParamsAddString(&p.params, &p.count, &p.max, VIR_MIGRATE_PARAM_DISKS_URI,
+                                disks_uri.c_str()) < 0) {
+      return LibvirtError("block migration parameters");
+    }
+    for (const std::string& dev : call.copy_disks) {
+      if (virTypedParamsAddString(&p.params, &p.count, &p.max, VIR_MIGRATE_PARAM_MIGRATE_DISKS,
+                                  dev.c_str()) < 0) {
+        return LibvirtError("block migration disk " + dev);
+      }
+    }
+  }
   if (call.auto_converge) flags |= VIR_MIGRATE_AUTO_CONVERGE;
   if (call.post_copy) flags |= VIR_MIGRATE_POSTCOPY;
   if (virDomainMigrateToURI3(dom, call.destination_uri.c_str(), p.params, p.count, flags) < 0) {

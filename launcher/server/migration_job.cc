@@ -1,6 +1,7 @@
 #include "launcher/server/migration_job.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/base/status_macros.h"
 #include "launcher/server/migration_xml.h"
 #include "spdlog/spdlog.h"
@@ -27,6 +28,8 @@ absl::Status MigrationJob::Start(const kvnode::v1::MigrateRequest& request) {
   for (const auto& r : request.rewrites()) rewrites.emplace_back(r.from(), r.to());
   ASSIGN_OR_RETURN(std::string dest_xml, RewriteDomainPaths(xml, rewrites));
   MigrationCall call;
+  ASSIGN_OR_RETURN(call.copy_disks,
+                   DiskTargetsOf(xml, {request.copy_disks().begin(), request.copy_disks().end()}));
   call.destination_uri = "qemu+unix:///session?socket=" + request.socket_path();
   call.destination_xml = std::move(dest_xml);
   call.bandwidth_mib = request.bandwidth_mib();
@@ -39,7 +42,10 @@ absl::Status MigrationJob::Start(const kvnode::v1::MigrateRequest& request) {
   status_.set_mode("PreCopy");
   status_.set_migration_uid(request.migration_uid());
   abort_requested_ = false;
-  spdlog::info("migration {} starting to {}", request.migration_uid(), call.destination_uri);
+  spdlog::info("migration {} starting to {}{}", request.migration_uid(), call.destination_uri,
+               call.copy_disks.empty()
+                   ? ""
+                   : absl::StrCat(", copying disks ", absl::StrJoin(call.copy_disks, ", ")));
   thread_ = std::thread([this, call = std::move(call)] { Run(call); });
   return absl::OkStatus();
 }

@@ -49,4 +49,27 @@ absl::StatusOr<std::string> RewriteDomainPaths(const std::string& xml,
   return out.str();
 }
 
+absl::StatusOr<std::vector<std::string>> DiskTargetsOf(const std::string& xml,
+                                                       const std::vector<std::string>& paths) {
+  pugi::xml_document doc;
+  pugi::xml_parse_result parsed = doc.load_string(xml.c_str());
+  if (!parsed) {
+    return absl::InvalidArgumentError(std::string("domain XML: ") + parsed.description());
+  }
+  std::vector<std::string> targets;
+  for (const std::string& path : paths) {
+    std::string dev;
+    for (pugi::xml_node disk : doc.document_element().child("devices").children("disk")) {
+      if (path == disk.child("source").attribute("file").value()) {
+        dev = disk.child("target").attribute("dev").value();
+      }
+    }
+    if (dev.empty()) {
+      return absl::InvalidArgumentError("copy_disks: \"" + path + "\" is not a disk of the domain");
+    }
+    targets.push_back(dev);
+  }
+  return targets;
+}
+
 }  // namespace kvnode

@@ -23,6 +23,12 @@ using PathRewrites = std::vector<std::pair<std::string, std::string>>;
 absl::StatusOr<std::string> RewriteDomainPaths(const std::string& xml,
                                                const PathRewrites& rewrites);
 
+// The target device names (<target dev="vdb"/>) of the domain's disks whose source file is one
+// of `paths`, in the order of `paths` (libvirt's VIR_MIGRATE_PARAM_MIGRATE_DISKS names disks so).
+// InvalidArgument naming the path when one is not a disk of the domain.
+absl::StatusOr<std::vector<std::string>> DiskTargetsOf(const std::string& xml,
+                                                       const std::vector<std::string>& paths);
+
 }  // namespace kvnode
 
 #endif  // KVNODE_LAUNCHER_SERVER_MIGRATION_XML_H_

@@ -31,5 +31,31 @@ TEST(RewriteDomainPaths, RefusesXmlThatDoesNotParse) {
   EXPECT_NE(out.status().message().find("domain XML"), std::string::npos);
 }
 
+TEST(DiskTargetsOf, NamesTheDevsOfTheListedDisksInTheirOrder) {
+  const std::string xml =
+      "<domain><devices>"
+      "<disk type='file'><source file='/s/shared/root/disk.img'/><target dev='vda'/></disk>"
+      "<disk type='file'><source file='/s/a/volumes/default/data/disk.img'/>"
+      "<target dev='vdb'/></disk>"
+      "<disk type='file'><source file='/s/a/volumes/default/logs/disk.img'/>"
+      "<target dev='sda'/></disk>"
+      "</devices></domain>";
+  auto devs = DiskTargetsOf(xml, {"/s/a/volumes/default/logs/disk.img",
+                                  "/s/a/volumes/default/data/disk.img"});
+  ASSERT_TRUE(devs.ok()) << devs.status();
+  EXPECT_EQ(*devs, (std::vector<std::string>{"sda", "vdb"}));
+  auto none = DiskTargetsOf(xml, {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(DiskTargetsOf, APathThatIsNoDiskOfTheDomainIsNamed) {
+  auto devs = DiskTargetsOf("<domain><devices><disk><source file='/a'/><target dev='vda'/>"
+                            "</disk></devices></domain>",
+                            {"/b"});
+  EXPECT_EQ(devs.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(devs.status().message(), "copy_disks: \"/b\" is not a disk of the domain");
+}
+
 }  // namespace
 }  // namespace kvnode

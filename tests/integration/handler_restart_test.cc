@@ -31,7 +31,9 @@ TEST_F(HandlerRestartTest, TenKillsOfTheHandlerNeverTouchFiveRunningGuests) {
   std::map<std::string, std::string> boot_id;
   for (const auto& v : vmis) {
     ASSERT_TRUE(Eventually([&] { return !BootIds(v.metadata().uid()).empty(); },
-                           absl::Seconds(180)));
+                           absl::Seconds(180)))
+        << v.metadata().name() << " printed no boot id; its console:\n"
+        << handler_->SerialLog(v.metadata().uid());
     boot_id[v.metadata().uid()] = BootIds(v.metadata().uid())[0];
   }
   for (int round = 0; round < 10; ++round) {

@@ -220,6 +220,8 @@ std::string HandlerProcess::DiagnosticLogs(size_t tail_bytes) const {
       if (e->d_name[0] == '.') continue;
       std::string dir = state_dir_ + "/vmis/" + e->d_name;
       out += "\n---- launcher log " + dir + " ----\n" + tail(ReadFile(dir + "/launcher.log"));
+      // The guest's console says whether a guest that never came up was slow, hung or panicked.
+      out += "\n---- serial console " + dir + " ----\n" + tail(ReadFile(dir + "/run/serial0.log"));
     }
     closedir(d);
   }

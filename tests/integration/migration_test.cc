@@ -3,12 +3,13 @@
 // One guest boot carries every scenario, in this order: cancel during a slowed migration, the
 // target launcher killed, the tunnel cut, the target handler killed and restarted, the source
 // handler killed and restarted, then a migration that succeeds (which also shows the VMI could
-// migrate again); a VMI with a hostDisk, and one whose PVC is of a storage class that is not
-// shared, are refused with their LiveMigratable reason; a node that does not share the claim's
-// class refuses it as a target. Both nodes' default storage class is shared (TwoNodes). After
+// migrate again); a VMI with a hostDisk is refused with its LiveMigratable reason; a node that
+// does not share the claim's class refuses it as a target; a claim of a node-local class is
+// copied by block migration. Both nodes' default storage class is shared (TwoNodes). After
 // every failure the guest still runs on A (its counter goes on, same boot) and nothing of it is
 // left on B.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,6 +20,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "agent/base/subprocess.h"
 #include "gmock/gmock.h"
 #include "tests/integration/guest_test.h"
 #include "tests/integration/two_nodes.h"
@@ -464,38 +466,131 @@ TEST_F(MigrationTest, HostDiskVmiIsRefusedWithItsLiveMigratableReason) {
   EXPECT_THAT(out.out, ::testing::HasSubstr("DisksNotLiveMigratable"));
 }
 
-TEST_F(MigrationTest, PvcOfAStorageClassNotSharedIsRefusedWithItsLiveMigratableReason) {
-  // The embedded "local" class keeps its claims under A's own state dir: not shared.
-  std::string manifest = a()->state_dir() + "/local-claim.yaml";
+// Block migration: a VMI whose data disk is a claim of the node-local class "local" (under
+// each node's own state dir) migrates with that disk copied to B by QEMU's NBD mirror, over
+// the pods' loopback and the handlers' tunnel; its root disk (a shared claim) is not copied.
+// A block migration cancelled midway leaves nothing on B, not even the claim it made there.
+TEST_F(MigrationTest, NodeLocalClaimIsCopiedToTheTargetByBlockMigration) {
+  std::string manifest = a()->state_dir() + "/scratch-claim.yaml";
   std::ofstream(manifest) << "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n"
-                             "  name: nodelocal\nspec:\n  storageClassName: local\n"
+                             "  name: scratch\nspec:\n  storageClassName: local\n"
                              "  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n"
-                             "      storage: 16Mi\n";
+                             "      storage: 8Mi\n";
   auto applied = a()->Kvctl({"apply", "-f", manifest});
   ASSERT_EQ(applied.exit_code, 0) << applied.out;
-  VirtualMachineInstance vmi = GuestVmi("local-pvc", "unused");
-  vmi.mutable_spec()->clear_volumes();
-  auto* vol = vmi.mutable_spec()->add_volumes();
-  vol->set_name("root");
-  vol->mutable_persistent_volume_claim()->set_claim_name("nodelocal");
-  kvnode::v1::SyncVMIResponse resp;
-  grpc::Status s = SyncStatus(vmi, &resp);
-  ASSERT_TRUE(s.ok()) << s.error_message();
-  const std::string why =
-      "cannot migrate VMI: PVC nodelocal (volume root) is not shared: its storage class "
-      "\"local\" is not shared";
-  const auto* cond = Condition(resp.vmi(), "LiveMigratable");
-  ASSERT_NE(cond, nullptr);
-  EXPECT_EQ(cond->status(), "False");
-  EXPECT_EQ(cond->reason(), "DisksNotLiveMigratable");
-  EXPECT_THAT(cond->message(), ::testing::HasSubstr(why));
+  VirtualMachineInstance vmi = StartGuest(kName, "normal", 30, [](VirtualMachineInstance* v) {
+    *v = WithPodNetwork(*v);
+    v->mutable_spec()->mutable_domain()->mutable_devices()->mutable_disks(0)->set_boot_order(1);
+    // A virtio disk and its volume.
+    auto add = [&](const std::string& name) {
+      auto* disk = v->mutable_spec()->mutable_domain()->mutable_devices()->add_disks();
+      disk->set_name(name);
+      disk->mutable_disk()->set_bus("virtio");
+      auto* vol = v->mutable_spec()->add_volumes();
+      vol->set_name(name);
+      return vol;
+    };
+    add("data")->mutable_persistent_volume_claim()->set_claim_name("scratch");
+    // An emptyDisk is copied too; the NoCloud disk is made again on B.
+    add("empty")->mutable_empty_disk()->set_capacity("8Mi");
+    add("cloudinit")->mutable_cloud_init_no_cloud()->set_user_data("#kvnode-marker: block\n");
+  });
+  const std::string uid = vmi.metadata().uid();
+  ASSERT_FALSE(uid.empty());
+  // The guest wrote its first count into the node-local disk and the emptyDisk on A.
+  ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-DATA counter=1 dev=vdb"));
+  ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-DATA counter=1 dev=vdc"));
+  ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-USERDATA #kvnode-marker: block"));
+  ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-TICK n=2"));
+  const std::string boot_id = Ticks(a()->SerialLog(uid)).back().boot_id;
+  const auto* migratable = Condition(vmi, "LiveMigratable");
+  ASSERT_NE(migratable, nullptr);
+  EXPECT_EQ(migratable->status(), "True") << migratable->message();
+  const std::string disk_a = a()->state_dir() + "/volumes/default/scratch/disk.img";
+  const std::string disk_b = b()->state_dir() + "/volumes/default/scratch/disk.img";
+  auto head = [](const std::string& path) {
+    std::string buf(64, '\0');
+    std::ifstream f(path, std::ios::binary);
+    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    return buf.substr(0, std::min(buf.find('\n'), buf.size()));
+  };
+  ASSERT_EQ(head(disk_a), "KVNODE-DATA counter=1");
+
+  // B has a claim of that name of its own: it refuses to overwrite it, and keeps it.
+  std::string manifest_b = b()->state_dir() + "/scratch-claim.yaml";
+  std::ofstream(manifest_b) << "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n"
+                               "  name: scratch\nspec:\n  storageClassName: local\n"
+                               "  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n"
+                               "      storage: 8Mi\n";
+  ASSERT_EQ(b()->Kvctl({"apply", "-f", manifest_b}).exit_code, 0);
   VirtualMachineInstanceMigration vmim;
-  s = Migrate("local-pvc", nodes_->name_b(), 0, &vmim);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("DisksNotLiveMigratable: " + why));
-  auto out = a()->Kvctl({"migrate", "vmi", "local-pvc", "--target", nodes_->name_b()});
-  EXPECT_EQ(out.exit_code, 1);
-  EXPECT_THAT(out.out, ::testing::HasSubstr("storage class \"local\" is not shared"));
+  ASSERT_TRUE(Migrate(kName, nodes_->name_b(), 0, &vmim).ok());
+  auto refused = WaitEnded(vmim.metadata().uid());
+  EXPECT_EQ(refused.status().phase(), "Failed");
+  EXPECT_THAT(refused.status().migration_state().failure_reason(),
+              ::testing::HasSubstr(absl::StrCat("PersistentVolumeClaim \"scratch\" (copied by "
+                                                "block migration): node ", nodes_->name_b(),
+                                                " already has a claim of that name")));
+  ExpectStillOnA(uid, boot_id);
+  ExpectNothingOnB(uid);
+  EXPECT_EQ(b()->Kvctl({"get", "pvc", "scratch"}).exit_code, 0) << "B's own claim is gone";
+  ASSERT_EQ(b()->Kvctl({"delete", "pvc", "scratch"}).exit_code, 0);
+
+  // Cancelled midway: the guest stays on A, and B drops the partial copy with its claim.
+  ASSERT_TRUE(Migrate(kName, nodes_->name_b(), kSlowMiB, &vmim).ok());
+  WaitRunningWithProgress(vmim.metadata().uid());
+  auto pvcs_b = b()->Kvctl({"get", "pvc", "scratch", "-o", "json"});
+  EXPECT_THAT(pvcs_b.out, ::testing::HasSubstr("\"kvnode.io/adopted\": \"block-migration\""));
+  ASSERT_TRUE(Cancel(kName).ok());
+  auto ended = WaitEnded(vmim.metadata().uid());
+  EXPECT_EQ(ended.status().phase(), "Failed");
+  EXPECT_EQ(ended.status().migration_state().abort_status(), "Succeeded");
+  ExpectStillOnA(uid, boot_id);
+  ExpectNothingOnB(uid);
+  EXPECT_TRUE(Eventually([&] {
+    struct stat st;
+    return b()->Kvctl({"get", "pvc", "scratch"}).exit_code != 0 &&
+           stat((b()->state_dir() + "/volumes/default/scratch").c_str(), &st) < 0;
+  }, absl::Seconds(15))) << "B kept the partial copy: " << b()->Kvctl({"get", "pvc"}).out;
+
+  // At full speed: the guest moves with its disk, no reboot, and the copy holds its data.
+  ASSERT_TRUE(Migrate(kName, nodes_->name_b(), 0, &vmim).ok());
+  ended = WaitEnded(vmim.metadata().uid());
+  ASSERT_EQ(ended.status().phase(), "Succeeded") << ended.DebugString();
+  auto moved = WaitForVmi(b()->stub(), "default", kName,
+                          [](const VirtualMachineInstance& v) {
+                            return v.status().phase() == "Running";
+                          },
+                          absl::Seconds(30));
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->metadata().uid(), uid);
+  EXPECT_EQ(moved->status().node_name(), nodes_->name_b());
+  EXPECT_EQ(moved->status().migration_method(), "BlockMigration");
+  EXPECT_TRUE(moved->status().migration_state().completed());
+  EXPECT_EQ(QemusOn(b(), uid).size(), 1u);
+  EXPECT_TRUE(Eventually([&] { return QemusOn(a(), uid).empty(); }, absl::Seconds(30)));
+  int before = Ticks(b()->SerialLog(uid)).empty() ? 0 : Ticks(b()->SerialLog(uid)).back().n;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        auto t = Ticks(b()->SerialLog(uid));
+        return !t.empty() && t.back().n >= before + 2;
+      },
+      absl::Seconds(30)))
+      << "the guest does not count on B";
+  auto ticks = Ticks(b()->SerialLog(uid));
+  ASSERT_FALSE(ticks.empty());
+  EXPECT_EQ(ticks.back().boot_id, boot_id) << "the guest rebooted";
+  EXPECT_EQ(head(disk_b), "KVNODE-DATA counter=1") << "the copy on B lacks the guest's data";
+  // The emptyDisk's copy (qcow2, which B's QEMU holds: read with --force-share).
+  const std::string empty_raw = b()->state_dir() + "/empty-copy.raw";
+  auto converted = RunCommand({"/usr/bin/qemu-img", "convert", "-U", "-O", "raw",
+                               b()->VmiDir(uid) + "/disks/empty/disk.qcow2", empty_raw});
+  ASSERT_TRUE(converted.ok() && converted->success())
+      << (converted.ok() ? converted->output : converted.status().ToString());
+  EXPECT_EQ(head(empty_raw), "KVNODE-DATA counter=1") << "the emptyDisk was not copied";
+  auto claim_b = b()->Kvctl({"get", "pvc", "scratch"});
+  EXPECT_EQ(claim_b.exit_code, 0) << claim_b.out;
+  EXPECT_THAT(claim_b.out, ::testing::HasSubstr("Bound"));
 }
 
 // Node B has a class named like A's shared class, but not shared: B refuses the claim in
