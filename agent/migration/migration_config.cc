@@ -28,7 +28,7 @@ absl::Status ParseTimeout(const FlagSet& flags, const char* flag, absl::Duration
 void DeclareMigrationFlags(FlagSet* flags) {
   flags->Value("migration-listen").Value("peer").Value("migration-bandwidth")
       .Value("migration-progress-timeout").Value("migration-completion-timeout-per-gib")
-      .Value("migration-max-outbound").Bool("migration-allow-post-copy")
+      .Value("migration-max-outbound").Value("migration-transport").Bool("migration-allow-post-copy")
       .Bool("migration-allow-auto-converge").Bool("shared-volumes");
 }
 
@@ -68,6 +68,12 @@ absl::Status ParseMigrationFlags(const FlagSet& flags, MigrationConfig* c) {
           "--migration-max-outbound: expected a number of at least 1, got \"" + *n + "\"");
     }
   }
+  const std::string transport = flags.GetOr("migration-transport", "direct");
+  if (transport != "direct" && transport != "tunnelled") {
+    return absl::InvalidArgumentError(
+        "--migration-transport: expected direct or tunnelled, got \"" + transport + "\"");
+  }
+  c->policy.tunnelled = transport == "tunnelled";
   c->policy.allow_post_copy = flags.GetBool("migration-allow-post-copy");
   c->policy.allow_auto_converge = flags.GetBool("migration-allow-auto-converge");
   if (flags.GetBool("shared-volumes")) {

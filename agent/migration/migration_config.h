@@ -7,6 +7,9 @@
 //   --migration-completion-timeout-per-gib 150s
 //   --migration-allow-post-copy, --migration-allow-auto-converge
 //   --migration-max-outbound 2     outbound migrations at once on this node
+//   --migration-transport direct   QEMU's stream over each pod's loopback, carried by the
+//                                  handlers (KubeVirt's way), or `tunnelled` through libvirt's
+//                                  connection; block migration is always direct
 //
 // Which disks may migrate is not a node flag: a PVC migrates when its storage class is shared
 // (--storage-class name=shared,shared=true,path=DIR; agent/storage/storage_class.h). The old
@@ -33,6 +36,10 @@ struct MigrationPolicy {
   bool allow_post_copy = false;
   bool allow_auto_converge = false;
   int max_outbound = 2;
+  // false: QEMU's stream goes direct (pod loopback port 49152, carried by the handlers);
+  // true: tunnelled through libvirt's connection (VIR_MIGRATE_TUNNELLED). A VMI whose launcher
+  // runs in the handler's own network namespace (no pod network) is always tunnelled.
+  bool tunnelled = false;
 };
 
 struct MigrationConfig {

@@ -20,6 +20,7 @@ TEST(MigrationConfig, KubeVirtsDefaults) {
   EXPECT_EQ(c.policy.max_outbound, 2);
   EXPECT_EQ(c.policy.bandwidth_mib, 0u);
   EXPECT_FALSE(c.policy.allow_post_copy);
+  EXPECT_FALSE(c.policy.tunnelled) << "direct, as KubeVirt";
 }
 
 TEST(MigrationConfig, ReadsPeersAndPolicy) {
@@ -27,7 +28,7 @@ TEST(MigrationConfig, ReadsPeersAndPolicy) {
   ASSERT_TRUE(Parse({"--migration-listen", "0.0.0.0:7443", "--peer", "b=10.0.0.2:7443", "--peer",
                      "c=[fd00::3]:7443", "--migration-bandwidth", "8",
                      "--migration-progress-timeout", "30s", "--migration-allow-post-copy",
-                     "--migration-max-outbound", "1"},
+                     "--migration-max-outbound", "1", "--migration-transport", "tunnelled"},
                     &c)
                   .ok());
   EXPECT_EQ(c.listen, "0.0.0.0:7443");
@@ -37,6 +38,7 @@ TEST(MigrationConfig, ReadsPeersAndPolicy) {
   EXPECT_EQ(c.policy.progress_timeout, absl::Seconds(30));
   EXPECT_TRUE(c.policy.allow_post_copy);
   EXPECT_EQ(c.policy.max_outbound, 1);
+  EXPECT_TRUE(c.policy.tunnelled);
 }
 
 TEST(MigrationConfig, ErrorsNameTheFlag) {
@@ -51,6 +53,8 @@ TEST(MigrationConfig, ErrorsNameTheFlag) {
             std::string::npos);
   EXPECT_NE(Parse({"--migration-max-outbound", "0"}, &c).message().find("--migration-max-outbound"),
             std::string::npos);
+  EXPECT_EQ(Parse({"--migration-transport", "nbd"}, &c).message(),
+            "--migration-transport: expected direct or tunnelled, got \"nbd\"");
 }
 
 TEST(MigrationConfig, SharedVolumesFlagIsRefusedForASharedStorageClass) {

@@ -343,6 +343,7 @@ std::string MigrationController::StartLauncherMigration(
     disk->set_to(d.target_path());
   }
   for (const std::string& disk : m->empty_disks) req.add_copy_disks(disk);
+  req.set_direct(m->direct);
   auto* rw = req.add_rewrites();
   rw->set_from(m->vmi_dir);
   rw->set_to(prepared.target_vmi_dir());
@@ -522,9 +523,15 @@ void MigrationController::RunMigration(Outbound* m) {
   }
   if (reason.empty()) {
     std::string socket = absl::StrCat(m->vmi_dir, "/run/mig-", ShortId(m->vmim.metadata().uid()), ".sock");
-    // Block migration: QEMU's own streams leave through the pod's loopback too.
+    // The direct transport (and block migration, which needs it): QEMU's own streams leave
+    // through the pod's loopback too. A VMI without a pod network of its own can only be
+    // tunnelled.
     absl::StatusOr<int> netns = -1;
-    if (m->block_migration()) netns = vmis_->LauncherNetns(m->vmi_uid);
+    if (m->block_migration() || !config_.policy.tunnelled) {
+      netns = vmis_->LauncherNetns(m->vmi_uid);
+      if (absl::IsFailedPrecondition(netns.status()) && !m->block_migration()) netns = -1;
+    }
+    m->direct = netns.ok() && *netns >= 0;
     absl::StatusOr<std::unique_ptr<TunnelListener>> listener =
         netns.ok() ? TunnelListener::Start(launcher_fs_, socket, target, m->vmi_uid,
                                            m->vmim.metadata().uid(), *netns)

@@ -61,6 +61,8 @@ class MigrationController {
     std::map<std::string, std::string> local_disks;
     std::vector<std::string> empty_disks;
     bool block_migration() const { return !local_disks.empty() || !empty_disks.empty(); }
+    // QEMU's stream over the pods' loopback (not through libvirt's connection).
+    bool direct = false;
     bool abort_requested = false;
     bool done = false;
     std::thread thread;

@@ -23,8 +23,11 @@ struct MigrationCall {
   uint64_t bandwidth_mib = 0;  // 0: unlimited
   bool auto_converge = false;
   bool post_copy = false;
-  // Block migration: the target devs ("vdb") of the disks QEMU copies over NBD. Empty: the
-  // disks are shared and the migration is tunnelled through libvirt's connection.
+  // QEMU's stream goes to the pod's loopback (kDirectMigrationPort), which the handler
+  // carries, instead of through libvirt's connection.
+  bool direct = false;
+  // Block migration (needs `direct`): the target devs ("vdb") of the disks QEMU copies over
+  // NBD (kBlockMigrationPort). Empty: the disks are shared.
   std::vector<std::string> copy_disks;
 };
 

@@ -60,21 +60,25 @@ absl::Status LibvirtHypervisor::Migrate(const MigrationCall& call) {
   // mode is not "none" on storage shared by other means (KubeVirt sets it for the same cases).
   unsigned int flags = VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_PERSIST_DEST |
                        VIR_MIGRATE_UNDEFINE_SOURCE | VIR_MIGRATE_UNSAFE;
-  if (call.copy_disks.empty()) {
+  if (!call.direct) {
     flags |= VIR_MIGRATE_TUNNELLED;
   } else {
-    // Block migration: libvirt's tunnel cannot carry NBD, so QEMU's streams go to the pod's
-    // loopback ports, where the handler carries them to the target pod's (the target's QEMU
-    // and NBD server listen on its own loopback: LISTEN_ADDRESS). Only the listed disks are
-    // copied; shared ones stay where they are.
-    flags |= VIR_MIGRATE_NON_SHARED_DISK;
+    // QEMU's streams go to the pod's loopback ports, where the handler carries them to the
+    // target pod's (the target's QEMU and NBD server listen on its own loopback:
+    // LISTEN_ADDRESS). libvirt's tunnel could not carry NBD anyway.
     const std::string uri = absl::StrCat("tcp://127.0.0.1:", kDirectMigrationPort);
-    const std::string disks_uri = absl::StrCat("tcp://127.0.0.1:", kBlockMigrationPort);
     if (virTypedParamsAddString(&p.params, &p.count, &p.max, VIR_MIGRATE_PARAM_URI,
                                 uri.c_str()) < 0 ||
         virTypedParamsAddString(&p.params, &p.count, &p.max, VIR_MIGRATE_PARAM_LISTEN_ADDRESS,
-                                "127.0.0.1") < 0 ||
-        virTypedParamsAddString(&p.params, &p.count, &p.max, VIR_MIGRATE_PARAM_DISKS_URI,
+                                "127.0.0.1") < 0) {
+      return LibvirtError("direct migration parameters");
+    }
+  }
+  if (!call.copy_disks.empty()) {
+    // Block migration: only the listed disks are copied; shared ones stay where they are.
+    flags |= VIR_MIGRATE_NON_SHARED_DISK;
+    const std::string disks_uri = absl::StrCat("tcp://127.0.0.1:", kBlockMigrationPort);
+    if (virTypedParamsAddString(&p.params, &p.count, &p.max, VIR_MIGRATE_PARAM_DISKS_URI,
                                 disks_uri.c_str()) < 0) {
       return LibvirtError("block migration parameters");
     }

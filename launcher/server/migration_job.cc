@@ -30,6 +30,10 @@ absl::Status MigrationJob::Start(const kvnode::v1::MigrateRequest& request) {
   MigrationCall call;
   ASSIGN_OR_RETURN(call.copy_disks,
                    DiskTargetsOf(xml, {request.copy_disks().begin(), request.copy_disks().end()}));
+  call.direct = request.direct();
+  if (!call.direct && !call.copy_disks.empty()) {
+    return absl::InvalidArgumentError("copy_disks: block migration needs direct");
+  }
   call.destination_uri = "qemu+unix:///session?socket=" + request.socket_path();
   call.destination_xml = std::move(dest_xml);
   call.bandwidth_mib = request.bandwidth_mib();
@@ -42,7 +46,8 @@ absl::Status MigrationJob::Start(const kvnode::v1::MigrateRequest& request) {
   status_.set_mode("PreCopy");
   status_.set_migration_uid(request.migration_uid());
   abort_requested_ = false;
-  spdlog::info("migration {} starting to {}{}", request.migration_uid(), call.destination_uri,
+  spdlog::info("migration {} starting to {} ({}){}", request.migration_uid(),
+               call.destination_uri, call.direct ? "direct" : "tunnelled",
                call.copy_disks.empty()
                    ? ""
                    : absl::StrCat(", copying disks ", absl::StrJoin(call.copy_disks, ", ")));

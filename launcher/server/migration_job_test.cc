@@ -10,8 +10,8 @@ namespace {
 class FakeMigrator : public DomainMigrator {
  public:
   absl::StatusOr<std::string> MigratableXml() override {
-    return std::string("<domain><devices><disk><source file='/a/vmis/k/d.img'/></disk>"
-                       "</devices></domain>");
+    return std::string("<domain><devices><disk><source file='/a/vmis/k/d.img'/>"
+                       "<target dev='vda'/></disk></devices></domain>");
   }
   absl::Status Migrate(const MigrationCall& call) override {
     {
@@ -85,6 +85,8 @@ TEST(MigrationJob, RunsWithTheTunnelUriAndTheTargetPathsAndReportsProgress) {
   EXPECT_EQ(m.last().destination_uri, "qemu+unix:///session?socket=/a/vmis/k/run/mig.sock");
   EXPECT_NE(m.last().destination_xml.find("/b/vmis/k/d.img"), std::string::npos);
   EXPECT_EQ(m.last().bandwidth_mib, 5u);
+  EXPECT_FALSE(m.last().direct);
+  EXPECT_TRUE(m.last().copy_disks.empty());
   kvnode::v1::MigrationJobStatus s = job.Status();
   EXPECT_EQ(s.state(), "Running");
   EXPECT_EQ(s.mode(), "PreCopy");
@@ -103,6 +105,23 @@ TEST(MigrationJob, AbortEndsCancelledWithLibvirtsMessage) {
   ASSERT_TRUE(job.Abort().ok());
   ASSERT_TRUE(WaitFor(&job, "Cancelled"));
   EXPECT_NE(job.Status().error().find("canceled by client"), std::string::npos);
+}
+
+TEST(MigrationJob, BlockMigrationNamesTheDisksByTargetDevAndNeedsDirect) {
+  FakeMigrator m;
+  MigrationJob job(&m);
+  kvnode::v1::MigrateRequest r = Request();
+  r.add_copy_disks("/a/vmis/k/d.img");
+  absl::Status tunnelled = job.Start(r);
+  EXPECT_EQ(tunnelled.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(tunnelled.message(), "copy_disks: block migration needs direct");
+  r.set_direct(true);
+  ASSERT_TRUE(job.Start(r).ok());
+  m.started_.WaitForNotification();
+  EXPECT_TRUE(m.last().direct);
+  EXPECT_EQ(m.last().copy_disks, std::vector<std::string>{"vda"});
+  m.Release();
+  EXPECT_TRUE(WaitFor(&job, "Completed"));
 }
 
 TEST(MigrationJob, RefusesARequestWithoutASocket) {

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <thread>
 #include <iostream>
+#include <iterator>
 #include <regex>
 
 #include "absl/strings/match.h"
@@ -220,6 +221,11 @@ TEST_F(MigrationTest, GuestMovesToNodeBWithoutRestartAndFailuresLeaveItOnA) {
   ExpectNothingOnB(uid);
   auto on_a = a()->Kvctl({"get", "vmi", kName, "-o", "json"});
   EXPECT_THAT(on_a.out, ::testing::HasSubstr("\"abortStatus\": \"Succeeded\""));
+  // QEMU's stream went direct, over the pods' loopback (the default transport).
+  std::ifstream launcher_log(a()->VmiDir(uid) + "/launcher.log");
+  std::string launcher_text((std::istreambuf_iterator<char>(launcher_log)),
+                            std::istreambuf_iterator<char>());
+  EXPECT_THAT(launcher_text, ::testing::HasSubstr("(direct)"));
 
   // 3a. The target launcher killed mid-migration: Failed with a reason, the guest stays on A.
   ASSERT_TRUE(Migrate(kName, nodes_->name_b(), kSlowMiB, &vmim).ok());
