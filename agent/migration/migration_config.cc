@@ -28,7 +28,8 @@ absl::Status ParseTimeout(const FlagSet& flags, const char* flag, absl::Duration
 void DeclareMigrationFlags(FlagSet* flags) {
   flags->Value("migration-listen").Value("peer").Value("migration-bandwidth")
       .Value("migration-progress-timeout").Value("migration-completion-timeout-per-gib")
-      .Value("migration-max-outbound").Value("migration-transport").Bool("migration-allow-post-copy")
+      .Value("migration-max-outbound").Value("migration-transport")
+      .Value("migration-guest-pause").Bool("migration-allow-post-copy")
       .Bool("migration-allow-auto-converge").Bool("shared-volumes");
 }
 
@@ -74,6 +75,17 @@ absl::Status ParseMigrationFlags(const FlagSet& flags, MigrationConfig* c) {
         "--migration-transport: expected direct or tunnelled, got \"" + transport + "\"");
   }
   c->policy.tunnelled = transport == "tunnelled";
+  const std::string pause = flags.GetOr("migration-guest-pause", "auto");
+  if (pause == "auto") {
+    c->policy.guest_pause = MigrationPolicy::GuestPause::kAuto;
+  } else if (pause == "never") {
+    c->policy.guest_pause = MigrationPolicy::GuestPause::kNever;
+  } else if (pause == "always") {
+    c->policy.guest_pause = MigrationPolicy::GuestPause::kAlways;
+  } else {
+    return absl::InvalidArgumentError(
+        "--migration-guest-pause: expected auto, never or always, got \"" + pause + "\"");
+  }
   c->policy.allow_post_copy = flags.GetBool("migration-allow-post-copy");
   c->policy.allow_auto_converge = flags.GetBool("migration-allow-auto-converge");
   if (flags.GetBool("shared-volumes")) {

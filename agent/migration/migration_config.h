@@ -10,6 +10,10 @@
 //   --migration-transport direct   QEMU's stream over each pod's loopback, carried by the
 //                                  handlers (KubeVirt's way), or `tunnelled` through libvirt's
 //                                  connection; block migration is always direct
+//   --migration-guest-pause auto   `auto`: the guest is paused for the whole copy where a live
+//                                  migration would damage it (TCG on QEMU before 9.0, whose
+//                                  dirty tracking loses guest writes), live elsewhere; `never`:
+//                                  always live (KubeVirt's way); `always`: always paused
 //
 // Which disks may migrate is not a node flag: a PVC migrates when its storage class is shared
 // (--storage-class name=shared,shared=true,path=DIR; agent/storage/storage_class.h). The old
@@ -40,6 +44,8 @@ struct MigrationPolicy {
   // true: tunnelled through libvirt's connection (VIR_MIGRATE_TUNNELLED). A VMI whose launcher
   // runs in the handler's own network namespace (no pod network) is always tunnelled.
   bool tunnelled = false;
+  enum class GuestPause { kAuto, kNever, kAlways };
+  GuestPause guest_pause = GuestPause::kAuto;
 };
 
 struct MigrationConfig {

@@ -21,6 +21,7 @@ TEST(MigrationConfig, KubeVirtsDefaults) {
   EXPECT_EQ(c.policy.bandwidth_mib, 0u);
   EXPECT_FALSE(c.policy.allow_post_copy);
   EXPECT_FALSE(c.policy.tunnelled) << "direct, as KubeVirt";
+  EXPECT_EQ(c.policy.guest_pause, MigrationPolicy::GuestPause::kAuto);
 }
 
 TEST(MigrationConfig, ReadsPeersAndPolicy) {
@@ -39,6 +40,10 @@ TEST(MigrationConfig, ReadsPeersAndPolicy) {
   EXPECT_TRUE(c.policy.allow_post_copy);
   EXPECT_EQ(c.policy.max_outbound, 1);
   EXPECT_TRUE(c.policy.tunnelled);
+  ASSERT_TRUE(Parse({"--migration-guest-pause", "never"}, &c).ok());
+  EXPECT_EQ(c.policy.guest_pause, MigrationPolicy::GuestPause::kNever);
+  ASSERT_TRUE(Parse({"--migration-guest-pause", "always"}, &c).ok());
+  EXPECT_EQ(c.policy.guest_pause, MigrationPolicy::GuestPause::kAlways);
 }
 
 TEST(MigrationConfig, ErrorsNameTheFlag) {
@@ -55,6 +60,8 @@ TEST(MigrationConfig, ErrorsNameTheFlag) {
             std::string::npos);
   EXPECT_EQ(Parse({"--migration-transport", "nbd"}, &c).message(),
             "--migration-transport: expected direct or tunnelled, got \"nbd\"");
+  EXPECT_EQ(Parse({"--migration-guest-pause", "sometimes"}, &c).message(),
+            "--migration-guest-pause: expected auto, never or always, got \"sometimes\"");
 }
 
 TEST(MigrationConfig, SharedVolumesFlagIsRefusedForASharedStorageClass) {

@@ -29,6 +29,9 @@ struct MigrationCall {
   // Block migration (needs `direct`): the target devs ("vdb") of the disks QEMU copies over
   // NBD (kBlockMigrationPort). Empty: the disks are shared.
   std::vector<std::string> copy_disks;
+  // false: libvirt pauses the guest before the first page is sent and resumes it on the target
+  // (no VIR_MIGRATE_LIVE); post-copy and auto-converge do not apply then.
+  bool live = true;
 };
 
 
@@ -51,6 +54,9 @@ class DomainMigrator {
   virtual absl::StatusOr<MigrationProgress> JobProgress() = 0;
   virtual absl::Status AbortJob() = 0;
   virtual absl::Status StartPostCopy() = 0;
+  // The hypervisor's version as libvirt gives it (virConnectGetVersion): major * 1,000,000 +
+  // minor * 1,000 + micro; QEMU 7.2.22 is 7002022.
+  virtual absl::StatusOr<uint64_t> HypervisorVersion() = 0;
 };
 
 }  // namespace kvnode

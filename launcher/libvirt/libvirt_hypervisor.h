@@ -46,6 +46,7 @@ class LibvirtHypervisor : public Hypervisor, public DomainMigrator {
   absl::StatusOr<MigrationProgress> JobProgress() override;
   absl::Status AbortJob() override;
   absl::Status StartPostCopy() override;
+  absl::StatusOr<uint64_t> HypervisorVersion() override;
 
   // Called from libvirt's event thread.
   void Deliver(const DomainLifecycleEvent& event);

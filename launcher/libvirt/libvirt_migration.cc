@@ -1,4 +1,4 @@
-// LibvirtHypervisor as a DomainMigrator: peer-to-peer live migration as KubeVirt's
+// LibvirtHypervisor as a DomainMigrator: peer-to-peer (live) migration as KubeVirt's
 // virt-launcher starts it (pkg/virt-launcher/virtwrap/live-migration-source.go), to a libvirtd
 // reached through a unix socket the handler tunnels to the target node: tunnelled through that
 // connection for shared disks, with QEMU's own streams on the pod's loopback for block
@@ -58,8 +58,11 @@ absl::Status LibvirtHypervisor::Migrate(const MigrationCall& call) {
   // UNSAFE: the handler only migrates VMIs whose disks are shared (LiveMigratable), but
   // libvirt recognises only network filesystems as shared and would refuse a disk whose cache
   // mode is not "none" on storage shared by other means (KubeVirt sets it for the same cases).
-  unsigned int flags = VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_PERSIST_DEST |
+  unsigned int flags = VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_PERSIST_DEST |
                        VIR_MIGRATE_UNDEFINE_SOURCE | VIR_MIGRATE_UNSAFE;
+  // Without LIVE libvirt pauses the guest before QEMU starts, resumes it on the target when
+  // done, and on the source again if the migration fails.
+  if (call.live) flags |= VIR_MIGRATE_LIVE;
   if (!call.direct) {
     flags |= VIR_MIGRATE_TUNNELLED;
   } else {
@@ -89,8 +92,8 @@ absl::Status LibvirtHypervisor::Migrate(const MigrationCall& call) {
       }
     }
   }
-  if (call.auto_converge) flags |= VIR_MIGRATE_AUTO_CONVERGE;
-  if (call.post_copy) flags |= VIR_MIGRATE_POSTCOPY;
+  if (call.live && call.auto_converge) flags |= VIR_MIGRATE_AUTO_CONVERGE;
+  if (call.live && call.post_copy) flags |= VIR_MIGRATE_POSTCOPY;
   if (virDomainMigrateToURI3(dom, call.destination_uri.c_str(), p.params, p.count, flags) < 0) {
     return LibvirtError("migrate " + domain_name_);
   }
@@ -133,6 +136,12 @@ absl::Status LibvirtHypervisor::AbortJob() {
 absl::Status LibvirtHypervisor::StartPostCopy() {
   return WithDomain("switch to post-copy",
                     [](virDomainPtr d) { return virDomainMigrateStartPostCopy(d, 0); });
+}
+
+absl::StatusOr<uint64_t> LibvirtHypervisor::HypervisorVersion() {
+  unsigned long version = 0;  // NOLINT(runtime/int): libvirt's type
+  if (virConnectGetVersion(conn_, &version) < 0) return LibvirtError("hypervisor version");
+  return static_cast<uint64_t>(version);
 }
 
 }  // namespace kvnode

@@ -8,6 +8,14 @@
 
 namespace kvnode {
 
+std::string LiveMigrationHazard(const std::string& domain_type, uint64_t qemu_version) {
+  constexpr uint64_t kFixedIn = 9'000'000;  // QEMU 9.0.0
+  if (domain_type != "qemu" || qemu_version >= kFixedIn) return "";
+  return absl::StrCat("QEMU ", qemu_version / 1'000'000, ".", qemu_version / 1'000 % 1'000, ".",
+                      qemu_version % 1'000,
+                      " under TCG loses guest writes during a live migration (fixed in QEMU 9.0)");
+}
+
 MigrationJob::~MigrationJob() {
   if (thread_.joinable()) thread_.join();
 }
@@ -39,18 +47,34 @@ absl::Status MigrationJob::Start(const kvnode::v1::MigrateRequest& request) {
   call.bandwidth_mib = request.bandwidth_mib();
   call.auto_converge = request.allow_auto_converge();
   call.post_copy = request.allow_post_copy();
+  std::string pause_reason;
+  switch (request.guest_pause()) {
+    case kvnode::v1::MIGRATION_GUEST_PAUSE_NEVER:
+      break;
+    case kvnode::v1::MIGRATION_GUEST_PAUSE_ALWAYS:
+      pause_reason = "asked to (guest_pause ALWAYS)";
+      break;
+    default: {
+      ASSIGN_OR_RETURN(std::string type, DomainTypeOf(xml));
+      ASSIGN_OR_RETURN(uint64_t version, migrator_->HypervisorVersion());
+      pause_reason = LiveMigrationHazard(type, version);
+    }
+  }
+  call.live = pause_reason.empty();
   if (thread_.joinable()) thread_.join();  // the previous, finished job
   absl::MutexLock lock(&mu_);
   status_.Clear();
   status_.set_state("Running");
-  status_.set_mode("PreCopy");
+  status_.set_mode(call.live ? "PreCopy" : "Paused");
+  live_ = call.live;
   status_.set_migration_uid(request.migration_uid());
   abort_requested_ = false;
-  spdlog::info("migration {} starting to {} ({}){}", request.migration_uid(),
+  spdlog::info("migration {} starting to {} ({}){}{}", request.migration_uid(),
                call.destination_uri, call.direct ? "direct" : "tunnelled",
                call.copy_disks.empty()
                    ? ""
-                   : absl::StrCat(", copying disks ", absl::StrJoin(call.copy_disks, ", ")));
+                   : absl::StrCat(", copying disks ", absl::StrJoin(call.copy_disks, ", ")),
+               call.live ? "" : ", guest paused for the copy: " + pause_reason);
   thread_ = std::thread([this, call = std::move(call)] { Run(call); });
   return absl::OkStatus();
 }
@@ -110,6 +134,10 @@ absl::Status MigrationJob::StartPostCopy() {
     absl::MutexLock lock(&mu_);
     if (status_.state() != "Running") {
       return absl::FailedPreconditionError("no migration is running");
+    }
+    if (!live_) {
+      return absl::FailedPreconditionError(
+          "the guest is paused for this migration: post-copy does not apply");
     }
   }
   RETURN_IF_ERROR(migrator_->StartPostCopy());

@@ -10,9 +10,11 @@ namespace {
 class FakeMigrator : public DomainMigrator {
  public:
   absl::StatusOr<std::string> MigratableXml() override {
-    return std::string("<domain><devices><disk><source file='/a/vmis/k/d.img'/>"
-                       "<target dev='vda'/></disk></devices></domain>");
+    return "<domain type='" + domain_type_ +
+           "'><devices><disk><source file='/a/vmis/k/d.img'/>"
+           "<target dev='vda'/></disk></devices></domain>";
   }
+  absl::StatusOr<uint64_t> HypervisorVersion() override { return version_; }
   absl::Status Migrate(const MigrationCall& call) override {
     {
       absl::MutexLock lock(&mu_);
@@ -51,6 +53,8 @@ class FakeMigrator : public DomainMigrator {
     return last_;
   }
 
+  std::string domain_type_ = "kvm";
+  uint64_t version_ = 7'002'022;
   absl::Notification started_;
   absl::Mutex mu_;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
@@ -120,6 +124,69 @@ TEST(MigrationJob, BlockMigrationNamesTheDisksByTargetDevAndNeedsDirect) {
   m.started_.WaitForNotification();
   EXPECT_TRUE(m.last().direct);
   EXPECT_EQ(m.last().copy_disks, std::vector<std::string>{"vda"});
+  m.Release();
+  EXPECT_TRUE(WaitFor(&job, "Completed"));
+}
+
+TEST(LiveMigrationHazard, OnlyTcgOnQemuBefore9) {
+  EXPECT_EQ(LiveMigrationHazard("qemu", 7'002'022),
+            "QEMU 7.2.22 under TCG loses guest writes during a live migration (fixed in QEMU 9.0)");
+  EXPECT_EQ(LiveMigrationHazard("qemu", 8'002'010).substr(0, 11), "QEMU 8.2.10");
+  EXPECT_EQ(LiveMigrationHazard("qemu", 9'000'000), "");
+  EXPECT_EQ(LiveMigrationHazard("qemu", 10'000'002), "");
+  EXPECT_EQ(LiveMigrationHazard("kvm", 7'002'022), "") << "KVM tracks dirty pages in the kernel";
+}
+
+// Starts `r` on a migrator of `domain_type` and QEMU `version`; the call libvirt got, and the
+// mode the job reports.
+std::pair<MigrationCall, std::string> StartOn(const std::string& domain_type, uint64_t version,
+                                              const kvnode::v1::MigrateRequest& r) {
+  FakeMigrator m;
+  m.domain_type_ = domain_type;
+  m.version_ = version;
+  MigrationJob job(&m);
+  EXPECT_TRUE(job.Start(r).ok());
+  m.started_.WaitForNotification();
+  std::string mode = job.Status().mode();
+  m.Release();
+  EXPECT_TRUE(WaitFor(&job, "Completed"));
+  return {m.last(), mode};
+}
+
+TEST(MigrationJob, AutoPausesATcgGuestOnQemuBefore9AndStaysLiveElsewhere) {
+  kvnode::v1::MigrateRequest r = Request();
+  r.set_allow_post_copy(true);
+  auto [tcg72, tcg72_mode] = StartOn("qemu", 7'002'022, r);
+  EXPECT_FALSE(tcg72.live);
+  EXPECT_EQ(tcg72_mode, "Paused");
+  auto [kvm72, kvm72_mode] = StartOn("kvm", 7'002'022, r);
+  EXPECT_TRUE(kvm72.live);
+  EXPECT_EQ(kvm72_mode, "PreCopy");
+  auto [tcg9, tcg9_mode] = StartOn("qemu", 9'000'000, r);
+  EXPECT_TRUE(tcg9.live);
+  EXPECT_EQ(tcg9_mode, "PreCopy");
+}
+
+TEST(MigrationJob, NeverAndAlwaysOverrideTheHazard) {
+  kvnode::v1::MigrateRequest r = Request();
+  r.set_guest_pause(kvnode::v1::MIGRATION_GUEST_PAUSE_NEVER);
+  EXPECT_TRUE(StartOn("qemu", 7'002'022, r).first.live);
+  r.set_guest_pause(kvnode::v1::MIGRATION_GUEST_PAUSE_ALWAYS);
+  auto [kvm, mode] = StartOn("kvm", 10'000'002, r);
+  EXPECT_FALSE(kvm.live);
+  EXPECT_EQ(mode, "Paused");
+}
+
+TEST(MigrationJob, APausedMigrationRefusesPostCopy) {
+  FakeMigrator m;
+  m.domain_type_ = "qemu";
+  MigrationJob job(&m);
+  ASSERT_TRUE(job.Start(Request()).ok());
+  m.started_.WaitForNotification();
+  absl::Status s = job.StartPostCopy();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "the guest is paused for this migration: post-copy does not apply");
+  EXPECT_EQ(job.Status().mode(), "Paused");
   m.Release();
   EXPECT_TRUE(WaitFor(&job, "Completed"));
 }

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "agent/base/status_macros.h"
 #include "pugixml.hpp"
 
 namespace kvnode {
@@ -34,15 +35,20 @@ void Walk(pugi::xml_node node, const PathRewrites& rewrites) {
   }
 }
 
+absl::Status Parse(const std::string& xml, pugi::xml_document* doc) {
+  pugi::xml_parse_result parsed = doc->load_string(xml.c_str());
+  if (!parsed) {
+    return absl::InvalidArgumentError(std::string("domain XML: ") + parsed.description());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> RewriteDomainPaths(const std::string& xml,
                                                const PathRewrites& rewrites) {
   pugi::xml_document doc;
-  pugi::xml_parse_result parsed = doc.load_string(xml.c_str());
-  if (!parsed) {
-    return absl::InvalidArgumentError(std::string("domain XML: ") + parsed.description());
-  }
+  RETURN_IF_ERROR(Parse(xml, &doc));
   Walk(doc.document_element(), rewrites);
   std::ostringstream out;
   doc.save(out, "  ", pugi::format_default | pugi::format_no_declaration);
@@ -52,10 +58,7 @@ absl::StatusOr<std::string> RewriteDomainPaths(const std::string& xml,
 absl::StatusOr<std::vector<std::string>> DiskTargetsOf(const std::string& xml,
                                                        const std::vector<std::string>& paths) {
   pugi::xml_document doc;
-  pugi::xml_parse_result parsed = doc.load_string(xml.c_str());
-  if (!parsed) {
-    return absl::InvalidArgumentError(std::string("domain XML: ") + parsed.description());
-  }
+  RETURN_IF_ERROR(Parse(xml, &doc));
   std::vector<std::string> targets;
   for (const std::string& path : paths) {
     std::string dev;
@@ -70,6 +73,12 @@ absl::StatusOr<std::vector<std::string>> DiskTargetsOf(const std::string& xml,
     targets.push_back(dev);
   }
   return targets;
+}
+
+absl::StatusOr<std::string> DomainTypeOf(const std::string& xml) {
+  pugi::xml_document doc;
+  RETURN_IF_ERROR(Parse(xml, &doc));
+  return std::string(doc.document_element().attribute("type").value());
 }
 
 }  // namespace kvnode

@@ -29,6 +29,9 @@ absl::StatusOr<std::string> RewriteDomainPaths(const std::string& xml,
 absl::StatusOr<std::vector<std::string>> DiskTargetsOf(const std::string& xml,
                                                        const std::vector<std::string>& paths);
 
+// The domain's type attribute: "kvm", or "qemu" for TCG.
+absl::StatusOr<std::string> DomainTypeOf(const std::string& xml);
+
 }  // namespace kvnode
 
 #endif  // KVNODE_LAUNCHER_SERVER_MIGRATION_XML_H_

@@ -57,5 +57,11 @@ TEST(DiskTargetsOf, APathThatIsNoDiskOfTheDomainIsNamed) {
   EXPECT_EQ(devs.status().message(), "copy_disks: \"/b\" is not a disk of the domain");
 }
 
+TEST(DomainTypeOf, ReadsTheTypeAttribute) {
+  EXPECT_EQ(*DomainTypeOf("<domain type='qemu'><name>x</name></domain>"), "qemu");
+  EXPECT_EQ(*DomainTypeOf("<domain type=\"kvm\"/>"), "kvm");
+  EXPECT_EQ(DomainTypeOf("<domain").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace kvnode

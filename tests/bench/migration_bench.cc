@@ -2,7 +2,11 @@
 // `virsh migrate --live --p2p --tunnelled` between two session libvirtds of the same kind, in
 // the same run on the same machine (issue 8, "How it is checked" 6). Needs root.
 //
-//   kvnode-bench-migration [--runs N]
+//   kvnode-bench-migration [--runs N] [--guest-pause auto|never|always]
+//
+// --guest-pause is the handlers' --migration-guest-pause (default auto: on TCG with QEMU
+// before 9.0 the guest is paused for the whole copy, so kvnode's downtime is the copy; `never`
+// migrates live, as the plain runs do). Each run prints the mode the migration reported.
 //
 // kvnode: two nodes on this machine (tests/integration/two_nodes.h), an idle 128 MiB test guest
 // without a NIC migrated A → B → A ... through MigrateVMI; the time is MigrateVMI until the
@@ -43,6 +47,7 @@ constexpr char kDomain[] = "default_bench";
 
 struct Figures {
   std::vector<double> wall_ms, elapsed_ms, downtime_ms;
+  std::vector<std::string> modes;  // kvnode's: migrationState.mode
 };
 
 std::string Uri(const std::string& socket) { return "qemu+unix:///session?socket=" + socket; }
@@ -165,13 +170,15 @@ absl::Status KvnodeRuns(TwoNodes* nodes, HandlerProcess* a, int runs, const Laun
                                  done.status().migration_state().failure_reason());
     }
     f->wall_ms.push_back(wall);
+    f->modes.push_back(done.status().migration_state().mode());
     HandlerProcess* dest = nodes_by_turn[to];
     RETURN_IF_ERROR(CompletedJob(
         id, NodePaths(dest->state_dir()).vmi(uid).libvirt_home() + "/r/libvirt/libvirt-sock", f));
-    std::cout << absl::StrFormat("kvnode run %d %s -> %s: %.0f ms (libvirt: %.0f ms, downtime %.0f ms)\n",
-                                 i + 1, from == 0 ? "A" : "B", to == 0 ? "A" : "B", wall,
-                                 f->elapsed_ms.empty() ? 0.0 : f->elapsed_ms.back(),
-                                 f->downtime_ms.empty() ? 0.0 : f->downtime_ms.back());
+    std::cout << absl::StrFormat(
+        "kvnode run %d %s -> %s, mode %s: %.0f ms (libvirt: %.0f ms, downtime %.0f ms)\n", i + 1,
+        from == 0 ? "A" : "B", to == 0 ? "A" : "B", f->modes.back(), wall,
+        f->elapsed_ms.empty() ? 0.0 : f->elapsed_ms.back(),
+        f->downtime_ms.empty() ? 0.0 : f->downtime_ms.back());
     // The next run starts from the node that now has the VMI, once it is Running there.
     bool there = testing::WaitForVmi(dest->stub(), "default", "bench",
                                      [](const auto& v) { return v.status().phase() == "Running"; },
@@ -229,7 +236,7 @@ absl::Status PlainRuns(HandlerProcess* holder, const std::string& uid, int runs,
 
 int Run(int argc, char** argv) {
   FlagSet flags;
-  flags.Value("runs");
+  flags.Value("runs").Value("guest-pause");
   if (auto s = flags.Parse({argv + 1, argv + argc}); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 2;
@@ -241,7 +248,9 @@ int Run(int argc, char** argv) {
     std::cerr << id.status() << "\n";
     return 1;
   }
-  auto nodes = TwoNodes::Start();
+  std::vector<std::string> extra;
+  if (auto pause = flags.Get("guest-pause")) extra = {"--migration-guest-pause", *pause};
+  auto nodes = TwoNodes::Start(extra, extra);
   if (!nodes.ok()) {
     std::cerr << nodes.status() << "\n";
     return 1;

@@ -331,6 +331,8 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
   EXPECT_THAT(ok->output, HasSubstr("configuration is valid"));
   // Free page reporting: off by default under TCG, on when asked; a bad value names the flag.
   EXPECT_THAT(ok->output, HasSubstr("--free-page-reporting: off (the default under TCG"));
+  EXPECT_THAT(ok->output, HasSubstr("--migration-guest-pause: auto: the guest is paused for the "
+                                    "copy under TCG on QEMU before 9.0"));
   auto on = RunCommand({BinaryDir() + "/kvnode-handler", "--validate-config", "--virt-type", "qemu",
                         "--free-page-reporting", "on", "--state-dir", state, "--socket",
                         "/tmp/kvit-validate-sock/x.sock"});
@@ -342,6 +344,12 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
   EXPECT_FALSE(typo->success());
   EXPECT_THAT(typo->output,
               HasSubstr("--free-page-reporting: expected on, off or auto, got \"yes\""));
+  auto pause = RunCommand({BinaryDir() + "/kvnode-handler", "--validate-config",
+                           "--migration-guest-pause", "later", "--state-dir", state});
+  ASSERT_TRUE(pause.ok());
+  EXPECT_FALSE(pause->success());
+  EXPECT_THAT(pause->output,
+              HasSubstr("--migration-guest-pause: expected auto, never or always, got \"later\""));
   struct stat st;
   EXPECT_NE(stat(absl::StrCat("/tmp/kvit-validate-", getpid()).c_str(), &st), 0)
       << "--validate-config created the state dir";

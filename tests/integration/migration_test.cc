@@ -51,6 +51,18 @@ std::vector<Tick> Ticks(const std::string& serial) {
   return out;
 }
 
+// The mode a migration reports here: the test nodes run TCG, and on QEMU before 9.0 the guest
+// is paused for the copy (LiveMigrationHazard: its dirty tracking loses guest writes).
+bool QemuPausesTcgMigrations() {
+  auto r = RunCommand({"/usr/bin/qemu-system-x86_64", "--version"});
+  std::smatch m;
+  if (!r.ok() || !std::regex_search(r->output, m, std::regex("version ([0-9]+)\\."))) {
+    ADD_FAILURE() << "qemu-system-x86_64 --version: " << (r.ok() ? r->output : r.status().ToString());
+    return false;
+  }
+  return std::stoi(m[1]) < 9;
+}
+
 class MigrationTest : public GuestTest {
  protected:
   MigrationTest() { start_in_setup_ = false; }
@@ -226,6 +238,11 @@ TEST_F(MigrationTest, GuestMovesToNodeBWithoutRestartAndFailuresLeaveItOnA) {
   std::string launcher_text((std::istreambuf_iterator<char>(launcher_log)),
                             std::istreambuf_iterator<char>());
   EXPECT_THAT(launcher_text, ::testing::HasSubstr("(direct)"));
+  const bool paused = QemuPausesTcgMigrations();
+  if (paused) {
+    EXPECT_THAT(launcher_text,
+                ::testing::HasSubstr("under TCG loses guest writes during a live migration"));
+  }
 
   // 3a. The target launcher killed mid-migration: Failed with a reason, the guest stays on A.
   ASSERT_TRUE(Migrate(kName, nodes_->name_b(), kSlowMiB, &vmim).ok());
@@ -346,7 +363,7 @@ TEST_F(MigrationTest, GuestMovesToNodeBWithoutRestartAndFailuresLeaveItOnA) {
   EXPECT_FALSE(st.start_timestamp().empty());
   EXPECT_FALSE(st.end_timestamp().empty());
   EXPECT_FALSE(st.failed());
-  EXPECT_EQ(st.mode(), "PreCopy");
+  EXPECT_EQ(st.mode(), paused ? "Paused" : "PreCopy");
   ASSERT_EQ(moved->status().interfaces_size(), 1);
   const std::string pod_ip = moved->status().interfaces(0).ip_address();
   EXPECT_THAT(pod_ip, ::testing::StartsWith("10.244.1."));
