@@ -133,13 +133,13 @@ TEST_F(PodNetworkTest, DhcpGivesTheGuestExactly10002WithRouterDnsSearchHostnameA
 TEST_F(PodNetworkTest, DualStackPodForwardsIpv6ToTheGuestToo) {
   // The same node, now with an IPv6 pod CIDR as well.
   ASSERT_TRUE(network_->TeardownNode().ok());
-  config_.pod_cidr_v6 = absl::StrCat("fd00:250:", getpid() % 250, "::/64");
+  config_.pod_cidr_v6 = absl::StrCat("fd00:250:", getpid() % 250 + 1, "::/64");
   network_ = Create(store_.get());
   ASSERT_NE(network_, nullptr);
   ASSERT_TRUE(network_->InitNode().ok());
   PodNetworkAttachment a = SetupOrDie(Vmi("vm1", 7));
   ASSERT_FALSE(a.netns.empty());
-  EXPECT_EQ(a.pod_ipv6, absl::StrCat("fd00:250:", getpid() % 250, "::2"));
+  EXPECT_EQ(a.pod_ipv6, absl::StrCat("fd00:250:", getpid() % 250 + 1, "::2"));
   auto addrs = RunTool({kIp, "-n", a.netns, "-o", "addr", "show"});
   ASSERT_TRUE(addrs.ok()) << addrs.status();
   EXPECT_THAT(*addrs, HasSubstr("eth0    inet6 " + a.pod_ipv6 + "/64"));
@@ -161,7 +161,7 @@ TEST_F(PodNetworkTest, DualStackPodForwardsIpv6ToTheGuestToo) {
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_EQ(*reply, "guest6:80\n");
   // And the guest's own IPv6 traffic leaves with the pod's address.
-  auto gateway6 = absl::StrCat("fd00:250:", getpid() % 250, "::1");
+  auto gateway6 = absl::StrCat("fd00:250:", getpid() % 250 + 1, "::1");
   auto node_server = Serve(-1, gateway6, 18082, "node6\n");
   ASSERT_NE(node_server, nullptr);
   auto out = TcpRequest(guest->fd(), gateway6, 18082);
