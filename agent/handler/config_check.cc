@@ -88,22 +88,8 @@ void CheckTools(const HandlerOptions& o, std::vector<ConfigFinding>* out) {
                   o.config.free_page_reporting ? "on for VMIs that do not opt out"
                                                : "off (the default under TCG, where live "
                                                  "migrations damaged guests more often with it on)"});
-  switch (o.migration.policy.guest_pause) {
-    case MigrationPolicy::GuestPause::kAuto:
-      out->push_back({true, "--migration-guest-pause",
-                      "auto: the guest is paused for the copy under TCG on QEMU before 9.0 "
-                      "(its dirty tracking loses guest writes), live otherwise"});
-      break;
-    case MigrationPolicy::GuestPause::kNever:
-      out->push_back({true, "--migration-guest-pause",
-                      "never: always live (under TCG on QEMU before 9.0 a guest can arrive "
-                      "damaged)"});
-      break;
-    case MigrationPolicy::GuestPause::kAlways:
-      out->push_back({true, "--migration-guest-pause",
-                      "always: the guest is paused for the whole copy"});
-      break;
-  }
+  out->push_back(
+      {true, "--migration-guest-pause", DescribeGuestPause(o.migration.policy.guest_pause)});
   if (!o.pod_network) {
     out->push_back({true, "--pod-network", "off: VMIs with interfaces are refused"});
     return;

@@ -23,7 +23,29 @@ absl::Status ParseTimeout(const FlagSet& flags, const char* flag, absl::Duration
   return absl::OkStatus();
 }
 
+struct GuestPauseChoice {
+  const char* flag_value;
+  kvnode::v1::MigrationGuestPause value;
+  const char* meaning;
+};
+constexpr GuestPauseChoice kGuestPauseChoices[] = {
+    {"auto", kvnode::v1::MIGRATION_GUEST_PAUSE_AUTO,
+     "the guest is paused for the copy under TCG on QEMU before 9.0 (its dirty tracking loses "
+     "guest writes), live otherwise"},
+    {"never", kvnode::v1::MIGRATION_GUEST_PAUSE_NEVER,
+     "always live (under TCG on QEMU before 9.0 a guest can arrive damaged)"},
+    {"always", kvnode::v1::MIGRATION_GUEST_PAUSE_ALWAYS,
+     "the guest is paused for the whole copy"},
+};
+
 }  // namespace
+
+std::string DescribeGuestPause(kvnode::v1::MigrationGuestPause pause) {
+  for (const GuestPauseChoice& c : kGuestPauseChoices) {
+    if (c.value == pause) return absl::StrCat(c.flag_value, ": ", c.meaning);
+  }
+  return absl::StrCat("unknown (", pause, ")");
+}
 
 void DeclareMigrationFlags(FlagSet* flags) {
   flags->Value("migration-listen").Value("peer").Value("migration-bandwidth")
@@ -76,16 +98,15 @@ absl::Status ParseMigrationFlags(const FlagSet& flags, MigrationConfig* c) {
   }
   c->policy.tunnelled = transport == "tunnelled";
   const std::string pause = flags.GetOr("migration-guest-pause", "auto");
-  if (pause == "auto") {
-    c->policy.guest_pause = MigrationPolicy::GuestPause::kAuto;
-  } else if (pause == "never") {
-    c->policy.guest_pause = MigrationPolicy::GuestPause::kNever;
-  } else if (pause == "always") {
-    c->policy.guest_pause = MigrationPolicy::GuestPause::kAlways;
-  } else {
+  const GuestPauseChoice* chosen = nullptr;
+  for (const GuestPauseChoice& choice : kGuestPauseChoices) {
+    if (pause == choice.flag_value) chosen = &choice;
+  }
+  if (chosen == nullptr) {
     return absl::InvalidArgumentError(
         "--migration-guest-pause: expected auto, never or always, got \"" + pause + "\"");
   }
+  c->policy.guest_pause = chosen->value;
   c->policy.allow_post_copy = flags.GetBool("migration-allow-post-copy");
   c->policy.allow_auto_converge = flags.GetBool("migration-allow-auto-converge");
   if (flags.GetBool("shared-volumes")) {

@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "agent/base/flags.h"
+#include "kvnode/v1/launcher.pb.h"
 
 namespace kvnode {
 
@@ -44,9 +45,12 @@ struct MigrationPolicy {
   // true: tunnelled through libvirt's connection (VIR_MIGRATE_TUNNELLED). A VMI whose launcher
   // runs in the handler's own network namespace (no pod network) is always tunnelled.
   bool tunnelled = false;
-  enum class GuestPause { kAuto, kNever, kAlways };
-  GuestPause guest_pause = GuestPause::kAuto;
+  // Passed on to the source launcher as is (MigrateRequest.guest_pause), which decides.
+  kvnode::v1::MigrationGuestPause guest_pause = kvnode::v1::MIGRATION_GUEST_PAUSE_AUTO;
 };
+
+// "auto: the guest is paused ...": the flag value and what it means, for --validate-config.
+std::string DescribeGuestPause(kvnode::v1::MigrationGuestPause pause);
 
 struct MigrationConfig {
   std::string node_name;

@@ -21,7 +21,7 @@ TEST(MigrationConfig, KubeVirtsDefaults) {
   EXPECT_EQ(c.policy.bandwidth_mib, 0u);
   EXPECT_FALSE(c.policy.allow_post_copy);
   EXPECT_FALSE(c.policy.tunnelled) << "direct, as KubeVirt";
-  EXPECT_EQ(c.policy.guest_pause, MigrationPolicy::GuestPause::kAuto);
+  EXPECT_EQ(c.policy.guest_pause, kvnode::v1::MIGRATION_GUEST_PAUSE_AUTO);
 }
 
 TEST(MigrationConfig, ReadsPeersAndPolicy) {
@@ -41,9 +41,9 @@ TEST(MigrationConfig, ReadsPeersAndPolicy) {
   EXPECT_EQ(c.policy.max_outbound, 1);
   EXPECT_TRUE(c.policy.tunnelled);
   ASSERT_TRUE(Parse({"--migration-guest-pause", "never"}, &c).ok());
-  EXPECT_EQ(c.policy.guest_pause, MigrationPolicy::GuestPause::kNever);
+  EXPECT_EQ(c.policy.guest_pause, kvnode::v1::MIGRATION_GUEST_PAUSE_NEVER);
   ASSERT_TRUE(Parse({"--migration-guest-pause", "always"}, &c).ok());
-  EXPECT_EQ(c.policy.guest_pause, MigrationPolicy::GuestPause::kAlways);
+  EXPECT_EQ(c.policy.guest_pause, kvnode::v1::MIGRATION_GUEST_PAUSE_ALWAYS);
 }
 
 TEST(MigrationConfig, ErrorsNameTheFlag) {

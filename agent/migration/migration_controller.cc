@@ -344,17 +344,7 @@ std::string MigrationController::StartLauncherMigration(
   }
   for (const std::string& disk : m->empty_disks) req.add_copy_disks(disk);
   req.set_direct(m->direct);
-  switch (config_.policy.guest_pause) {
-    case MigrationPolicy::GuestPause::kAuto:
-      req.set_guest_pause(kvnode::v1::MIGRATION_GUEST_PAUSE_AUTO);
-      break;
-    case MigrationPolicy::GuestPause::kNever:
-      req.set_guest_pause(kvnode::v1::MIGRATION_GUEST_PAUSE_NEVER);
-      break;
-    case MigrationPolicy::GuestPause::kAlways:
-      req.set_guest_pause(kvnode::v1::MIGRATION_GUEST_PAUSE_ALWAYS);
-      break;
-  }
+  req.set_guest_pause(config_.policy.guest_pause);
   auto* rw = req.add_rewrites();
   rw->set_from(m->vmi_dir);
   rw->set_to(prepared.target_vmi_dir());

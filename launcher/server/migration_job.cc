@@ -66,7 +66,6 @@ absl::Status MigrationJob::Start(const kvnode::v1::MigrateRequest& request) {
   status_.Clear();
   status_.set_state("Running");
   status_.set_mode(call.live ? "PreCopy" : "Paused");
-  live_ = call.live;
   status_.set_migration_uid(request.migration_uid());
   abort_requested_ = false;
   spdlog::info("migration {} starting to {} ({}){}{}", request.migration_uid(),
@@ -135,7 +134,7 @@ absl::Status MigrationJob::StartPostCopy() {
     if (status_.state() != "Running") {
       return absl::FailedPreconditionError("no migration is running");
     }
-    if (!live_) {
+    if (status_.mode() == "Paused") {
       return absl::FailedPreconditionError(
           "the guest is paused for this migration: post-copy does not apply");
     }

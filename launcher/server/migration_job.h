@@ -44,7 +44,6 @@ class MigrationJob {
   absl::Mutex mu_;
   kvnode::v1::MigrationJobStatus status_ ABSL_GUARDED_BY(mu_);
   bool abort_requested_ ABSL_GUARDED_BY(mu_) = false;
-  bool live_ ABSL_GUARDED_BY(mu_) = true;
   std::thread thread_;
 };
 

@@ -338,18 +338,19 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
                         "/tmp/kvit-validate-sock/x.sock"});
   ASSERT_TRUE(on.ok());
   EXPECT_THAT(on->output, HasSubstr("--free-page-reporting: on for VMIs that do not opt out"));
-  auto typo = RunCommand({BinaryDir() + "/kvnode-handler", "--validate-config",
-                          "--free-page-reporting", "yes", "--state-dir", state});
-  ASSERT_TRUE(typo.ok());
-  EXPECT_FALSE(typo->success());
-  EXPECT_THAT(typo->output,
-              HasSubstr("--free-page-reporting: expected on, off or auto, got \"yes\""));
-  auto pause = RunCommand({BinaryDir() + "/kvnode-handler", "--validate-config",
-                           "--migration-guest-pause", "later", "--state-dir", state});
-  ASSERT_TRUE(pause.ok());
-  EXPECT_FALSE(pause->success());
-  EXPECT_THAT(pause->output,
-              HasSubstr("--migration-guest-pause: expected auto, never or always, got \"later\""));
+  // A bad value is refused with the flag named.
+  auto expect_refused = [&](const std::string& flag, const std::string& value,
+                            const std::string& message) {
+    auto r = RunCommand({BinaryDir() + "/kvnode-handler", "--validate-config", flag, value,
+                         "--state-dir", state});
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(r->success());
+    EXPECT_THAT(r->output, HasSubstr(message));
+  };
+  expect_refused("--free-page-reporting", "yes",
+                 "--free-page-reporting: expected on, off or auto, got \"yes\"");
+  expect_refused("--migration-guest-pause", "later",
+                 "--migration-guest-pause: expected auto, never or always, got \"later\"");
   struct stat st;
   EXPECT_NE(stat(absl::StrCat("/tmp/kvit-validate-", getpid()).c_str(), &st), 0)
       << "--validate-config created the state dir";
