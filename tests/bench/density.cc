@@ -7,12 +7,14 @@
 // to serve again with every VMI re-adopted. Needs root; boots N QEMUs.
 //
 //   kvnode-bench-density [--vmis 100] [--interval 100ms] [--memory 64Mi] [--floor | --embed]
-//                        [--cold-cache]
+//                        [--cold-cache] [--handler-log PATH]
 //
 // --floor runs the same burst with libvirt alone instead (see RunFloor): the machine's floor.
 // --embed runs it with libvirt's embedded driver, one process per guest and no libvirtd: the
 // alternative to a per-VMI libvirtd (issue 9). --cold-cache (with either) links no primed QEMU
-// capabilities cache, so each libvirt probes QEMU itself.
+// capabilities cache, so each libvirt probes QEMU itself. Each form also reports where the
+// machine's CPU went during the burst (cpu_account.h). --handler-log keeps a copy of the
+// handler's log (its state dir is removed at the end).
 #include <signal.h>
 #include <unistd.h>
 
@@ -32,6 +34,7 @@
 #include "agent/base/state_layout.h"
 #include "agent/base/subprocess.h"
 #include "agent/supervisor/launcher_process.h"
+#include "tests/bench/cpu_account.h"
 #include "tests/bench/embed_domain.h"
 #include "tests/bench/floor_domain.h"
 #include "tests/bench/percentile.h"
@@ -153,6 +156,7 @@ spec:
     return e;
   };
   std::vector<std::thread> starters;
+  CpuSnapshot cpu0 = TakeCpuSnapshot();
   absl::Time t0 = absl::Now();
   absl::Time last = t0;
   for (int i = 0; i < n; ++i) {
@@ -171,11 +175,16 @@ spec:
     });
   }
   for (auto& t : starters) t.join();
+  CpuSnapshot cpu1 = TakeCpuSnapshot();
   std::cout << absl::StrFormat(
       "%s Running: %zu of %d\n%s creation -> Running: p50 %.2f s, p95 %.2f s, max %.2f s\n"
       "%s total (first creation -> last Running): %.1f s\n",
       kind, latencies.size(), n, kind, Percentile(latencies, 0.5), Percentile(latencies, 0.95),
       Percentile(latencies, 1.0), kind, absl::ToDoubleSeconds(last - t0));
+  std::cout << kind << " CPU during the burst: "
+            << DescribeCpu(cpu0, cpu1, absl::ToDoubleSeconds(absl::Now() - t0),
+                           static_cast<int>(latencies.size()))
+            << "\n";
   if (options.embed) {
     std::cout << absl::StrFormat(
         "embed, inside the process: driver open p50 %.0f ms (max %.0f), virDomainCreateXML "
@@ -199,8 +208,8 @@ spec:
 
 int Run(int argc, char** argv) {
   FlagSet flags;
-  flags.Value("vmis").Value("interval").Value("memory").Bool("floor").Bool("embed").Bool(
-      "cold-cache");
+  flags.Value("vmis").Value("interval").Value("memory").Value("handler-log").Bool("floor").Bool(
+      "embed").Bool("cold-cache");
   if (auto s = flags.Parse({argv + 1, argv + argc}); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 2;
@@ -218,6 +227,15 @@ int Run(int argc, char** argv) {
     return 1;
   }
   HandlerProcess* h = started->get();
+  std::string log_copy = flags.GetOr("handler-log", "");
+  // The handler's log outlives its state dir when asked for, whatever the outcome.
+  struct KeepLog {
+    HandlerProcess* h;
+    std::string path;
+    ~KeepLog() {
+      if (!path.empty()) std::ofstream(path) << h->Log();
+    }
+  } keep_log{h, log_copy};
   absl::SleepFor(absl::Seconds(2));  // settle (capabilities priming, first allocations)
   if (flags.GetBool("floor") || flags.GetBool("embed")) {
     FloorOptions options;
@@ -245,6 +263,7 @@ int Run(int argc, char** argv) {
 
   std::cout << absl::StrFormat("creating %d VMIs %s apart (memory %s, no disk)\n", n,
                                absl::FormatDuration(interval), memory);
+  CpuSnapshot cpu0 = TakeCpuSnapshot();
   absl::Time t0 = absl::Now();
   for (int i = 0; i < n; ++i) {
     absl::Time at = t0 + interval * i;
@@ -269,6 +288,8 @@ int Run(int argc, char** argv) {
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
+  CpuSnapshot cpu1 = TakeCpuSnapshot();
+  double burst_s = absl::ToDoubleSeconds(absl::Now() - t0);
   std::vector<double> latencies;
   absl::Time last = t0;
   {
@@ -283,6 +304,8 @@ int Run(int argc, char** argv) {
       "total (first creation -> last Running): %.1f s\n",
       latencies.size(), n, Percentile(latencies, 0.5), Percentile(latencies, 0.95),
       Percentile(latencies, 1.0), absl::ToDoubleSeconds(last - t0));
+  std::cout << "CPU during the burst: "
+            << DescribeCpu(cpu0, cpu1, burst_s, static_cast<int>(latencies.size())) << "\n";
 
   // Memory with every VMI running.
   absl::SleepFor(absl::Seconds(5));
