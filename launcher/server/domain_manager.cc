@@ -203,6 +203,7 @@ void DomainManager::FinishLocked(DomainStatus final_status) {
   PublishLocked("DELETED", s, "");
   done_ = true;
   cv_.SignalAll();
+  if (options_.on_done) options_.on_done();
 }
 
 void DomainManager::OnEvent(const DomainLifecycleEvent& event) {

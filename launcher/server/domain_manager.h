@@ -47,6 +47,9 @@ struct DomainManagerOptions {
   std::string final_status_path;
   // How often the ACPI power button is pressed again during a graceful shutdown.
   absl::Duration shutdown_repeat = absl::Seconds(5);
+  // Called once, with the manager's lock held, when Done() becomes true: it wakes whoever waits
+  // for the end without polling (the launcher's main loop). Must not call the manager.
+  std::function<void()> on_done;
 };
 
 class DomainManager {

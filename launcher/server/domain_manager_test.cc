@@ -1,5 +1,6 @@
 #include "launcher/server/domain_manager.h"
 
+#include <atomic>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -253,6 +254,49 @@ TEST_F(DomainManagerTest, QemuDyingIsAFailedStop) {
   ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
   hv_.Stop("Failed");
   EXPECT_EQ(FinalEvent().status().reason(), "Failed");
+}
+
+// The launcher's main loop sleeps until on_done: it must fire exactly once, after the final
+// event, whichever way the domain ends (here a stop, then a late Abort that changes nothing).
+TEST(DomainManagerOnDoneTest, FiresOnceAfterTheFinalEvent) {
+  FakeHypervisor hv;
+  RecordingSink sink;
+  FakeClock clock(absl::FromUnixSeconds(1000000));
+  std::atomic<int> calls{0};
+  size_t events_at_first_call = 0;
+  DomainManagerOptions o;
+  o.vmi_uid = "uid-2";
+  o.on_done = [&] {
+    if (calls.fetch_add(1) == 0) events_at_first_call = sink.domain_events().size();
+  };
+  DomainManager manager(o, &hv, FakeConvert, &sink, &clock);
+  kvnode::v1::VirtualMachineInstance vmi;
+  vmi.mutable_metadata()->set_name("vmi2");
+  ASSERT_TRUE(manager.Sync(vmi, {}).ok());
+  hv.Emit("Started", "Booted");
+  EXPECT_EQ(calls.load(), 0);
+  hv.Stop("Destroyed");
+  ASSERT_TRUE(manager.WaitDone(absl::Seconds(5)));
+  manager.Abort("libvirtd exited");
+  EXPECT_EQ(calls.load(), 1);
+  auto events = sink.domain_events();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events_at_first_call, events.size());  // the DELETED event was already out
+  EXPECT_EQ(events.back().type(), "DELETED");
+}
+
+TEST(DomainManagerOnDoneTest, AbortWithoutADomainFiresIt) {
+  FakeHypervisor hv;
+  RecordingSink sink;
+  FakeClock clock(absl::FromUnixSeconds(1000000));
+  int calls = 0;
+  DomainManagerOptions o;
+  o.vmi_uid = "uid-3";
+  o.on_done = [&] { ++calls; };
+  DomainManager manager(o, &hv, FakeConvert, &sink, &clock);
+  manager.Abort("libvirtd exited");
+  EXPECT_TRUE(manager.Done());
+  EXPECT_EQ(calls, 1);
 }
 
 }  // namespace
