@@ -1,6 +1,7 @@
 #include "launcher/libvirt/session_daemon.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
 #include "agent/base/unix_socket.h"
+#include "libvirt/libvirt.h"
 
 namespace kvnode {
 namespace {
@@ -72,6 +74,28 @@ std::vector<std::string> SessionDaemon::Environment(const std::string& base_dir)
   };
 }
 
+absl::StatusOr<std::string> QemuDriverOnly(const std::string& dir) {
+  // libvirt looks for connection drivers in <libdir>/libvirt/connection-driver, <libdir> being
+  // where libvirt.so itself is installed.
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&virConnectOpen), &info) == 0 || info.dli_fname == nullptr) {
+    return std::string();
+  }
+  std::string library = info.dli_fname;
+  size_t slash = library.rfind('/');
+  if (slash == std::string::npos) return std::string();
+  std::string module =
+      library.substr(0, slash) + "/libvirt/connection-driver/libvirt_driver_qemu.so";
+  if (access(module.c_str(), R_OK) != 0) return std::string();
+  RETURN_IF_ERROR(MakeDirs(dir, 0700));
+  std::string link_path = dir + "/libvirt_driver_qemu.so";
+  unlink(link_path.c_str());
+  if (symlink(module.c_str(), link_path.c_str()) < 0) {
+    return absl::ErrnoToStatus(errno, "symlink " + link_path);
+  }
+  return "LIBVIRT_DRIVER_DIR=" + dir;
+}
+
 absl::Status LinkCapabilitiesCache(const std::string& from, const std::string& cache_home) {
   return LinkCapabilitiesFiles(from, cache_home + "/libvirt/qemu/cache/capabilities");
 }
@@ -116,6 +140,8 @@ absl::StatusOr<std::unique_ptr<SessionDaemon>> SessionDaemon::Start(
   SpawnOptions spawn;
   spawn.argv = {options.libvirtd_path, "--timeout", "0"};
   spawn.env = Environment(base);
+  ASSIGN_OR_RETURN(std::string drivers, QemuDriverOnly(base + "/d"));
+  if (!drivers.empty()) spawn.env.push_back(drivers);
   spawn.cwd = base + "/h";
   spawn.stdout_fd = options.log_fd;
   spawn.pdeath_signal = SIGTERM;

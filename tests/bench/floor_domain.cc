@@ -63,11 +63,15 @@ absl::StatusOr<std::unique_ptr<FloorDomain>> FloorDomain::Start(const std::strin
   RETURN_IF_ERROR(RunOk({"/bin/mkdir", "-p", dir + "/h", dir + "/r", dir + "/c/libvirt",
                          base + "/run"}));
   std::ofstream(dir + "/c/libvirt/qemu.conf") << "stdio_handler = \"file\"\n";
+  // Configured as kvnode configures its per-VMI libvirtd (qemu.conf, the QEMU driver alone), so
+  // that the floor's difference to kvnode is kvnode's own work.
+  ASSIGN_OR_RETURN(std::string drivers, QemuDriverOnly(dir + "/d"));
   RETURN_IF_ERROR(RunOk({"/bin/chown", "-R", absl::StrCat(id.uid, ":", id.gid), base}));
   std::string socket = dir + "/r/libvirt/libvirt-sock";
   SpawnOptions d;
   d.argv = {"/usr/sbin/libvirtd", "--timeout", "0"};
   d.env = SessionDaemon::Environment(dir);
+  if (!drivers.empty()) d.env.push_back(drivers);
   d.uid = id.uid;
   d.gid = id.gid;
   d.groups = id.groups;

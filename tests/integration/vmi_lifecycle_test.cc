@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -89,6 +90,24 @@ spec:
   auto timeout = handler_->Kvctl({"wait", "vmi/guest1", "--for=condition=Paused", "--timeout=1s"});
   EXPECT_NE(timeout.exit_code, 0);
   EXPECT_THAT(timeout.out, HasSubstr("timed out"));
+
+  // The VMI's libvirtd loaded libvirt's QEMU driver and no other (session_daemon.h).
+  auto vmi = WaitForVmi(handler_->stub(), "default", "guest1",
+                        [](const VirtualMachineInstance& v) { return !v.metadata().uid().empty(); },
+                        absl::Seconds(5));
+  ASSERT_TRUE(vmi.ok()) << vmi.status();
+  int daemons = 0;
+  for (pid_t p : handler_->VmiProcesses(vmi->metadata().uid())) {
+    if (ProcessName(p) != "libvirtd") continue;
+    ++daemons;
+    std::ifstream maps("/proc/" + std::to_string(p) + "/maps");
+    std::string text((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+    EXPECT_THAT(text, HasSubstr("libvirt_driver_qemu.so"));
+    for (const char* other : {"nodedev", "storage", "network", "secret", "interface", "nwfilter"}) {
+      EXPECT_THAT(text, ::testing::Not(HasSubstr(std::string("libvirt_driver_") + other)));
+    }
+  }
+  EXPECT_EQ(daemons, 1);
 }
 
 TEST_F(VmiLifecycleTest, DeleteWithTheDefaultGraceShutsTheGuestDownByAcpi) {
