@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/flags.h"
@@ -223,7 +225,13 @@ int RunLauncher(const std::vector<std::string>& args) {
   notifier->PublishLauncherEvent(ready);
   spdlog::info("serving {} for VMI {}", paths.launcher_socket(), config.uid);
 
+  // This loop only reads signals and reaps children, and never waits for the manager: libvirt
+  // may be waiting, inside a Sync that holds the manager's lock, for a process only this loop
+  // can reap (QEMU daemonizes itself, and the launcher is the subreaper of what libvirtd
+  // starts; libvirt's capabilities probe waits up to ~40 s for its QEMU to vanish). Whatever
+  // needs the manager runs on a thread of its own, joined below.
   pid_t libvirtd_pid = (*daemon)->pid();
+  std::vector<std::thread> requests;
   while (!manager.Done()) {
     struct pollfd p[2] = {{sigfd, POLLIN, 0}, {done_fd, POLLIN, 0}};
     if (poll(p, 2, -1) <= 0 || (p[0].revents & POLLIN) == 0) continue;
@@ -233,14 +241,19 @@ int RunLauncher(const std::vector<std::string>& args) {
       int status = 0;
       if (ReapChildren(libvirtd_pid, &status)) {
         (*daemon)->MarkExited();
-        manager.Abort("libvirtd " + DescribeWaitStatus(status));
+        std::string reason = "libvirtd " + DescribeWaitStatus(status);
+        requests.emplace_back([&manager, reason] { manager.Abort(reason); });
       }
       continue;
     }
-    int64_t grace = manager.vmi_grace_period_seconds();
-    spdlog::info("signal {}: graceful shutdown, grace period {}s", info.ssi_signo, grace);
-    (void)manager.Shutdown(grace);
+    int signo = static_cast<int>(info.ssi_signo);
+    requests.emplace_back([&manager, signo] {
+      int64_t grace = manager.vmi_grace_period_seconds();
+      spdlog::info("signal {}: graceful shutdown, grace period {}s", signo, grace);
+      (void)manager.Shutdown(grace);
+    });
   }
+  for (std::thread& t : requests) t.join();
   spdlog::info("domain ended; delivering the final event");
   if (!notifier->Flush(absl::Seconds(15))) {
     spdlog::warn("handler did not take the final event; it is in final-status.json");

@@ -14,7 +14,7 @@
 // alternative to a per-VMI libvirtd (issue 9). --cold-cache (with either) links no primed QEMU
 // capabilities cache, so each libvirt probes QEMU itself. Each form also reports where the
 // machine's CPU went during the burst (cpu_account.h). --handler-log keeps a copy of the
-// handler's log (its state dir is removed at the end).
+// handler's log and the launchers' (its state dir is removed at the end).
 #include <signal.h>
 #include <unistd.h>
 
@@ -233,7 +233,7 @@ int Run(int argc, char** argv) {
     HandlerProcess* h;
     std::string path;
     ~KeepLog() {
-      if (!path.empty()) std::ofstream(path) << h->Log();
+      if (!path.empty()) std::ofstream(path) << h->DiagnosticLogs(1 << 20);
     }
   } keep_log{h, log_copy};
   absl::SleepFor(absl::Seconds(2));  // settle (capabilities priming, first allocations)
