@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "agent/base/status_macros.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -324,43 +325,77 @@ std::string Slurp(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-TEST(StaleCapabilitiesCacheTest, AStartThatReprobesQemuTakesSecondsNotAMinute) {
-  char tmpl[] = "/tmp/kvit-caps-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  std::string caps_dir = tmpl;
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir, ignored);
+// A capabilities dir of its own for a test's handlers, removed at the end.
+class CapabilitiesDir {
+ public:
+  CapabilitiesDir() {
+    char tmpl[] = "/tmp/kvit-caps-XXXXXX";
+    if (mkdtemp(tmpl) != nullptr) path_ = tmpl;
+    rmdir(path_.c_str());  // the handler makes it, owned by the launcher user
+  }
+  ~CapabilitiesDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+    std::filesystem::remove(path_ + ".lock", ignored);
+    std::filesystem::remove(path_ + ".log", ignored);
+  }
+  const std::string& path() const { return path_; }
+
+  // Starts a handler on it and waits until its primer has run.
+  absl::StatusOr<std::unique_ptr<HandlerProcess>> StartHandler() const {
+    HandlerProcess::Options options;
+    options.extra_args = {"--capabilities-dir", path_};
+    ASSIGN_OR_RETURN(auto h, HandlerProcess::Start(options));
+    if (!Eventually([&] { return absl::StrContains(h->Log(), "capabilities cache priming"); },
+                    absl::Seconds(60))) {
+      return absl::DeadlineExceededError("no priming: " + h->DiagnosticLogs(4000));
     }
-  } cleanup{caps_dir};
-  rmdir(caps_dir.c_str());  // the handler makes it, owned by the launcher user
-  HandlerProcess::Options options;
-  options.extra_args = {"--capabilities-dir", caps_dir};
-  auto started = HandlerProcess::Start(options);
+    return h;
+  }
+  std::vector<std::string> Files() const {
+    std::string cache = path_ + "/k/libvirt/qemu/cache/capabilities";
+    std::vector<std::string> files;
+    if (DIR* d = opendir(cache.c_str())) {
+      while (struct dirent* e = readdir(d)) {
+        if (absl::EndsWith(e->d_name, ".xml")) files.push_back(cache + "/" + e->d_name);
+      }
+      closedir(d);
+    }
+    return files;
+  }
+  // libvirt compares the cache's <selfctime> with its own files' ctime: 1 is stale.
+  void MakeStale() const {
+    for (const std::string& f : Files()) {
+      std::string xml = Slurp(f);
+      size_t open = xml.find("<selfctime>"), close = xml.find("</selfctime>");
+      if (open == std::string::npos || close == std::string::npos) continue;
+      xml.replace(open, close - open, "<selfctime>1");
+      std::ofstream(f, std::ios::trunc) << xml;  // in place: owner and links kept
+    }
+  }
+  int StaleFiles() const {
+    int n = 0;
+    for (const std::string& f : Files()) n += absl::StrContains(Slurp(f), "<selfctime>1<") ? 1 : 0;
+    return n;
+  }
+
+ private:
+  std::string path_;
+};
+
+// A stale QEMU capabilities cache (as after a libvirt or QEMU upgrade) makes the VMI's libvirtd
+// probe QEMU again during the start. The probe's QEMU daemonizes and becomes the launcher's
+// child (the launcher is a subreaper); libvirt then waits for it to vanish, so the launcher
+// must reap it while the start is still in progress. It once did not (its main loop waited for
+// the domain manager's lock, held by that start), and every start after an upgrade took ~42 s.
+TEST(StaleCapabilitiesCacheTest, AStartThatReprobesQemuTakesSecondsNotAMinute) {
+  CapabilitiesDir caps;
+  auto started = caps.StartHandler();
   ASSERT_TRUE(started.ok()) << started.status();
   HandlerProcess* h = started->get();
-  ASSERT_TRUE(Eventually([&] { return absl::StrContains(h->Log(), "capabilities cache priming"); },
-                         absl::Seconds(60)))
-      << h->DiagnosticLogs(4000);
-  std::string cache = caps_dir + "/k/libvirt/qemu/cache/capabilities";
-  std::vector<std::string> files;
-  if (DIR* d = opendir(cache.c_str())) {
-    while (struct dirent* e = readdir(d)) {
-      if (absl::EndsWith(e->d_name, ".xml")) files.push_back(cache + "/" + e->d_name);
-    }
-    closedir(d);
-  }
-  ASSERT_FALSE(files.empty()) << "priming wrote no cache in " << cache;
-  // libvirt compares the cache's <selfctime> with its own files' ctime: 1 is stale.
-  for (const std::string& f : files) {
-    std::string xml = Slurp(f);
-    size_t open = xml.find("<selfctime>"), close = xml.find("</selfctime>");
-    ASSERT_NE(open, std::string::npos) << f;
-    xml.replace(open, close - open, "<selfctime>1");
-    std::ofstream(f, std::ios::trunc) << xml;  // in place: owner and links kept
-  }
+  ASSERT_FALSE(caps.Files().empty()) << "priming wrote no cache in " << caps.path();
+  caps.MakeStale();
+  ASSERT_GT(caps.StaleFiles(), 0);
 
   VirtualMachineInstance vmi;
   vmi.mutable_metadata()->set_name("reprobe");
@@ -383,12 +418,25 @@ TEST(StaleCapabilitiesCacheTest, AStartThatReprobesQemuTakesSecondsNotAMinute) {
   // A probe alone takes 2-3 s here; the stall it replaces was ~42 s.
   EXPECT_LT(absl::Now() - t0, absl::Seconds(20));
   // The probe did happen (the test is not vacuous): libvirt rewrote the stale cache.
-  bool rewritten = false;
-  for (const std::string& f : files) {
-    if (!absl::StrContains(Slurp(f), "<selfctime>1</selfctime>")) rewritten = true;
-  }
-  EXPECT_TRUE(rewritten) << "libvirt did not probe QEMU again";
+  EXPECT_LT(caps.StaleFiles(), static_cast<int>(caps.Files().size()))
+      << "libvirt did not probe QEMU again";
   EXPECT_THAT(h->DiagnosticLogs(1 << 20), ::testing::Not(HasSubstr("Failed to terminate process")));
+}
+
+// The handler checks the shared cache at every start, so after an upgrade the launchers find
+// it valid again instead of each probing QEMU.
+TEST(StaleCapabilitiesCacheTest, AHandlerStartRefreshesAStaleCache) {
+  CapabilitiesDir caps;
+  {
+    auto first = caps.StartHandler();
+    ASSERT_TRUE(first.ok()) << first.status();
+  }
+  ASSERT_FALSE(caps.Files().empty());
+  caps.MakeStale();
+  ASSERT_EQ(caps.StaleFiles(), static_cast<int>(caps.Files().size()));
+  auto second = caps.StartHandler();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(caps.StaleFiles(), 0) << Slurp(caps.path() + ".log");
 }
 
 }  // namespace
