@@ -16,16 +16,26 @@
 
 namespace kvnode {
 
-std::optional<uint64_t> ProcessStartTime(pid_t pid) {
+std::optional<ProcStat> ReadProcStat(pid_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
   std::string content((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  size_t paren = content.rfind(')');
-  if (paren == std::string::npos) return std::nullopt;
-  // Fields after the comm: state(3) ppid(4) ... starttime(22) — index 19 after the paren.
-  std::vector<std::string> fields = absl::StrSplit(content.substr(paren + 2), ' ');
+  size_t open = content.find('('), close = content.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close + 2 > content.size()) {
+    return std::nullopt;
+  }
+  ProcStat stat;
+  stat.comm = content.substr(open + 1, close - open - 1);
+  stat.fields = absl::StrSplit(content.substr(close + 2), ' ');
+  return stat;
+}
+
+std::optional<uint64_t> ProcessStartTime(pid_t pid) {
+  std::optional<ProcStat> stat = ReadProcStat(pid);
   uint64_t start;
-  if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &start)) return std::nullopt;
-  if (fields[0] == "Z" || fields[0] == "X") return std::nullopt;  // exited, not yet reaped
+  if (!stat || stat->fields.size() < 20 || !absl::SimpleAtoi(stat->fields[19], &start)) {
+    return std::nullopt;
+  }
+  if (stat->fields[0] == "Z" || stat->fields[0] == "X") return std::nullopt;  // not yet reaped
   return start;
 }
 

@@ -13,15 +13,26 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
 namespace kvnode {
 
+// /proc/PID/stat, split: the command name, and the fields after it (fields[0] is the state,
+// field 3 of the file; fields[k] is field k + 3: utime 11, stime 12, starttime 19). nullopt
+// when the process does not exist.
+struct ProcStat {
+  std::string comm;
+  std::vector<std::string> fields;
+};
+std::optional<ProcStat> ReadProcStat(pid_t pid);
+
 // The start time of `pid` (clock ticks after boot, /proc/PID/stat field 22), or nullopt when
-// the process does not exist.
+// the process does not exist or has exited.
 std::optional<uint64_t> ProcessStartTime(pid_t pid);
 
 class ProcessWatcher {

@@ -1,6 +1,7 @@
 #include "agent/supervisor/process_watcher.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,22 @@ pid_t SpawnSleep() {
   auto pid = Spawn(o);
   EXPECT_TRUE(pid.ok()) << pid.status();
   return *pid;
+}
+
+// The command name may hold spaces and ")": the fields are counted from the last ")".
+TEST(ReadProcStatTest, SplitsTheNameFromTheFieldsEvenWithParenthesesInIt) {
+  char saved[16] = {};
+  ASSERT_EQ(prctl(PR_GET_NAME, saved), 0);
+  ASSERT_EQ(prctl(PR_SET_NAME, "a) b (c"), 0);
+  std::optional<ProcStat> stat = ReadProcStat(getpid());
+  prctl(PR_SET_NAME, saved);
+  ASSERT_TRUE(stat.has_value());
+  EXPECT_EQ(stat->comm, "a) b (c");
+  ASSERT_GE(stat->fields.size(), 20u);
+  EXPECT_EQ(stat->fields[0], "R");              // state: this thread is running
+  EXPECT_EQ(stat->fields[1], std::to_string(getppid()));
+  EXPECT_TRUE(ProcessStartTime(getpid()).has_value());
+  EXPECT_FALSE(ReadProcStat(-1).has_value());
 }
 
 TEST(ProcessWatcherTest, ReportsAChildKilledBySignalWithItsStatus) {

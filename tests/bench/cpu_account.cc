@@ -3,42 +3,24 @@
 #include <dirent.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <fstream>
-#include <sstream>
+#include <optional>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "agent/supervisor/process_watcher.h"
 
 namespace kvnode {
 namespace {
 
 const double kTick = static_cast<double>(sysconf(_SC_CLK_TCK));
 
-// The kinds in the order they are reported.
-const char* const kKinds[] = {"qemu",    "libvirtd", "embed", "virtlogd", "launcher",
-                              "handler", "virsh",    "bench", "other"};
-
-// comm and utime + stime of /proc/PID/stat; false when the process is gone.
-bool ReadStat(const std::string& pid, std::string* comm, double* cpu_s) {
-  std::ifstream f("/proc/" + pid + "/stat");
-  std::string line;
-  if (!std::getline(f, line)) return false;
-  size_t open = line.find('('), close = line.rfind(')');
-  if (open == std::string::npos || close == std::string::npos) return false;
-  *comm = line.substr(open + 1, close - open - 1);
-  std::istringstream rest(line.substr(close + 2));
-  std::string field;
-  // After ")": state(3) ... utime is field 14, stime 15 of the whole line.
-  for (int i = 3; i <= 13 && rest >> field; ++i) {
-  }
-  unsigned long long utime = 0, stime = 0;
-  if (!(rest >> utime >> stime)) return false;
-  *cpu_s = static_cast<double>(utime + stime) / kTick;
-  return true;
-}
+// The kinds reported by name, in order; "other" goes into the rest.
+const char* const kKinds[] = {"qemu",    "libvirtd", "embed", "virtlogd",
+                              "launcher", "handler", "virsh", "bench"};
 
 }  // namespace
 
@@ -64,11 +46,15 @@ CpuSnapshot TakeCpuSnapshot() {
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return s;
   while (dirent* e = readdir(proc)) {
-    std::string pid = e->d_name;
-    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string comm;
-    double cpu_s = 0;
-    if (ReadStat(pid, &comm, &cpu_s)) s.kind_s[ProcessKind(comm)] += cpu_s;
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    std::optional<ProcStat> stat = ReadProcStat(pid);
+    uint64_t utime = 0, stime = 0;
+    if (!stat || stat->fields.size() < 13 || !absl::SimpleAtoi(stat->fields[11], &utime) ||
+        !absl::SimpleAtoi(stat->fields[12], &stime)) {
+      continue;  // gone meanwhile
+    }
+    s.kind_s[ProcessKind(stat->comm)] += static_cast<double>(utime + stime) / kTick;
   }
   closedir(proc);
   return s;
@@ -79,26 +65,22 @@ std::string DescribeCpu(const CpuSnapshot& before, const CpuSnapshot& after, dou
   double cores = static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN));
   double busy = after.busy_s - before.busy_s;
   std::vector<std::string> parts;
+  auto part = [&](const std::string& label, double used) {
+    parts.push_back(guests > 0
+                        ? absl::StrFormat("%s %.1f s (%.2f per guest)", label, used, used / guests)
+                        : absl::StrFormat("%s %.1f s", label, used));
+  };
   double named = 0;
   for (const char* kind : kKinds) {
-    if (std::string(kind) == "other") continue;
     auto a = after.kind_s.find(kind);
     auto b = before.kind_s.find(kind);
     double used = (a == after.kind_s.end() ? 0 : a->second) -
                   (b == before.kind_s.end() ? 0 : b->second);
     if (used < 0.05) continue;
     named += used;
-    parts.push_back(guests > 0 ? absl::StrFormat("%s %.1f s (%.2f per guest)", kind, used,
-                                                 used / guests)
-                               : absl::StrFormat("%s %.1f s", kind, used));
+    part(kind, used);
   }
-  double rest = busy - named;
-  parts.push_back(guests > 0 ? absl::StrFormat("the rest (other processes, ended ones, the "
-                                               "kernel) %.1f s (%.2f per guest)",
-                                               rest, rest / guests)
-                             : absl::StrFormat("the rest (other processes, ended ones, the "
-                                               "kernel) %.1f s",
-                                               rest));
+  part("the rest (other processes, ended ones, the kernel)", busy - named);
   return absl::StrFormat("busy %.1f s of %.1f s (%.0f cores x %.1f s): %s", busy, cores * wall_s,
                          cores, wall_s, absl::StrJoin(parts, ", "));
 }
