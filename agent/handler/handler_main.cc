@@ -65,8 +65,8 @@ std::string DirName(const std::string& path) {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-// Runs `kvnode-launcher prime-capabilities` as the launcher user, once; what it and its
-// libvirtd print goes to <dir>.log, not into the handler's own (structured) log.
+// Runs `kvnode-launcher prime-capabilities` as the launcher user and waits for it; what it and
+// its libvirtd print goes to <dir>.log, not into the handler's own (structured) log.
 void PrimeCapabilities(const std::string& launcher, const std::string& dir,
                        const LauncherIdentity& id) {
   if (mkdir(dir.c_str(), 0700) < 0 && errno != EEXIST) return;
@@ -156,9 +156,8 @@ void StartCapabilitiesPrimer(Handler* h) {
   HandlerConfig& c = h->options.config;
   c.capabilities_cache = NodePaths::CapabilitiesCacheIn(h->options.capabilities_dir);
   c.capabilities_ready = std::make_shared<absl::Notification>();
-  h->primer = std::thread([dir = h->options.capabilities_dir, cache = c.capabilities_cache,
-                           launcher = c.launcher_binary, identity = c.identity,
-                           ready = c.capabilities_ready] {
+  h->primer = std::thread([dir = h->options.capabilities_dir, launcher = c.launcher_binary,
+                           identity = c.identity, ready = c.capabilities_ready] {
     int lock = open((dir + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (lock >= 0) flock(lock, LOCK_EX);
     PrimeCapabilities(launcher, dir, identity);

@@ -134,6 +134,11 @@ absl::StatusOr<DomainStatus> DomainManager::GetStatus(bool include_xml) {
   return StatusLocked(base);
 }
 
+bool DomainManager::Done() {
+  absl::MutexLock lock(&mu_);
+  return done_;
+}
+
 bool DomainManager::WaitDone(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   absl::Time deadline = absl::Now() + timeout;
@@ -197,7 +202,6 @@ void DomainManager::FinishLocked(DomainStatus final_status) {
   }
   PublishLocked("DELETED", s, "");
   done_ = true;
-  done_flag_.store(true, std::memory_order_release);
   cv_.SignalAll();
   if (options_.on_done) options_.on_done();
 }

@@ -15,7 +15,6 @@
 #ifndef KVNODE_LAUNCHER_SERVER_DOMAIN_MANAGER_H_
 #define KVNODE_LAUNCHER_SERVER_DOMAIN_MANAGER_H_
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -72,10 +71,10 @@ class DomainManager {
   absl::StatusOr<kvnode::v1::DomainStats> GetStats() { return hypervisor_->GetStats(); }
   Hypervisor* hypervisor() { return hypervisor_; }
 
-  // True once the domain has ended and the final event was handed to the sink. Never blocks
-  // (the launcher's main loop, which reaps children libvirt waits for, calls it while Sync may
-  // hold the manager's lock inside libvirt).
-  bool Done() const { return done_flag_.load(std::memory_order_acquire); }
+  // True once the domain has ended and the final event was handed to the sink. Takes the
+  // manager's lock, which Sync holds inside libvirt: the launcher's main loop, which reaps what
+  // libvirt may be waiting for, learns the end from options.on_done instead.
+  bool Done();
   // Blocks until Done() or the timeout; returns Done().
   bool WaitDone(absl::Duration timeout);
   // The grace period the VMI asked for (terminationGracePeriodSeconds), for SIGTERM.
@@ -118,7 +117,6 @@ class DomainManager {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::string stop_detail_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
-  std::atomic<bool> done_flag_{false};  // done_, readable without mu_
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
   std::thread worker_;
 };

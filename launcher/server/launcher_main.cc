@@ -192,8 +192,9 @@ int RunLauncher(const std::vector<std::string>& args) {
   DomainManagerOptions manager_options;
   manager_options.vmi_uid = config.uid;
   manager_options.final_status_path = paths.root() + "/final-status.json";
-  // The main loop below sleeps in poll() until a signal or the domain's end: no periodic wakeup
-  // (a node runs hundreds of idle launchers).
+  // The main loop below sleeps in poll() until a signal or the domain's end, which on_done
+  // signals: no periodic wakeup (a node runs hundreds of idle launchers), and no call into the
+  // manager from the loop.
   int done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (done_fd < 0) return Fail(absl::ErrnoToStatus(errno, "eventfd"));
   manager_options.on_done = [done_fd] {
@@ -232,9 +233,11 @@ int RunLauncher(const std::vector<std::string>& args) {
   // needs the manager runs on a thread of its own, joined below.
   pid_t libvirtd_pid = (*daemon)->pid();
   std::vector<std::thread> requests;
-  while (!manager.Done()) {
+  while (true) {
     struct pollfd p[2] = {{sigfd, POLLIN, 0}, {done_fd, POLLIN, 0}};
-    if (poll(p, 2, -1) <= 0 || (p[0].revents & POLLIN) == 0) continue;
+    if (poll(p, 2, -1) <= 0) continue;
+    if (p[1].revents & POLLIN) break;  // the domain ended (on_done)
+    if ((p[0].revents & POLLIN) == 0) continue;
     struct signalfd_siginfo info;
     if (read(sigfd, &info, sizeof(info)) != sizeof(info)) continue;
     if (info.ssi_signo == SIGCHLD) {

@@ -41,13 +41,6 @@ using ::testing::Not;
 constexpr uid_t kNobody = 65534;
 constexpr gid_t kNogroup = 65534;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 // Runs argv as uid/gid with `groups`; exit status and output.
 HandlerProcess::CommandOutput RunAs(uid_t uid, gid_t gid, std::vector<gid_t> groups,
                                     const std::vector<std::string>& argv) {
@@ -64,7 +57,7 @@ HandlerProcess::CommandOutput RunAs(uid_t uid, gid_t gid, std::vector<gid_t> gro
   close(out);
   int status = -1;
   if (pid.ok()) waitpid(*pid, &status, 0);
-  std::string text = ReadAll(tmpl);
+  std::string text = ReadFile(tmpl);
   unlink(tmpl);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
 }
@@ -249,7 +242,7 @@ TEST_F(HandlerSecurityTest, SymlinksPlantedInAVmiDirReachNothingTheUserCouldNot)
   EXPECT_EQ(now->status().phase(), "Running");
   Delete("planted", 0);
   ExpectNoProcessesLeft(vmi.metadata().uid());
-  EXPECT_EQ(ReadAll(secret), "TOP-SECRET-LINE\n") << "the root file was touched";
+  EXPECT_EQ(ReadFile(secret), "TOP-SECRET-LINE\n") << "the root file was touched";
   (void)RunCommand({"/bin/rm", "-rf", tmpl});
 }
 
@@ -312,10 +305,10 @@ TEST_F(HandlerSecurityTest, MetricsPassPromtoolAndCountThePhasesAndLogsAreJson) 
     ASSERT_TRUE(json.ok());
     EXPECT_TRUE(json->success()) << log << ": " << json->output;
   }
-  EXPECT_THAT(ReadAll(handler_->state_dir() + "/handler.log"),
+  EXPECT_THAT(ReadFile(handler_->state_dir() + "/handler.log"),
               HasSubstr(absl::StrCat("\"namespace\":\"default\",\"name\":\"m0\",\"uid\":\"", uid,
                                      "\",\"msg\":\"Normal Started")));
-  EXPECT_THAT(ReadAll(handler_->VmiDir(uid) + "/launcher.log"),
+  EXPECT_THAT(ReadFile(handler_->VmiDir(uid) + "/launcher.log"),
               HasSubstr(absl::StrCat("\"component\":\"kvnode-launcher\",\"namespace\":\"default\","
                                      "\"name\":\"m0\",\"uid\":\"", uid, "\"")));
 }

@@ -31,13 +31,6 @@ std::string Env(const char* name, const std::string& fallback) {
   return v != nullptr && *v != '\0' ? v : fallback;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 std::vector<std::string> CurrentEnv() {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
@@ -45,6 +38,13 @@ std::vector<std::string> CurrentEnv() {
 }
 
 }  // namespace
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
 
 std::string SourceDir() { return Env("KVNODE_SOURCE_DIR", KVNODE_SOURCE_DIR_DEFAULT); }
 std::string BinaryDir() { return Env("KVNODE_BINARY_DIR", KVNODE_BINARY_DIR_DEFAULT) + "/bin"; }

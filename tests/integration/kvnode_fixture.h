@@ -145,6 +145,8 @@ const kvnode::v1::Condition* Condition(const kvnode::v1::VirtualMachineInstance&
 // A process's name as the kernel keeps it (/proc/PID/comm, at most 15 characters: "qemu-system-x86",
 // "kvnode-launcher"); "" when it is gone.
 std::string ProcessName(pid_t pid);
+// The whole file; "" when it cannot be read.
+std::string ReadFile(const std::string& path);
 
 // True when the calling test can run guests (root, /dev/kvm not needed: TCG).
 bool CanRunGuests(std::string* why);

@@ -320,11 +320,6 @@ TEST_F(VmiLifecycleTest, InvalidVmisAreRefusedWithTheFieldPathAndNothingIsStored
 // child (the launcher is a subreaper); libvirt then waits for it to vanish, so the launcher
 // must reap it while the start is still in progress. It once did not (its main loop waited for
 // the domain manager's lock, held by that start), and every start after an upgrade took ~42 s.
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
 // A capabilities dir of its own for a test's handlers, removed at the end.
 class CapabilitiesDir {
  public:
@@ -366,7 +361,7 @@ class CapabilitiesDir {
   // libvirt compares the cache's <selfctime> with its own files' ctime: 1 is stale.
   void MakeStale() const {
     for (const std::string& f : Files()) {
-      std::string xml = Slurp(f);
+      std::string xml = ReadFile(f);
       size_t open = xml.find("<selfctime>"), close = xml.find("</selfctime>");
       if (open == std::string::npos || close == std::string::npos) continue;
       xml.replace(open, close - open, "<selfctime>1");
@@ -375,7 +370,7 @@ class CapabilitiesDir {
   }
   int StaleFiles() const {
     int n = 0;
-    for (const std::string& f : Files()) n += absl::StrContains(Slurp(f), "<selfctime>1<") ? 1 : 0;
+    for (const std::string& f : Files()) n += absl::StrContains(ReadFile(f), "<selfctime>1<") ? 1 : 0;
     return n;
   }
 
@@ -436,7 +431,7 @@ TEST(StaleCapabilitiesCacheTest, AHandlerStartRefreshesAStaleCache) {
   ASSERT_EQ(caps.StaleFiles(), static_cast<int>(caps.Files().size()));
   auto second = caps.StartHandler();
   ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_EQ(caps.StaleFiles(), 0) << Slurp(caps.path() + ".log");
+  EXPECT_EQ(caps.StaleFiles(), 0) << ReadFile(caps.path() + ".log");
 }
 
 }  // namespace
