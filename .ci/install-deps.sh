@@ -15,6 +15,8 @@ packages=(
   # virtualization runtime
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils ovmf
   seabios ipxe-qemu libxml2-utils
+  # a user record for each VMI's own uid, which has no passwd entry, for libvirtd
+  libnss-wrapper
   # networking
   iproute2 nftables dnsmasq-base
   # test guest
@@ -36,9 +38,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The unprivileged identity launchers, libvirtd and QEMU run as.
+# The unprivileged identity launchers, libvirtd and QEMU run as, and the operators' group that
+# may use the handler's API socket (no launcher, libvirtd or QEMU ever holds it).
 getent group kvm >/dev/null || groupadd --system kvm
 getent group kvnode >/dev/null || groupadd --system kvnode
+getent group kvnode-admin >/dev/null || groupadd --system kvnode-admin
 if ! getent passwd kvnode >/dev/null; then
   useradd --system --gid kvnode --groups kvm --home-dir /nonexistent --shell /usr/sbin/nologin kvnode
 fi

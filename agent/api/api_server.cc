@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -35,6 +36,9 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
 
 bool PeerAllowed(const PeerPolicy& policy, pid_t pid, uid_t uid, gid_t gid) {
   if (policy.uids.count(uid)) return true;
+  for (const auto& [first, last] : policy.uid_ranges) {
+    if (uid >= first && uid <= last) return true;
+  }
   if (policy.group == static_cast<gid_t>(-1)) return false;
   if (gid == policy.group) return true;
   std::ifstream f("/proc/" + std::to_string(pid) + "/status");
@@ -127,10 +131,28 @@ void ApiServer::AcceptLoop() {
       close(fd);
       continue;
     }
+    if (options_.remember_peers) {
+      PeerCred peer{cred.pid, cred.uid, cred.gid, CgroupOf(cred.pid)};
+      absl::MutexLock lock(&peers_mu_);
+      peers_[fd] = std::move(peer);  // a number gRPC closed is taken again only now
+    }
     // gRPC takes ownership of the connection; it must be non-blocking.
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     grpc::AddInsecureChannelFromFd(server_.get(), fd);
   }
+}
+
+absl::StatusOr<PeerCred> ApiServer::PeerOf(const grpc::ServerContext& ctx) const {
+  // Connections gRPC got from AddInsecureChannelFromFd are named "fd:<number>".
+  std::string peer = ctx.peer();
+  int fd = -1;
+  if (!absl::StartsWith(peer, "fd:") || !absl::SimpleAtoi(peer.substr(3), &fd)) {
+    return absl::NotFoundError("not a unix connection: " + peer);
+  }
+  absl::MutexLock lock(&peers_mu_);
+  auto it = peers_.find(fd);
+  if (it == peers_.end()) return absl::NotFoundError("no peer recorded for " + peer);
+  return it->second;
 }
 
 void ApiServer::Stop() {

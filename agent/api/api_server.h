@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/base/peer_cred.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/server_interceptor.h"
 
@@ -28,10 +30,13 @@ namespace kvnode {
 
 // Who may connect to a unix socket.
 struct PeerPolicy {
-  std::set<uid_t> uids;  // always allowed (root, the launcher user, ...)
+  std::set<uid_t> uids;  // always allowed (root, ...)
+  // Also allowed: uids in [first, last] (the launchers' id range).
+  std::vector<std::pair<uid_t, uid_t>> uid_ranges;
   gid_t group = static_cast<gid_t>(-1);  // members (primary or supplementary) are allowed
   std::string description;               // for logs: "handler API", "launcher notify"
 };
+
 
 // True when the process `pid` (uid, gid from SO_PEERCRED) passes `policy`. Supplementary
 // groups come from /proc/<pid>/status, as the kernel sees them.
@@ -62,6 +67,8 @@ class ApiServer {
     // Installed on the server (call metrics).
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
         interceptors;
+    // Keep each unix connection's PeerCred, for PeerOf.
+    bool remember_peers = false;
   };
 
   static absl::StatusOr<std::unique_ptr<ApiServer>> Start(Options options);
@@ -71,6 +78,12 @@ class ApiServer {
   // The TCP port actually bound (for "HOST:0").
   int tcp_port() const { return tcp_port_; }
   uint64_t refused_connections() const { return refused_.load(); }
+
+  // The peer of the unix connection a call arrived on (Options::remember_peers). Call from
+  // inside the call's handler: gRPC keeps the connection's fd open (and so its number taken)
+  // until every call on it has ended, so the number cannot name a newer connection meanwhile.
+  // NotFound for a call that came over TCP.
+  absl::StatusOr<PeerCred> PeerOf(const grpc::ServerContext& ctx) const;
 
  private:
   ApiServer() = default;
@@ -84,6 +97,8 @@ class ApiServer {
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> refused_{0};
   std::thread accept_thread_;
+  mutable absl::Mutex peers_mu_;
+  std::map<int, PeerCred> peers_ ABSL_GUARDED_BY(peers_mu_);  // by the connection's fd
 };
 
 // Reads a whole small file (certificates, keys).

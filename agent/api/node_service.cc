@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/grpc_status.h"
+#include "agent/base/untrusted_file.h"
 #include "agent/base/user_fs.h"
 
 namespace kvnode {
@@ -135,7 +136,9 @@ grpc::Status NodeService::Console(
   }
   // The socket is in the VMI's dir, which its launcher's user controls: connect with that
   // user's rights, so a planted symlink can reach nothing the user could not (user_fs.h).
-  auto fd_or = ConnectUnixAs(vmis_->LauncherFsIdentity(), paths->serial_socket());
+  auto id = vmis_->FsIdentityOf(first.ref());
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  auto fd_or = ConnectUnixAs(*id, paths->serial_socket());
   if (!fd_or.ok()) return ToGrpcStatus(fd_or.status());
   int fd = *fd_or;
   if (!first.data().empty()) (void)!write(fd, first.data().data(), first.data().size());
@@ -202,27 +205,20 @@ grpc::Status NodeService::GetLauncherLog(grpc::ServerContext*, const kvnode::v1:
   }
   bool console = req->source() == "console";
   std::string path = console ? paths->serial_log() : paths->log_file();
-  // Opened with the launcher user's rights and without following a link (user_fs.h).
-  auto opened = OpenAs(vmis_->LauncherFsIdentity(), path, O_RDONLY | O_NOFOLLOW);
+  // Opened with the VMI identity's rights, without following a link and without waiting on a
+  // FIFO (user_fs.h, untrusted_file.h); only its last 4 MiB are read, whatever its size.
+  auto id = vmis_->FsIdentityOf(req->ref());
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  auto opened = OpenAs(*id, path, kUntrustedOpenFlags);
   if (!opened.ok()) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         std::string(console ? "no console log: " : "no launcher log: ") +
                             std::string(opened.status().message()));
   }
-  int fd = *opened;
-  struct stat st;
-  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, path + " is not a regular file");
-  }
-  std::string content;
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) {
-    content.append(buf, n);
-    if (content.size() > (8u << 20)) content.erase(0, content.size() - (4u << 20));
-  }
-  close(fd);
+  absl::StatusOr<std::string> tail = ReadRegularFileTail(*opened, 4u << 20, path);
+  close(*opened);
+  if (!tail.ok()) return ToGrpcStatus(tail.status());
+  std::string content = std::move(*tail);
   if (req->tail_lines() > 0) {
     size_t pos = content.size();
     int lines = 0;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -126,22 +127,77 @@ void CheckTools(const HandlerOptions& o, std::vector<ConfigFinding>* out) {
 
 }  // namespace
 
+absl::Status CheckApiGroupApart(gid_t api_gid, const std::string& api_group,
+                                const LauncherIdRange& launchers,
+                                const std::vector<gid_t>& launcher_groups) {
+  bool held = launchers.Contains(api_gid);
+  for (gid_t g : launcher_groups) held = held || g == api_gid;
+  if (!held) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "group \"", api_group, "\" (gid ", api_gid,
+      ") is held by the launchers' identity, so a guest that escaped into its QEMU could use "
+      "the handler's API; give the API a group of operators that no launcher has (default "
+      "kvnode-admin)"));
+}
+
+absl::Status CheckIdRangeUnused(const LauncherIdRange& range) {
+  std::string found;
+  setpwent();
+  while (struct passwd* p = getpwent()) {
+    if (range.Contains(p->pw_uid)) {
+      found = absl::StrCat("user \"", p->pw_name, "\" (uid ", p->pw_uid, ")");
+      break;
+    }
+  }
+  endpwent();
+  if (found.empty()) {
+    setgrent();
+    while (struct group* g = getgrent()) {
+      if (range.Contains(g->gr_gid)) {
+        found = absl::StrCat("group \"", g->gr_name, "\" (gid ", g->gr_gid, ")");
+        break;
+      }
+    }
+    endgrent();
+  }
+  if (found.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      range.ToString(), " holds ", found,
+      ": a VMI given that id would own that account's files and could signal its processes; "
+      "choose a range no account uses"));
+}
+
 std::vector<ConfigFinding> CheckHandlerConfig(const HandlerOptions& o) {
   std::vector<ConfigFinding> out;
   if (geteuid() != 0) out.push_back({false, "user", "kvnode-handler must run as root"});
   out.push_back(CheckDir("--state-dir", o.config.state_dir, true));
+  out.push_back(CheckDir("--run-dir", o.config.run_dir, true));
   out.push_back(CheckDir("socket dir", Parent(o.socket), false));
   out.push_back(CheckExecutable("--launcher", o.config.launcher_binary));
-  out.push_back({true, "--launcher-user",
-                 absl::StrCat(o.config.identity.user_name, " (uid ", o.config.identity.uid,
-                              ", gid ", o.config.identity.gid, ")")});
-  if (o.config.identity.uid == 0) {
-    out.push_back({false, "--launcher-user", "launchers must not run as root"});
+  const LauncherIdRange& ids = o.config.launcher_ids;
+  if (absl::Status unused = CheckIdRangeUnused(ids); !unused.ok()) {
+    out.push_back({false, "--launcher-id-range", std::string(unused.message())});
+  } else {
+    out.push_back({true, "--launcher-id-range",
+                   absl::StrCat(ids.ToString(), ": capabilities primer ", ids.primer(),
+                                ", importer ", ids.importer(), ", VMIs ", ids.first_vmi(), "-",
+                                ids.last(), " (", ids.count - 2, " at once), groups ",
+                                o.config.launcher_groups.empty()
+                                    ? std::string("none (no kvm group)")
+                                    : absl::StrCat("kvm (", o.config.launcher_groups[0], ")"))});
   }
   struct group* g = getgrnam(o.api_group.c_str());
-  out.push_back(g != nullptr
-                    ? ConfigFinding{true, "--api-group", absl::StrCat(o.api_group, " (gid ", g->gr_gid, ")")}
-                    : ConfigFinding{false, "--api-group", "group \"" + o.api_group + "\" does not exist"});
+  if (g == nullptr) {
+    out.push_back({false, "--api-group", "group \"" + o.api_group + "\" does not exist"});
+  } else if (absl::Status apart = CheckApiGroupApart(g->gr_gid, o.api_group, ids,
+                                                     o.config.launcher_groups);
+             !apart.ok()) {
+    out.push_back({false, "--api-group", std::string(apart.message())});
+  } else {
+    out.push_back({true, "--api-group",
+                   absl::StrCat(o.api_group, " (gid ", g->gr_gid,
+                                "), held by no launcher, libvirtd or QEMU")});
+  }
   auto mount = CgroupTree::FindCgroup2Mount();
   if (!mount.ok()) {
     out.push_back({false, "cgroup v2", std::string(mount.status().message())});

@@ -20,6 +20,17 @@ struct ConfigFinding {
 
 std::vector<ConfigFinding> CheckHandlerConfig(const HandlerOptions& options);
 
+// FailedPrecondition when a process with a launcher's identity would pass the API socket's
+// peer check: `api_gid` is in the launchers' id range (each VMI's gid is its uid) or among
+// their supplementary groups. A guest that escapes into its QEMU must never drive the node.
+absl::Status CheckApiGroupApart(gid_t api_gid, const std::string& api_group,
+                                const LauncherIdRange& launchers,
+                                const std::vector<gid_t>& launcher_groups);
+
+// FailedPrecondition naming the first user or group of the system databases whose id lies in
+// `range`: a VMI given that id would own that account's files and could signal its processes.
+absl::Status CheckIdRangeUnused(const LauncherIdRange& range);
+
 // Prints one line per finding ("ok    state dir: ..." / "FAIL  --launcher: ..."); returns the
 // exit status: 0 when every finding is ok, 1 otherwise.
 int PrintConfigFindings(const std::vector<ConfigFinding>& findings, std::ostream& out);

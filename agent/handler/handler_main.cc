@@ -65,17 +65,26 @@ std::string DirName(const std::string& path) {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-// Runs `kvnode-launcher prime-capabilities` as the launcher user and waits for it; what it and
-// its libvirtd print goes to <dir>.log, not into the handler's own (structured) log.
+// Runs `kvnode-launcher prime-capabilities` as the primer's identity (the first of the
+// launcher id range, never a VMI's) and waits for it; what it and its libvirtd print goes to
+// <dir>.log, not into the handler's own (structured) log. The cache is the primer's and every
+// VMI identity may read it: launchers copy it into their own libvirtd's cache.
 void PrimeCapabilities(const std::string& launcher, const std::string& dir,
-                       const LauncherIdentity& id) {
-  if (mkdir(dir.c_str(), 0700) < 0 && errno != EEXIST) return;
-  if (chown(dir.c_str(), id.uid, id.gid) < 0) return;
+                       const std::string& socket_dir, const LauncherIdentity& id) {
+  for (const std::string& d : {dir, socket_dir}) {
+    if (mkdir(d.c_str(), 0700) < 0 && errno != EEXIST) return;
+  }
+  // Handlers with other id ranges may have primed this dir before.
+  std::string owner = absl::StrCat(id.uid, ":", id.gid);
+  for (const std::string& d : {dir, socket_dir}) {
+    auto chowned = RunCommand({"/bin/chown", "-R", "-h", owner, d});
+    if (!chowned.ok() || !chowned->success()) return;
+  }
   std::string log_path = dir + ".log";
   int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   SpawnOptions o;
-  o.argv = {launcher, "prime-capabilities", "--dir", dir};
-  o.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"};
+  o.argv = {launcher, "prime-capabilities", "--dir", dir, "--socket-dir", socket_dir};
+  o.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "HOME=" + dir + "/h"};
   o.uid = id.uid;
   o.gid = id.gid;
   o.groups = id.groups;
@@ -89,6 +98,7 @@ void PrimeCapabilities(const std::string& launcher, const std::string& dir,
   }
   int status;
   waitpid(*pid, &status, 0);
+  (void)RunCommand({"/bin/chmod", "-R", "a+rX", dir});  // best effort: launchers probe if not
   spdlog::info("capabilities cache priming {} (its log: {})", DescribeWaitStatus(status), log_path);
 }
 
@@ -97,6 +107,7 @@ void PrimeCapabilities(const std::string& launcher, const std::string& dir,
 struct Handler {
   HandlerOptions options;
   std::unique_ptr<Store> store;
+  std::unique_ptr<LauncherIds> launcher_ids;
   std::unique_ptr<MasqueradePodNetwork> pod_network;
   std::unique_ptr<ProcessWatcher> watcher;
   std::thread primer;
@@ -157,10 +168,11 @@ void StartCapabilitiesPrimer(Handler* h) {
   c.capabilities_cache = NodePaths::CapabilitiesCacheIn(h->options.capabilities_dir);
   c.capabilities_ready = std::make_shared<absl::Notification>();
   h->primer = std::thread([dir = h->options.capabilities_dir, launcher = c.launcher_binary,
-                           identity = c.identity, ready = c.capabilities_ready] {
+                           sockets = c.run_dir + "/primer", identity = c.ids->Primer(),
+                           ready = c.capabilities_ready] {
     int lock = open((dir + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (lock >= 0) flock(lock, LOCK_EX);
-    PrimeCapabilities(launcher, dir, identity);
+    PrimeCapabilities(launcher, dir, sockets, identity);
     if (lock >= 0) close(lock);
     ready->Notify();
   });
@@ -171,15 +183,18 @@ absl::Status StartNotifyServer(Handler* h) {
   const HandlerConfig& c = h->options.config;
   h->notify_service = std::make_unique<NotifyService>(h->controller.get());
   ApiServer::Options o;
-  o.unix_socket = NodePaths(c.state_dir).notify_socket();
-  o.socket_mode = 0600;
-  o.socket_owner = c.identity.uid;
-  o.socket_group = c.identity.gid;
-  o.policy.uids = {0, static_cast<uid_t>(c.identity.uid)};
+  o.unix_socket = NodePaths(c.state_dir, c.run_dir).notify_socket();
+  // Every VMI identity connects (each with its own uid); which VMI a message may speak for is
+  // decided per message by its sender (notify_service.h).
+  o.socket_mode = 0666;
+  o.policy.uids = {0};
+  o.policy.uid_ranges = {{c.launcher_ids.first_vmi(), c.launcher_ids.last()}};
   o.policy.description = "launcher notify";
   o.services = {h->notify_service.get()};
   o.reflection = false;
+  o.remember_peers = true;  // each message is checked against its sender (notify_service.h)
   ASSIGN_OR_RETURN(h->notify_server, ApiServer::Start(std::move(o)));
+  h->notify_service->set_server(h->notify_server.get());
   return absl::OkStatus();
 }
 
@@ -189,13 +204,9 @@ absl::Status StartApi(Handler* h) {
   ApiServer::Options o;
   o.unix_socket = opt.socket;
   o.socket_mode = 0660;
-  struct group* g = getgrnam(opt.api_group.c_str());
-  if (g == nullptr) {
-    return absl::NotFoundError("--api-group: group \"" + opt.api_group + "\" does not exist");
-  }
-  o.socket_group = g->gr_gid;
+  o.socket_group = opt.api_gid;
   o.policy.uids = {0};
-  o.policy.group = g->gr_gid;
+  o.policy.group = opt.api_gid;
   o.policy.description = "handler API";
   o.tcp_address = opt.listen;
   o.tls = {opt.tls_cert, opt.tls_key, opt.tls_ca};
@@ -244,9 +255,10 @@ void StartWatchdog(Handler* h) {
 int Serve(Handler* h, const sigset_t& mask) {
   HandlerOptions& opt = h->options;
   HandlerConfig& c = opt.config;
-  NodePaths paths(c.state_dir);
+  NodePaths paths(c.state_dir, c.run_dir);
   if (absl::Status s = MakeDir(c.state_dir, 0711); !s.ok()) return Fail(s);
   if (absl::Status s = MakeDir(paths.vmis_dir(), 0711); !s.ok()) return Fail(s);
+  if (absl::Status s = MakeDir(c.run_dir, 0711); !s.ok()) return Fail(Annotate(s, "--run-dir"));
   if (absl::Status s = MakeDir(DirName(opt.socket), 0755); !s.ok()) return Fail(s);
   std::string cgroup_root = opt.cgroup_root;
   if (cgroup_root.empty()) {
@@ -259,6 +271,10 @@ int Serve(Handler* h, const sigset_t& mask) {
   auto store = Store::Open(paths.database());
   if (!store.ok()) return Fail(store.status());
   h->store = std::move(*store);
+  auto ids = LauncherIds::Create(h->store.get(), c.launcher_ids, c.launcher_groups);
+  if (!ids.ok()) return Fail(Annotate(ids.status(), "launcher ids"));
+  h->launcher_ids = std::move(*ids);
+  c.ids = h->launcher_ids.get();
   spdlog::info("state opened: {}", paths.database());
   if (absl::Status s = StartPodNetwork(h); !s.ok()) return Fail(Annotate(s, "pod network"));
   StartCapabilitiesPrimer(h);
@@ -272,7 +288,9 @@ int Serve(Handler* h, const sigset_t& mask) {
     if (absl::Status s = CheckSharedPath(sc); !s.ok()) return Fail(Annotate(s, "--storage-class"));
   }
   h->volumes = std::make_unique<VolumeManager>(
-      VolumeConfig{c.state_dir, c.identity.fs(), opt.storage_classes}, h->store.get(), Clock::Real());
+      VolumeConfig{c.state_dir, c.ids->Importer().fs(), opt.storage_classes,
+                   c.limits.host_disk_roots},
+      h->store.get(), Clock::Real());
   if (absl::Status s = h->volumes->Recover(); !s.ok()) return Fail(Annotate(s, "recover volumes"));
   c.volumes = h->volumes.get();
   h->controller = std::make_unique<VmiController>(c, h->store.get(), *cgroups, h->watcher.get(),
@@ -296,7 +314,7 @@ int Serve(Handler* h, const sigset_t& mask) {
   h->volumes->StartCollector();  // deletes or orphans what deleted VMs owned
   h->volumes->StartImporter();   // populates DataVolumes
   auto migration = MigrationNode::Start(opt.migration, c.state_dir, h->controller.get(),
-                                        h->store.get(), c.identity.fs());
+                                        h->store.get());
   if (!migration.ok()) return Fail(Annotate(migration.status(), "--migration-listen"));
   h->migration = std::move(*migration);
   if (absl::Status s = StartApi(h); !s.ok()) return Fail(Annotate(s, "API"));
@@ -329,6 +347,23 @@ int RunHandler(const std::string& argv0, const std::vector<std::string>& args) {
     return PrintConfigFindings(CheckHandlerConfig(*options), std::cout);
   }
   spdlog::info("kvnode-handler starting (pid {})", getpid());
+  // The API's group, checked before anything is touched: it must exist, and no launcher may
+  // hold it.
+  struct group* g = getgrnam(options->api_group.c_str());
+  if (g == nullptr) {
+    return Fail(absl::NotFoundError("--api-group: group \"" + options->api_group +
+                                    "\" does not exist"));
+  }
+  options->api_gid = g->gr_gid;
+  const HandlerConfig& c = options->config;
+  if (absl::Status apart =
+          CheckApiGroupApart(g->gr_gid, options->api_group, c.launcher_ids, c.launcher_groups);
+      !apart.ok()) {
+    return Fail(Annotate(apart, "--api-group"));
+  }
+  if (absl::Status unused = CheckIdRangeUnused(c.launcher_ids); !unused.ok()) {
+    return Fail(Annotate(unused, "--launcher-id-range"));
+  }
   if (!options->virt_type_reason.empty()) {
     spdlog::info("--virt-type auto: {} ({})", options->config.virt_type,
                  options->virt_type_reason);

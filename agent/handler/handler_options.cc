@@ -1,6 +1,7 @@
 #include "agent/handler/handler_options.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/kvm.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -198,8 +199,8 @@ std::string DetectVirtType(std::string* why) {
 absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
                                                    const std::vector<std::string>& args) {
   FlagSet flags;
-  flags.Value("state-dir").Value("socket").Value("node-name").Value("virt-type").Value("launcher")
-      .Value("launcher-user").Value("cgroup-root").Value("host-disk-root").Value("log-format")
+  flags.Value("state-dir").Value("run-dir").Value("socket").Value("node-name").Value("virt-type").Value("launcher")
+      .Value("launcher-user").Value("launcher-id-range").Value("cgroup-root").Value("host-disk-root").Value("log-format")
       .Value("host-uuid").Value("capabilities-dir").Value("launcher-unresponsive-timeout")
       .Value("launcher-failure-timeout").Value("launcher-probe-interval").Value("pod-bridge")
       .Value("pod-cidr").Value("pod-cidr-v6").Value("pod-mtu").Value("pod-netns-prefix")
@@ -223,6 +224,17 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
   c.state_dir = flags.GetOr("state-dir", c.state_dir);
   if (c.state_dir.empty() || c.state_dir[0] != '/') {
     return absl::InvalidArgumentError("--state-dir: an absolute path, got \"" + c.state_dir + "\"");
+  }
+  c.run_dir = flags.GetOr("run-dir", NodePaths::DefaultRunDir(c.state_dir));
+  if (c.run_dir.empty() || c.run_dir[0] != '/') {
+    return absl::InvalidArgumentError("--run-dir: an absolute path, got \"" + c.run_dir + "\"");
+  }
+  while (c.run_dir.size() > 1 && c.run_dir.back() == '/') c.run_dir.pop_back();
+  if (c.run_dir.size() > NodePaths::kMaxRunDirLength) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--run-dir: \"", c.run_dir, "\" is ", c.run_dir.size(), " characters; at most ",
+        NodePaths::kMaxRunDirLength, " leave room for the sockets under it (a unix socket path "
+        "holds 107 bytes, and libvirt puts QEMU's monitor socket about 78 below it)"));
   }
   c.node_name = flags.GetOr("node-name", HostName());
   // libvirt refuses to migrate between daemons with one host UUID ("the same host"): each
@@ -251,9 +263,17 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
   RETURN_IF_ERROR(ParseDurations(flags, &c));
   RETURN_IF_ERROR(ParseBackoff(flags, &o.vm));
   c.launcher_binary = LauncherBinary(flags, argv0);
-  auto identity = LauncherIdentity::Lookup(flags.GetOr("launcher-user", "kvnode"));
-  if (!identity.ok()) return Annotate(identity.status(), "--launcher-user");
-  c.identity = *identity;
+  if (flags.IsSet("launcher-user")) {
+    return absl::InvalidArgumentError(
+        "--launcher-user: removed: every VMI now runs under an identity of its own, from "
+        "--launcher-id-range FIRST:COUNT (default 200000:65536), so that one guest cannot reach "
+        "another");
+  }
+  ASSIGN_OR_RETURN(c.launcher_ids,
+                   LauncherIdRange::Parse(flags.GetOr("launcher-id-range", "200000:65536"),
+                                          "launcher-id-range"));
+  // /dev/kvm is the kvm group's; every VMI identity holds it (and nothing else).
+  if (struct group* kvm = getgrnam("kvm"); kvm != nullptr) c.launcher_groups = {kvm->gr_gid};
   c.limits = NodeLimitsOfThisMachine(flags.GetAll("host-disk-root"));
   o.cgroup_root = flags.GetOr("cgroup-root", "");
   o.capabilities_dir = flags.GetOr("capabilities-dir", NodePaths(c.state_dir).capabilities_dir());

@@ -2,9 +2,12 @@
 // effects beyond reading the machine (the user database, /proc, /dev/kvm for --virt-type
 // auto), so `--validate-config` can run it and change nothing.
 //
-//   --state-dir DIR        SQLite state and per-VMI dirs (default /var/lib/kvnode)
+//   --state-dir DIR        SQLite state and per-VMI dirs (default /var/lib/kvnode); any length
+//   --run-dir DIR          sockets: the notify socket, launchers', libvirtd's and QEMU's (default
+//                          /run/kvnode/<8 hex digits of the state dir's SHA-1>); at most 28
+//                          characters (agent/base/state_layout.h)
 //   --socket PATH          gRPC API unix socket (default /run/kvnode/handler.sock), mode 0660,
-//                          group kvnode; every connection's peer is checked (SO_PEERCRED)
+//                          group --api-group; every connection's peer is checked (SO_PEERCRED)
 //   --listen HOST:PORT     also serve the API on TCP, only with mutual TLS:
 //   --tls-cert F --tls-key F --tls-ca F   server certificate and key, and the CA that signs
 //                          client certificates (clients without one are refused)
@@ -18,8 +21,11 @@
 //                          auto (default): on for kvm, off for qemu (TCG: slow live
 //                          migrations damaged guests more often with it, docs/DESIGN.md)
 //   --launcher PATH        kvnode-launcher binary (default: beside this binary)
-//   --launcher-user USER   unprivileged user for launchers, libvirtd and QEMU (default kvnode)
-//   --api-group GROUP      group allowed on the unix socket besides root (default kvnode)
+//   --launcher-id-range FIRST:COUNT   uids/gids for launchers, libvirtd and QEMU, one per VMI
+//                          (default 200000:65536; agent/supervisor/launcher_ids.h); the old
+//                          --launcher-user is refused
+//   --api-group GROUP      operators' group allowed on the unix socket besides root (default
+//                          kvnode-admin); refused when the launchers' identity holds it
 //   --cgroup-root DIR      cgroup v2 dir for VMI cgroups (default <cgroup2>/kvnode.<node>)
 //   --host-disk-root DIR   where hostDisk volumes may live (repeatable)
 //   --capabilities-dir DIR where the primed QEMU capabilities cache lives (default
@@ -61,7 +67,8 @@ struct HandlerOptions {
   HandlerConfig config;  // pod_network is left null: the handler makes it
   VmControllerConfig vm;
   std::string socket = "/run/kvnode/handler.sock";
-  std::string api_group = "kvnode";
+  std::string api_group = "kvnode-admin";
+  gid_t api_gid = static_cast<gid_t>(-1);  // resolved at start
   std::string listen;  // HOST:PORT, or empty
   std::string tls_cert, tls_key, tls_ca;
   std::string metrics_addr;  // HOST:PORT, or empty

@@ -15,6 +15,7 @@
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
+#include "agent/base/untrusted_file.h"
 #include "agent/base/user_fs.h"
 #include "agent/base/uuid.h"
 #include "agent/handler/handler_metrics.h"
@@ -53,7 +54,7 @@ grpc::ClientContext* WithDeadline(grpc::ClientContext* ctx, absl::Duration d) {
 VmiController::VmiController(HandlerConfig config, Store* store, CgroupTree cgroups,
                              ProcessWatcher* watcher, Clock* clock)
     : config_(std::move(config)),
-      paths_(config_.state_dir),
+      paths_(config_.state_dir, config_.run_dir),
       store_(store),
       cgroups_(std::move(cgroups)),
       watcher_(watcher),
@@ -132,11 +133,12 @@ void VmiController::RemoveLocked(const std::string& uid) {
   Record* r = it->second.get();
   (void)store_->Delete(kVmiKind, &r->vmi);
   uid_by_name_.erase({r->vmi.metadata().namespace_(), r->vmi.metadata().name()});
+  VirtualMachineInstance vmi = r->vmi;
   by_uid_.erase(it);
   changed_.SignalAll();
-  work_.Schedule([this, uid] {
+  work_.Schedule([this, uid, vmi] {
     TearDownPodNetwork(uid);
-    CleanupVmiDir(uid);
+    CleanupVmiDir(uid, vmi);
   });
 }
 
@@ -455,6 +457,26 @@ absl::StatusOr<std::vector<Change>> VmiController::ChangesSince(int64_t after,
 // Notifications
 // ---------------------------------------------------------------------------------------------
 
+absl::Status VmiController::CheckNotifier(const PeerCred& peer, const std::string& vmi_uid) {
+  if (peer.uid == 0) return absl::OkStatus();
+  // The peer's cgroup, relative to the cgroup2 mount, must be the VMI's own.
+  static const std::string mount = CgroupTree::FindCgroup2Mount().value_or("");
+  std::string why;
+  std::optional<LauncherIdentity> id =
+      config_.ids != nullptr ? config_.ids->Find(vmi_uid) : std::nullopt;
+  if (peer.cgroup.empty() || mount + peer.cgroup != cgroups_.PathFor(vmi_uid)) {
+    why = absl::StrCat("it runs in cgroup \"", peer.cgroup, "\", not the VMI's");
+  } else if (!id.has_value() || static_cast<uid_t>(id->uid) != peer.uid) {
+    why = absl::StrCat("it runs as uid ", peer.uid, ", not as the VMI's identity");
+  }
+  if (why.empty()) return absl::OkStatus();
+  Count(kNotificationsRefused);
+  spdlog::warn("refused a notification about VMI {} from pid {} uid {}: {}", vmi_uid, peer.pid,
+               peer.uid, why);
+  return absl::PermissionDeniedError(
+      absl::StrCat("a launcher may only notify about its own VMI, not ", vmi_uid, ": ", why));
+}
+
 void VmiController::OnDomainEvent(const kvnode::v1::DomainEvent& event) {
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(event.vmi_uid());
@@ -533,11 +555,12 @@ absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> VmiController::Launc
   // The socket lives in a dir the launcher's user controls: connect with that user's rights,
   // never root's (user_fs.h), and give gRPC the connected socket.
   const std::string path = paths_.vmi(uid).launcher_socket();
+  ASSIGN_OR_RETURN(FsIdentity id, FsIdentityOfUid(uid));
   absl::Time deadline = absl::Now() + wait;
-  absl::StatusOr<int> fd = ConnectUnixAs(config_.identity.fs(), path);
+  absl::StatusOr<int> fd = ConnectUnixAs(id, path);
   while (!fd.ok() && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(50));
-    fd = ConnectUnixAs(config_.identity.fs(), path);
+    fd = ConnectUnixAs(id, path);
   }
   if (!fd.ok()) return Annotate(fd.status(), "launcher of VMI " + uid);
   fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) | O_NONBLOCK);
@@ -558,33 +581,70 @@ absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> VmiController::Launc
   return stub;
 }
 
-absl::Status VmiController::PrepareVmiDir(const VirtualMachineInstance& vmi) {
-  for (const std::string& dir : {paths_.vmis_dir()}) {
+namespace {
+
+// mkdir `path` (0700) and hand it to `id`, never following a link planted in its place.
+absl::Status MakeOwnedDir(const std::string& path, const LauncherIdentity& id) {
+  if (mkdir(path.c_str(), 0700) < 0 && errno != EEXIST) {
+    return absl::ErrnoToStatus(errno, "mkdir " + path);
+  }
+  int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "open " + path);
+  int rc = fchown(fd, id.uid, id.gid);
+  int e = errno;
+  if (rc == 0) rc = fchmod(fd, 0700);
+  close(fd);
+  if (rc < 0) return absl::ErrnoToStatus(e, "chown " + path);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status VmiController::PrepareVmiDir(const VirtualMachineInstance& vmi,
+                                          const LauncherIdentity& id) {
+  for (const std::string& dir : {paths_.vmis_dir(), paths_.run_dir()}) {
     if (mkdir(dir.c_str(), 0711) < 0 && errno != EEXIST) {
       return absl::ErrnoToStatus(errno, "mkdir " + dir);
     }
   }
   VmiPaths vp = paths_.vmi(vmi.metadata().uid());
-  if (mkdir(vp.root().c_str(), 0700) < 0 && errno != EEXIST) {
-    return absl::ErrnoToStatus(errno, "mkdir " + vp.root());
-  }
-  int fd = open(vp.root().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return absl::ErrnoToStatus(errno, "open " + vp.root());
-  int rc = fchown(fd, config_.identity.uid, config_.identity.gid);
-  int e = errno;
-  if (rc == 0) rc = fchmod(fd, 0700);
-  close(fd);
-  if (rc < 0) return absl::ErrnoToStatus(e, "chown " + vp.root());
+  RETURN_IF_ERROR(MakeOwnedDir(vp.root(), id));
+  RETURN_IF_ERROR(MakeOwnedDir(vp.socket_dir(), id));
   // A stale final status from an earlier attempt must not decide this execution.
-  unlink((vp.root() + "/final-status.json").c_str());
+  unlink(vp.final_status().c_str());
   return absl::OkStatus();
 }
 
-absl::Status VmiController::PrepareVolumes(const VirtualMachineInstance& vmi) {
+absl::Status VmiController::PrepareVolumes(const VirtualMachineInstance& vmi,
+                                           const LauncherIdentity& id) {
   if (config_.volumes == nullptr) return absl::OkStatus();
   // Per-VMI disks (overlays, emptyDisks, the NoCloud ISO) live in the VMI's dir.
-  RETURN_IF_ERROR(PrepareVmiDir(vmi));
-  return config_.volumes->PrepareVmi(vmi);
+  RETURN_IF_ERROR(PrepareVmiDir(vmi, id));
+  return config_.volumes->PrepareVmi(vmi, id.fs());
+}
+
+absl::StatusOr<LauncherIdentity> VmiController::IdentityFor(const std::string& uid) {
+  if (config_.ids == nullptr) return absl::FailedPreconditionError("no launcher ids");
+  return config_.ids->Allocate(uid);
+}
+
+absl::StatusOr<FsIdentity> VmiController::FsIdentityOfUid(const std::string& uid) {
+  std::optional<LauncherIdentity> id =
+      config_.ids != nullptr ? config_.ids->Find(uid) : std::nullopt;
+  if (!id.has_value()) {
+    return absl::NotFoundError("VMI " + uid + " holds no launcher identity (it is not running)");
+  }
+  return id->fs();
+}
+
+absl::StatusOr<FsIdentity> VmiController::FsIdentityOf(const ObjectRef& ref) {
+  std::string uid;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
+    uid = r->vmi.metadata().uid();
+  }
+  return FsIdentityOfUid(uid);
 }
 
 void VmiController::StartLauncher(const std::string& uid) {
@@ -604,12 +664,27 @@ void VmiController::StartLauncher(const std::string& uid) {
     }
     vmi = r->vmi;
   }
+  // Admitted again at every start, not only at Sync: a VMI recovered after a restart or
+  // brought by a migration meets the node's rules as they are now (a host-disk root that was
+  // removed since, a pod network turned off).
+  AdmissionReview review = AdmitVmi(vmi, config_.limits, *PathResolver::Real());
+  if (!review.allowed()) {
+    absl::MutexLock lock(&mu_);
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end()) return;
+    it->second->start_scheduled = false;
+    OnStartFailedLocked(it->second.get(),
+                        Annotate(review.errors.ToStatus(), "admission at start"), false);
+    return;
+  }
   // The slow steps (disks, the pod network, the spawn) run without the lock; a Delete that
   // comes meanwhile removes the record, and what was made is then taken down again.
   bool retry = true;
-  absl::Status volumes = PrepareVolumes(vmi);
+  // The VMI's own identity, held until its processes, dirs and claims are given back.
+  absl::StatusOr<LauncherIdentity> id = IdentityFor(uid);
+  absl::Status volumes = id.ok() ? PrepareVolumes(vmi, *id) : id.status();
   absl::StatusOr<PodLaunch> launch =
-      volumes.ok() ? LaunchPod(vmi, &retry) : absl::StatusOr<PodLaunch>(volumes);
+      volumes.ok() ? LaunchPod(vmi, *id, &retry) : absl::StatusOr<PodLaunch>(volumes);
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) {
@@ -772,18 +847,22 @@ void VmiController::ShutdownLauncher(const std::string& uid, int64_t grace) {
 
 std::optional<DomainStatus> VmiController::ReadFinalStatus(const std::string& uid) {
   VmiPaths vp = paths_.vmi(uid);
+  // The VMI's dir is its identity's: whatever is there may be a FIFO, a link or a huge file
+  // (untrusted_file.h). The dir itself sits in root's vmis/, so opening it without following
+  // a link is enough to stay inside it.
   int dir = open(vp.root().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dir < 0) return std::nullopt;
-  int fd = openat(dir, "final-status.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = openat(dir, "final-status.json", kUntrustedOpenFlags);
   close(dir);
   if (fd < 0) return std::nullopt;
-  std::string content;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0 && content.size() < 65536) content.append(buf, n);
+  absl::StatusOr<std::string> content = ReadSmallRegularFile(fd, 64 << 10, vp.final_status());
   close(fd);
+  if (!content.ok()) {
+    spdlog::warn("VMI {}: ignoring its final status: {}", uid, content.status().ToString());
+    return std::nullopt;
+  }
   DomainStatus status;
-  if (!FromJson(content, &status).ok() || !status.final()) return std::nullopt;
+  if (!FromJson(*content, &status).ok() || !status.final()) return std::nullopt;
   return status;
 }
 
@@ -830,8 +909,33 @@ void VmiController::OnLauncherExit(const std::string& uid, pid_t pid,
   if (!r->vmi.metadata().deletion_timestamp().empty()) RemoveLocked(uid);
 }
 
-void VmiController::CleanupVmiDir(const std::string& uid) {
+void VmiController::CleanupVmiDir(const std::string& uid,
+                                  const std::optional<VirtualMachineInstance>& vmi) {
   RemoveTreeUnder(paths_.vmis_dir(), VmiPaths::DirKey(uid));
+  RemoveTreeUnder(paths_.run_dir(), VmiPaths::DirKey(uid));
+  ReleaseIdentity(uid, vmi);
+}
+
+void VmiController::ReleaseIdentity(const std::string& uid,
+                                    const std::optional<VirtualMachineInstance>& vmi) {
+  if (config_.ids == nullptr) return;
+  std::optional<LauncherIdentity> id = config_.ids->Find(uid);
+  if (!id.has_value()) return;
+  // Nothing of the VMI may run on, or the next VMI on this id would meet it.
+  if (cgroups_.Populated(uid)) {
+    spdlog::warn("VMI {}: processes left in its cgroup; keeping launcher id {}", uid, id->uid);
+    return;
+  }
+  if (config_.volumes != nullptr) {
+    absl::Status returned = config_.volumes->ReturnToRoot(vmi, id->uid);
+    if (!returned.ok()) {
+      spdlog::error("VMI {}: keeping launcher id {}: {}", uid, id->uid, returned.ToString());
+      return;
+    }
+  }
+  if (absl::Status s = config_.ids->Release(uid); !s.ok()) {
+    spdlog::error("VMI {}: release launcher id {}: {}", uid, id->uid, s.ToString());
+  }
 }
 
 void VmiController::JanitorLoop() {

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "agent/base/clock.h"
+#include "agent/base/peer_cred.h"
 #include "agent/base/state_layout.h"
 #include "agent/base/user_fs.h"
 #include "agent/base/work_queue.h"
@@ -39,6 +40,7 @@
 #include "agent/storage/volume_manager.h"
 #include "agent/store/store.h"
 #include "agent/supervisor/cgroup.h"
+#include "agent/supervisor/launcher_ids.h"
 #include "agent/supervisor/launcher_process.h"
 #include "agent/supervisor/process_watcher.h"
 #include "kvnode/v1/kubevirt.pb.h"
@@ -56,6 +58,9 @@ inline constexpr char kMigrationTargetKind[] = "MigrationTarget";
 struct HandlerConfig {
   std::string node_name = "node01";
   std::string state_dir = "/var/lib/kvnode";
+  // Sockets (notify, launchers', QEMU's, libvirtd's): short, whatever the state dir's length
+  // (agent/base/state_layout.h). Set by the options from --run-dir.
+  std::string run_dir = NodePaths::DefaultRunDir("/var/lib/kvnode");
   std::string virt_type = "kvm";  // resolved: kvm or qemu
   // The memory balloon's free page reporting for VMIs that do not opt out (resolved from
   // --free-page-reporting; launcher/converter/domain_options.h says why TCG nodes default off).
@@ -66,7 +71,12 @@ struct HandlerConfig {
   // their libvirtd starts warm instead of probing QEMU a second time. May be null.
   std::shared_ptr<absl::Notification> capabilities_ready;
   std::string host_uuid;
-  LauncherIdentity identity;
+  // Each VMI's launcher, libvirtd and QEMU run under an id of their own from this range, with
+  // these supplementary groups (kvm); `ids` hands them out (made by the handler once the
+  // store is open; not owned).
+  LauncherIdRange launcher_ids;
+  std::vector<gid_t> launcher_groups;
+  LauncherIds* ids = nullptr;
   NodeLimits limits;
   absl::Duration launcher_ready_timeout = absl::Seconds(60);
   // Liveness of launchers besides their process exit (KubeVirt's launcher watchdog): each is
@@ -124,8 +134,12 @@ class VmiController {
       const google::protobuf::Map<std::string, std::string>& annotations);
   // Paths for console and logs of a VMI that exists.
   absl::StatusOr<VmiPaths> PathsOf(const kvnode::v1::ObjectRef& ref);
-  // Whose rights the handler takes to open or connect paths inside a VMI's state dir.
-  FsIdentity LauncherFsIdentity() const { return config_.identity.fs(); }
+  // This node's state and runtime dirs.
+  const NodePaths& node_paths() const { return paths_; }
+  // Whose rights the handler takes to open or connect paths inside a VMI's dirs: the VMI's own
+  // identity. NotFound when the VMI holds none (it never started, or it ended and was cleaned).
+  absl::StatusOr<FsIdentity> FsIdentityOf(const kvnode::v1::ObjectRef& ref);
+  absl::StatusOr<FsIdentity> FsIdentityOfUid(const std::string& uid);
   absl::StatusOr<std::vector<kvnode::v1::Event>> Events(const std::string& ns,
                                                         const std::string& kind,
                                                         const std::string& name);
@@ -136,6 +150,10 @@ class VmiController {
   int64_t ResourceVersion() { return store_->CurrentResourceVersion(); }
 
   // --- Notifications from launchers (LauncherNotify) ---
+  // OK when `peer` may speak for VMI `vmi_uid`: root, or a process in that VMI's cgroup that
+  // holds that VMI's identity. PermissionDenied otherwise (logged and counted): a guest that
+  // escaped into one QEMU cannot end or promote another VMI by naming it.
+  absl::Status CheckNotifier(const PeerCred& peer, const std::string& vmi_uid);
   void OnDomainEvent(const kvnode::v1::DomainEvent& event);
   void OnLauncherEvent(const kvnode::v1::LauncherEvent& event);
 
@@ -170,6 +188,7 @@ class VmiController {
   // ready for the incoming domain. The VMI keeps its UID and status.
   struct MigrationTarget {
     std::string vmi_dir;
+    std::string socket_dir;
     std::string pod_ip;
     pid_t launcher_pid = 0;
     // Node-local claims made here for block migration: name → path of their (empty) disk.
@@ -200,6 +219,9 @@ class VmiController {
   absl::StatusOr<int> LauncherNetns(const std::string& uid);
   // The target launcher's libvirtd socket; NotFound unless a target is prepared for `uid`.
   absl::StatusOr<std::string> MigrationTargetSocket(const std::string& uid);
+  // The node that migrates VMI `uid` here (the sourceNode of its migrationState), for a VMI
+  // that came or is coming by migration; nullopt otherwise.
+  std::optional<std::string> MigrationSourceOf(const std::string& uid);
   // Whether `uid` is a prepared target that has not (yet) taken the VMI.
   bool IsPendingMigrationTarget(const std::string& uid);
   // Ends a prepared target that has not taken the VMI (launcher, pod network, dir).
@@ -337,7 +359,8 @@ class VmiController {
   // Makes the VMI's "pod" — state dir, cgroup, pod network — and starts its launcher in it,
   // without the lock. On error nothing of the pod is left; *retry says whether the VMI should
   // wait in Pending and try again (no pod IP yet) rather than fail.
-  absl::StatusOr<PodLaunch> LaunchPod(const kvnode::v1::VirtualMachineInstance& vmi, bool* retry);
+  absl::StatusOr<PodLaunch> LaunchPod(const kvnode::v1::VirtualMachineInstance& vmi,
+                                      const LauncherIdentity& id, bool* retry);
   void OnStartFailedLocked(Record* r, const absl::Status& status, bool retry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends everything of a pod whose VMI is gone: its processes, pod network and state dir.
@@ -357,10 +380,21 @@ class VmiController {
       const std::string& uid, absl::Duration wait = absl::ZeroDuration());
   // Returns `status`; when it says the connection is gone, forgets the cached stub.
   grpc::Status CheckLauncherCall(const std::string& uid, grpc::Status status);
-  absl::Status PrepareVmiDir(const kvnode::v1::VirtualMachineInstance& vmi);
-  absl::Status PrepareVolumes(const kvnode::v1::VirtualMachineInstance& vmi);
+  absl::Status PrepareVmiDir(const kvnode::v1::VirtualMachineInstance& vmi,
+                             const LauncherIdentity& id);
+  absl::Status PrepareVolumes(const kvnode::v1::VirtualMachineInstance& vmi,
+                              const LauncherIdentity& id);
   std::optional<kvnode::v1::DomainStatus> ReadFinalStatus(const std::string& uid);
-  void CleanupVmiDir(const std::string& uid);
+  // The VMI's launcher identity: the one it holds, or a new one (launcher_ids.h).
+  absl::StatusOr<LauncherIdentity> IdentityFor(const std::string& uid);
+  // Gives the VMI's identity back once nothing of it runs (see CleanupVmiDir).
+  void ReleaseIdentity(const std::string& uid,
+                       const std::optional<kvnode::v1::VirtualMachineInstance>& vmi);
+  // Removes the VMI's dirs, then gives its identity back: the claims and hostDisks `vmi` names
+  // (when known) that the identity still owns go back to root first, so that a later VMI
+  // given the same id finds nothing of this one.
+  void CleanupVmiDir(const std::string& uid,
+                     const std::optional<kvnode::v1::VirtualMachineInstance>& vmi = std::nullopt);
 
   // Constant after construction.
   const HandlerConfig config_;

@@ -17,6 +17,7 @@
 #include "agent/handler/live_migratable.h"
 #include "agent/handler/vmi_controller.h"
 #include "agent/handler/vmi_status.h"
+#include "agent/manifest/defaults.h"
 #include "agent/supervisor/process_watcher.h"
 #include "spdlog/spdlog.h"
 
@@ -107,6 +108,18 @@ void VmiController::EndMigrationOut(const std::string& uid) {
                 absl::StrCat("Migration ", st.migration_uid(), " failed: ", st.failure_reason(),
                              "; the VMI keeps running on this node"));
   }
+  // A target that shares the VMI's claims took them for its own identity (and may have given
+  // them back to root since): they are this VMI's again. QEMU kept its open disks meanwhile.
+  if (config_.volumes != nullptr && config_.ids != nullptr) {
+    VirtualMachineInstance vmi = r->vmi;
+    work_.Schedule([this, uid, vmi] {
+      std::optional<LauncherIdentity> id = config_.ids->Find(uid);
+      if (!id.has_value()) return;
+      if (absl::Status s = config_.volumes->PrepareVmi(vmi, id->fs()); !s.ok()) {
+        spdlog::warn("VMI {}: taking its disks back after the migration: {}", uid, s.ToString());
+      }
+    });
+  }
 }
 
 void VmiController::CompleteMigrationOut(const std::string& uid) {
@@ -190,9 +203,10 @@ bool VmiController::MigrationLauncherExitLocked(Record* r,
     // A target that never took the VMI: nothing of it is this node's.
     spdlog::info("migration target launcher of VMI {} ended; removing its pod", uid);
     ForgetTargetLocked(r);
+    VirtualMachineInstance vmi = r->vmi;
     by_uid_.erase(uid);
     changed_.SignalAll();
-    work_.Schedule([this, uid] { CleanupVmiDir(uid); });
+    work_.Schedule([this, uid, vmi] { CleanupVmiDir(uid, vmi); });
     return true;
   }
   bool left = r->migrated_away || (r->migrating_out && final.has_value() &&
@@ -409,6 +423,18 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
     const VirtualMachineInstance& vmi, const std::vector<VolumeManager::MigratingClaim>& claims,
     const kvnode::v1::VirtualMachine* owner_vm, absl::Duration timeout) {
   const std::string uid = vmi.metadata().uid();
+  // What a peer sends is admitted by this node's own rules, exactly as a SyncVMI: its host-disk
+  // roots, its pod network, its limits (a peer is trusted to migrate, not to decide what this
+  // node runs).
+  {
+    VirtualMachineInstance defaulted = vmi;
+    ApplyVmiDefaults(&defaulted);
+    AdmissionReview review = AdmitVmi(defaulted, config_.limits, *PathResolver::Real());
+    if (!review.allowed()) {
+      return Annotate(review.errors.ToStatus(),
+                      absl::StrCat("node ", config_.node_name, " does not admit the VMI"));
+    }
+  }
   if (owner_vm != nullptr) {
     const auto& m = owner_vm->metadata();
     const auto* controller = ControllerOf(vmi);
@@ -503,6 +529,7 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
   }
   MigrationTarget t;
   t.vmi_dir = paths_.vmi(uid).root();
+  t.socket_dir = paths_.vmi(uid).socket_dir();
   t.launcher_pid = r->launcher_pid;
   t.copied_claims = r->copied_claims;
   for (const auto& i : r->vmi.status().interfaces()) {
@@ -518,7 +545,18 @@ absl::StatusOr<std::string> VmiController::MigrationTargetSocket(const std::stri
     return absl::NotFoundError("no migration target is prepared for VMI " + uid + " on node " +
                                config_.node_name);
   }
-  return paths_.vmi(uid).libvirt_home() + "/r/libvirt/libvirt-sock";
+  return paths_.vmi(uid).libvirt_socket();
+}
+
+std::optional<std::string> VmiController::MigrationSourceOf(const std::string& uid) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return std::nullopt;
+  const auto& state = it->second->vmi.status().migration_state();
+  if (state.source_node().empty() || state.source_node() == config_.node_name) {
+    return std::nullopt;
+  }
+  return state.source_node();
 }
 
 bool VmiController::IsPendingMigrationTarget(const std::string& uid) {
@@ -529,6 +567,7 @@ bool VmiController::IsPendingMigrationTarget(const std::string& uid) {
 
 absl::Status VmiController::AbortMigrationTarget(const std::string& uid) {
   bool started;
+  VirtualMachineInstance vmi;
   {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
@@ -538,6 +577,7 @@ absl::Status VmiController::AbortMigrationTarget(const std::string& uid) {
                                            config_.node_name);
     }
     started = it->second->launcher_alive;
+    vmi = it->second->vmi;
     if (!started && !it->second->start_scheduled) {
       ForgetTargetLocked(it->second.get());
       by_uid_.erase(it);
@@ -546,7 +586,7 @@ absl::Status VmiController::AbortMigrationTarget(const std::string& uid) {
   }
   if (!started) {
     TearDownPodNetwork(uid);
-    CleanupVmiDir(uid);
+    CleanupVmiDir(uid, vmi);
     return absl::OkStatus();
   }
   // Its exit (OnLauncherExit) removes the record, the pod network and the dir.

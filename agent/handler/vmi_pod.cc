@@ -15,13 +15,15 @@ namespace kvnode {
 using kvnode::v1::VirtualMachineInstance;
 
 absl::StatusOr<VmiController::PodLaunch> VmiController::LaunchPod(const VirtualMachineInstance& vmi,
+                                                                  const LauncherIdentity& id,
                                                                   bool* retry) {
   const std::string& uid = vmi.metadata().uid();
   *retry = false;
-  RETURN_IF_ERROR(PrepareVmiDir(vmi));
+  RETURN_IF_ERROR(PrepareVmiDir(vmi, id));
   LauncherSpec spec;
   spec.launcher_binary = config_.launcher_binary;
   spec.vmi_dir = paths_.vmi(uid).root();
+  spec.socket_dir = paths_.vmi(uid).socket_dir();
   spec.vmi_uid = uid;
   spec.domain_name = DomainName(vmi.metadata());
   spec.notify_socket = paths_.notify_socket();
@@ -35,8 +37,8 @@ absl::StatusOr<VmiController::PodLaunch> VmiController::LaunchPod(const VirtualM
     // dnsmasq joins the VMI's cgroup, so that it ends with the VMI's other processes.
     ASSIGN_OR_RETURN(int procs, cgroups_.CreateForVmi(uid));
     PodSetupOptions options;
-    options.launcher_uid = config_.identity.uid;
-    options.launcher_gid = config_.identity.gid;
+    options.launcher_uid = id.uid;  // the tap's owner
+    options.launcher_gid = id.gid;
     options.run_dir = paths_.pod_network_dir(uid);
     options.cgroup_procs_fd = procs;
     absl::StatusOr<PodNetworkAttachment> attachment = config_.pod_network->Setup(vmi, options);
@@ -49,7 +51,7 @@ absl::StatusOr<VmiController::PodLaunch> VmiController::LaunchPod(const VirtualM
     spec.netns_path = attachment->netns_path;
     launch.attachment = std::move(*attachment);
   }
-  absl::StatusOr<LauncherHandle> handle = kvnode::StartLauncher(spec, config_.identity, cgroups_);
+  absl::StatusOr<LauncherHandle> handle = kvnode::StartLauncher(spec, id, cgroups_);
   if (!handle.ok()) {
     (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
     TearDownPodNetwork(uid);

@@ -109,14 +109,22 @@ absl::Status VmiController::Recover() {
     auto it = by_uid_.find(uid);
     if (it == by_uid_.end() || !it->second->launcher_alive) leftover_cgroups.push_back(uid);
   }
-  if (DIR* d = opendir(paths_.vmis_dir().c_str()); d != nullptr) {
+  for (const std::string& parent : {paths_.vmis_dir(), paths_.run_dir()}) {
+    DIR* d = opendir(parent.c_str());
+    if (d == nullptr) continue;
     while (struct dirent* e = readdir(d)) {
       std::string key = e->d_name;
-      if (key != "." && key != ".." && owned.count(key) == 0) stray_dirs.push_back(key);
+      // The runtime dir also holds the notify socket and the primer's sockets.
+      if ((e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) || VmiPaths::DirKey(key) != key || key.size() != 12) continue;
+      if (owned.count(key) == 0) stray_dirs.push_back(key);
     }
     closedir(d);
   }
-  if (!leftover_cgroups.empty() || !stray_dirs.empty()) {
+  bool stale_ids = false;
+  if (config_.ids != nullptr) {
+    for (const auto& [uid, id] : config_.ids->Allocations()) stale_ids |= by_uid_.count(uid) == 0;
+  }
+  if (!leftover_cgroups.empty() || !stray_dirs.empty() || stale_ids) {
     work_.Schedule([this, leftover_cgroups, stray_dirs] {
       RemoveLeftoverPods(leftover_cgroups, stray_dirs);
     });
@@ -165,8 +173,24 @@ void VmiController::RemoveLeftoverPods(std::vector<std::string> cgroups,
       for (const auto& [uid, r] : by_uid_) owned |= VmiPaths::DirKey(uid) == key;
       if (owned) continue;  // a VMI that arrived since Recover
     }
-    spdlog::warn("removing leftover VMI dir {}/{}", paths_.vmis_dir(), key);
+    spdlog::warn("removing leftover VMI dir {}/{} (and its sockets in {})", paths_.vmis_dir(),
+                 key, paths_.run_dir());
     RemoveTreeUnder(paths_.vmis_dir(), key);
+    RemoveTreeUnder(paths_.run_dir(), key);
+  }
+  // Identities held by VMIs this node no longer has (a crash between removing a VMI and giving
+  // its id back) are given back now that nothing of them is left.
+  if (config_.ids == nullptr) return;
+  for (const auto& [uid, id] : config_.ids->Allocations()) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (by_uid_.count(uid) > 0) continue;
+    }
+    if (std::find(cgroups.begin(), cgroups.end(), uid) == cgroups.end()) {
+      (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
+    }
+    spdlog::warn("giving back launcher id {} of VMI {}, which this node no longer has", id, uid);
+    ReleaseIdentity(uid, std::nullopt);
   }
 }
 

@@ -36,11 +36,10 @@ std::string ShortId(const std::string& uid) { return uid.substr(0, 8); }
 }  // namespace
 
 MigrationController::MigrationController(MigrationConfig config, VmiController* vmis,
-                                         Store* store, FsIdentity launcher_fs, Clock* clock)
+                                         Store* store, Clock* clock)
     : config_(std::move(config)),
       vmis_(vmis),
       store_(store),
-      launcher_fs_(std::move(launcher_fs)),
       clock_(clock) {
   auto stored = store_->List(kVmimKind);
   if (!stored.ok()) return;
@@ -177,8 +176,9 @@ absl::StatusOr<VirtualMachineInstanceMigration> MigrationController::Migrate(
   m->vmi_uid = vmi.metadata().uid();
   // Which VMI it moves, for a restarted handler that no longer has the VMI (it left).
   (*meta->mutable_labels())[kVmiUidLabel] = m->vmi_uid;
-  m->vmi_dir = vmi.status().launcher().socket();
-  m->vmi_dir = m->vmi_dir.substr(0, m->vmi_dir.rfind('/'));
+  const VmiPaths paths = vmis_->node_paths().vmi(m->vmi_uid);
+  m->vmi_dir = paths.root();
+  m->socket_dir = paths.socket_dir();
   *m->vmim.mutable_status()->mutable_migration_state() = state;
   m->vmim.mutable_status()->set_phase("Pending");
   auto* t = m->vmim.mutable_status()->add_phase_transition_timestamps();
@@ -346,11 +346,13 @@ std::string MigrationController::StartLauncherMigration(
   req.set_direct(m->direct);
   req.set_guest_pause(config_.policy.guest_pause);
   auto* rw = req.add_rewrites();
+  rw->set_from(m->socket_dir);
+  rw->set_to(prepared.target_socket_dir());
+  rw = req.add_rewrites();
   rw->set_from(m->vmi_dir);
   rw->set_to(prepared.target_vmi_dir());
-  std::string state_dir = m->vmi_dir.substr(0, m->vmi_dir.rfind("/vmis/"));
   rw = req.add_rewrites();
-  rw->set_from(state_dir);
+  rw->set_from(vmis_->node_paths().state_dir());
   rw->set_to(prepared.target_state_dir());
   grpc::ClientContext ctx;
   WithDeadline(&ctx, absl::Seconds(30));
@@ -523,7 +525,8 @@ void MigrationController::RunMigration(Outbound* m) {
     reason = PrepareTarget(m, target.get(), &prepared);
   }
   if (reason.empty()) {
-    std::string socket = absl::StrCat(m->vmi_dir, "/run/mig-", ShortId(m->vmim.metadata().uid()), ".sock");
+    std::string socket =
+        absl::StrCat(m->socket_dir, "/mig-", ShortId(m->vmim.metadata().uid()), ".sock");
     // The direct transport (and block migration, which needs it): QEMU's own streams leave
     // through the pod's loopback too. A VMI without a pod network of its own can only be
     // tunnelled.
@@ -533,10 +536,14 @@ void MigrationController::RunMigration(Outbound* m) {
       if (absl::IsFailedPrecondition(netns.status()) && !m->block_migration()) netns = -1;
     }
     m->direct = netns.ok() && *netns >= 0;
+    // The tunnel socket is the source VMI's (its libvirtd connects to it): bound with the
+    // VMI's identity, in its socket dir.
+    absl::StatusOr<FsIdentity> owner = vmis_->FsIdentityOfUid(m->vmi_uid);
     absl::StatusOr<std::unique_ptr<TunnelListener>> listener =
-        netns.ok() ? TunnelListener::Start(launcher_fs_, socket, target, m->vmi_uid,
-                                           m->vmim.metadata().uid(), *netns)
-                   : netns.status();
+        !owner.ok()   ? owner.status()
+        : netns.ok()  ? TunnelListener::Start(*owner, socket, target, m->vmi_uid,
+                                              m->vmim.metadata().uid(), *netns)
+                      : netns.status();
     if (netns.ok() && *netns >= 0) close(*netns);
     if (!listener.ok()) {
       reason = "tunnel socket: " + std::string(listener.status().message());

@@ -37,8 +37,7 @@ class MigrationController {
   // Loads stored migrations. One a previous handler left unfinished is resumed when its VMI
   // is still here migrating (the outcome comes from the launcher's job or from the target),
   // and ends Failed otherwise.
-  MigrationController(MigrationConfig config, VmiController* vmis, Store* store,
-                      FsIdentity launcher_fs, Clock* clock);
+  MigrationController(MigrationConfig config, VmiController* vmis, Store* store, Clock* clock);
   ~MigrationController();
 
   absl::StatusOr<kvnode::v1::VirtualMachineInstanceMigration> Migrate(
@@ -53,7 +52,8 @@ class MigrationController {
     kvnode::v1::VirtualMachineInstanceMigration vmim;
     kvnode::v1::ObjectRef ref;
     std::string vmi_uid;
-    std::string vmi_dir;
+    std::string vmi_dir;     // VmiPaths::root() on this node
+    std::string socket_dir;  // VmiPaths::socket_dir() on this node
     std::string target_address;
     uint64_t bandwidth_mib = 0;
     // Block migration: the source's disk of each node-local claim, by claim name, and the
@@ -104,7 +104,6 @@ class MigrationController {
   const MigrationConfig config_;
   VmiController* const vmis_;
   Store* const store_;
-  const FsIdentity launcher_fs_;
   Clock* const clock_;
 
   absl::Mutex mu_;

@@ -9,14 +9,14 @@ namespace kvnode {
 absl::StatusOr<std::unique_ptr<MigrationNode>> MigrationNode::Start(const MigrationConfig& config,
                                                                     const std::string& state_dir,
                                                                     VmiController* vmis,
-                                                                    Store* store,
-                                                                    FsIdentity launcher_fs) {
+                                                                    Store* store) {
   auto n = std::unique_ptr<MigrationNode>(new MigrationNode());
   n->controller_ =
-      std::make_unique<MigrationController>(config, vmis, store, launcher_fs, Clock::Real());
+      std::make_unique<MigrationController>(config, vmis, store, Clock::Real());
   n->api_service_ = std::make_unique<NodeMigrationService>(n->controller_.get());
   if (config.listen.empty()) return n;
-  n->service_ = std::make_unique<MigrationService>(config.node_name, state_dir, vmis, launcher_fs);
+  n->service_ =
+      std::make_unique<MigrationService>(config.node_name, state_dir, config.peers, vmis);
   ApiServer::Options o;
   o.tcp_address = config.listen;
   o.tls = {config.tls_cert, config.tls_key, config.tls_ca};

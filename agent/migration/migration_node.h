@@ -18,8 +18,7 @@ class MigrationNode {
  public:
   static absl::StatusOr<std::unique_ptr<MigrationNode>> Start(const MigrationConfig& config,
                                                               const std::string& state_dir,
-                                                              VmiController* vmis, Store* store,
-                                                              FsIdentity launcher_fs);
+                                                              VmiController* vmis, Store* store);
   ~MigrationNode();
 
   // For the Node API server.

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/grpc_status.h"
 #include "agent/base/uuid.h"
+#include "agent/migration/peer_identity.h"
 #include "agent/migration/tunnel.h"
 #include "spdlog/spdlog.h"
 
@@ -17,11 +18,11 @@ constexpr absl::Duration kNoTunnelAtAll = absl::Seconds(120);
 }  // namespace
 
 MigrationService::MigrationService(std::string node_name, std::string state_dir,
-                                   VmiController* vmis, FsIdentity launcher_fs)
+                                   std::map<std::string, std::string> peers, VmiController* vmis)
     : node_name_(std::move(node_name)),
       state_dir_(std::move(state_dir)),
-      vmis_(vmis),
-      launcher_fs_(std::move(launcher_fs)) {
+      peers_(std::move(peers)),
+      vmis_(vmis) {
   watchdog_ = std::thread([this] { WatchdogLoop(); });
 }
 
@@ -33,9 +34,38 @@ MigrationService::~MigrationService() {
   watchdog_.join();
 }
 
-grpc::Status MigrationService::PrepareTarget(grpc::ServerContext*,
+absl::StatusOr<std::string> MigrationService::PeerOfMigration(const grpc::ServerContext& ctx,
+                                                             const std::string& uid) {
+  absl::StatusOr<std::string> peer = AuthenticatePeer(ctx, peers_);
+  if (!peer.ok()) return peer;
+  std::optional<std::string> source = vmis_->MigrationSourceOf(uid);
+  if (!source.has_value()) {
+    return absl::NotFoundError("no migration of VMI " + uid + " is prepared on node " + node_name_);
+  }
+  if (*source != *peer) {
+    return absl::PermissionDeniedError(absl::StrCat("the migration of VMI ", uid,
+                                                    " was prepared by node ", *source, ", not ",
+                                                    *peer));
+  }
+  return peer;
+}
+
+grpc::Status MigrationService::PrepareTarget(grpc::ServerContext* ctx,
                                              const kvnode::v1::PrepareTargetRequest* req,
                                              kvnode::v1::PrepareTargetResponse* resp) {
+  absl::StatusOr<std::string> peer = AuthenticatePeer(*ctx, peers_);
+  if (!peer.ok()) {
+    spdlog::warn("migration service: refused PrepareTarget: {}", peer.status().ToString());
+    return ToGrpcStatus(peer.status());
+  }
+  // The peer prepares as itself: what it says its name is must be what its certificate says.
+  if (req->source_node() != *peer ||
+      req->vmi().status().migration_state().source_node() != *peer) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat("source_node: \"", req->source_node(), "\" (and ",
+                                     "vmi.status.migrationState.sourceNode) must be the calling "
+                                     "peer, ", *peer));
+  }
   const std::string& uid = req->vmi().metadata().uid();
   if (!IsCanonicalUuid(uid)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -64,6 +94,7 @@ grpc::Status MigrationService::PrepareTarget(grpc::ServerContext*,
   }
   resp->set_target_node(node_name_);
   resp->set_target_vmi_dir(target->vmi_dir);
+  resp->set_target_socket_dir(target->socket_dir);
   resp->set_target_state_dir(state_dir_);
   resp->set_pod_ip(target->pod_ip);
   resp->set_launcher_pid(target->launcher_pid);
@@ -81,6 +112,11 @@ grpc::Status MigrationService::Tunnel(
   kvnode::v1::TunnelData hello;
   if (!stream->Read(&hello)) return grpc::Status(grpc::StatusCode::CANCELLED, "no data");
   const std::string uid = hello.vmi_uid();
+  if (absl::StatusOr<std::string> peer = PeerOfMigration(*ctx, uid); !peer.ok()) {
+    spdlog::warn("migration service: refused a tunnel for VMI {}: {}", uid,
+                 peer.status().ToString());
+    return ToGrpcStatus(peer.status());
+  }
   auto socket = vmis_->MigrationTargetSocket(uid);
   if (!socket.ok()) return ToGrpcStatus(socket.status());
   absl::StatusOr<int> fd;
@@ -92,8 +128,9 @@ grpc::Status MigrationService::Tunnel(
     fd = ConnectLoopbackInNetns(*netns, port);
     close(*netns);
   } else {
-    // The socket lives in the launcher user's dir: connect with that user's rights.
-    fd = ConnectUnixAs(launcher_fs_, *socket);
+    // The socket lives in the target VMI's dir: connect with its identity's rights.
+    absl::StatusOr<FsIdentity> id = vmis_->FsIdentityOfUid(uid);
+    fd = id.ok() ? ConnectUnixAs(*id, *socket) : absl::StatusOr<int>(id.status());
   }
   if (!fd.ok()) return ToGrpcStatus(fd.status());
   {
@@ -113,10 +150,15 @@ grpc::Status MigrationService::Tunnel(
   return grpc::Status::OK;
 }
 
-grpc::Status MigrationService::FinishTarget(grpc::ServerContext*,
+grpc::Status MigrationService::FinishTarget(grpc::ServerContext* ctx,
                                             const kvnode::v1::FinishTargetRequest* req,
                                             kvnode::v1::FinishTargetResponse* resp) {
   const std::string& uid = req->vmi_uid();
+  if (absl::StatusOr<std::string> peer = PeerOfMigration(*ctx, uid); !peer.ok()) {
+    spdlog::warn("migration service: refused FinishTarget for VMI {}: {}", uid,
+                 peer.status().ToString());
+    return ToGrpcStatus(peer.status());
+  }
   {
     absl::MutexLock lock(&mu_);
     pending_.erase(uid);

@@ -3,7 +3,9 @@
 // storage class this node shares too) and makes the VMI's pod and a launcher in target mode, Tunnel
 // carries the source libvirtd's connection to that launcher's libvirtd, FinishTarget keeps the
 // VMI (success) or ends the prepared pod (failure). Served on --migration-listen with mutual
-// TLS only.
+// TLS only, and only to peers: a caller whose certificate does not name a configured --peer is
+// refused, a PrepareTarget is admitted by this node's own rules (VmiController), and Tunnel and
+// FinishTarget act only on a migration the calling peer prepared (peer_identity.h).
 //
 // A target the source can no longer reach (tunnel cut, source handler gone) cleans itself up:
 // a prepared target with no tunnel for 15 s after its last one ended, or none within 120 s of
@@ -26,8 +28,9 @@ namespace kvnode {
 
 class MigrationService final : public kvnode::v1::Migration::Service {
  public:
-  MigrationService(std::string node_name, std::string state_dir, VmiController* vmis,
-                   FsIdentity launcher_fs);
+  // `peers`: node name → HOST:PORT (--peer), who may call.
+  MigrationService(std::string node_name, std::string state_dir,
+                   std::map<std::string, std::string> peers, VmiController* vmis);
   ~MigrationService() override;
 
   grpc::Status PrepareTarget(grpc::ServerContext*, const kvnode::v1::PrepareTargetRequest* req,
@@ -45,11 +48,14 @@ class MigrationService final : public kvnode::v1::Migration::Service {
     int tunnels = 0;
   };
   void WatchdogLoop();
+  // The calling peer, which must be the node that prepared VMI `uid`'s target here.
+  absl::StatusOr<std::string> PeerOfMigration(const grpc::ServerContext& ctx,
+                                              const std::string& uid);
 
   const std::string node_name_;
   const std::string state_dir_;
+  const std::map<std::string, std::string> peers_;
   VmiController* const vmis_;
-  const FsIdentity launcher_fs_;
 
   absl::Mutex mu_;
   std::map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);  // by VMI uid

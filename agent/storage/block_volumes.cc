@@ -130,8 +130,8 @@ absl::Status VolumeManager::BindDeviceLocked(PersistentVolumeClaim* pvc, const S
   // claim that does not exist, which Recover makes Released (never handed out twice).
   RETURN_IF_ERROR(store_->Put(kPvKind, &pv, "ADDED").status());
   ASSIGN_OR_RETURN(int dir, OpenDirChain(config_.state_dir, {"volumes", ns, name}, 0711, true));
-  absl::Status s = MakeDeviceNode(dir, "disk.img", device.rdev, config_.launcher.uid,
-                                  config_.launcher.gid, 0660);
+  absl::Status s = MakeDeviceNode(dir, "disk.img", device.rdev, config_.rest_uid,
+                                  config_.rest_gid, 0600);
   if (s.ok() && fsync(dir) < 0) s = absl::ErrnoToStatus(errno, "fsync " + ns + "/" + name);
   close(dir);
   if (!s.ok()) {
@@ -168,8 +168,8 @@ absl::Status VolumeManager::RefreshDeviceNodeLocked(const PersistentVolumeClaim&
   absl::Status s;
   if (unlinkat(dir, "disk.img", 0) < 0) s = absl::ErrnoToStatus(errno, "unlink device node");
   if (s.ok()) {
-    s = MakeDeviceNode(dir, "disk.img", device->rdev, config_.launcher.uid, config_.launcher.gid,
-                       0660);
+    s = MakeDeviceNode(dir, "disk.img", device->rdev, config_.rest_uid, config_.rest_gid,
+                       0600);
   }
   close(dir);
   if (s.ok()) {

@@ -322,13 +322,13 @@ void VolumeManager::Import(DataVolume dv) {
 absl::Status VolumeManager::Populate(const DataVolume& dv, const std::string& dir, int64_t size) {
   for (const char* f : {"/import.part", "/disk.img.tmp"}) unlink((dir + f).c_str());
   const auto& src = dv.spec().source();
-  const FsIdentity& user = config_.launcher;
   if (src.has_blank()) {
     ASSIGN_OR_RETURN(int fd, OpenDirChain(dir, {}, 0711, false));
-    absl::Status s = CreateSparseFile(fd, kDiskTempFile, size, user.uid, user.gid, 0660);
+    absl::Status s =
+        CreateSparseFile(fd, kDiskTempFile, size, config_.rest_uid, config_.rest_gid, 0600);
     close(fd);
     RETURN_IF_ERROR(s);
-    return PublishDisk(dir, user.uid, user.gid, 0660);
+    return PublishDisk(dir, config_.rest_uid, config_.rest_gid, 0600);
   }
   std::string input, format;
   if (src.has_pvc()) {
@@ -362,7 +362,7 @@ absl::Status VolumeManager::Populate(const DataVolume& dv, const std::string& di
     return absl::FailedPreconditionError("nothing to import for this source");
   }
   RETURN_IF_ERROR(ConvertToRaw(input, format, dir + "/" + kDiskTempFile, size));
-  return PublishDisk(dir, user.uid, user.gid, 0660);
+  return PublishDisk(dir, config_.rest_uid, config_.rest_gid, 0600);
 }
 
 absl::Status VolumeManager::Download(const DataVolume& dv, const std::string& part) {

@@ -135,8 +135,8 @@ absl::StatusOr<std::string> VolumeManager::MakeCopiedClaimLocked(
   const ClaimDirChain where = ClaimDirOf(*sc, paths_, ns, name);
   ASSIGN_OR_RETURN(int dir, OpenDirChain(where.base, where.names, 0711, true));
   unlinkat(dir, "disk.img", 0);
-  absl::Status made = CreateSparseFile(dir, "disk.img", claim.disk_bytes, config_.launcher.uid,
-                                       config_.launcher.gid, 0660);
+  absl::Status made = CreateSparseFile(dir, "disk.img", claim.disk_bytes, config_.rest_uid,
+                                       config_.rest_gid, 0600);
   if (made.ok() && fsync(dir) < 0) made = absl::ErrnoToStatus(errno, "fsync " + where.path());
   close(dir);
   RETURN_IF_ERROR(Annotate(made, "make the disk of claim " + ns + "/" + name + " in " +

@@ -71,8 +71,10 @@ class SharedClassTest : public ::testing::Test {
   void StartNode(const std::vector<std::string>& specs) {
     VolumeConfig config;
     config.state_dir = state_;
-    config.launcher.uid = getuid();
-    config.launcher.gid = getgid();
+    config.importer.uid = getuid();
+    config.importer.gid = getgid();
+    config.rest_uid = getuid();
+    config.rest_gid = getgid();
     for (std::string spec : specs) {
       size_t at = spec.find("%s");
       if (at != std::string::npos) spec.replace(at, 2, shared_);
@@ -229,7 +231,7 @@ TEST_F(SharedClassTest, DiskFoundInTheSharedDefaultClassIsAdoptedAndOnlyForgotte
   vmi.mutable_metadata()->set_namespace_("ns1");
   vmi.mutable_metadata()->set_uid("5e1f0000-0000-4000-8000-000000000002");
   vmi.mutable_spec()->add_volumes()->mutable_persistent_volume_claim()->set_claim_name("byhand");
-  ASSERT_TRUE(manager_->PrepareVmi(vmi).ok());
+  ASSERT_TRUE(manager_->PrepareVmi(vmi, FsIdentity{getuid(), getgid(), {}}).ok());
   auto view = manager_->GetPvc("ns1", "byhand");
   ASSERT_TRUE(view.ok()) << view.status();
   EXPECT_EQ(view->pvc().spec().storage_class_name(), "shared");

@@ -11,6 +11,7 @@
 #include "agent/base/status_macros.h"
 #include "agent/manifest/quantity.h"
 #include "agent/storage/disk_image.h"
+#include "agent/storage/host_path.h"
 #include "agent/storage/nocloud.h"
 #include "agent/storage/pvc_rules.h"
 #include "agent/storage/volume_manager.h"
@@ -39,7 +40,7 @@ absl::Status MakeDiskDir(const FsIdentity& user, const VmiPaths& vmi, const std:
 }
 
 bool ExistsAs(const FsIdentity& user, const std::string& path) {
-  auto fd = OpenAs(user, path, O_RDONLY | O_NOFOLLOW);
+  auto fd = OpenAs(user, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   if (!fd.ok()) return false;
   close(*fd);
   return true;
@@ -53,7 +54,7 @@ int64_t QuantityBytes(const std::string& text) {
 }  // namespace
 
 absl::Status VolumeManager::PrepareClaim(const std::string& ns, const std::string& claim,
-                                         std::string* image_out) {
+                                         const FsIdentity& id, std::string* image_out) {
   absl::MutexLock lock(&mu_);
   auto pvc = LoadPvcLocked(ns, claim);
   if (absl::IsNotFound(pvc.status())) pvc = AdoptLocked(ns, claim);
@@ -85,43 +86,51 @@ absl::Status VolumeManager::PrepareClaim(const std::string& ns, const std::strin
     absl::Status device = RefreshDeviceNodeLocked(*pvc, st.st_rdev);
     if (!device.ok()) return WithReason(device, "FailedPvcLost");
   }
-  // The launcher's user must be able to open it; never follow a link while handing it over.
-  if (fchownat(AT_FDCWD, image.c_str(), config_.launcher.uid, config_.launcher.gid,
-               AT_SYMLINK_NOFOLLOW) < 0) {
+  // The VMI's identity must be able to open it (and no other VMI's); never follow a link while
+  // handing it over.
+  if (fchownat(AT_FDCWD, image.c_str(), id.uid, id.gid, AT_SYMLINK_NOFOLLOW) < 0) {
     return absl::ErrnoToStatus(errno, "chown " + image);
+  }
+  if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) {
+    if (fchmodat(AT_FDCWD, image.c_str(), 0660, 0) < 0) {
+      return absl::ErrnoToStatus(errno, "chmod " + image);
+    }
   }
   return absl::OkStatus();
 }
 
-// A hostDisk was admitted against the roots when it was applied; this re-checks nothing about
-// placement (admission resolves it again on every sync) but makes a DiskOrCreate disk and
-// hands the file to the launcher's user, opening it without following a final link.
+// A hostDisk was admitted against the roots when it was applied; it is resolved beneath its
+// root again now, at the moment of use (host_path.h), so that a link swapped in since then
+// cannot steer the chown or the create outside the roots. A DiskOrCreate disk is made, and
+// the file is handed to the VMI's identity through its fd.
 absl::Status VolumeManager::PrepareHostDisk(const kvnode::v1::HostDisk& disk,
-                                            const std::string& volume) {
-  char resolved[PATH_MAX];
-  std::string path = disk.path();
-  if (realpath(path.c_str(), resolved) == nullptr) {
-    if (errno != ENOENT || disk.type() != "DiskOrCreate") {
-      return absl::ErrnoToStatus(errno, "volume " + volume + ": hostDisk.path " + path);
-    }
-    size_t slash = path.rfind('/');
-    std::string dir = path.substr(0, slash == 0 ? 1 : slash);
-    int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd < 0) return absl::ErrnoToStatus(errno, "volume " + volume + ": hostDisk dir " + dir);
-    absl::Status s = CreateSparseFile(dir_fd, path.substr(slash + 1), QuantityBytes(disk.capacity()),
-                                      config_.launcher.uid, config_.launcher.gid, 0660);
-    close(dir_fd);
-    return Annotate(s, "volume " + volume + ": hostDisk " + path);
+                                            const std::string& volume, const FsIdentity& id) {
+  const std::string context = "volume " + volume + ": hostDisk";
+  absl::StatusOr<BeneathRoot> found = FindHostPathRoot(disk.path(), config_.host_disk_roots);
+  if (!found.ok()) return Annotate(found.status(), "volume " + volume);
+  const BeneathRoot& where = *found;
+  absl::StatusOr<int> opened = OpenBeneath(where, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  if (absl::IsNotFound(opened.status()) && disk.type() == "DiskOrCreate") {
+    size_t slash = where.relative.rfind('/');
+    BeneathRoot dir = where;
+    dir.relative = slash == std::string::npos ? "." : where.relative.substr(0, slash);
+    absl::StatusOr<int> dir_fd = OpenBeneath(dir, O_RDONLY | O_DIRECTORY);
+    if (!dir_fd.ok()) return Annotate(dir_fd.status(), context);
+    std::string name = where.relative.substr(slash == std::string::npos ? 0 : slash + 1);
+    absl::Status s =
+        CreateSparseFile(*dir_fd, name, QuantityBytes(disk.capacity()), id.uid, id.gid, 0660);
+    close(*dir_fd);
+    return Annotate(s, context + " " + disk.path());
   }
-  int fd = open(resolved, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return absl::ErrnoToStatus(errno, "volume " + volume + ": open " + resolved);
+  if (!opened.ok()) return Annotate(opened.status(), context);
+  int fd = *opened;
   struct stat st;
   absl::Status s;
   if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-    s = absl::FailedPreconditionError(absl::StrCat("volume ", volume, ": hostDisk.path ", path,
+    s = absl::FailedPreconditionError(absl::StrCat(context, ".path ", disk.path(),
                                                    " is not a regular file"));
-  } else if (fchown(fd, config_.launcher.uid, config_.launcher.gid) < 0) {
-    s = absl::ErrnoToStatus(errno, "chown " + std::string(resolved));
+  } else if (fchown(fd, id.uid, id.gid) < 0 || fchmod(fd, 0660) < 0) {
+    s = absl::ErrnoToStatus(errno, "chown " + disk.path());
   }
   close(fd);
   return s;
@@ -129,11 +138,11 @@ absl::Status VolumeManager::PrepareHostDisk(const kvnode::v1::HostDisk& disk,
 
 // The NoCloud ISO, made once per VMI (a retried start keeps it).
 absl::Status VolumeManager::PrepareCloudInit(const kvnode::v1::VirtualMachineInstance& vmi,
-                                             const Volume& vol) {
+                                             const Volume& vol, const FsIdentity& id) {
   const VmiPaths vp = paths_.vmi(vmi.metadata().uid());
-  RETURN_IF_ERROR(MakeDiskDir(config_.launcher, vp, vol.name()));
+  RETURN_IF_ERROR(MakeDiskDir(id, vp, vol.name()));
   const std::string dir = vp.disk_dir(vol.name());
-  if (ExistsAs(config_.launcher, dir + "/noCloud.iso")) return absl::OkStatus();
+  if (ExistsAs(id, dir + "/noCloud.iso")) return absl::OkStatus();
   const std::string& ns = vmi.metadata().namespace_();
   SecretReader secrets = [this, &ns](const std::string& name, const std::string& key) {
     return secrets_.Read(ns, name, key);
@@ -143,27 +152,27 @@ absl::Status VolumeManager::PrepareCloudInit(const kvnode::v1::VirtualMachineIns
     return WithReason(Annotate(files.status(), "volume " + vol.name() + ": cloudInitNoCloud"),
                       "FailedCloudInit");
   }
-  return Annotate(MakeNoCloudIso(config_.launcher, dir, *files),
+  return Annotate(MakeNoCloudIso(id, dir, *files),
                   "volume " + vol.name() + ": cloudInitNoCloud");
 }
 
-absl::Status VolumeManager::PrepareVmi(const kvnode::v1::VirtualMachineInstance& vmi) {
+absl::Status VolumeManager::PrepareVmi(const kvnode::v1::VirtualMachineInstance& vmi,
+                                       const FsIdentity& user) {
   const std::string& ns = vmi.metadata().namespace_();
   const VmiPaths vp = paths_.vmi(vmi.metadata().uid());
-  const FsIdentity& user = config_.launcher;
   for (const Volume& vol : vmi.spec().volumes()) {
     const std::string overlay = vp.disk_dir(vol.name()) + "/disk.qcow2";
     switch (vol.source_case()) {
       case Volume::kPersistentVolumeClaim:
-        RETURN_IF_ERROR(PrepareClaim(ns, vol.persistent_volume_claim().claim_name()));
+        RETURN_IF_ERROR(PrepareClaim(ns, vol.persistent_volume_claim().claim_name(), user));
         break;
       case Volume::kDataVolume:
-        RETURN_IF_ERROR(PrepareClaim(ns, vol.data_volume().name()));
+        RETURN_IF_ERROR(PrepareClaim(ns, vol.data_volume().name(), user));
         break;
       case Volume::kEphemeral: {
         const std::string& claim = vol.ephemeral().persistent_volume_claim().claim_name();
         std::string backing;
-        RETURN_IF_ERROR(PrepareClaim(ns, claim, &backing));
+        RETURN_IF_ERROR(PrepareClaim(ns, claim, user, &backing));
         RETURN_IF_ERROR(MakeDiskDir(user, vp, vol.name()));
         if (!ExistsAs(user, overlay)) {
           RETURN_IF_ERROR(CreateOverlayAs(user, overlay, backing, "raw"));
@@ -193,14 +202,68 @@ absl::Status VolumeManager::PrepareVmi(const kvnode::v1::VirtualMachineInstance&
         }
         break;
       case Volume::kHostDisk:
-        RETURN_IF_ERROR(PrepareHostDisk(vol.host_disk(), vol.name()));
+        RETURN_IF_ERROR(PrepareHostDisk(vol.host_disk(), vol.name(), user));
         break;
       case Volume::kCloudInitNoCloud:
-        RETURN_IF_ERROR(PrepareCloudInit(vmi, vol));
+        RETURN_IF_ERROR(PrepareCloudInit(vmi, vol, user));
         break;
       case Volume::SOURCE_NOT_SET:
         break;
     }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// `path` (opened without following a link, without blocking) becomes root's again when `uid`
+// still owns it. OK when it is gone or someone else's.
+absl::Status ReturnFileToRoot(int fd, const std::string& path, uid_t uid, uid_t rest_uid,
+                              gid_t rest_gid) {
+  struct stat st;
+  if (fstat(fd, &st) < 0) return absl::ErrnoToStatus(errno, "stat " + path);
+  if (st.st_uid != uid || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))) {
+    return absl::OkStatus();
+  }
+  if (fchown(fd, rest_uid, rest_gid) < 0 || fchmod(fd, 0600) < 0) {
+    return absl::ErrnoToStatus(errno, "give " + path + " back to root");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status VolumeManager::ReturnToRoot(
+    const std::optional<kvnode::v1::VirtualMachineInstance>& vmi, uid_t uid) {
+  std::vector<std::string> images;
+  {
+    absl::MutexLock lock(&mu_);
+    auto stored = store_->List(kPvcKind);
+    if (!stored.ok()) return stored.status();
+    for (const StoredObject& o : *stored) {
+      kvnode::v1::PersistentVolumeClaim pvc;
+      if (FromJson(o.json, &pvc).ok()) images.push_back(ClaimImage(pvc));
+    }
+  }
+  for (const std::string& image : images) {
+    int fd = open(image.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;  // gone, or a link planted in a shared class's dir: not ours to touch
+    absl::Status s = ReturnFileToRoot(fd, image, uid, config_.rest_uid, config_.rest_gid);
+    close(fd);
+    RETURN_IF_ERROR(s);
+  }
+  if (!vmi.has_value()) return absl::OkStatus();
+  for (const Volume& vol : vmi->spec().volumes()) {
+    if (!vol.has_host_disk()) continue;
+    absl::StatusOr<BeneathRoot> where =
+        FindHostPathRoot(vol.host_disk().path(), config_.host_disk_roots);
+    if (!where.ok()) continue;  // gone or moved: nothing of ours is there
+    absl::StatusOr<int> fd = OpenBeneath(*where, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    if (!fd.ok()) continue;
+    absl::Status s =
+        ReturnFileToRoot(*fd, vol.host_disk().path(), uid, config_.rest_uid, config_.rest_gid);
+    close(*fd);
+    RETURN_IF_ERROR(s);
   }
   return absl::OkStatus();
 }

@@ -171,8 +171,8 @@ absl::Status VolumeManager::ProvisionLocked(PersistentVolumeClaim* pvc) {
   if (sc.volume_mode == kVolumeModeBlock) return BindDeviceLocked(pvc, sc);
   const ClaimDirChain where = ClaimDirOf(sc, paths_, ns, name);
   ASSIGN_OR_RETURN(int dir, OpenDirChain(where.base, where.names, 0711, true));
-  absl::Status s = CreateSparseFile(dir, "disk.img", RequestedBytes(*pvc), config_.launcher.uid,
-                                    config_.launcher.gid, 0660);
+  absl::Status s = CreateSparseFile(dir, "disk.img", RequestedBytes(*pvc), config_.rest_uid,
+                                    config_.rest_gid, 0600);
   if (s.ok() && fsync(dir) < 0) s = absl::ErrnoToStatus(errno, "fsync " + ns + "/" + name);
   close(dir);
   if (!s.ok()) return Annotate(s, "provision volume " + ns + "/" + name + " in " + where.path());

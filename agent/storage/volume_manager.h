@@ -8,9 +8,12 @@
 //
 // Ownership on disk: the volume dirs are root's (0711), so no unprivileged user can plant a
 // link in them (a shared class's own path is the admin's: CheckSharedPath at startup wants it
-// a root-owned directory no one else may write); each disk.img belongs to the launcher's user
-// (0660), which QEMU opens. Whatever is made inside a VMI's dir is made by qemu-img running as
-// the launcher's user. Nothing here follows a symlink found in a claim's dir.
+// a root-owned directory no one else may write); each disk.img is root's (0600) while no VMI
+// uses it, and belongs to the identity of the VMI that runs on it (0660) from that VMI's start
+// (PrepareVmi) until its end (ReturnToRoot): one VMI never reaches another's disks. Whatever
+// is made inside a VMI's dir is made by qemu-img running as that VMI's identity; images from
+// outside are inspected and converted by qemu-img as the importer's identity. Nothing here
+// follows a symlink found in a claim's dir.
 //
 // Thread-safe: one mutex serializes decisions about claims (apply, delete, upload start,
 // binding); slow work (qemu-img) runs outside it on the caller's thread.
@@ -21,6 +24,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,8 +49,15 @@ inline constexpr char kCachedImageKind[] = "CachedImage";
 
 struct VolumeConfig {
   std::string state_dir;
-  FsIdentity launcher;  // who owns disk images and runs per-VMI qemu-img
+  // Runs qemu-img and curl on images from outside (DataVolume imports, uploads): the launcher
+  // id range's importer, never root, never a VMI's.
+  FsIdentity importer;
   StorageClasses classes;
+  // --host-disk-root: hostDisks are resolved beneath these when a VMI starts (host_path.h).
+  std::vector<std::string> host_disk_roots;
+  // Who owns a claim's disk.img while no VMI uses it: root (tests without root: themselves).
+  uid_t rest_uid = 0;
+  gid_t rest_gid = 0;
 };
 
 // A status payload that carries the VMI condition reason for a start that waits on storage
@@ -173,10 +184,16 @@ class VolumeManager : public VmVolumes {
   std::vector<kvnode::v1::CachedImage> ListImages();
 
   // --- A VMI's disks (vmi_volumes.cc) ---
-  // Checks every volume of `vmi` and makes its per-VMI disks in the VMI's dir (which must
-  // exist). An error carries the condition reason (VolumeFailureReason): the VMI then waits in
-  // Pending and the handler tries again.
-  absl::Status PrepareVmi(const kvnode::v1::VirtualMachineInstance& vmi);
+  // Checks every volume of `vmi`, makes its per-VMI disks in the VMI's dir (which must exist)
+  // as `id`, and hands its claims and hostDisks to `id` (the VMI's identity). An error carries
+  // the condition reason (VolumeFailureReason): the VMI then waits in Pending and the handler
+  // tries again.
+  absl::Status PrepareVmi(const kvnode::v1::VirtualMachineInstance& vmi, const FsIdentity& id);
+  // The claims and hostDisks `vmi` names (when known), and every claim of the node, that `uid`
+  // (an identity being given back) still owns become root's again (0600). An error when one
+  // could not be: the identity must then stay held.
+  absl::Status ReturnToRoot(const std::optional<kvnode::v1::VirtualMachineInstance>& vmi,
+                            uid_t uid);
 
  private:
   friend class VolumeUpload;
@@ -231,7 +248,7 @@ class VolumeManager : public VmVolumes {
   // The bound claim of a VMI volume, its disk handed to the launcher's user; *image is set to
   // its disk.img.
   absl::Status PrepareClaim(const std::string& ns, const std::string& claim,
-                            std::string* image = nullptr);
+                            const FsIdentity& id, std::string* image = nullptr);
   absl::Status AdoptMigratingClaimLocked(const std::string& ns, const MigratingClaim& claim,
                                          const std::string& node)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -243,8 +260,9 @@ class VolumeManager : public VmVolumes {
                                                     const std::set<std::string>& in_use)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PrepareCloudInit(const kvnode::v1::VirtualMachineInstance& vmi,
-                                const kvnode::v1::Volume& volume);
-  absl::Status PrepareHostDisk(const kvnode::v1::HostDisk& disk, const std::string& volume);
+                                const kvnode::v1::Volume& volume, const FsIdentity& id);
+  absl::Status PrepareHostDisk(const kvnode::v1::HostDisk& disk, const std::string& volume,
+                               const FsIdentity& id);
   void CollectLoop();
   // A deleted owner (VirtualMachine or DataVolume): its claims and DataVolumes are deleted, or
   // orphaned when it went with propagation Orphan.

@@ -171,7 +171,7 @@ absl::StatusOr<kvnode::v1::UploadResult> VolumeUpload::Finish() {
           "claim's size (", size, " bytes)"));
     }
     RETURN_IF_ERROR(ConvertToRaw(part, info.format, dir_ + "/" + kDiskTempFile, size));
-    RETURN_IF_ERROR(PublishDisk(dir_, m->config_.launcher.uid, m->config_.launcher.gid, 0660));
+    RETURN_IF_ERROR(PublishDisk(dir_, m->config_.rest_uid, m->config_.rest_gid, 0600));
     RETURN_IF_ERROR(BindUploadedClaim(&result));
     spdlog::info("PersistentVolumeClaim {}/{}: upload of {} bytes ({}) converted and bound",
                  pvc_.metadata().namespace_(), pvc_.metadata().name(), received_, info.format);

@@ -37,7 +37,7 @@ absl::StatusOr<LauncherIdentity> LauncherIdentity::Lookup(const std::string& use
 absl::StatusOr<LauncherHandle> StartLauncher(const LauncherSpec& spec,
                                              const LauncherIdentity& identity,
                                              const CgroupTree& cgroups) {
-  VmiPaths paths{std::string(spec.vmi_dir)};
+  const VmiPaths paths(spec.vmi_dir, spec.socket_dir);
   // The VMI dir is the launcher user's: never follow a link there, and never block on a FIFO
   // planted in place of the log.
   int log_fd = open(paths.log_file().c_str(),
@@ -72,6 +72,7 @@ absl::StatusOr<LauncherHandle> StartLauncher(const LauncherSpec& spec,
   SpawnOptions o;
   o.argv = {spec.launcher_binary,  "run",
             "--vmi-dir",           spec.vmi_dir,
+            "--socket-dir",        spec.socket_dir,
             "--uid",               spec.vmi_uid,
             "--domain-name",       spec.domain_name,
             "--notify-socket",     spec.notify_socket,

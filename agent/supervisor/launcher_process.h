@@ -32,6 +32,8 @@ struct LauncherIdentity {
 struct LauncherSpec {
   std::string launcher_binary;
   std::string vmi_dir;
+  // The VMI's socket dir under the node's runtime dir (VmiPaths::socket_dir).
+  std::string socket_dir;
   std::string vmi_uid;
   std::string domain_name;
   std::string notify_socket;

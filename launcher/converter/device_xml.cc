@@ -120,7 +120,7 @@ void AppendGraphics(const ConvertContext& ctx, pugi::xml_node devices) {
   if (!DefaultOn(d.has_autoattach_graphics_device(), d.autoattach_graphics_device())) return;
   pugi::xml_node graphics = Attr(Child(devices, "graphics"), "type", "vnc");
   Attr(Attr(Child(graphics, "listen"), "type", "socket"), "socket",
-       ctx.options.runtime_dir() + "/vnc");
+       ctx.options.socket_dir() + "/vnc");
   pugi::xml_node model = Attr(Child(Child(devices, "video"), "model"), "type", "vga");
   Attr(Attr(model, "vram", "16384"), "heads", "1");
 }
@@ -199,10 +199,11 @@ absl::Status AppendInterfaces(const ConvertContext& ctx, pugi::xml_node devices)
 void AppendConsoleAndChannels(const ConvertContext& ctx, pugi::xml_node devices) {
   const auto& d = ctx.devices();
   const std::string& run = ctx.options.runtime_dir();
+  const std::string& sockets = ctx.options.socket_dir();
   if (DefaultOn(d.has_autoattach_serial_console(), d.autoattach_serial_console())) {
     // The handler attaches to this socket for `kvctl console`; QEMU listens (bind) and logs.
     pugi::xml_node serial = Attr(Child(devices, "serial"), "type", "unix");
-    Attr(Attr(Child(serial, "source"), "mode", "bind"), "path", run + "/serial0");
+    Attr(Attr(Child(serial, "source"), "mode", "bind"), "path", sockets + "/serial0");
     Attr(Child(serial, "target"), "port", "0");
     Attr(Attr(Child(serial, "log"), "file", run + "/serial0.log"), "append", "on");
     // libvirt makes a console whose target is serial 0 an alias of that serial device.
@@ -211,9 +212,9 @@ void AppendConsoleAndChannels(const ConvertContext& ctx, pugi::xml_node devices)
   }
   // KubeVirt gives no source path and lets libvirt choose one in its channel dir; in session
   // mode that dir is deep under XDG_CONFIG_HOME and the socket path passes the 108-byte
-  // limit, so the socket lives in the VMI's runtime dir instead.
+  // limit, so the socket lives in the VMI's socket dir instead.
   pugi::xml_node agent = Attr(Child(devices, "channel"), "type", "unix");
-  Attr(Attr(Child(agent, "source"), "mode", "bind"), "path", run + "/guest-agent");
+  Attr(Attr(Child(agent, "source"), "mode", "bind"), "path", sockets + "/guest-agent");
   Attr(Attr(Child(agent, "target"), "type", "virtio"), "name", "org.qemu.guest_agent.0");
 }
 

@@ -153,6 +153,7 @@ DomainOptions BuildDomainOptions(const VirtualMachineInstance& vmi, const NodePa
   options.set_virt_type(std::string(virt_type));
   options.set_disable_free_page_reporting(!FreePageReportingByDefault(virt_type));
   options.set_runtime_dir(paths.runtime_dir());
+  options.set_socket_dir(paths.socket_dir());
   options.set_ovmf_code(kOvmfCode);
   options.set_ovmf_code_secboot(kOvmfCodeSecboot);
   options.set_ovmf_vars(kOvmfVars);

@@ -59,6 +59,7 @@ absl::Status CheckOptions(const kvnode::v1::DomainOptions& options) {
                    absl::StrCat("\"", options.virt_type(), "\" is neither kvm nor qemu"));
   }
   if (options.runtime_dir().empty()) return Invalid("options.runtime_dir", "required");
+  if (options.socket_dir().empty()) return Invalid("options.socket_dir", "required");
   return absl::OkStatus();
 }
 

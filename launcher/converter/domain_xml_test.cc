@@ -291,16 +291,17 @@ TEST(ConvertTest, UnknownVirtTypeIsRefused) {
   EXPECT_THAT(std::string(ConvertError(vmi, options).message()), HasSubstr("options.virt_type"));
 }
 
-TEST(ConvertTest, SerialConsoleAndVncLiveInTheRuntimeDir) {
+TEST(ConvertTest, SocketsLiveInTheSocketDirWhateverTheStateDirsLength) {
   auto vmi = Vmi("");
-  auto doc = Convert(vmi, Options(vmi));
-  VmiPaths paths = NodePaths("/var/lib/kvnode").vmi(vmi.metadata().uid());
+  const NodePaths node("/srv/" + std::string(200, 's') + "/kvnode");
+  auto doc = Convert(vmi, BuildDomainOptions(vmi, node, "kvm"));
+  VmiPaths paths = node.vmi(vmi.metadata().uid());
   EXPECT_EQ(Xpath(doc, "//serial/source/@path"), paths.serial_socket());
   EXPECT_EQ(Xpath(doc, "//serial/log/@file"), paths.serial_log());
   EXPECT_EQ(Xpath(doc, "//graphics/listen/@socket"), paths.vnc_socket());
   EXPECT_EQ(Xpath(doc, "//channel[target/@name='org.qemu.guest_agent.0']/source/@path"),
-            paths.runtime_dir() + "/guest-agent");
-  // Every socket fits sockaddr_un (108 bytes with the NUL) under the default state dir.
+            paths.socket_dir() + "/guest-agent");
+  // Every socket fits sockaddr_un (108 bytes with the NUL), though the state dir is long.
   for (const char* q :
        {"//serial/source/@path", "//graphics/listen/@socket", "//channel/source/@path"}) {
     EXPECT_LT(Xpath(doc, q).size(), 108u) << q;

@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <grp.h>
+#include <pwd.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -63,11 +65,13 @@ bool Accepts(const std::string& path) {
 
 }  // namespace
 
-std::vector<std::string> SessionDaemon::Environment(const std::string& base_dir) {
+std::vector<std::string> SessionDaemon::Environment(const std::string& base_dir,
+                                                   const std::string& socket_dir) {
+  const std::string& sockets = socket_dir.empty() ? base_dir : socket_dir;
   return {
       "HOME=" + base_dir + "/h",
-      "XDG_RUNTIME_DIR=" + base_dir + "/r",
-      "XDG_CONFIG_HOME=" + base_dir + "/c",
+      "XDG_RUNTIME_DIR=" + sockets + "/r",
+      "XDG_CONFIG_HOME=" + sockets + "/c",
       "XDG_CACHE_HOME=" + base_dir + "/k",
       "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
       "LC_ALL=C",
@@ -94,6 +98,49 @@ absl::StatusOr<std::string> QemuDriverOnly(const std::string& dir) {
     return absl::ErrnoToStatus(errno, "symlink " + link_path);
   }
   return "LIBVIRT_DRIVER_DIR=" + dir;
+}
+
+absl::StatusOr<std::vector<std::string>> UserRecordEnvironment(const std::string& dir) {
+  uid_t uid = geteuid();
+  gid_t gid = getegid();
+  struct passwd pw, *found = nullptr;
+  char buf[4096];
+  if (getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 && found != nullptr) {
+    return std::vector<std::string>();
+  }
+  std::string wrapper;
+  for (const char* path : {"/usr/lib/x86_64-linux-gnu/libnss_wrapper.so",
+                           "/usr/lib/aarch64-linux-gnu/libnss_wrapper.so",
+                           "/usr/lib64/libnss_wrapper.so", "/usr/lib/libnss_wrapper.so"}) {
+    if (access(path, R_OK) == 0) {
+      wrapper = path;
+      break;
+    }
+  }
+  if (wrapper.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "uid ", uid, " has no user record and libvirtd needs one; install libnss-wrapper"));
+  }
+  const std::string name = absl::StrCat("kvnode-", uid);
+  std::string groups = absl::StrCat(name, ":x:", gid, ":\n");
+  std::vector<gid_t> supplementary(64);
+  int n = getgroups(static_cast<int>(supplementary.size()), supplementary.data());
+  for (int i = 0; i < n; ++i) {
+    if (supplementary[i] == gid) continue;
+    struct group gr, *g = nullptr;
+    std::string group_name = absl::StrCat("group-", supplementary[i]);
+    if (getgrgid_r(supplementary[i], &gr, buf, sizeof(buf), &g) == 0 && g != nullptr) {
+      group_name = g->gr_name;
+    }
+    absl::StrAppend(&groups, group_name, ":x:", supplementary[i], ":", name, "\n");
+  }
+  RETURN_IF_ERROR(MakeDirs(dir, 0700));
+  RETURN_IF_ERROR(WriteFile(dir + "/passwd", absl::StrCat(name, ":x:", uid, ":", gid,
+                                                          ":kvnode VMI identity:", dir,
+                                                          ":/usr/sbin/nologin\n")));
+  RETURN_IF_ERROR(WriteFile(dir + "/group", groups));
+  return std::vector<std::string>{"LD_PRELOAD=" + wrapper, "NSS_WRAPPER_PASSWD=" + dir + "/passwd",
+                                  "NSS_WRAPPER_GROUP=" + dir + "/group"};
 }
 
 absl::Status LinkCapabilitiesCache(const std::string& from, const std::string& cache_home) {
@@ -125,28 +172,31 @@ absl::Status LinkCapabilitiesFiles(const std::string& from, const std::string& t
 absl::StatusOr<std::unique_ptr<SessionDaemon>> SessionDaemon::Start(
     const SessionDaemonOptions& options) {
   const std::string& base = options.base_dir;
-  for (const char* sub : {"/h", "/r", "/c/libvirt", "/k"}) {
-    RETURN_IF_ERROR(MakeDirs(base + sub, 0700));
+  const std::string& sockets = options.socket_dir.empty() ? base : options.socket_dir;
+  for (const std::string& dir : {base + "/h", base + "/k", sockets + "/r", sockets + "/c/libvirt"}) {
+    RETURN_IF_ERROR(MakeDirs(dir, 0700));
   }
   // No virtlogd per VMI: QEMU writes its log file itself. One daemon less per VMI.
-  RETURN_IF_ERROR(WriteFile(base + "/c/libvirt/qemu.conf", "stdio_handler = \"file\"\n"));
+  RETURN_IF_ERROR(WriteFile(sockets + "/c/libvirt/qemu.conf", "stdio_handler = \"file\"\n"));
   std::string conf = "log_outputs = \"3:stderr\"\n";
   if (!options.host_uuid.empty()) absl::StrAppend(&conf, "host_uuid = \"", options.host_uuid, "\"\n");
-  RETURN_IF_ERROR(WriteFile(base + "/c/libvirt/libvirtd.conf", conf));
+  RETURN_IF_ERROR(WriteFile(sockets + "/c/libvirt/libvirtd.conf", conf));
   RETURN_IF_ERROR(LinkCapabilitiesCache(options.capabilities_cache, base + "/k"));
 
-  std::string socket_path = base + "/r/libvirt/libvirt-sock";
+  std::string socket_path = sockets + "/r/libvirt/libvirt-sock";
   unlink(socket_path.c_str());
   SpawnOptions spawn;
   spawn.argv = {options.libvirtd_path, "--timeout", "0"};
-  spawn.env = Environment(base);
+  spawn.env = Environment(base, sockets);
   ASSIGN_OR_RETURN(std::string drivers, QemuDriverOnly(base + "/d"));
   if (!drivers.empty()) spawn.env.push_back(drivers);
+  ASSIGN_OR_RETURN(std::vector<std::string> user, UserRecordEnvironment(base + "/u"));
+  spawn.env.insert(spawn.env.end(), user.begin(), user.end());
   spawn.cwd = base + "/h";
   spawn.stdout_fd = options.log_fd;
   spawn.pdeath_signal = SIGTERM;
   ASSIGN_OR_RETURN(pid_t pid, Spawn(spawn));
-  auto daemon = std::unique_ptr<SessionDaemon>(new SessionDaemon(base, socket_path, pid));
+  auto daemon = std::unique_ptr<SessionDaemon>(new SessionDaemon(sockets, socket_path, pid));
 
   // Ready when the socket accepts: libvirtd binds it only after its drivers initialised, and
   // listens a moment later.
@@ -172,7 +222,7 @@ std::string SessionDaemon::uri() const {
   return "qemu+unix:///session?socket=" + socket_path_;
 }
 
-std::string SessionDaemon::qemu_run_dir() const { return base_dir_ + "/r/libvirt/qemu/run"; }
+std::string SessionDaemon::qemu_run_dir() const { return socket_dir_ + "/r/libvirt/qemu/run"; }
 
 void SessionDaemon::Stop(absl::Duration grace) {
   if (pid_ <= 0) return;

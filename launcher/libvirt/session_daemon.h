@@ -25,9 +25,12 @@
 namespace kvnode {
 
 struct SessionDaemonOptions {
-  // Everything of the daemon lives here: h/ (HOME), r/ (XDG_RUNTIME_DIR), c/ (XDG_CONFIG_HOME),
-  // k/ (XDG_CACHE_HOME) — one-letter names keep QEMU's socket paths short.
+  // The daemon's files live here: h/ (HOME), k/ (XDG_CACHE_HOME).
   std::string base_dir;
+  // Its sockets and QEMU's monitor live here: r/ (XDG_RUNTIME_DIR), c/ (XDG_CONFIG_HOME, where
+  // libvirt puts QEMU's monitor socket) — a short dir and one-letter names keep socket paths
+  // within 107 bytes. Empty: base_dir.
+  std::string socket_dir;
   std::string libvirtd_path = "/usr/sbin/libvirtd";
   // A primed capabilities cache dir (.../libvirt/qemu/cache/capabilities) to link from, or "".
   std::string capabilities_cache;
@@ -59,14 +62,16 @@ class SessionDaemon {
   // Called by the launcher's child reaper when it reaped `pid`.
   void MarkExited() { pid_ = -1; }
 
-  // The environment a libvirt client or daemon of this instance needs.
-  static std::vector<std::string> Environment(const std::string& base_dir);
+  // The environment a libvirt client or daemon of this instance needs (`socket_dir` empty:
+  // `base_dir`).
+  static std::vector<std::string> Environment(const std::string& base_dir,
+                                              const std::string& socket_dir = "");
 
  private:
-  SessionDaemon(std::string base_dir, std::string socket_path, pid_t pid)
-      : base_dir_(std::move(base_dir)), socket_path_(std::move(socket_path)), pid_(pid) {}
+  SessionDaemon(std::string socket_dir, std::string socket_path, pid_t pid)
+      : socket_dir_(std::move(socket_dir)), socket_path_(std::move(socket_path)), pid_(pid) {}
 
-  std::string base_dir_;
+  std::string socket_dir_;
   std::string socket_path_;
   pid_t pid_;
 };
@@ -76,6 +81,15 @@ class SessionDaemon {
 // that makes a libvirtd load its drivers from there ("LIBVIRT_DRIVER_DIR=<dir>"). Returns ""
 // when the module cannot be found: the daemon then loads every installed driver, as by default.
 absl::StatusOr<std::string> QemuDriverOnly(const std::string& dir);
+
+// libvirtd looks up the user record of its own uid and of every client's (virGetUserName):
+// a VMI's identity has none (agent/supervisor/launcher_ids.h: no passwd entries for the id
+// range). When the current uid has no record, this writes one, with a group file naming its
+// groups, into `dir` and returns the environment that makes libvirtd read them through
+// nss_wrapper (LD_PRELOAD of libnss_wrapper.so, NSS_WRAPPER_PASSWD/GROUP), as container
+// platforms do for arbitrary uids. Empty when the uid has a record. FailedPrecondition when it
+// has none and libnss_wrapper.so is not installed.
+absl::StatusOr<std::vector<std::string>> UserRecordEnvironment(const std::string& dir);
 
 // Makes `dir`/.../capabilities hold hard links (or copies across filesystems) of every file in
 // `from`. Missing `from` is not an error: the daemon then probes cold.

@@ -34,7 +34,7 @@ namespace kvnode {
 namespace {
 
 struct LauncherConfig {
-  std::string vmi_dir, uid, domain_name, notify_socket, capabilities_cache, host_uuid;
+  std::string vmi_dir, socket_dir, uid, domain_name, notify_socket, capabilities_cache, host_uuid;
   // For log lines (every line of a launcher is about its VMI).
   std::string vmi_namespace, vmi_name;
   bool json_logs = false;
@@ -42,7 +42,7 @@ struct LauncherConfig {
 
 absl::StatusOr<LauncherConfig> ParseFlags(const std::vector<std::string>& args) {
   FlagSet flags;
-  flags.Value("vmi-dir").Value("uid").Value("domain-name").Value("notify-socket")
+  flags.Value("vmi-dir").Value("socket-dir").Value("uid").Value("domain-name").Value("notify-socket")
       .Value("capabilities-cache").Value("host-uuid").Value("namespace").Value("name")
       .Value("log-format");
   if (absl::Status s = flags.Parse(args); !s.ok()) return s;
@@ -53,12 +53,14 @@ absl::StatusOr<LauncherConfig> ParseFlags(const std::vector<std::string>& args) 
     return absl::InvalidArgumentError("--log-format: expected text or json");
   }
   c.vmi_dir = flags.GetOr("vmi-dir", "");
+  c.socket_dir = flags.GetOr("socket-dir", "");
   c.uid = flags.GetOr("uid", "");
   c.domain_name = flags.GetOr("domain-name", "");
   c.notify_socket = flags.GetOr("notify-socket", "");
   c.capabilities_cache = flags.GetOr("capabilities-cache", "");
   c.host_uuid = flags.GetOr("host-uuid", "");
   for (const auto& [name, value] : {std::pair<const char*, std::string*>{"vmi-dir", &c.vmi_dir},
+                                    {"socket-dir", &c.socket_dir},
                                     {"uid", &c.uid},
                                     {"domain-name", &c.domain_name},
                                     {"notify-socket", &c.notify_socket}}) {
@@ -146,7 +148,7 @@ int RunLauncher(const std::vector<std::string>& args) {
   const LauncherConfig config = *config_or;
   InitLogging("kvnode-launcher", config.json_logs, "info",
               LogObject{config.vmi_namespace, config.vmi_name, config.uid});
-  VmiPaths paths{std::string(config.vmi_dir)};
+  const VmiPaths paths(config.vmi_dir, config.socket_dir);
 
   // Signals go to a signalfd; block them before any thread starts so every thread inherits it.
   sigset_t mask;
@@ -168,6 +170,7 @@ int RunLauncher(const std::vector<std::string>& args) {
   absl::Time started = absl::Now();
   SessionDaemonOptions daemon_options;
   daemon_options.base_dir = paths.libvirt_home();
+  daemon_options.socket_dir = paths.socket_dir();
   daemon_options.capabilities_cache = config.capabilities_cache;
   daemon_options.host_uuid = config.host_uuid;
   daemon_options.log_fd = STDERR_FILENO;
@@ -191,7 +194,7 @@ int RunLauncher(const std::vector<std::string>& args) {
 
   DomainManagerOptions manager_options;
   manager_options.vmi_uid = config.uid;
-  manager_options.final_status_path = paths.root() + "/final-status.json";
+  manager_options.final_status_path = paths.final_status();
   // The main loop below sleeps in poll() until a signal or the domain's end, which on_done
   // signals: no periodic wakeup (a node runs hundreds of idle launchers), and no call into the
   // manager from the loop.
@@ -273,13 +276,15 @@ int RunLauncher(const std::vector<std::string>& args) {
 int RunPrimeCapabilities(const std::vector<std::string>& args) {
   InitLogging("kvnode-launcher", false);
   FlagSet flags;
-  flags.Value("dir");
+  flags.Value("dir").Value("socket-dir");
   if (absl::Status s = flags.Parse(args); !s.ok()) return Fail(s);
   std::string dir = flags.GetOr("dir", "");
   if (dir.empty()) return Fail(absl::InvalidArgumentError("--dir is required"));
   absl::Time started = absl::Now();
   SessionDaemonOptions options;
   options.base_dir = dir;
+  // QEMU's probe monitor socket goes under XDG_CONFIG_HOME: a short dir when given.
+  options.socket_dir = flags.GetOr("socket-dir", "");
   options.log_fd = STDERR_FILENO;
   auto daemon = SessionDaemon::Start(options);
   if (!daemon.ok()) return Fail(daemon.status());

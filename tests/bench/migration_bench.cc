@@ -173,7 +173,7 @@ absl::Status KvnodeRuns(TwoNodes* nodes, HandlerProcess* a, int runs, const Laun
     f->modes.push_back(done.status().migration_state().mode());
     HandlerProcess* dest = nodes_by_turn[to];
     RETURN_IF_ERROR(CompletedJob(
-        id, NodePaths(dest->state_dir()).vmi(uid).libvirt_home() + "/r/libvirt/libvirt-sock", f));
+        id, NodePaths(dest->state_dir(), dest->run_dir()).vmi(uid).libvirt_socket(), f));
     std::cout << absl::StrFormat(
         "kvnode run %d %s -> %s, mode %s: %.0f ms (libvirt: %.0f ms, downtime %.0f ms)\n", i + 1,
         from == 0 ? "A" : "B", to == 0 ? "A" : "B", f->modes.back(), wall,
@@ -209,7 +209,7 @@ absl::Status PlainRuns(HandlerProcess* holder, const std::string& uid, int runs,
     return absl::ToDoubleMilliseconds(absl::Now() - t0);
   };
   // Off kvnode's launcher first (not counted), then between the two plain daemons.
-  std::string from = NodePaths(holder->state_dir()).vmi(uid).libvirt_home() + "/r/libvirt/libvirt-sock";
+  std::string from = NodePaths(holder->state_dir(), holder->run_dir()).vmi(uid).libvirt_socket();
   absl::Status result = migrate(from, p.socket).status();
   PlainDaemon* ends[2] = {&p, &q};
   for (int i = 0; result.ok() && i < runs; ++i) {

@@ -64,9 +64,9 @@ SpawnOptions Virsh(const VmiPaths& paths, const LauncherIdentity& id,
                    std::vector<std::string> args) {
   SpawnOptions o;
   o.argv = {"/usr/bin/virsh", "-q", "-c",
-            "qemu+unix:///session?socket=" + paths.libvirt_home() + "/r/libvirt/libvirt-sock"};
+            "qemu+unix:///session?socket=" + paths.libvirt_socket()};
   o.argv.insert(o.argv.end(), args.begin(), args.end());
-  o.env = SessionDaemon::Environment(paths.libvirt_home());
+  o.env = SessionDaemon::Environment(paths.libvirt_home(), paths.socket_dir());
   o.uid = id.uid;
   o.gid = id.gid;
   o.groups = id.groups;
@@ -97,11 +97,6 @@ int Run(int argc, char** argv) {
     return 1;
   }
   HandlerProcess* h = started->get();
-  auto id = LauncherIdentity::Lookup("kvnode");
-  if (!id.ok()) {
-    std::cerr << id.status() << "\n";
-    return 1;
-  }
 
   // The watch first, so that nothing is missed; every VMI update goes into a queue.
   std::mutex mu;
@@ -147,7 +142,14 @@ int Run(int argc, char** argv) {
     std::cerr << "the VMI did not reach Running\n" << h->DiagnosticLogs() << "\n";
     return 1;
   }
-  VmiPaths paths(h->state_dir(), uid);
+  VmiPaths paths(h->state_dir(), h->run_dir(), uid);
+  // virsh runs as the VMI's own identity (its launcher's), the only one that reaches its
+  // libvirtd.
+  auto id = testing::IdentityOfProcess(running->status().launcher().pid());
+  if (!id.ok()) {
+    std::cerr << id.status() << "\n";
+    return 1;
+  }
   grpc::ClientContext xctx;
   kvnode::v1::DomainXML xml;
   kvnode::v1::ObjectRef ref;

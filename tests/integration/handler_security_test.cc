@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <arpa/inet.h>
 #include <grp.h>
+#include <pwd.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -62,19 +63,31 @@ HandlerProcess::CommandOutput RunAs(uid_t uid, gid_t gid, std::vector<gid_t> gro
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
 }
 
-// "Uid:\treal\teffective\tsaved\tfs" of /proc/PID/status.
-std::vector<uid_t> Uids(pid_t pid) {
+// The numbers of one line of /proc/PID/status: "Uid:" (real, effective, saved, fs), "Gid:",
+// "Groups:" (supplementary).
+std::vector<uint32_t> StatusIds(pid_t pid, absl::string_view field) {
   std::ifstream f(absl::StrCat("/proc/", pid, "/status"));
   std::string line;
-  std::vector<uid_t> out;
+  std::vector<uint32_t> out;
   while (std::getline(f, line)) {
-    if (!absl::StartsWith(line, "Uid:")) continue;
-    for (absl::string_view v : absl::StrSplit(line.substr(4), '\t', absl::SkipWhitespace())) {
+    if (!absl::StartsWith(line, field)) continue;
+    for (absl::string_view v :
+         absl::StrSplit(line.substr(field.size()), absl::ByAnyChar(" \t"), absl::SkipWhitespace())) {
       uint32_t u;
       if (absl::SimpleAtoi(v, &u)) out.push_back(u);
     }
   }
   return out;
+}
+std::vector<uid_t> Uids(pid_t pid) { return StatusIds(pid, "Uid:"); }
+
+// kvctl where any user may run it (the build tree may be private to root).
+std::string KvctlForEveryone(const HandlerProcess& handler) {
+  std::string bin = handler.state_dir() + "/bin";
+  mkdir(bin.c_str(), 0755);
+  auto installed =
+      RunCommand({"/usr/bin/install", "-m", "0755", BinaryDir() + "/kvctl", bin + "/kvctl"});
+  return installed.ok() && installed->success() ? bin + "/kvctl" : "";
 }
 
 int FreeLoopbackPort() {
@@ -147,15 +160,12 @@ TEST_F(HandlerSecurityTest, TheUnixSocketServesRootAndTheGroupAndRefusesEveryone
   struct stat st;
   ASSERT_EQ(stat(handler_->socket().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0660u);
-  struct group* g = getgrnam("kvnode");
+  struct group* g = getgrnam("kvnode-admin");
   ASSERT_NE(g, nullptr);
   EXPECT_EQ(st.st_gid, g->gr_gid);
-  // kvctl where any user may run it (the build tree may be private to root).
-  std::string bin = handler_->state_dir() + "/bin";
-  ASSERT_EQ(mkdir(bin.c_str(), 0755), 0);
-  ASSERT_TRUE(RunCommand({"/usr/bin/install", "-m", "0755", BinaryDir() + "/kvctl", bin + "/kvctl"})
-                  ->success());
-  std::vector<std::string> get = {bin + "/kvctl", "--socket", handler_->socket(), "get", "vmi"};
+  std::string kvctl = KvctlForEveryone(*handler_);
+  ASSERT_FALSE(kvctl.empty());
+  std::vector<std::string> get = {kvctl, "--socket", handler_->socket(), "get", "vmi"};
   // A member of the group may use it.
   auto member = RunAs(kNobody, kNogroup, {kNogroup, g->gr_gid}, get);
   EXPECT_EQ(member.exit_code, 0) << member.out;
@@ -170,33 +180,230 @@ TEST_F(HandlerSecurityTest, TheUnixSocketServesRootAndTheGroupAndRefusesEveryone
   EXPECT_THAT(handler_->Log(), HasSubstr("uid 65534"));
 }
 
-TEST_F(HandlerSecurityTest, GuestsRunAsTheUnprivilegedUserInA0700StateDir) {
+// A guest that escapes into its QEMU holds QEMU's uid, gid and groups: with those, the API must
+// not answer (it once did: the API group was the launchers' own primary group).
+TEST_F(HandlerSecurityTest, TheIdentityOfARunningQemuIsRefusedByTheApi) {
   StartHandler();
   if (HasFatalFailure() || IsSkipped()) return;
-  auto id = LauncherIdentity::Lookup("kvnode");
-  ASSERT_TRUE(id.ok());
-  VirtualMachineInstance vmi = StartGuest("who", "normal", 30, [](VirtualMachineInstance* v) {
+  VirtualMachineInstance vmi = StartGuest("escape", "normal", 30, [](VirtualMachineInstance* v) {
     v->mutable_spec()->mutable_domain()->mutable_devices()->clear_autoattach_pod_interface();
   });
   ASSERT_FALSE(HasFailure());
+  std::vector<pid_t> qemu = handler_->QemuProcesses(vmi.metadata().uid());
+  ASSERT_EQ(qemu.size(), 1u);
+  std::vector<uint32_t> uid = StatusIds(qemu[0], "Uid:"), gid = StatusIds(qemu[0], "Gid:");
+  std::vector<uint32_t> groups = StatusIds(qemu[0], "Groups:");
+  ASSERT_EQ(uid.size(), 4u);
+  ASSERT_EQ(gid.size(), 4u);
+  std::string kvctl = KvctlForEveryone(*handler_);
+  ASSERT_FALSE(kvctl.empty());
+  auto as_qemu = RunAs(uid[0], gid[0], std::vector<gid_t>(groups.begin(), groups.end()),
+                       {kvctl, "--socket", handler_->socket(), "get", "vmi"});
+  EXPECT_NE(as_qemu.exit_code, 0) << "QEMU's identity was served:\n" << as_qemu.out;
+  EXPECT_THAT(as_qemu.out, Not(HasSubstr("escape")));
+  // Also past the file mode: the peer check alone refuses it.
+  ASSERT_EQ(chmod(handler_->socket().c_str(), 0666), 0);
+  as_qemu = RunAs(uid[0], gid[0], std::vector<gid_t>(groups.begin(), groups.end()),
+                  {kvctl, "--socket", handler_->socket(), "get", "vmi"});
+  EXPECT_NE(as_qemu.exit_code, 0) << "QEMU's identity was served:\n" << as_qemu.out;
+  EXPECT_THAT(handler_->Log(), HasSubstr(absl::StrCat("refused handler API connection from pid")));
+  EXPECT_THAT(handler_->Log(), HasSubstr(absl::StrCat("uid ", uid[0], " gid ", gid[0])));
+}
+
+// A DaemonSet hostPath or a /srv tree makes state dirs far longer than the 107 bytes of a unix
+// socket path leave room for: every VMI once failed at start ("UNIX socket path ... too long",
+// reported as QemuFailed) beyond about 25 characters. Sockets live under the short runtime
+// dir, so any state dir works.
+TEST_F(HandlerSecurityTest, AStateDirOfMoreThan100CharactersRunsAGuest) {
+  HandlerProcess::Options o;
+  o.state_subdir =
+      "srv/kubernetes/node-local-storage/hostpath-provisioner/kvnode-system/"
+      "kvnode-handler-state/var-lib-kvnode";
+  StartHandler(o);
+  if (HasFatalFailure() || IsSkipped()) return;
+  ASSERT_GE(handler_->state_dir().size(), 100u) << handler_->state_dir();
+  VirtualMachineInstance vmi = StartGuest("a-guest-with-a-rather-long-name-on-a-deep-state-dir");
+  ASSERT_FALSE(HasFailure()) << handler_->DiagnosticLogs();
   const std::string uid = vmi.metadata().uid();
-  std::set<std::string> seen;
-  for (pid_t p : handler_->VmiProcesses(uid)) {
-    std::string comm = ProcessName(p);
-    std::vector<uid_t> uids = Uids(p);
-    ASSERT_EQ(uids.size(), 4u) << comm;
-    for (uid_t u : uids) EXPECT_NE(u, 0u) << comm << " (pid " << p << ") runs as root";
-    if (comm == "dnsmasq") continue;  // drops to its own unprivileged user
-    for (uid_t u : uids) EXPECT_EQ(u, static_cast<uid_t>(id->uid)) << comm << " pid " << p;
-    seen.insert(comm);
-  }
-  EXPECT_TRUE(seen.count("kvnode-launcher")) << "no launcher among the VMI's processes";
-  EXPECT_TRUE(seen.count("libvirtd"));
-  EXPECT_TRUE(seen.count("qemu-system-x86"));
+  EXPECT_TRUE(SerialShows(uid, "KVNODE-GUEST-READY")) << handler_->DiagnosticLogs();
   struct stat st;
-  ASSERT_EQ(lstat(handler_->VmiDir(uid).c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 0700u);
-  EXPECT_EQ(st.st_uid, static_cast<uid_t>(id->uid));
+  const std::string sockets = handler_->SocketDir(uid);
+  EXPECT_LE(sockets.size(), 40u) << sockets;
+  ASSERT_EQ(lstat((sockets + "/launcher.sock").c_str(), &st), 0) << sockets;
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(lstat(sockets.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u) << "the VMI's socket dir is open to others";
+  // The console, through the handler, over the serial socket in the runtime dir.
+  auto console = handler_->Kvctl({"console", vmi.metadata().name()}, absl::Seconds(15));
+  EXPECT_THAT(console.out, HasSubstr("KVNODE-GUEST-TICK n="));
+  Delete(vmi.metadata().name(), 0);
+  ExpectNoProcessesLeft(uid);
+  EXPECT_TRUE(Eventually([&] { return lstat(sockets.c_str(), &st) != 0; }, absl::Seconds(10)))
+      << "the VMI's socket dir outlived it";
+}
+
+// What a process of one VMI says about another VMI is not believed: a forged "the domain shut
+// down for good" for VMI B, sent from VMI A's cgroup with A's identity (what a guest that
+// escaped into A's QEMU holds), changes nothing of B. It once ended B (Succeeded, QEMU killed).
+TEST_F(HandlerSecurityTest, AForgedDomainEventForAnotherVmiChangesNothing) {
+  StartHandler();
+  if (HasFatalFailure() || IsSkipped()) return;
+  auto no_nic = [](VirtualMachineInstance* v) {
+    v->mutable_spec()->mutable_domain()->mutable_devices()->clear_autoattach_pod_interface();
+  };
+  VirtualMachineInstance a = StartGuest("forger", "normal", 30, no_nic);
+  VirtualMachineInstance b = StartGuest("victim", "normal", 30, no_nic);
+  ASSERT_FALSE(HasFailure());
+  std::vector<pid_t> qemu_a = handler_->QemuProcesses(a.metadata().uid());
+  std::vector<pid_t> qemu_b = handler_->QemuProcesses(b.metadata().uid());
+  ASSERT_EQ(qemu_a.size(), 1u);
+  ASSERT_EQ(qemu_b.size(), 1u);
+  std::vector<uint32_t> uid = StatusIds(qemu_a[0], "Uid:"), gid = StatusIds(qemu_a[0], "Gid:");
+  std::vector<uint32_t> groups = StatusIds(qemu_a[0], "Groups:");
+  ASSERT_EQ(uid.size(), 4u);
+  std::string bin = handler_->state_dir() + "/bin";
+  mkdir(bin.c_str(), 0755);
+  ASSERT_TRUE(RunCommand({"/usr/bin/install", "-m", "0755", BinaryDir() + "/kvnode-test-notify",
+                          bin + "/kvnode-test-notify"})->success());
+  auto forge = [&](const std::string& about) {
+    int procs = open((handler_->cgroup_root() + "/" + a.metadata().uid() + "/cgroup.procs").c_str(),
+                     O_WRONLY | O_CLOEXEC);
+    EXPECT_GE(procs, 0);
+    char tmpl[] = "/tmp/kvit-forge-XXXXXX";
+    int out = mkstemp(tmpl);
+    SpawnOptions o;
+    o.argv = {bin + "/kvnode-test-notify", "--socket",
+              handler_->run_dir() + "/notify.sock", "--vmi-uid", about};
+    o.env = {"PATH=/usr/bin:/bin", "LC_ALL=C"};
+    o.uid = static_cast<int>(uid[0]);
+    o.gid = static_cast<int>(gid[0]);
+    o.groups.assign(groups.begin(), groups.end());
+    o.cgroup_procs_fd = procs;
+    o.stdout_fd = out;
+    auto pid = Spawn(o);
+    close(procs);
+    close(out);
+    int status = -1;
+    if (pid.ok()) waitpid(*pid, &status, 0);
+    std::string text = ReadFile(tmpl);
+    unlink(tmpl);
+    return HandlerProcess::CommandOutput{WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
+  };
+  auto forged = forge(b.metadata().uid());
+  EXPECT_EQ(forged.exit_code, 1) << forged.out;
+  EXPECT_THAT(forged.out, HasSubstr("PermissionDenied"));
+  EXPECT_THAT(forged.out, HasSubstr("may only notify about its own VMI"));
+  EXPECT_THAT(handler_->Log(), HasSubstr("refused a notification about VMI " + b.metadata().uid()));
+  // B runs on, its QEMU untouched (the handler answers only after it applied an event).
+  auto now = WaitForVmi(handler_->stub(), "default", "victim",
+                        [](const VirtualMachineInstance&) { return true; }, absl::Seconds(5));
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->status().phase(), "Running");
+  EXPECT_EQ(handler_->QemuProcesses(b.metadata().uid()), qemu_b);
+  EXPECT_EQ(ProcessName(qemu_b[0]), "qemu-system-x86");
+}
+
+// Every VMI's launcher, libvirtd and QEMU run under an identity of their own from the launcher
+// id range, never root and never another VMI's, in 0700 dirs that identity owns; and with one
+// VMI's identity (what a guest that escaped into its QEMU holds) nothing of another VMI can be
+// reached: not its disk, not its sockets, not its processes. Before, all VMIs shared the user
+// kvnode, and each of these reached the other VMI.
+TEST_F(HandlerSecurityTest, EachVmiRunsUnderAnIdentityOfItsOwnThatReachesNoOtherVmi) {
+  StartHandler();
+  if (HasFatalFailure() || IsSkipped()) return;
+  auto no_nic = [](VirtualMachineInstance* v) {
+    v->mutable_spec()->mutable_domain()->mutable_devices()->clear_autoattach_pod_interface();
+  };
+  VirtualMachineInstance a = StartGuest("who", "normal", 30, no_nic);
+  VirtualMachineInstance b = StartGuest("other", "normal", 30, no_nic);
+  ASSERT_FALSE(HasFailure());
+  auto identity_of = [&](const VirtualMachineInstance& vmi) {
+    std::set<std::string> seen;
+    std::set<uid_t> ids;
+    for (pid_t p : handler_->VmiProcesses(vmi.metadata().uid())) {
+      std::string comm = ProcessName(p);
+      std::vector<uid_t> uids = Uids(p);
+      EXPECT_EQ(uids.size(), 4u) << comm;
+      for (uid_t u : uids) EXPECT_NE(u, 0u) << comm << " (pid " << p << ") runs as root";
+      if (comm == "dnsmasq") continue;  // drops to its own unprivileged user
+      ids.insert(uids.begin(), uids.end());
+      std::vector<uint32_t> gids = StatusIds(p, "Gid:");
+      for (uint32_t g : gids) EXPECT_EQ(g, uids[0]) << comm << ": gid is not the VMI's own";
+      seen.insert(comm);
+    }
+    EXPECT_TRUE(seen.count("kvnode-launcher")) << "no launcher among the VMI's processes";
+    EXPECT_TRUE(seen.count("libvirtd"));
+    EXPECT_TRUE(seen.count("qemu-system-x86"));
+    EXPECT_EQ(ids.size(), 1u) << "a VMI's processes run under more than one uid";
+    return ids.empty() ? uid_t{0} : *ids.begin();
+  };
+  uid_t id_a = identity_of(a), id_b = identity_of(b);
+  ASSERT_NE(id_a, 0u);
+  ASSERT_NE(id_b, 0u);
+  EXPECT_NE(id_a, id_b) << "two VMIs share one identity";
+  for (uid_t id : {id_a, id_b}) {
+    EXPECT_GE(id, 200000u);
+    EXPECT_EQ(getpwuid(id), nullptr) << "a VMI runs as an account of the system";
+  }
+  struct stat st;
+  for (const auto& [vmi, id] : {std::pair{a, id_a}, std::pair{b, id_b}}) {
+    for (const std::string& dir : {handler_->VmiDir(vmi.metadata().uid()),
+                                   handler_->SocketDir(vmi.metadata().uid())}) {
+      ASSERT_EQ(lstat(dir.c_str(), &st), 0) << dir;
+      EXPECT_EQ(st.st_mode & 07777, 0700u) << dir;
+      EXPECT_EQ(st.st_uid, id) << dir;
+    }
+  }
+
+  // A's identity, as A's QEMU holds it.
+  std::vector<pid_t> qemu_a = handler_->QemuProcesses(a.metadata().uid());
+  std::vector<pid_t> qemu_b = handler_->QemuProcesses(b.metadata().uid());
+  ASSERT_EQ(qemu_a.size(), 1u);
+  ASSERT_EQ(qemu_b.size(), 1u);
+  std::vector<uint32_t> groups = StatusIds(qemu_a[0], "Groups:");
+  auto as_a = [&](const std::string& script) {
+    return RunAs(id_a, id_a, std::vector<gid_t>(groups.begin(), groups.end()),
+                 {"/bin/sh", "-c", script});
+  };
+  const std::string disk_a = handler_->state_dir() + "/volumes/default/who-disk/disk.img";
+  const std::string disk_b = handler_->state_dir() + "/volumes/default/other-disk/disk.img";
+  // The controls: A reaches its own disk and its own QEMU.
+  auto own = as_a(absl::StrCat("head -c 512 ", disk_a, " >/dev/null && kill -0 ", qemu_a[0],
+                               " && echo OWN-OK"));
+  EXPECT_THAT(own.out, HasSubstr("OWN-OK")) << own.out;
+  // B's disk, B's launcher and console sockets, B's QEMU: none of them.
+  auto disk = as_a("head -c 512 " + disk_b + " >/dev/null && echo READ-B-DISK");
+  EXPECT_THAT(disk.out, Not(HasSubstr("READ-B-DISK")));
+  EXPECT_THAT(disk.out, HasSubstr("Permission denied"));
+  const std::string sockets_b = handler_->SocketDir(b.metadata().uid());
+  for (const std::string& socket : {sockets_b + "/launcher.sock", sockets_b + "/serial0"}) {
+    auto connect = as_a("python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"" +
+                        socket + "\"); print(\"CONNECTED\")'");
+    EXPECT_THAT(connect.out, Not(HasSubstr("CONNECTED"))) << socket;
+    EXPECT_THAT(connect.out, HasSubstr("PermissionError")) << socket;
+  }
+  auto signal = as_a(absl::StrCat("kill -0 ", qemu_b[0], " && echo SIGNALLED-B"));
+  EXPECT_THAT(signal.out, Not(HasSubstr("SIGNALLED-B")));
+  auto ptrace = as_a(absl::StrCat(
+      "python3 -c 'import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
+      "r = libc.ptrace(16, ",
+      qemu_b[0], ", 0, 0); print(\"PTRACE\", r, os.strerror(ctypes.get_errno()))'"));
+  EXPECT_THAT(ptrace.out, HasSubstr("PTRACE -1 Operation not permitted")) << ptrace.out;
+  auto environ = as_a(absl::StrCat("cat /proc/", qemu_b[0], "/environ >/dev/null && echo READ-ENV"));
+  EXPECT_THAT(environ.out, Not(HasSubstr("READ-ENV")));
+  // B ran on through all of it.
+  EXPECT_EQ(handler_->QemuProcesses(b.metadata().uid()), qemu_b);
+  // A claim no VMI uses is root's alone; the one a VMI runs on is that VMI's.
+  ASSERT_EQ(stat(disk_b.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, id_b);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  Delete("other", 0);
+  ExpectNoProcessesLeft(b.metadata().uid());
+  EXPECT_TRUE(Eventually(
+      [&] { return stat(disk_b.c_str(), &st) == 0 && st.st_uid == 0 && (st.st_mode & 0777) == 0600; },
+      absl::Seconds(10)))
+      << "the claim of a deleted VMI was not given back to root (owner " << st.st_uid << ")";
 }
 
 TEST_F(HandlerSecurityTest, SymlinksPlantedInAVmiDirReachNothingTheUserCouldNot) {
@@ -223,8 +430,9 @@ TEST_F(HandlerSecurityTest, SymlinksPlantedInAVmiDirReachNothingTheUserCouldNot)
   // What the launcher's user could do: replace its log and its console socket with links.
   ASSERT_EQ(unlink((dir + "/launcher.log").c_str()), 0);
   ASSERT_EQ(symlink(secret.c_str(), (dir + "/launcher.log").c_str()), 0);
-  ASSERT_EQ(unlink((dir + "/run/serial0").c_str()), 0);
-  ASSERT_EQ(symlink(root_socket.c_str(), (dir + "/run/serial0").c_str()), 0);
+  const std::string serial = handler_->SocketDir(vmi.metadata().uid()) + "/serial0";
+  ASSERT_EQ(unlink(serial.c_str()), 0);
+  ASSERT_EQ(symlink(root_socket.c_str(), serial.c_str()), 0);
 
   auto logs = handler_->Kvctl({"logs", "vmi", "planted"});
   EXPECT_NE(logs.exit_code, 0);
@@ -244,6 +452,54 @@ TEST_F(HandlerSecurityTest, SymlinksPlantedInAVmiDirReachNothingTheUserCouldNot)
   ExpectNoProcessesLeft(vmi.metadata().uid());
   EXPECT_EQ(ReadFile(secret), "TOP-SECRET-LINE\n") << "the root file was touched";
   (void)RunCommand({"/bin/rm", "-rf", tmpl});
+}
+
+// Whoever holds a VMI's identity can put a FIFO where the handler reads a file: the final
+// status (read when a launcher ends, and by Recover before the API serves) and the launcher
+// log (kvctl logs). Opening a FIFO without a writer once blocked the handler for ever.
+TEST_F(HandlerSecurityTest, AFifoInPlaceOfAFileTheHandlerReadsStallsNothing) {
+  StartHandler();
+  if (HasFatalFailure() || IsSkipped()) return;
+  VirtualMachineInstance vmi = StartGuest("fifo", "normal", 30, [](VirtualMachineInstance* v) {
+    v->mutable_spec()->mutable_domain()->mutable_devices()->clear_autoattach_pod_interface();
+  });
+  ASSERT_FALSE(HasFailure());
+  const std::string uid = vmi.metadata().uid();
+  const std::string dir = handler_->VmiDir(uid);
+  // Planted as the VMI's identity would plant them: owned by it.
+  struct stat owner;
+  ASSERT_EQ(stat(dir.c_str(), &owner), 0);
+  auto plant_fifo = [&](const std::string& path) {
+    unlink(path.c_str());
+    ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+    ASSERT_EQ(chown(path.c_str(), owner.st_uid, owner.st_gid), 0);
+  };
+  plant_fifo(dir + "/launcher.log");
+  absl::Time t0 = absl::Now();
+  auto logs = handler_->Kvctl({"logs", "vmi", "fifo"}, absl::Seconds(20));
+  EXPECT_NE(logs.exit_code, 0);
+  EXPECT_THAT(logs.out, HasSubstr("is not a regular file"));
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(15)) << "kvctl logs waited on the FIFO";
+
+  // The handler is down while the launcher dies and a FIFO takes the final status's place.
+  pid_t launcher = vmi.status().launcher().pid();
+  ASSERT_GT(launcher, 0);
+  handler_->Kill();
+  plant_fifo(dir + "/final-status.json");
+  ASSERT_EQ(kill(launcher, SIGKILL), 0);
+  ASSERT_TRUE(Eventually([&] { return ProcessName(launcher).empty(); }, absl::Seconds(10)));
+  absl::Status restarted = handler_->Restart();  // waits until the API serves
+  ASSERT_TRUE(restarted.ok()) << restarted << "\n" << handler_->DiagnosticLogs();
+  auto ended = WaitForVmi(handler_->stub(), "default", "fifo",
+                          [](const VirtualMachineInstance& v) {
+                            return v.status().phase() == "Failed";
+                          },
+                          absl::Seconds(30));
+  ASSERT_TRUE(ended.ok()) << ended.status() << "\n" << handler_->DiagnosticLogs();
+  EXPECT_EQ(ended->status().phase(), "Failed");
+  EXPECT_THAT(handler_->Log(), HasSubstr("final-status.json is not a regular file"));
+  Delete("fifo", 0);
+  ExpectNoProcessesLeft(uid);
 }
 
 TEST_F(HandlerSecurityTest, MetricsPassPromtoolAndCountThePhasesAndLogsAreJson) {
@@ -353,6 +609,27 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
   ASSERT_TRUE(bad.ok());
   EXPECT_FALSE(bad->success());
   EXPECT_THAT(bad->output, HasSubstr("FAIL  --launcher: /nonexistent/kvnode-launcher is not executable"));
+  // An API group that the launchers hold would let a guest that escaped into QEMU drive the
+  // node: --validate-config fails on it, and the handler refuses to start.
+  EXPECT_THAT(ok->output, HasSubstr("ok    --api-group: kvnode-admin"));
+  auto shared = RunCommand({BinaryDir() + "/kvnode-handler", "--validate-config", "--virt-type",
+                            "qemu", "--api-group", "kvm", "--state-dir", state});
+  ASSERT_TRUE(shared.ok());
+  EXPECT_FALSE(shared->success());
+  EXPECT_THAT(shared->output, HasSubstr("FAIL  --api-group: group \"kvm\""));
+  EXPECT_THAT(shared->output, HasSubstr("is held by the launchers' identity"));
+  // One identity per VMI from the range; the old shared user is refused, and a range that
+  // holds an account of the system fails the check.
+  EXPECT_THAT(ok->output, HasSubstr("ok    --launcher-id-range: 200000:65536: capabilities "
+                                    "primer 200000, importer 200001, VMIs 200002-265535"));
+  expect_refused("--launcher-user", "kvnode", "--launcher-user: removed");
+  expect_refused("--launcher-id-range", "500:10",
+                 "--launcher-id-range: the range must start at 1000 or above");
+  auto nobody = RunCommand({BinaryDir() + "/kvnode-handler", "--validate-config", "--virt-type",
+                            "qemu", "--launcher-id-range", "65000:1000", "--state-dir", state});
+  ASSERT_TRUE(nobody.ok());
+  EXPECT_FALSE(nobody->success());
+  EXPECT_THAT(nobody->output, HasSubstr("FAIL  --launcher-id-range: 65000:1000 holds user \"nobody\""));
 }
 
 }  // namespace

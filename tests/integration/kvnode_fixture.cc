@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/base/state_layout.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
 #include "agent/supervisor/cgroup.h"
@@ -38,6 +39,23 @@ std::vector<std::string> CurrentEnv() {
 }
 
 }  // namespace
+
+absl::StatusOr<LauncherIdentity> IdentityOfProcess(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  LauncherIdentity id;
+  while (std::getline(f, line)) {
+    std::istringstream fields(line.substr(line.find(':') + 1));
+    if (absl::StartsWith(line, "Uid:")) fields >> id.uid;
+    if (absl::StartsWith(line, "Gid:")) fields >> id.gid;
+    if (absl::StartsWith(line, "Groups:")) {
+      for (gid_t g; fields >> g;) id.groups.push_back(g);
+    }
+  }
+  if (id.uid < 0) return absl::NotFoundError("no process " + std::to_string(pid));
+  id.user_name = "uid " + std::to_string(id.uid);
+  return id;
+}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path);
@@ -79,7 +97,14 @@ absl::StatusOr<std::unique_ptr<HandlerProcess>> HandlerProcess::Start(Options op
   auto h = std::unique_ptr<HandlerProcess>(new HandlerProcess());
   char tmpl[] = "/tmp/kvit-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return absl::ErrnoToStatus(errno, "mkdtemp");
+  h->temp_dir_ = tmpl;
   h->state_dir_ = tmpl;
+  if (!options.state_subdir.empty()) {
+    h->state_dir_ = h->temp_dir_ + "/" + options.state_subdir;
+    auto made = RunCommand({"/bin/mkdir", "-p", "-m", "0711", h->state_dir_});
+    if (!made.ok() || !made->success()) return absl::InternalError("mkdir " + h->state_dir_);
+  }
+  h->run_dir_ = NodePaths::DefaultRunDir(h->state_dir_);
   if (options.state_dir_size_mib > 0) {
     auto m = RunCommand({"/bin/mount", "-t", "tmpfs", "-o",
                          absl::StrCat("size=", options.state_dir_size_mib, "m,mode=0711"),
@@ -91,11 +116,15 @@ absl::StatusOr<std::unique_ptr<HandlerProcess>> HandlerProcess::Start(Options op
     h->state_dir_mounted_ = true;
   }
   chmod(h->state_dir_.c_str(), 0711);
-  h->socket_ = h->state_dir_ + "/api.sock";
+  chmod(h->temp_dir_.c_str(), 0711);
+  h->socket_ = h->temp_dir_ + "/api.sock";
   h->volumes_dir_ =
       options.volumes_dir.empty() ? h->state_dir_ + "/volumes" : options.volumes_dir;
-  h->node_name_ = options.node_name.empty() ? absl::StrCat("it", getpid(), "-", counter++)
+  int n = counter++;
+  h->node_name_ = options.node_name.empty() ? absl::StrCat("it", getpid(), "-", n)
                                             : options.node_name;
+  // Handlers of one test (TwoNodes: two "nodes" on one machine) never share launcher ids.
+  h->id_range_ = absl::StrCat(300000 + 20000 * (n % 40), ":20000");
   h->log_path_ = h->state_dir_ + "/handler.log";
   h->extra_args_ = options.extra_args;
   h->node_namespace_ = options.node_namespace;
@@ -127,7 +156,7 @@ absl::Status HandlerProcess::Launch() {
   int log = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   SpawnOptions o;
   o.argv = {BinaryDir() + "/kvnode-handler", "--state-dir", state_dir_, "--socket", socket_,
-            "--node-name", node_name_, "--virt-type", "qemu",
+            "--node-name", node_name_, "--virt-type", "qemu", "--launcher-id-range", id_range_,
             // One primed capabilities cache for every test handler on this machine.
             "--capabilities-dir", Env("KVNODE_TEST_CAPABILITIES_DIR", "/var/tmp/kvnode-test-capabilities"),
             };
@@ -250,6 +279,8 @@ void HandlerProcess::Teardown() {
     (void)RunCommand({"/bin/umount", "--lazy", state_dir_});
     rmdir(state_dir_.c_str());
   }
+  (void)RunCommand({"/bin/rm", "-rf", "--one-file-system", temp_dir_});
+  if (!run_dir_.empty()) (void)RunCommand({"/bin/rm", "-rf", "--one-file-system", run_dir_});
 }
 
 std::vector<std::string> HandlerProcess::PodNamespaces() const {
@@ -350,12 +381,11 @@ std::vector<pid_t> HandlerProcess::ProcessesMentioning(const std::string& text) 
 }
 
 std::string HandlerProcess::VmiDir(const std::string& uid) const {
-  std::string key;
-  for (char c : uid) {
-    if (key.size() == 12) break;
-    if (isxdigit(static_cast<unsigned char>(c))) key.push_back(c);
-  }
-  return state_dir_ + "/vmis/" + key;
+  return NodePaths(state_dir_, run_dir_).vmi(uid).root();
+}
+
+std::string HandlerProcess::SocketDir(const std::string& uid) const {
+  return NodePaths(state_dir_, run_dir_).vmi(uid).socket_dir();
 }
 
 std::string HandlerProcess::SerialLog(const std::string& uid) const {

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/supervisor/launcher_process.h"
 #include "kvnode/v1/node.grpc.pb.h"
 
 namespace kvnode::testing {
@@ -34,6 +35,9 @@ class HandlerProcess {
     bool node_namespace = true;
     // > 0: the state dir is a tmpfs of this size (for tests of a full disk).
     int state_dir_size_mib = 0;
+    // Non-empty: the state dir is this path below the test's temp dir (a DaemonSet hostPath or
+    // /srv tree is long: tests of state dirs of 100+ characters).
+    std::string state_subdir;
     // The node's name (and its namespace's); empty: a unique one.
     std::string node_name;
     // Where the claims of the node's default storage class live, for PrepareDisk: empty is
@@ -48,6 +52,8 @@ class HandlerProcess {
 
   kvnode::v1::Node::Stub* stub() { return stub_.get(); }
   const std::string& state_dir() const { return state_dir_; }
+  // Where the handler keeps its sockets (--run-dir, the default for its state dir).
+  const std::string& run_dir() const { return run_dir_; }
   const std::string& socket() const { return socket_; }
   const std::string& node_name() const { return node_name_; }
   pid_t pid() const { return pid_; }
@@ -101,6 +107,8 @@ class HandlerProcess {
   // (never used to kill anything).
   std::vector<pid_t> ProcessesMentioning(const std::string& text) const;
   std::string VmiDir(const std::string& uid) const;
+  // The VMI's socket dir under the handler's runtime dir (launcher, serial console, libvirtd).
+  std::string SocketDir(const std::string& uid) const;
   std::string SerialLog(const std::string& uid) const;
 
  private:
@@ -109,8 +117,9 @@ class HandlerProcess {
   void Teardown();
 
   absl::Status CreateNodeNamespace();
-  std::string state_dir_, socket_, node_name_, cgroup_root_, log_path_;
+  std::string temp_dir_, state_dir_, run_dir_, socket_, node_name_, cgroup_root_, log_path_;
   std::string volumes_dir_;  // <state>/volumes, or Options::volumes_dir
+  std::string id_range_;     // --launcher-id-range
   std::string node_netns_, pod_netns_prefix_;
   std::vector<std::string> extra_args_;
   bool node_namespace_ = true;
@@ -145,6 +154,8 @@ const kvnode::v1::Condition* Condition(const kvnode::v1::VirtualMachineInstance&
 // A process's name as the kernel keeps it (/proc/PID/comm, at most 15 characters: "qemu-system-x86",
 // "kvnode-launcher"); "" when it is gone.
 std::string ProcessName(pid_t pid);
+// The uid, gid and supplementary groups of a running process (a launcher's: its VMI's identity).
+absl::StatusOr<LauncherIdentity> IdentityOfProcess(pid_t pid);
 // The whole file; "" when it cannot be read.
 std::string ReadFile(const std::string& path);
 
