@@ -9,7 +9,8 @@
 //   <state>/vmis/<key>/                   one VMI ("pod"), 0700, owned by the VMI's identity;
 //                                         <key> is the first 12 hex digits of the VMI's UID
 //       launcher.log  launcher.lock  final-status.json  lv/ (libvirtd: h=HOME k=XDG_CACHE_HOME)
-//       run/ (serial console log, NVRAM)  disks/<volume>/ (overlays, emptyDisk, cloud-init ISO)
+//       run/ (serial console log and the FIFO QEMU writes it to, NVRAM)
+//       disks/<volume>/ (overlays, emptyDisk, cloud-init ISO)
 //
 //   <run>/notify.sock                     the handler's LauncherNotify socket
 //   <run>/<key>/                          the VMI's sockets, 0700, owned by the VMI's identity:
@@ -63,6 +64,9 @@ class VmiPaths {
   std::string libvirt_socket() const { return sockets_ + "/r/libvirt/libvirt-sock"; }
   std::string runtime_dir() const { return root_ + "/run"; }
   std::string serial_socket() const { return sockets_ + "/serial0"; }
+  // QEMU logs the serial console into this FIFO; the launcher copies it to serial_log(),
+  // rotated to serial_log() + ".1" at a cap (launcher/server/console_log.h).
+  std::string serial_log_pipe() const { return runtime_dir() + "/serial0.pipe"; }
   std::string serial_log() const { return runtime_dir() + "/serial0.log"; }
   std::string vnc_socket() const { return sockets_ + "/vnc"; }
   std::string disks_dir() const { return root_ + "/disks"; }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,7 +31,7 @@ struct ChildFailure {
 };
 
 enum Step { kStepSession = 1, kStepCgroup, kStepNetns, kStepStdio, kStepDeathSig, kStepIdentity,
-            kStepCwd, kStepExec };
+            kStepCwd, kStepExec, kStepLimits };
 
 const char* StepName(int step) {
   switch (step) {
@@ -41,6 +42,7 @@ const char* StepName(int step) {
     case kStepDeathSig: return "set parent-death signal";
     case kStepIdentity: return "switch user";
     case kStepCwd: return "chdir";
+    case kStepLimits: return "set resource limits";
     default: return "exec";
   }
 }
@@ -95,6 +97,10 @@ size_t FormatPid(pid_t pid, char* buf) {
         syscall(SYS_setresuid, o.uid, o.uid, o.uid) < 0) {
       ChildFail(report_fd, kStepIdentity);
     }
+  }
+  for (const SpawnOptions::Limit& l : o.limits) {
+    struct rlimit r = {l.value, l.value};
+    if (syscall(SYS_prlimit64, 0, l.resource, &r, nullptr) < 0) ChildFail(report_fd, kStepLimits);
   }
   if (!o.cwd.empty() && chdir(o.cwd.c_str()) < 0) ChildFail(report_fd, kStepCwd);
   // Close everything else except the report pipe, which is close-on-exec.

@@ -33,6 +33,12 @@ struct SpawnOptions {
   int uid = -1;
   int gid = -1;
   std::vector<gid_t> groups;
+  // Resource limits (RLIMIT_AS, RLIMIT_CPU, ...) set in the child, soft and hard, before exec.
+  struct Limit {
+    int resource;
+    uint64_t value;
+  };
+  std::vector<Limit> limits;
 };
 
 // Starts the child and returns its pid once it has exec'ed.

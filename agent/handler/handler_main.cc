@@ -35,6 +35,7 @@
 #include "agent/handler/vmi_controller.h"
 #include "agent/metrics/http_server.h"
 #include "agent/migration/migration_node.h"
+#include "agent/network/importer_egress.h"
 #include "agent/network/linux_netns.h"
 #include "agent/network/pod_network.h"
 
@@ -277,6 +278,10 @@ int Serve(Handler* h, const sigset_t& mask) {
   c.ids = h->launcher_ids.get();
   spdlog::info("state opened: {}", paths.database());
   if (absl::Status s = StartPodNetwork(h); !s.ok()) return Fail(Annotate(s, "pod network"));
+  // DataVolume imports reach neither the node's loopback nor link-local metadata services.
+  if (absl::Status s = InstallImporterEgress(c.ids->Importer().uid); !s.ok()) {
+    return Fail(Annotate(s, "importer"));
+  }
   StartCapabilitiesPrimer(h);
   auto watcher = ProcessWatcher::Create();
   if (!watcher.ok()) return Fail(watcher.status());

@@ -616,11 +616,24 @@ absl::Status VmiController::PrepareVmiDir(const VirtualMachineInstance& vmi,
 }
 
 absl::Status VmiController::PrepareVolumes(const VirtualMachineInstance& vmi,
-                                           const LauncherIdentity& id) {
+                                           const LauncherIdentity& id, bool migration_target) {
   if (config_.volumes == nullptr) return absl::OkStatus();
   // Per-VMI disks (overlays, emptyDisks, the NoCloud ISO) live in the VMI's dir.
   RETURN_IF_ERROR(PrepareVmiDir(vmi, id));
-  return config_.volumes->PrepareVmi(vmi, id.fs());
+  return config_.volumes->PrepareVmi(vmi, id.fs(), migration_target);
+}
+
+void VmiController::TakeClaimsLocked(Record* r) {
+  if (config_.volumes == nullptr || config_.ids == nullptr) return;
+  const std::string uid = r->vmi.metadata().uid();
+  VirtualMachineInstance vmi = r->vmi;
+  work_.Schedule([this, uid, vmi] {
+    std::optional<LauncherIdentity> id = config_.ids->Find(uid);
+    if (!id.has_value()) return;
+    if (absl::Status s = config_.volumes->PrepareVmi(vmi, id->fs()); !s.ok()) {
+      spdlog::warn("VMI {}: taking its disks after the migration: {}", uid, s.ToString());
+    }
+  });
 }
 
 absl::StatusOr<LauncherIdentity> VmiController::IdentityFor(const std::string& uid) {
@@ -652,6 +665,7 @@ void VmiController::StartLauncher(const std::string& uid) {
     config_.capabilities_ready->WaitForNotificationWithTimeout(absl::Seconds(60));
   }
   VirtualMachineInstance vmi;
+  bool migration_target = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
@@ -663,6 +677,7 @@ void VmiController::StartLauncher(const std::string& uid) {
       return;
     }
     vmi = r->vmi;
+    migration_target = r->migration_target;
   }
   // Admitted again at every start, not only at Sync: a VMI recovered after a restart or
   // brought by a migration meets the node's rules as they are now (a host-disk root that was
@@ -682,7 +697,7 @@ void VmiController::StartLauncher(const std::string& uid) {
   bool retry = true;
   // The VMI's own identity, held until its processes, dirs and claims are given back.
   absl::StatusOr<LauncherIdentity> id = IdentityFor(uid);
-  absl::Status volumes = id.ok() ? PrepareVolumes(vmi, *id) : id.status();
+  absl::Status volumes = id.ok() ? PrepareVolumes(vmi, *id, migration_target) : id.status();
   absl::StatusOr<PodLaunch> launch =
       volumes.ok() ? LaunchPod(vmi, *id, &retry) : absl::StatusOr<PodLaunch>(volumes);
   absl::MutexLock lock(&mu_);

@@ -382,8 +382,12 @@ class VmiController {
   grpc::Status CheckLauncherCall(const std::string& uid, grpc::Status status);
   absl::Status PrepareVmiDir(const kvnode::v1::VirtualMachineInstance& vmi,
                              const LauncherIdentity& id);
+  // `migration_target`: the claims keep the source's group until the VMI is this node's.
   absl::Status PrepareVolumes(const kvnode::v1::VirtualMachineInstance& vmi,
-                              const LauncherIdentity& id);
+                              const LauncherIdentity& id, bool migration_target);
+  // Hands the VMI's claims to its identity alone (after a migration ended either way), on the
+  // work queue.
+  void TakeClaimsLocked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<kvnode::v1::DomainStatus> ReadFinalStatus(const std::string& uid);
   // The VMI's launcher identity: the one it holds, or a new one (launcher_ids.h).
   absl::StatusOr<LauncherIdentity> IdentityFor(const std::string& uid);

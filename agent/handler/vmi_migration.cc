@@ -110,16 +110,7 @@ void VmiController::EndMigrationOut(const std::string& uid) {
   }
   // A target that shares the VMI's claims took them for its own identity (and may have given
   // them back to root since): they are this VMI's again. QEMU kept its open disks meanwhile.
-  if (config_.volumes != nullptr && config_.ids != nullptr) {
-    VirtualMachineInstance vmi = r->vmi;
-    work_.Schedule([this, uid, vmi] {
-      std::optional<LauncherIdentity> id = config_.ids->Find(uid);
-      if (!id.has_value()) return;
-      if (absl::Status s = config_.volumes->PrepareVmi(vmi, id->fs()); !s.ok()) {
-        spdlog::warn("VMI {}: taking its disks back after the migration: {}", uid, s.ToString());
-      }
-    });
-  }
+  TakeClaimsLocked(r);
 }
 
 void VmiController::CompleteMigrationOut(const std::string& uid) {
@@ -239,6 +230,8 @@ std::vector<VolumeManager::MigratingClaim> VmiController::MigratingClaimsOf(
 
 void VmiController::PromoteTargetLocked(Record* r, const kvnode::v1::DomainStatus& domain) {
   r->migration_target = false;
+  // The source let go of the disks: their group becomes this VMI identity's too.
+  TakeClaimsLocked(r);
   auto* status = r->vmi.mutable_status();
   status->set_phase(r->source_status.phase());
   *status->mutable_phase_transition_timestamps() = r->source_status.phase_transition_timestamps();

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -56,6 +57,7 @@ HttpServer::~HttpServer() {
   if (thread_.joinable()) thread_.join();
   close(fd_);
   close(wake_);
+  for (Connection& c : connections_) c.thread.join();
 }
 
 void HttpServer::Loop() {
@@ -64,21 +66,43 @@ void HttpServer::Loop() {
     if (poll(p, 2, -1) <= 0 || stop_) continue;
     int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) continue;
-    Serve(c);
-    close(c);
+    for (auto it = connections_.begin(); it != connections_.end();) {
+      if (!it->done->load()) {
+        ++it;
+        continue;
+      }
+      it->thread.join();
+      it = connections_.erase(it);
+    }
+    if (connections_.size() >= static_cast<size_t>(kMaxConnections)) {
+      close(c);  // a flood of clients costs a connection each, not the others' answers
+      continue;
+    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    connections_.push_back({std::thread([this, c, done] {
+                              Serve(c);
+                              close(c);
+                              done->store(true);
+                            }),
+                            done});
   }
 }
 
 void HttpServer::Serve(int fd) {
   std::string req;
   char buf[2048];
+  const absl::Time deadline = absl::Now() + kRequestDeadline;
   while (req.find("\r\n\r\n") == std::string::npos && req.size() < 8192) {
+    absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return;  // too slow: dropped
     struct pollfd p = {fd, POLLIN, 0};
-    if (poll(&p, 1, 2000) <= 0) return;
+    if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1) <= 0) return;
     ssize_t n = read(fd, buf, sizeof(buf));
     if (n <= 0) break;
     req.append(buf, n);
   }
+  struct timeval send_timeout = absl::ToTimeval(kWriteDeadline);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
   HttpResponse resp;
   size_t sp1 = req.find(' '), sp2 = req.find(' ', sp1 + 1);
   std::string method = req.substr(0, sp1);
@@ -99,7 +123,8 @@ void HttpServer::Serve(int fd) {
                                  "\r\nConnection: close\r\n\r\n");
   if (method != "HEAD") out += resp.body;
   size_t off = 0;
-  while (off < out.size()) {
+  const absl::Time write_deadline = absl::Now() + kWriteDeadline;
+  while (off < out.size() && absl::Now() < write_deadline) {
     ssize_t n = write(fd, out.data() + off, out.size() - off);
     if (n <= 0) break;
     off += n;

@@ -1,5 +1,12 @@
-// A minimal HTTP/1.0 server for /metrics, /healthz and /readyz: one thread, GET only, small
-// requests, Connection: close. Enough for Prometheus and kubelet probes; nothing else.
+// A minimal HTTP/1.0 server for /metrics, /healthz and /readyz: GET only, small requests,
+// Connection: close. Enough for Prometheus and kubelet probes; nothing else.
+//
+// Each connection is served on a thread of its own, at most kMaxConnections at once (more are
+// closed at once), and has kRequestDeadline to send its request and kWriteDeadline to take the
+// answer: a client that sends a byte at a time, or never reads, holds one slot for a few
+// seconds and delays nobody else's /healthz.
+//
+// Thread-safe; the destructor joins the connections being served (bounded by the deadlines).
 #ifndef KVNODE_AGENT_METRICS_HTTP_SERVER_H_
 #define KVNODE_AGENT_METRICS_HTTP_SERVER_H_
 
@@ -9,8 +16,10 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace kvnode {
 
@@ -22,6 +31,9 @@ struct HttpResponse {
 
 class HttpServer {
  public:
+  static constexpr int kMaxConnections = 16;
+  static constexpr absl::Duration kRequestDeadline = absl::Seconds(5);
+  static constexpr absl::Duration kWriteDeadline = absl::Seconds(5);
   using Handler = std::function<HttpResponse()>;
   // `address` is "HOST:PORT" (IPv4 or [IPv6]); port 0 picks a free one.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& address,
@@ -34,12 +46,19 @@ class HttpServer {
   void Loop();
   void Serve(int fd);
 
-  std::map<std::string, Handler> routes_;
+  std::map<std::string, Handler> routes_;  // constant after Start
   int fd_ = -1;
   int wake_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::thread thread_;
+  // The connections' threads (only Loop touches them, and the destructor after joining Loop);
+  // finished ones are joined before each new one starts.
+  struct Connection {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Connection> connections_;
 };
 
 }  // namespace kvnode

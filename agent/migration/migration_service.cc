@@ -155,6 +155,14 @@ grpc::Status MigrationService::FinishTarget(grpc::ServerContext* ctx,
                                             kvnode::v1::FinishTargetResponse* resp) {
   const std::string& uid = req->vmi_uid();
   if (absl::StatusOr<std::string> peer = PeerOfMigration(*ctx, uid); !peer.ok()) {
+    // A failed migration whose target pod is already gone (its launcher died) has nothing
+    // left to end here, whoever asks; anything else is refused.
+    if (!req->succeeded() && absl::IsNotFound(peer.status()) &&
+        AuthenticatePeer(*ctx, peers_).ok()) {
+      absl::MutexLock lock(&mu_);
+      pending_.erase(uid);
+      return grpc::Status::OK;
+    }
     spdlog::warn("migration service: refused FinishTarget for VMI {}: {}", uid,
                  peer.status().ToString());
     return ToGrpcStatus(peer.status());

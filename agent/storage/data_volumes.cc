@@ -48,8 +48,22 @@ const char* FirstPhase(const DataVolume& dv) {
 }
 
 // The Content-Length of the last response to a HEAD request (after redirects); 0 if unknown.
-int64_t ContentLength(const std::string& url) {
-  auto r = RunCommand({kCurl, "-sS", "-I", "-L", "--max-time", "30", url}, absl::Seconds(40));
+// The curl every request of an import runs: as the importer, HTTP(S) only, redirects too.
+SpawnOptions Curl(const FsIdentity& importer, std::vector<std::string> args) {
+  SpawnOptions o;
+  o.argv = {kCurl, "-sS", "-L", "--max-redirs", "10", "--proto", "=http,https", "--proto-redir",
+            "=http,https"};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.env = {"PATH=/usr/bin:/bin", "LC_ALL=C"};
+  o.uid = static_cast<int>(importer.uid);
+  o.gid = static_cast<int>(importer.gid);
+  o.groups = importer.groups;
+  o.cwd = "/";
+  return o;
+}
+
+int64_t ContentLength(const std::string& url, const FsIdentity& importer) {
+  auto r = RunCommand(Curl(importer, {"-I", "--max-time", "30", url}), absl::Seconds(40));
   if (!r.ok() || !r->success()) return 0;
   int64_t length = 0;
   for (absl::string_view line : absl::StrSplit(r->output, '\n')) {
@@ -330,7 +344,12 @@ absl::Status VolumeManager::Populate(const DataVolume& dv, const std::string& di
     RETURN_IF_ERROR(s);
     return PublishDisk(dir, config_.rest_uid, config_.rest_gid, 0600);
   }
-  std::string input, format;
+  std::string input;
+  ImageInfo info;
+  // Who runs qemu-img: the importer for an image from outside; root for a clone, whose input is
+  // a raw claim of this node that qemu-img copies without parsing (and the importer may not
+  // read).
+  FsIdentity converter = config_.importer;
   if (src.has_pvc()) {
     const std::string& ns = dv.metadata().namespace_();
     {
@@ -346,33 +365,49 @@ absl::Status VolumeManager::Populate(const DataVolume& dv, const std::string& di
     if (lstat(input.c_str(), &st) < 0 || !S_ISREG(st.st_mode)) {
       return absl::FailedPreconditionError("source claim's disk is not a regular file");
     }
-    format = "raw";
+    info.format = "raw";
+    info.virtual_size = st.st_size;
+    converter = FsIdentity{0, 0, {}};
   } else if (src.has_http()) {
     input = dir + "/" + kImportPart;
-    RETURN_IF_ERROR(Download(dv, input));
-    ASSIGN_OR_RETURN(ImageInfo info, InspectImage(input));
+    RETURN_IF_ERROR(Download(dv, input, size));
+    ASSIGN_OR_RETURN(info, InspectImage(input, config_.importer));
     RETURN_IF_ERROR(CheckUploadedImage(info));
     if (info.virtual_size > size) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the image's virtual size (", info.virtual_size, " bytes) is larger than the claim (",
           size, " bytes)"));
     }
-    format = info.format;
   } else {
     return absl::FailedPreconditionError("nothing to import for this source");
   }
-  RETURN_IF_ERROR(ConvertToRaw(input, format, dir + "/" + kDiskTempFile, size));
+  RETURN_IF_ERROR(ConvertToRaw(input, info, dir + "/" + kDiskTempFile, size, converter));
   return PublishDisk(dir, config_.rest_uid, config_.rest_gid, 0600);
 }
 
-absl::Status VolumeManager::Download(const DataVolume& dv, const std::string& part) {
+absl::Status VolumeManager::Download(const DataVolume& dv, const std::string& part,
+                                     int64_t claim_bytes) {
   const std::string& url = dv.spec().source().http().url();
-  int64_t total = ContentLength(url);
+  int64_t total = ContentLength(url, config_.importer);
+  // curl runs as the importer, never root: it writes this one file (made here for it) and
+  // nothing else of the node; HTTP(S) only, also after a redirect; no more than the claim
+  // holds (an upload's limit, VolumeUpload::UploadLimit).
+  {
+    int dir = open(part.substr(0, part.rfind('/')).c_str(),
+                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir < 0) return absl::ErrnoToStatus(errno, "open the claim's dir");
+    unlinkat(dir, kImportPart, 0);
+    absl::Status made =
+        CreateSparseFile(dir, kImportPart, 0, config_.importer.uid, config_.importer.gid, 0600);
+    close(dir);
+    RETURN_IF_ERROR(made);
+  }
   int out[2];
   if (pipe2(out, O_CLOEXEC) < 0) return absl::ErrnoToStatus(errno, "pipe");
-  SpawnOptions o;
-  o.argv = {kCurl, "-sS", "-f", "-L", "--max-time", "3600", "-o", part, url};
-  o.env = {"PATH=/usr/bin:/bin", "LC_ALL=C"};
+  SpawnOptions o = Curl(config_.importer,
+                        {"-f", "--max-filesize",
+                         std::to_string(VolumeUpload::UploadLimit(claim_bytes)), "--max-time",
+                         "3600", "-o", part, url});
   o.stdout_fd = out[1];
   o.pdeath_signal = SIGKILL;  // never outlives the handler's importer
   auto pid = Spawn(o);

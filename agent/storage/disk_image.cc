@@ -1,8 +1,11 @@
 #include "agent/storage/disk_image.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
@@ -34,6 +37,19 @@ SpawnOptions AsUser(const FsIdentity& user, std::vector<std::string> argv) {
   o.gid = static_cast<int>(user.gid);
   o.groups = user.groups;
   o.cwd = "/";
+  return o;
+}
+
+// qemu-img on an image from outside: CDI's limits (pkg/image/qemu.go: 1 GiB of address space,
+// 30 s of CPU for `info`).
+constexpr uint64_t kUntrustedAddressSpace = uint64_t{1} << 30;
+constexpr uint64_t kUntrustedInfoCpuSeconds = 30;
+
+SpawnOptions Untrusted(const FsIdentity& importer, std::vector<std::string> argv,
+                       uint64_t cpu_seconds) {
+  SpawnOptions o = AsUser(importer, std::move(argv));
+  o.limits.push_back({RLIMIT_AS, kUntrustedAddressSpace});
+  if (cpu_seconds > 0) o.limits.push_back({RLIMIT_CPU, cpu_seconds});
   return o;
 }
 
@@ -86,8 +102,10 @@ absl::Status CreateSparseFile(int dir_fd, const std::string& name, int64_t size,
   return s;
 }
 
-absl::StatusOr<ImageInfo> InspectImage(const std::string& path) {
-  auto r = RunCommand({kQemuImg, "info", "--output=json", path}, absl::Seconds(60));
+absl::StatusOr<ImageInfo> InspectImage(const std::string& path, const FsIdentity& importer) {
+  auto r = RunCommand(Untrusted(importer, {kQemuImg, "info", "--output=json", path},
+                                kUntrustedInfoCpuSeconds),
+                      absl::Seconds(60));
   if (!r.ok()) return r.status();
   if (!r->success()) {
     return absl::InvalidArgumentError(absl::StrCat("not a disk image qemu-img can read: ",
@@ -135,17 +153,23 @@ absl::Status CheckUploadedImage(const ImageInfo& info) {
   return absl::OkStatus();
 }
 
-absl::Status ConvertToRaw(const std::string& in, const std::string& format, const std::string& out,
-                          int64_t size_bytes) {
-  SpawnOptions o;
-  o.argv = {kQemuImg, "convert", "-f", format, "-O", "raw", "-S", "4k", in, out};
-  RETURN_IF_ERROR(RunQemuImg(std::move(o), "convert", absl::Minutes(30)));
-  struct stat st;
-  if (stat(out.c_str(), &st) < 0) return absl::ErrnoToStatus(errno, "stat " + out);
-  if (st.st_size < size_bytes && truncate(out.c_str(), size_bytes) < 0) {
-    return absl::ErrnoToStatus(errno, "extend " + out);
-  }
-  return absl::OkStatus();
+absl::Status ConvertToRaw(const std::string& in, const ImageInfo& info, const std::string& out,
+                          int64_t size_bytes, const FsIdentity& importer) {
+  // The target is made here, sparse and at its final size, for the importer to fill: qemu-img
+  // then writes into it (-n) and needs no right to create files in the claim's dir.
+  size_t slash = out.rfind('/');
+  int dir = open(out.substr(0, slash).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) return absl::ErrnoToStatus(errno, "open " + out.substr(0, slash));
+  absl::Status made = CreateSparseFile(dir, out.substr(slash + 1),
+                                       std::max(size_bytes, info.virtual_size), importer.uid,
+                                       importer.gid, 0600);
+  close(dir);
+  RETURN_IF_ERROR(made);
+  return RunQemuImg(Untrusted(importer,
+                              {kQemuImg, "convert", "-n", "-f", info.format, "-O", "raw", "-S",
+                               "4k", in, out},
+                              0),
+                    "convert", absl::Minutes(30));
 }
 
 absl::Status GrowRawFile(const std::string& path, int64_t size_bytes) {

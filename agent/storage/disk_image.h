@@ -37,16 +37,22 @@ struct ImageInfo {
   std::string backing_file;  // empty when none
   std::string data_file;     // qcow2 external data file, empty when none
 };
-absl::StatusOr<ImageInfo> InspectImage(const std::string& path);
+// `qemu-img info` on an image from outside, run as `importer` (never root) with 1 GiB of
+// address space and 30 s of CPU, the limits CDI's importer gives it: a crafted image can
+// neither read the node's files nor exhaust its memory or CPU. The image must be readable by
+// `importer`.
+absl::StatusOr<ImageInfo> InspectImage(const std::string& path, const FsIdentity& importer);
 
 // An uploaded image must be raw or qcow2 and self-contained: a backing file or an external data
 // file would make qemu-img (as root) read another file of the node into the volume.
 absl::Status CheckUploadedImage(const ImageInfo& info);
 
-// qemu-img convert to a raw file at `out` (sparse), then extended to `size_bytes` when that is
-// larger than the image. `out` must not exist.
-absl::Status ConvertToRaw(const std::string& in, const std::string& format,
-                          const std::string& out, int64_t size_bytes);
+// qemu-img convert to a raw file at `out` (sparse) of max(`size_bytes`, the image's virtual
+// size), run as `importer` with 1 GiB of address space. `out` must not exist; it is made here
+// (in a dir the importer cannot write) for the importer to fill, and the caller publishes it.
+// The input must be readable by `importer`.
+absl::Status ConvertToRaw(const std::string& in, const ImageInfo& info, const std::string& out,
+                          int64_t size_bytes, const FsIdentity& importer);
 
 // Grows the raw file at `path` (a link is not followed; it must be a regular file) to
 // `size_bytes`, sparse, and syncs it; a file already that large is left as it is.

@@ -54,7 +54,8 @@ int64_t QuantityBytes(const std::string& text) {
 }  // namespace
 
 absl::Status VolumeManager::PrepareClaim(const std::string& ns, const std::string& claim,
-                                         const FsIdentity& id, std::string* image_out) {
+                                         const FsIdentity& id, bool share_group,
+                                         std::string* image_out) {
   absl::MutexLock lock(&mu_);
   auto pvc = LoadPvcLocked(ns, claim);
   if (absl::IsNotFound(pvc.status())) pvc = AdoptLocked(ns, claim);
@@ -88,7 +89,8 @@ absl::Status VolumeManager::PrepareClaim(const std::string& ns, const std::strin
   }
   // The VMI's identity must be able to open it (and no other VMI's); never follow a link while
   // handing it over.
-  if (fchownat(AT_FDCWD, image.c_str(), id.uid, id.gid, AT_SYMLINK_NOFOLLOW) < 0) {
+  gid_t gid = share_group ? static_cast<gid_t>(-1) : id.gid;
+  if (fchownat(AT_FDCWD, image.c_str(), id.uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
     return absl::ErrnoToStatus(errno, "chown " + image);
   }
   if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) {
@@ -104,7 +106,8 @@ absl::Status VolumeManager::PrepareClaim(const std::string& ns, const std::strin
 // cannot steer the chown or the create outside the roots. A DiskOrCreate disk is made, and
 // the file is handed to the VMI's identity through its fd.
 absl::Status VolumeManager::PrepareHostDisk(const kvnode::v1::HostDisk& disk,
-                                            const std::string& volume, const FsIdentity& id) {
+                                            const std::string& volume, const FsIdentity& id,
+                                            bool share_group) {
   const std::string context = "volume " + volume + ": hostDisk";
   absl::StatusOr<BeneathRoot> found = FindHostPathRoot(disk.path(), config_.host_disk_roots);
   if (!found.ok()) return Annotate(found.status(), "volume " + volume);
@@ -129,7 +132,8 @@ absl::Status VolumeManager::PrepareHostDisk(const kvnode::v1::HostDisk& disk,
   if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
     s = absl::FailedPreconditionError(absl::StrCat(context, ".path ", disk.path(),
                                                    " is not a regular file"));
-  } else if (fchown(fd, id.uid, id.gid) < 0 || fchmod(fd, 0660) < 0) {
+  } else if (fchown(fd, id.uid, share_group ? static_cast<gid_t>(-1) : id.gid) < 0 ||
+             fchmod(fd, 0660) < 0) {
     s = absl::ErrnoToStatus(errno, "chown " + disk.path());
   }
   close(fd);
@@ -157,22 +161,22 @@ absl::Status VolumeManager::PrepareCloudInit(const kvnode::v1::VirtualMachineIns
 }
 
 absl::Status VolumeManager::PrepareVmi(const kvnode::v1::VirtualMachineInstance& vmi,
-                                       const FsIdentity& user) {
+                                       const FsIdentity& user, bool share_group) {
   const std::string& ns = vmi.metadata().namespace_();
   const VmiPaths vp = paths_.vmi(vmi.metadata().uid());
   for (const Volume& vol : vmi.spec().volumes()) {
     const std::string overlay = vp.disk_dir(vol.name()) + "/disk.qcow2";
     switch (vol.source_case()) {
       case Volume::kPersistentVolumeClaim:
-        RETURN_IF_ERROR(PrepareClaim(ns, vol.persistent_volume_claim().claim_name(), user));
+        RETURN_IF_ERROR(PrepareClaim(ns, vol.persistent_volume_claim().claim_name(), user, share_group));
         break;
       case Volume::kDataVolume:
-        RETURN_IF_ERROR(PrepareClaim(ns, vol.data_volume().name(), user));
+        RETURN_IF_ERROR(PrepareClaim(ns, vol.data_volume().name(), user, share_group));
         break;
       case Volume::kEphemeral: {
         const std::string& claim = vol.ephemeral().persistent_volume_claim().claim_name();
         std::string backing;
-        RETURN_IF_ERROR(PrepareClaim(ns, claim, user, &backing));
+        RETURN_IF_ERROR(PrepareClaim(ns, claim, user, share_group, &backing));
         RETURN_IF_ERROR(MakeDiskDir(user, vp, vol.name()));
         if (!ExistsAs(user, overlay)) {
           RETURN_IF_ERROR(CreateOverlayAs(user, overlay, backing, "raw"));
@@ -202,7 +206,7 @@ absl::Status VolumeManager::PrepareVmi(const kvnode::v1::VirtualMachineInstance&
         }
         break;
       case Volume::kHostDisk:
-        RETURN_IF_ERROR(PrepareHostDisk(vol.host_disk(), vol.name(), user));
+        RETURN_IF_ERROR(PrepareHostDisk(vol.host_disk(), vol.name(), user, share_group));
         break;
       case Volume::kCloudInitNoCloud:
         RETURN_IF_ERROR(PrepareCloudInit(vmi, vol, user));

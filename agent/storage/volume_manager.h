@@ -188,7 +188,11 @@ class VolumeManager : public VmVolumes {
   // as `id`, and hands its claims and hostDisks to `id` (the VMI's identity). An error carries
   // the condition reason (VolumeFailureReason): the VMI then waits in Pending and the handler
   // tries again.
-  absl::Status PrepareVmi(const kvnode::v1::VirtualMachineInstance& vmi, const FsIdentity& id);
+  // `share_group`: the claims and hostDisks keep their group (a migration target's QEMU opens
+  // them while the source's, whose group they have, may still reopen them: QEMU does when it
+  // hands its disks over at the end of a migration).
+  absl::Status PrepareVmi(const kvnode::v1::VirtualMachineInstance& vmi, const FsIdentity& id,
+                          bool share_group = false);
   // The claims and hostDisks `vmi` names (when known), and every claim of the node, that `uid`
   // (an identity being given back) still owns become root's again (0600). An error when one
   // could not be: the identity must then stay held.
@@ -248,7 +252,7 @@ class VolumeManager : public VmVolumes {
   // The bound claim of a VMI volume, its disk handed to the launcher's user; *image is set to
   // its disk.img.
   absl::Status PrepareClaim(const std::string& ns, const std::string& claim,
-                            const FsIdentity& id, std::string* image = nullptr);
+                            const FsIdentity& id, bool share_group, std::string* image = nullptr);
   absl::Status AdoptMigratingClaimLocked(const std::string& ns, const MigratingClaim& claim,
                                          const std::string& node)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -262,7 +266,7 @@ class VolumeManager : public VmVolumes {
   absl::Status PrepareCloudInit(const kvnode::v1::VirtualMachineInstance& vmi,
                                 const kvnode::v1::Volume& volume, const FsIdentity& id);
   absl::Status PrepareHostDisk(const kvnode::v1::HostDisk& disk, const std::string& volume,
-                               const FsIdentity& id);
+                               const FsIdentity& id, bool share_group);
   void CollectLoop();
   // A deleted owner (VirtualMachine or DataVolume): its claims and DataVolumes are deleted, or
   // orphaned when it went with propagation Orphan.
@@ -277,7 +281,10 @@ class VolumeManager : public VmVolumes {
   // Populates the claim of `dv`; the DataVolume's status follows.
   void Import(kvnode::v1::DataVolume dv);
   absl::Status Populate(const kvnode::v1::DataVolume& dv, const std::string& dir, int64_t size);
-  absl::Status Download(const kvnode::v1::DataVolume& dv, const std::string& part);
+  // curl, as the importer, fetches the http source into `part` (at most what a claim of
+  // `claim_bytes` takes).
+  absl::Status Download(const kvnode::v1::DataVolume& dv, const std::string& part,
+                        int64_t claim_bytes);
   // Stores a new status for the DataVolume of this UID if it still exists; false when gone.
   bool UpdateDv(const kvnode::v1::DataVolume& dv, const std::string& phase,
                 const std::string& progress, const std::string& message);
@@ -306,11 +313,17 @@ class VolumeManager : public VmVolumes {
 // One upload in progress: the client's bytes go to a temp file in the target's dir; Finish
 // checks and converts them and only then makes the claim Bound (or the image visible). An
 // upload destroyed before Finish succeeded leaves nothing: its temp files and the claim it
-// made are removed.
+// made are removed. An upload into a claim takes at most the claim's size (plus what a qcow2
+// image's metadata may add, UploadLimit): more fails at once, before any byte past the limit
+// is written.
 class VolumeUpload {
  public:
+  // The most bytes an upload into a claim of `claim_bytes` may send.
+  static int64_t UploadLimit(int64_t claim_bytes);
   ~VolumeUpload();
+  // OutOfRange, naming the limit, once more than limit() bytes would have been received.
   absl::Status Append(const std::string& data);
+  int64_t limit() const { return limit_; }
   absl::StatusOr<kvnode::v1::UploadResult> Finish();
 
  private:
@@ -327,6 +340,8 @@ class VolumeUpload {
   std::string dir_;                         // the claim's or image's dir
   int fd_ = -1;                             // the temp file being written
   int64_t received_ = 0;
+  int64_t limit_ = 0;                       // the most bytes it may receive
+  std::string what_;                        // "claim \"root\" of 10Gi", for errors
   bool done_ = false;
 };
 

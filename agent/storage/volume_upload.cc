@@ -24,13 +24,21 @@ namespace {
 using kvnode::v1::PersistentVolumeClaim;
 
 constexpr char kPartFile[] = "upload.part";
+// An image for the cache has no claim to fit: the largest disk kvnode accepts (admission's).
+constexpr int64_t kMaxImageBytes = int64_t{64} << 40;
 
-absl::StatusOr<int> CreatePart(const std::string& dir) {
+// The file the client's bytes go to: the handler writes it, the importer (qemu-img) reads it.
+absl::StatusOr<int> CreatePart(const std::string& dir, const FsIdentity& importer) {
   std::string part = dir + "/" + kPartFile;
   unlink(part.c_str());
   unlink((dir + "/" + kDiskTempFile).c_str());
   int fd = open(part.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return absl::ErrnoToStatus(errno, "create " + part);
+  if (fchown(fd, importer.uid, importer.gid) < 0) {
+    int e = errno;
+    close(fd);
+    return absl::ErrnoToStatus(e, "chown " + part);
+  }
   return fd;
 }
 
@@ -74,6 +82,14 @@ absl::StatusOr<std::unique_ptr<VolumeUpload>> VolumeManager::BeginUpload(
     ASSIGN_OR_RETURN(int dir, OpenDirChain(where.base, where.names, 0711, true));
     close(dir);
     upload->dir_ = where.path();
+    upload->limit_ = VolumeUpload::UploadLimit(RequestedBytes(pvc));
+    upload->what_ =
+        absl::StrCat("claim \"", meta.name(), "\" of ", RequestedBytes(pvc), " bytes");
+    if (target.total_bytes() > upload->limit_) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "upload: ", target.total_bytes(), " bytes do not fit ", upload->what_, " (at most ",
+          upload->limit_, "); nothing was made"));
+    }
     RETURN_IF_ERROR(store_->Put(kPvcKind, &pvc, "ADDED").status());
     upload->pvc_ = pvc;
   } else if (target.has_data_volume()) {
@@ -83,11 +99,13 @@ absl::StatusOr<std::unique_ptr<VolumeUpload>> VolumeManager::BeginUpload(
     ASSIGN_OR_RETURN(int dir, OpenDirChain(config_.state_dir, {"images", key}, 0755, true));
     close(dir);
     upload->dir_ = paths_.images_dir() + "/" + key;
+    upload->limit_ = kMaxImageBytes;
+    upload->what_ = "the image cache";
   } else {
     return absl::InvalidArgumentError(
         "upload: the first message must name a target (pvc, data_volume or image)");
   }
-  ASSIGN_OR_RETURN(upload->fd_, CreatePart(upload->dir_));
+  ASSIGN_OR_RETURN(upload->fd_, CreatePart(upload->dir_, config_.importer));
   return upload;
 }
 
@@ -115,6 +133,14 @@ absl::Status VolumeManager::BeginDataVolumeUpload(const kvnode::v1::ObjectRef& r
   if (!claim.ok()) return claim.status();
   upload->pvc_ = *claim;
   upload->dir_ = ClaimDir(*claim).path();
+  upload->limit_ = VolumeUpload::UploadLimit(RequestedBytes(*claim));
+  upload->what_ = absl::StrCat("DataVolume \"", ref.name(), "\"");
+  if (upload->target_.total_bytes() > upload->limit_) {
+    uploading_.erase(dv.metadata().uid());
+    return absl::OutOfRangeError(absl::StrCat("upload: ", upload->target_.total_bytes(),
+                                              " bytes do not fit ", upload->what_, " (at most ",
+                                              upload->limit_, ")"));
+  }
   return absl::OkStatus();
 }
 
@@ -123,7 +149,18 @@ VolumeUpload::~VolumeUpload() {
   if (fd_ >= 0) close(fd_);
 }
 
+int64_t VolumeUpload::UploadLimit(int64_t claim_bytes) {
+  // A raw image is the claim's size at most; a qcow2 one may add metadata (a cluster table, a
+  // refcount table): 1% and 16 MiB cover far more than qemu-img ever writes.
+  return claim_bytes + std::max<int64_t>(claim_bytes / 100, int64_t{16} << 20);
+}
+
 absl::Status VolumeUpload::Append(const std::string& data) {
+  if (received_ + static_cast<int64_t>(data.size()) > limit_) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "upload: more than ", limit_, " bytes sent into ", what_,
+        "; an upload may not be larger than its claim (nothing was kept)"));
+  }
   size_t off = 0;
   while (off < data.size()) {
     ssize_t n = write(fd_, data.data() + off, data.size() - off);
@@ -157,7 +194,7 @@ absl::StatusOr<kvnode::v1::UploadResult> VolumeUpload::Finish() {
   close(fd_);
   fd_ = -1;
   std::string part = dir_ + "/" + kPartFile;
-  ASSIGN_OR_RETURN(ImageInfo info, InspectImage(part));
+  ASSIGN_OR_RETURN(ImageInfo info, InspectImage(part, manager_->config_.importer));
   RETURN_IF_ERROR(CheckUploadedImage(info));
   kvnode::v1::UploadResult result;
   result.set_source_format(info.format);
@@ -170,13 +207,14 @@ absl::StatusOr<kvnode::v1::UploadResult> VolumeUpload::Finish() {
           "--size: the image's virtual size (", info.virtual_size, " bytes) is larger than the "
           "claim's size (", size, " bytes)"));
     }
-    RETURN_IF_ERROR(ConvertToRaw(part, info.format, dir_ + "/" + kDiskTempFile, size));
+    RETURN_IF_ERROR(
+        ConvertToRaw(part, info, dir_ + "/" + kDiskTempFile, size, m->config_.importer));
     RETURN_IF_ERROR(PublishDisk(dir_, m->config_.rest_uid, m->config_.rest_gid, 0600));
     RETURN_IF_ERROR(BindUploadedClaim(&result));
     spdlog::info("PersistentVolumeClaim {}/{}: upload of {} bytes ({}) converted and bound",
                  pvc_.metadata().namespace_(), pvc_.metadata().name(), received_, info.format);
   } else {
-    RETURN_IF_ERROR(ConvertToRaw(part, info.format, dir_ + "/" + kDiskTempFile, 0));
+    RETURN_IF_ERROR(ConvertToRaw(part, info, dir_ + "/" + kDiskTempFile, 0, m->config_.importer));
     RETURN_IF_ERROR(PublishDisk(dir_, 0, 0, 0644));
     kvnode::v1::CachedImage image;
     image.mutable_metadata()->set_name(ImageCacheKey(target_.image_ref()));

@@ -246,7 +246,14 @@ bool Store::WaitForVersionAbove(int64_t after, absl::Time deadline) {
   return true;
 }
 
-absl::Status Store::RecordEvent(const kvnode::v1::Event& e, absl::Time now) {
+absl::Status Store::RecordEvent(const kvnode::v1::Event& event, absl::Time now) {
+  kvnode::v1::Event e = event;
+  if (e.message().size() > kMaxEventMessage) {
+    std::string cut = e.message().substr(0, kMaxEventMessage - 3);
+    while (!cut.empty() && (static_cast<unsigned char>(cut.back()) & 0xC0) == 0x80) cut.pop_back();
+    if (!cut.empty() && (static_cast<unsigned char>(cut.back()) & 0x80)) cut.pop_back();
+    e.set_message(cut + "...");
+  }
   absl::MutexLock lock(&mu_);
   std::string ts = FormatTimestamp(now);
   const auto& o = e.involved_object();
@@ -263,7 +270,14 @@ absl::Status Store::RecordEvent(const kvnode::v1::Event& e, absl::Time now) {
   add.Bind(1, o.kind()).Bind(2, o.namespace_()).Bind(3, o.name()).Bind(4, o.uid());
   add.Bind(5, e.type()).Bind(6, e.reason()).Bind(7, e.message()).Bind(8, ts).Bind(9, ts);
   add.Bind(10, e.source());
-  return add.Run();
+  RETURN_IF_ERROR(add.Run());
+  // Every hundredth new row, the oldest beyond the limit go.
+  int64_t id = sqlite3_last_insert_rowid(db_);
+  if (id % 100 != 0) return absl::OkStatus();
+  Statement trim(db_, "DELETE FROM events WHERE id <= ? - ?");
+  RETURN_IF_ERROR(trim.ok());
+  trim.Bind(1, id).Bind(2, static_cast<int64_t>(max_events_));
+  return trim.Run();
 }
 
 absl::StatusOr<std::vector<kvnode::v1::Event>> Store::ListEvents(const std::string& kind,
@@ -294,14 +308,6 @@ absl::StatusOr<std::vector<kvnode::v1::Event>> Store::ListEvents(const std::stri
     out.push_back(std::move(e));
   }
   return out;
-}
-
-absl::Status Store::CompactEvents(int keep) {
-  absl::MutexLock lock(&mu_);
-  Statement q(db_, "DELETE FROM events WHERE id <= (SELECT MAX(id) FROM events) - ?");
-  RETURN_IF_ERROR(q.ok());
-  q.Bind(1, static_cast<int64_t>(keep));
-  return q.Run();
 }
 
 absl::Status Store::SetSetting(const std::string& key, const std::string& value) {

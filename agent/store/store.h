@@ -63,12 +63,19 @@ class Store {
   bool WaitForVersionAbove(int64_t after, absl::Time deadline);
 
   // Records an event; repeats of (object uid, type, reason, message) bump count and last time.
+  // Messages are cut at kMaxEventMessage bytes, and the table keeps the newest max_events()
+  // events (older ones are dropped as new ones come): a guest or a launcher that makes events
+  // without end cannot fill the disk that holds the state.
   absl::Status RecordEvent(const kvnode::v1::Event& event, absl::Time now);
+  static constexpr size_t kMaxEventMessage = 1024;
+  static constexpr int kDefaultMaxEvents = 10000;
+  void set_max_events(int n) {
+    absl::MutexLock lock(&mu_);
+    max_events_ = n;
+  }
   absl::StatusOr<std::vector<kvnode::v1::Event>> ListEvents(const std::string& kind,
                                                             const std::string& ns,
                                                             const std::string& name);
-  // Drops events of objects that no longer exist, keeping the newest `keep` overall.
-  absl::Status CompactEvents(int keep);
 
   // Small durable key/value settings (for example allocations).
   absl::Status SetSetting(const std::string& key, const std::string& value);
@@ -87,6 +94,7 @@ class Store {
   int64_t resource_version_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t oldest_change_ ABSL_GUARDED_BY(mu_) = 0;
   int writes_since_compaction_ ABSL_GUARDED_BY(mu_) = 0;
+  int max_events_ ABSL_GUARDED_BY(mu_) = kDefaultMaxEvents;
 };
 
 // The ObjectMeta of a top-level object (VirtualMachine, VirtualMachineInstance, ...), found by

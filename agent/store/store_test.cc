@@ -111,6 +111,35 @@ TEST_F(StoreTest, RepeatedEventsAreCountedNotDuplicated) {
   EXPECT_EQ((*events)[0].last_timestamp(), "1970-01-01T00:03:20Z");
 }
 
+// Events are bounded: the newest max_events() are kept (give or take the hundred between two
+// trims), and a message is cut at kMaxEventMessage bytes.
+TEST_F(StoreTest, EventsAreBoundedInNumberAndSize) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  (*store)->set_max_events(50);
+  kvnode::v1::Event e;
+  e.mutable_involved_object()->set_kind("VirtualMachineInstance");
+  e.mutable_involved_object()->set_namespace_("default");
+  e.mutable_involved_object()->set_name("noisy");
+  e.set_type("Warning");
+  e.set_reason("Chatter");
+  for (int i = 0; i < 420; ++i) {
+    e.set_message("event " + std::to_string(i));
+    ASSERT_TRUE((*store)->RecordEvent(e, absl::FromUnixSeconds(100 + i)).ok());
+  }
+  auto events = (*store)->ListEvents("VirtualMachineInstance", "default", "noisy");
+  ASSERT_TRUE(events.ok());
+  EXPECT_LE(events->size(), 150u);
+  EXPECT_GE(events->size(), 50u);
+  EXPECT_EQ(events->back().message(), "event 419") << "the newest event was dropped";
+  e.set_message(std::string(100000, 'x'));
+  ASSERT_TRUE((*store)->RecordEvent(e, absl::FromUnixSeconds(1000)).ok());
+  events = (*store)->ListEvents("VirtualMachineInstance", "default", "noisy");
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->back().message().size(), Store::kMaxEventMessage);
+  EXPECT_EQ(events->back().message().substr(Store::kMaxEventMessage - 3), "...");
+}
+
 TEST_F(StoreTest, RefusesASymlinkedDatabase) {
   std::string link = dir_ + "/link.db";
   ASSERT_EQ(symlink("/etc/passwd", link.c_str()), 0);

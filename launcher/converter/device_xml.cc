@@ -205,7 +205,9 @@ void AppendConsoleAndChannels(const ConvertContext& ctx, pugi::xml_node devices)
     pugi::xml_node serial = Attr(Child(devices, "serial"), "type", "unix");
     Attr(Attr(Child(serial, "source"), "mode", "bind"), "path", sockets + "/serial0");
     Attr(Child(serial, "target"), "port", "0");
-    Attr(Attr(Child(serial, "log"), "file", run + "/serial0.log"), "append", "on");
+    // QEMU logs into a FIFO the launcher drains into a capped, rotated serial0.log
+    // (launcher/server/console_log.h).
+    Attr(Attr(Child(serial, "log"), "file", run + "/serial0.pipe"), "append", "on");
     // libvirt makes a console whose target is serial 0 an alias of that serial device.
     pugi::xml_node console = Attr(Child(devices, "console"), "type", "pty");
     Attr(Attr(Child(console, "target"), "type", "serial"), "port", "0");

@@ -297,7 +297,7 @@ TEST(ConvertTest, SocketsLiveInTheSocketDirWhateverTheStateDirsLength) {
   auto doc = Convert(vmi, BuildDomainOptions(vmi, node, "kvm"));
   VmiPaths paths = node.vmi(vmi.metadata().uid());
   EXPECT_EQ(Xpath(doc, "//serial/source/@path"), paths.serial_socket());
-  EXPECT_EQ(Xpath(doc, "//serial/log/@file"), paths.serial_log());
+  EXPECT_EQ(Xpath(doc, "//serial/log/@file"), paths.serial_log_pipe());
   EXPECT_EQ(Xpath(doc, "//graphics/listen/@socket"), paths.vnc_socket());
   EXPECT_EQ(Xpath(doc, "//channel[target/@name='org.qemu.guest_agent.0']/source/@path"),
             paths.socket_dir() + "/guest-agent");

@@ -134,10 +134,14 @@ absl::StatusOr<std::vector<std::string>> UserRecordEnvironment(const std::string
     }
     absl::StrAppend(&groups, group_name, ":x:", supplementary[i], ":", name, "\n");
   }
+  // root too: the handler connects to this daemon as root (with the VMI's file rights only:
+  // a migration's tunnel), and libvirtd looks up every client's user.
+  absl::StrAppend(&groups, "root:x:0:\n");
   RETURN_IF_ERROR(MakeDirs(dir, 0700));
-  RETURN_IF_ERROR(WriteFile(dir + "/passwd", absl::StrCat(name, ":x:", uid, ":", gid,
-                                                          ":kvnode VMI identity:", dir,
-                                                          ":/usr/sbin/nologin\n")));
+  RETURN_IF_ERROR(WriteFile(dir + "/passwd",
+                            absl::StrCat(name, ":x:", uid, ":", gid, ":kvnode VMI identity:", dir,
+                                         ":/usr/sbin/nologin\nroot:x:0:0:root:/root:",
+                                         "/usr/sbin/nologin\n")));
   RETURN_IF_ERROR(WriteFile(dir + "/group", groups));
   return std::vector<std::string>{"LD_PRELOAD=" + wrapper, "NSS_WRAPPER_PASSWD=" + dir + "/passwd",
                                   "NSS_WRAPPER_GROUP=" + dir + "/group"};

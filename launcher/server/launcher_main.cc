@@ -26,6 +26,7 @@
 #include "launcher/converter/domain_xml.h"
 #include "launcher/libvirt/libvirt_hypervisor.h"
 #include "launcher/libvirt/session_daemon.h"
+#include "launcher/server/console_log.h"
 #include "launcher/server/domain_manager.h"
 #include "launcher/server/handler_notifier.h"
 #include "launcher/server/launcher_service.h"
@@ -167,6 +168,9 @@ int RunLauncher(const std::vector<std::string>& args) {
       return Fail(absl::ErrnoToStatus(errno, "mkdir " + dir));
     }
   }
+  // Before QEMU starts: it opens the console's log (this FIFO) when it makes the chardev.
+  auto console_log = ConsoleLog::Start(paths.serial_log_pipe(), paths.serial_log());
+  if (!console_log.ok()) return Fail(console_log.status());
   absl::Time started = absl::Now();
   SessionDaemonOptions daemon_options;
   daemon_options.base_dir = paths.libvirt_home();

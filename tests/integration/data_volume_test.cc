@@ -30,7 +30,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// Serves a directory on 127.0.0.1 (port printed first), 64 KiB every `delay` seconds.
+// Serves a directory on an address (port printed first), 64 KiB every `delay` seconds.
 constexpr char kSlowServer[] = R"(import http.server, os, sys, time
 delay = float(sys.argv[2])
 class H(http.server.SimpleHTTPRequestHandler):
@@ -44,7 +44,7 @@ class H(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
 os.chdir(sys.argv[1])
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+s = http.server.ThreadingHTTPServer((sys.argv[3], 0), H)
 print(s.server_address[1], flush=True)
 s.serve_forever()
 )";
@@ -125,42 +125,47 @@ class DataVolumeTest : public GuestTest {
     work_ = tmpl;
     srv_ = work_ + "/srv";
     ASSERT_EQ(mkdir(srv_.c_str(), 0755), 0);
-    HandlerProcess::Options options;
-    options.node_namespace = false;  // the handler reaches the test's server on 127.0.0.1
-    StartHandler(options);
+    // The servers run in the handler's node namespace: on the node bridge's address (where the
+    // importer may go) and on the node's loopback (where it may not).
+    StartHandler();
     if (IsSkipped() || HasFatalFailure()) return;
     auto conv = RunCommand({"/usr/bin/qemu-img", "convert", "-O", "qcow2", GuestImage(),
                             srv_ + "/guest.qcow2"});
     ASSERT_TRUE(conv.ok() && conv->success());
-    StartServer();
+    url_ = StartServer("10.244.0.1");
   }
   void TearDown() override {
-    if (server_pid_ > 0) {
-      kill(server_pid_, SIGKILL);
-      waitpid(server_pid_, nullptr, 0);
+    for (pid_t pid : server_pids_) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
     }
     GuestTest::TearDown();
     if (!work_.empty()) (void)RunCommand({"/bin/rm", "-rf", "--one-file-system", work_});
   }
 
-  void StartServer() {
+  // A server of srv_ on `address` in the handler's node namespace; its base URL ("" on error).
+  std::string StartServer(const std::string& address) {
     std::ofstream(work_ + "/server.py") << kSlowServer;
     int out[2];
-    ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+    if (pipe2(out, O_CLOEXEC) != 0) return "";
+    int netns = open(("/run/netns/" + handler_->node_netns()).c_str(), O_RDONLY | O_CLOEXEC);
     SpawnOptions o;
-    o.argv = {"/usr/bin/python3", work_ + "/server.py", srv_, "0.03"};  // ~8 s for the guest
+    o.argv = {"/usr/bin/python3", work_ + "/server.py", srv_, "0.03", address};  // ~8 s a guest
     o.env = {"PATH=/usr/bin:/bin"};
     o.stdout_fd = out[1];
     o.pdeath_signal = SIGKILL;
+    o.netns_fd = netns;
     auto pid = Spawn(o);
     close(out[1]);
-    ASSERT_TRUE(pid.ok()) << pid.status();
-    server_pid_ = *pid;
+    if (netns >= 0) close(netns);
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    if (!pid.ok()) return "";
+    server_pids_.push_back(*pid);
     char buf[16] = {};
     ssize_t n = read(out[0], buf, sizeof(buf) - 1);
     close(out[0]);
-    ASSERT_GT(n, 0);
-    url_ = absl::StrCat("http://127.0.0.1:", std::stoi(buf), "/");
+    EXPECT_GT(n, 0);
+    return n > 0 ? absl::StrCat("http://", address, ":", std::stoi(buf), "/") : "";
   }
 
   HandlerProcess::CommandOutput Kvctl(const std::vector<std::string>& args) {
@@ -185,7 +190,7 @@ class DataVolumeTest : public GuestTest {
   }
 
   std::string work_, srv_, url_;
-  pid_t server_pid_ = -1;
+  std::vector<pid_t> server_pids_;
 };
 
 TEST_F(DataVolumeTest, VmImportsItsDisksThenRunsAndDeletionTakesOnlyWhatItOwns) {
@@ -307,6 +312,45 @@ spec:
   }, absl::Seconds(20)));
   EXPECT_EQ(DvField("bvm-root", "phase"), "Succeeded");
   EXPECT_THAT(Kvctl({"get", "pvc"}).out, HasSubstr("bvm-root"));
+}
+
+// The importer reaches neither the node's loopback nor link-local metadata addresses, however
+// the URL names them (importer_egress.h): a server on the node's 127.0.0.1 that root's curl
+// would reach is refused to it, and the DataVolume fails saying so. It once imported from it.
+TEST_F(DataVolumeTest, ImportsReachNeitherTheNodesLoopbackNorLinkLocalAddresses) {
+  std::string loopback = StartServer("127.0.0.1");
+  ASSERT_FALSE(loopback.empty());
+  auto direct = handler_->InNode({"/usr/bin/curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                                  loopback + "guest.qcow2", "--max-time", "30"});
+  ASSERT_EQ(direct.out, "200") << "the loopback server does not answer root: " << direct.out;
+  auto dv = [&](const std::string& name, const std::string& url) {
+    return absl::StrCat(R"(apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: )", name, R"(
+spec:
+  source:
+    http:
+      url: )", url, R"(
+  storage:
+    resources:
+      requests:
+        storage: 256Mi
+)");
+  };
+  for (const auto& [name, url] :
+       {std::pair<std::string, std::string>{"loop", loopback + "guest.qcow2"},
+        {"meta", "http://169.254.169.254/latest/meta-data/"}}) {
+    ASSERT_EQ(Kvctl({"apply", "-f", Write(name + ".yaml", dv(name, url))}).exit_code, 0);
+    ASSERT_TRUE(Eventually([&] { return DvField(name, "phase") == "Failed"; }, absl::Seconds(60)))
+        << name << ": " << DvField(name, "phase");
+    std::string wide = Kvctl({"get", "dv", name, "-o", "wide"}).out;
+    EXPECT_THAT(wide, HasSubstr("Failed")) << wide;
+    EXPECT_THAT(wide, HasSubstr("connect")) << wide;
+    EXPECT_THAT(wide, Not(HasSubstr("Succeeded")));
+  }
+  struct stat st;
+  EXPECT_NE(stat((handler_->state_dir() + "/volumes/default/loop/disk.img").c_str(), &st), 0);
 }
 
 TEST_F(DataVolumeTest, UploadDataVolumeWaitsForImageUploadThenTheVmRuns) {

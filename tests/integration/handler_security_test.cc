@@ -264,8 +264,8 @@ TEST_F(HandlerSecurityTest, AForgedDomainEventForAnotherVmiChangesNothing) {
   ASSERT_EQ(uid.size(), 4u);
   std::string bin = handler_->state_dir() + "/bin";
   mkdir(bin.c_str(), 0755);
-  ASSERT_TRUE(RunCommand({"/usr/bin/install", "-m", "0755", BinaryDir() + "/kvnode-test-notify",
-                          bin + "/kvnode-test-notify"})->success());
+  ASSERT_TRUE(RunCommand({"/usr/bin/install", "-m", "0755", BinaryDir() + "/kvnode-test-client",
+                          bin + "/kvnode-test-client"})->success());
   auto forge = [&](const std::string& about) {
     int procs = open((handler_->cgroup_root() + "/" + a.metadata().uid() + "/cgroup.procs").c_str(),
                      O_WRONLY | O_CLOEXEC);
@@ -273,7 +273,7 @@ TEST_F(HandlerSecurityTest, AForgedDomainEventForAnotherVmiChangesNothing) {
     char tmpl[] = "/tmp/kvit-forge-XXXXXX";
     int out = mkstemp(tmpl);
     SpawnOptions o;
-    o.argv = {bin + "/kvnode-test-notify", "--socket",
+    o.argv = {bin + "/kvnode-test-client", "notify", "--socket",
               handler_->run_dir() + "/notify.sock", "--vmi-uid", about};
     o.env = {"PATH=/usr/bin:/bin", "LC_ALL=C"};
     o.uid = static_cast<int>(uid[0]);
@@ -500,6 +500,44 @@ TEST_F(HandlerSecurityTest, AFifoInPlaceOfAFileTheHandlerReadsStallsNothing) {
   EXPECT_THAT(handler_->Log(), HasSubstr("final-status.json is not a regular file"));
   Delete("fifo", 0);
   ExpectNoProcessesLeft(uid);
+}
+
+// A guest that prints to its serial console without pause (a print loop, or a guest doing it on
+// purpose) once grew serial0.log without limit on the disk that holds the node's state. The
+// launcher caps it at 1 MiB and keeps the 1 MiB before in serial0.log.1.
+TEST_F(HandlerSecurityTest, AGuestPrintingWithoutPauseDoesNotGrowItsConsoleLogBeyondTheCap) {
+  StartHandler();
+  if (HasFatalFailure() || IsSkipped()) return;
+  VirtualMachineInstance vmi = StartGuest("flood", "flood", 30, [](VirtualMachineInstance* v) {
+    v->mutable_spec()->mutable_domain()->mutable_devices()->clear_autoattach_pod_interface();
+  });
+  ASSERT_FALSE(HasFailure());
+  const std::string log = handler_->VmiDir(vmi.metadata().uid()) + "/run/serial0.log";
+  const off_t cap = 1 << 20;
+  auto size = [](const std::string& path) -> off_t {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+  };
+  ASSERT_TRUE(Eventually([&] { return size(log + ".1") >= 0; }, absl::Seconds(180)))
+      << "no rotation after 3 minutes of flooding; serial0.log has " << size(log) << " bytes";
+  // Newest line number in what is kept.
+  auto newest = [&]() {
+    std::string text = ReadFile(log);
+    size_t at = text.rfind("KVNODE-GUEST-FLOOD n=");
+    return at == std::string::npos ? -1L : std::atol(text.c_str() + at + 21);
+  };
+  long first = newest();
+  off_t biggest = 0;
+  for (int i = 0; i < 40; ++i) {
+    biggest = std::max({biggest, size(log), size(log + ".1")});
+    absl::SleepFor(absl::Milliseconds(250));
+  }
+  EXPECT_LE(biggest, cap) << "a console log file grew past 1 MiB";
+  EXPECT_EQ(size(log + ".1"), cap);
+  EXPECT_GT(newest(), first) << "the log stopped following the guest";
+  EXPECT_FALSE(std::ifstream(log + ".2").good()) << "more than one rotated file is kept";
+  Delete("flood", 0);
+  ExpectNoProcessesLeft(vmi.metadata().uid());
 }
 
 TEST_F(HandlerSecurityTest, MetricsPassPromtoolAndCountThePhasesAndLogsAreJson) {

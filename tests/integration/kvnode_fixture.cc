@@ -274,6 +274,12 @@ void HandlerProcess::Teardown() {
     (void)RunCommand({"/usr/sbin/ip", "netns", "del", ns});
   }
   if (!node_netns_.empty()) (void)RunCommand({"/usr/sbin/ip", "netns", "del", node_netns_});
+  // A handler in the test's own namespace fenced its importer there (importer_egress.h).
+  if (node_netns_.empty() && !id_range_.empty()) {
+    int first = std::stoi(id_range_.substr(0, id_range_.find(':')));
+    (void)RunCommand({"/usr/sbin/nft", "delete", "table", "inet",
+                      absl::StrCat("kvnode_importer_", first + 1)});
+  }
   (void)RunCommand({"/bin/rm", "-rf", "--one-file-system", state_dir_});
   if (state_dir_mounted_) {
     (void)RunCommand({"/bin/umount", "--lazy", state_dir_});
@@ -389,7 +395,8 @@ std::string HandlerProcess::SocketDir(const std::string& uid) const {
 }
 
 std::string HandlerProcess::SerialLog(const std::string& uid) const {
-  return ReadFile(VmiDir(uid) + "/run/serial0.log");
+  // The launcher rotates the console log at its cap: the rotated part first.
+  return ReadFile(VmiDir(uid) + "/run/serial0.log.1") + ReadFile(VmiDir(uid) + "/run/serial0.log");
 }
 
 kvnode::v1::VirtualMachineInstance GuestVmi(const std::string& name, const std::string& claim,

@@ -8,8 +8,10 @@
 // copied by block migration. Both nodes' default storage class is shared (TwoNodes). After
 // every failure the guest still runs on A (its counter goes on, same boot) and nothing of it is
 // left on B.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -23,7 +25,9 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/subprocess.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "tests/integration/guest_test.h"
+#include "tests/integration/pki.h"
 #include "tests/integration/two_nodes.h"
 #include "tests/integration/vm_test_util.h"
 
@@ -32,6 +36,7 @@ namespace {
 
 using kvnode::v1::VirtualMachineInstance;
 using kvnode::v1::VirtualMachineInstanceMigration;
+using ::testing::HasSubstr;
 
 constexpr char kName[] = "mover";
 constexpr uint64_t kSlowMiB = 1;  // MiB/s: slow enough to act on a migration in progress
@@ -422,6 +427,76 @@ TEST_F(MigrationTest, GuestMovesToNodeBWithoutRestartAndFailuresLeaveItOnA) {
 // A VM's VMI migrates with its VM (the VM controller is node-local): afterwards node B has
 // the VM (same UID) running the same guest, and node A has neither the VM nor a new VMI of
 // it (its controller never starts the VM again there).
+// Any certificate of the nodes' CA (an API client's too) could once call PrepareTarget, and a
+// target started what it was sent without its own admission: a hostDisk outside every root was
+// chowned by root. Now only a configured peer is served, and what it sends is admitted by the
+// target's own rules.
+TEST_F(MigrationTest, OnlyPeersMayCallTheMigrationServiceAndWhatTheySendIsAdmittedHere) {
+  Pki pki(nodes_->pki_dir());
+  ASSERT_TRUE(pki.Leaf("api-client", "ca", false).ok());
+  // A root-only file outside B's host-disk roots, and a request naming it as a hostDisk.
+  char tmpl[] = "/tmp/kvit-victim-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string victim = std::string(tmpl) + "/secret.img";
+  std::ofstream(victim) << "ROOT-ONLY-CONTENT\n";
+  ASSERT_EQ(chmod(victim.c_str(), 0600), 0);
+  kvnode::v1::PrepareTargetRequest req;
+  VirtualMachineInstance vmi = GuestVmi("stranger", "stranger-disk");
+  vmi.mutable_metadata()->set_namespace_("default");
+  vmi.mutable_metadata()->set_uid("5e1f0000-0000-4000-8000-00000000beef");
+  auto* vol = vmi.mutable_spec()->add_volumes();
+  vol->set_name("host");
+  vol->mutable_host_disk()->set_path(victim);
+  vol->mutable_host_disk()->set_type("Disk");
+  auto* disk = vmi.mutable_spec()->mutable_domain()->mutable_devices()->add_disks();
+  disk->set_name("host");
+  disk->mutable_disk()->set_bus("virtio");
+  vmi.mutable_status()->mutable_migration_state()->set_source_node(nodes_->name_a());
+  *req.mutable_vmi() = vmi;
+  req.set_migration_uid("5e1f0000-0000-4000-8000-00000000cafe");
+  req.set_source_node(nodes_->name_a());
+  std::string request = std::string(tmpl) + "/request.json";
+  std::string json;
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(req, &json).ok());
+  std::ofstream(request) << json;
+  // The call, made from A's node (where the link to B is).
+  auto call = [&](const std::string& who) {
+    int netns = open(("/run/netns/" + a()->node_netns()).c_str(), O_RDONLY | O_CLOEXEC);
+    char out_tmpl[] = "/tmp/kvit-call-XXXXXX";
+    int out = mkstemp(out_tmpl);
+    SpawnOptions o;
+    o.argv = {BinaryDir() + "/kvnode-test-client", "prepare-target", "--address",
+              TwoNodes::AddressOfB(), "--cert", pki.Path(who + ".crt"), "--key",
+              pki.Path(who + ".key"), "--ca", pki.Path("ca.crt"), "--request", request};
+    o.env = {"PATH=/usr/bin:/bin"};
+    o.netns_fd = netns;
+    o.stdout_fd = out;
+    auto pid = Spawn(o);
+    close(out);
+    if (netns >= 0) close(netns);
+    int status = -1;
+    if (pid.ok()) waitpid(*pid, &status, 0);
+    std::string text = ReadFile(out_tmpl);
+    unlink(out_tmpl);
+    return HandlerProcess::CommandOutput{WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
+  };
+  auto stranger = call("api-client");
+  EXPECT_EQ(stranger.exit_code, 1) << stranger.out;
+  EXPECT_THAT(stranger.out, HasSubstr("PermissionDenied"));
+  EXPECT_THAT(stranger.out, HasSubstr("is not that of a configured --peer"));
+  auto peer = call("a");
+  EXPECT_EQ(peer.exit_code, 1) << peer.out;
+  EXPECT_THAT(peer.out, HasSubstr("spec.volumes[1].hostDisk.path"));
+  EXPECT_THAT(peer.out, HasSubstr("is not under a host disk root"));
+  struct stat st;
+  ASSERT_EQ(stat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u) << "the file outside every root changed owner";
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(ReadFile(victim), "ROOT-ONLY-CONTENT\n");
+  EXPECT_THAT(b()->Log(), HasSubstr("refused PrepareTarget"));
+  (void)RunCommand({"/bin/rm", "-rf", tmpl});
+}
+
 TEST_F(MigrationTest, VirtualMachineMovesWithItsVmiAndIsNotStartedAgainOnA) {
   ASSERT_TRUE(a()->PrepareDisk("default", "roamer-disk").ok());
   VmApi on_a(a()), on_b(b());

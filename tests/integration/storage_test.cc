@@ -254,6 +254,15 @@ TEST_F(StorageTest, RefusesEscapesSymlinksAndUnsafeImages) {
   EXPECT_THAT(up.out, HasSubstr("the image has a backing file"));
   EXPECT_EQ(Kvctl({"get", "pvc", "evil"}).exit_code, 1);
 
+  // An upload larger than its claim is refused at once, and leaves no claim and no file.
+  std::string big = work_ + "/big.raw";
+  ASSERT_TRUE(RunCommand({"/usr/bin/truncate", "-s", "64M", big})->success());
+  auto too_big = Kvctl({"image-upload", "pvc", "small", "--image-path", big, "--size", "1Mi"});
+  EXPECT_EQ(too_big.exit_code, 1) << too_big.out;
+  EXPECT_THAT(too_big.out, HasSubstr("do not fit claim \"small\""));
+  EXPECT_EQ(Kvctl({"get", "pvc", "small"}).exit_code, 1);
+  EXPECT_NE(stat((handler_->state_dir() + "/volumes/default/small/upload.part").c_str(), &st), 0);
+
   // Reclaim policies: a Retain claim's disk stays on the node after its deletion.
   std::string keep = kDataPvc;
   keep.replace(keep.find("name: data"), 10, "name: kept");

@@ -27,6 +27,8 @@ absl::Status Ip(const std::vector<std::string>& args) {
 
 }  // namespace
 
+std::string TwoNodes::AddressOfB() { return absl::StrCat(kIpB, ":", kPort); }
+
 std::unique_ptr<kvnode::v1::NodeMigration::Stub> MigrationStub(const HandlerProcess& h) {
   return kvnode::v1::NodeMigration::NewStub(
       grpc::CreateChannel("unix:" + h.socket(), grpc::InsecureChannelCredentials()));

@@ -36,6 +36,10 @@ class TwoNodes {
   const std::string& name_a() const { return name_a_; }
   const std::string& name_b() const { return name_b_; }
   const std::string& shared_dir() const { return shared_dir_; }
+  // The test CA (ca.crt, ca.key) and the nodes' certificates (a.crt, a.key, b.crt, b.key).
+  const std::string& pki_dir() const { return pki_dir_; }
+  // B's Migration service, as A reaches it ("10.250.0.2:7443", from A's node namespace).
+  static std::string AddressOfB();
 
   // Takes the link between the nodes down (a cut tunnel) and up again.
   absl::Status SetLink(bool up);
