@@ -38,8 +38,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The unprivileged identity launchers, libvirtd and QEMU run as, and the operators' group that
-# may use the handler's API socket (no launcher, libvirtd or QEMU ever holds it).
+# The operators' group that may use the handler's API socket (no launcher, libvirtd or QEMU ever
+# holds it: each VMI runs under an id of its own from --launcher-id-range). The user kvnode is
+# only the benchmarks' floors' (plain libvirtd and QEMU run as an unprivileged user).
 getent group kvm >/dev/null || groupadd --system kvm
 getent group kvnode >/dev/null || groupadd --system kvnode
 getent group kvnode-admin >/dev/null || groupadd --system kvnode-admin

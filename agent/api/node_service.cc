@@ -134,7 +134,7 @@ grpc::Status NodeService::Console(
                         "VMI " + first.ref().name() + " is not running (phase " +
                             vmi->status().phase() + ")");
   }
-  // The socket is in the VMI's dir, which its launcher's user controls: connect with that
+  // The socket is in the VMI's dir, which its identity controls: connect with that
   // user's rights, so a planted symlink can reach nothing the user could not (user_fs.h).
   auto id = vmis_->FsIdentityOf(first.ref());
   if (!id.ok()) return ToGrpcStatus(id.status());

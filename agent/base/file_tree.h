@@ -1,5 +1,5 @@
 // Removing directory trees the handler made inside dirs an unprivileged user can write to (a
-// VMI's state dir belongs to the launcher's user). Nothing here follows a symlink: a link
+// VMI's state dir belongs to the VMI's identity). Nothing here follows a symlink: a link
 // planted in the tree is removed, never what it points at.
 //
 // Thread-safe (no state).

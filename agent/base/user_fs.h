@@ -1,6 +1,6 @@
 // Filesystem access with the rights of an unprivileged user, for paths that user controls.
 //
-// A VMI's state dir belongs to the launcher's user, and whoever holds that user (a guest that
+// A VMI's state dir belongs to the VMI's identity, and whoever holds it (a guest that
 // escaped into QEMU) can put a symlink anywhere in it. The handler runs as root, so a root
 // open() or connect() of such a path could be steered at any file or socket on the node —
 // KubeVirt's CVE history is this bug class. These functions do the open or connect on a

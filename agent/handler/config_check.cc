@@ -105,7 +105,7 @@ void CheckTools(const HandlerOptions& o, std::vector<ConfigFinding>* out) {
   } else if ((st.st_mode & 0666) != 0666) {
     out->push_back({true, "/dev/net/tun",
                     absl::StrFormat("mode %04o; the handler will set 0666 (udev's default) so "
-                                    "the launcher user can attach to its tap",
+                                    "the VMI identities can attach to its tap",
                                     st.st_mode & 07777)});
   } else {
     out->push_back({true, "/dev/net/tun", "usable"});

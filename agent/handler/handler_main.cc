@@ -152,7 +152,7 @@ absl::Status StartPodNetwork(Handler* h) {
   ASSIGN_OR_RETURN(h->pod_network, MasqueradePodNetwork::CreateLinux(net, h->store.get()));
   RETURN_IF_ERROR(Annotate(h->pod_network->InitNode(), "node bridge " + net.bridge));
   ASSIGN_OR_RETURN(bool changed, EnsureTunDeviceUsable());
-  if (changed) spdlog::warn("/dev/net/tun was not usable by the launcher user; set it to 0666");
+  if (changed) spdlog::warn("/dev/net/tun was not usable by the VMI identities; set it to 0666");
   h->options.config.pod_network = h->pod_network.get();
   spdlog::info("pod network: bridge {}, pod CIDR {}{}{}, MTU {}", net.bridge, net.pod_cidr,
                net.pod_cidr_v6.empty() ? "" : " and ", net.pod_cidr_v6, net.mtu);

@@ -552,7 +552,7 @@ absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> VmiController::Launc
     if (it == by_uid_.end()) return absl::NotFoundError("no VMI with uid " + uid);
     if (it->second->stub != nullptr) return it->second->stub;
   }
-  // The socket lives in a dir the launcher's user controls: connect with that user's rights,
+  // The socket lives in a dir the VMI's identity controls: connect with that identity's rights,
   // never root's (user_fs.h), and give gRPC the connected socket.
   const std::string path = paths_.vmi(uid).launcher_socket();
   ASSIGN_OR_RETURN(FsIdentity id, FsIdentityOfUid(uid));

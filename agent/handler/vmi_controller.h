@@ -372,7 +372,7 @@ class VmiController {
   // The converter's options for `vmi`, with its namespace's Block claims as block devices.
   kvnode::v1::DomainOptions DomainOptionsFor(const kvnode::v1::VirtualMachineInstance& vmi);
 
-  // A stub on a connection to the launcher of `uid`, made with the launcher user's rights (its
+  // A stub on a connection to the launcher of `uid`, made with the VMI identity's rights (its
   // socket lives in a dir that user controls). The record's connection is reused while it is
   // healthy; otherwise this connects again, retrying until `wait` has passed (a launcher that
   // is still starting). Call without mu_.

@@ -181,7 +181,7 @@ absl::StatusOr<std::unique_ptr<TunnelListener>> TunnelListener::Start(
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return absl::ErrnoToStatus(errno, "socket");
   t->listening_.push_back({fd, kvnode::v1::TUNNEL_LIBVIRT});
-  // The socket file is made by, and only usable for, the launcher's user.
+  // The socket file is made by, and only usable for, the VMI's identity.
   absl::Status bound = RunWithFsIdentity(owner, [&]() -> absl::Status {
     unlink(path.c_str());
     if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) < 0) {

@@ -41,7 +41,7 @@ struct TunnelCount {
 // Source side. Thread-safe; Stop (or the destructor) ends every connection.
 class TunnelListener {
  public:
-  // Binds `path` with `owner`'s rights (the launcher user's; the socket lives in its dir);
+  // Binds `path` with `owner`'s rights (the VMI identity's; the socket lives in its dir);
   // with `pod_netns_fd` (>= 0, not kept) also the block migration ports on that namespace's
   // loopback.
   static absl::StatusOr<std::unique_ptr<TunnelListener>> Start(

@@ -50,7 +50,7 @@ absl::Status CommandError(const std::string& what, const std::vector<std::string
                           const CommandResult& result);
 
 // Makes the tun device (`path`, /dev/net/tun) usable by unprivileged users, as udev's default
-// rule does (mode 0666): libvirt, running as the launcher's user, opens it to attach QEMU to the
+// rule does (mode 0666): libvirt, running as the VMI's identity, opens it to attach QEMU to the
 // tap the handler made for that user; the kernel lets only the tap's owner attach to it, so
 // opening the device grants nothing else. Minimal container images leave it 0600. Returns
 // whether the mode was changed.

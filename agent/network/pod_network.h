@@ -55,7 +55,7 @@ struct PodNetworkAttachment {
   // network (the pod then has eth0 and its IP, nothing more).
   std::string interface_name;  // spec.domain.devices.interfaces[].name, e.g. "default"
   std::string mac;             // the guest's MAC
-  std::string tap;             // "tap0", owned by the launcher's user
+  std::string tap;             // "tap0", owned by the VMI's identity
   uint32_t mtu = 0;
   pid_t dhcp_pid = 0;          // dnsmasq, in its own session
   uint64_t dhcp_start_time = 0;
@@ -69,7 +69,7 @@ struct PodNetworkAttachment {
 struct PodSetupOptions {
   int launcher_uid = -1;  // owner of the tap device
   int launcher_gid = -1;
-  // dnsmasq's pid, lease and log files. Must not be writable by the launcher's user (dnsmasq
+  // dnsmasq's pid, lease and log files. Must not be writable by the VMI's identity (dnsmasq
   // opens them as root); created when missing.
   std::string run_dir;
   // An open cgroup.procs that dnsmasq joins (the VMI's cgroup), or -1. Not closed.

@@ -2,7 +2,7 @@
 // the launcher, and wiping a device's header when its claim is deleted.
 //
 // A claim bound to a device gets its own device node, <claim dir>/disk.img, made with mknod
-// (same major:minor) and owned by the launcher's user (0660). The launcher opens that node, so
+// (same major:minor) and owned by the VMI's identity (0660). The launcher opens that node, so
 // the device under /dev keeps its owner and mode (root's) and nothing has to be restored when
 // the claim goes: removing the claim's dir takes the launcher's access with it. KubeVirt does
 // the same through the pod: the device appears as /dev/<volume> inside the launcher pod only.

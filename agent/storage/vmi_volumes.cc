@@ -27,7 +27,7 @@ absl::Status WithReason(absl::Status status, const char* reason) {
   return status;
 }
 
-// mkdir <vmi>/disks/<volume> as the launcher's user (the VMI dir is that user's).
+// mkdir <vmi>/disks/<volume> as the VMI's identity (the VMI dir is that user's).
 absl::Status MakeDiskDir(const FsIdentity& user, const VmiPaths& vmi, const std::string& volume) {
   return RunWithFsIdentity(user, [&]() -> absl::Status {
     for (const std::string& dir : {vmi.disks_dir(), vmi.disk_dir(volume)}) {

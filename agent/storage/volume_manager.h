@@ -249,7 +249,7 @@ class VolumeManager : public VmVolumes {
   absl::StatusOr<kvnode::v1::PersistentVolumeClaim> AdoptLocked(const std::string& ns,
                                                                 const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The bound claim of a VMI volume, its disk handed to the launcher's user; *image is set to
+  // The bound claim of a VMI volume, its disk handed to the VMI's identity; *image is set to
   // its disk.img.
   absl::Status PrepareClaim(const std::string& ns, const std::string& claim,
                             const FsIdentity& id, bool share_group, std::string* image = nullptr);

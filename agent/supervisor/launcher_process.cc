@@ -38,7 +38,7 @@ absl::StatusOr<LauncherHandle> StartLauncher(const LauncherSpec& spec,
                                              const LauncherIdentity& identity,
                                              const CgroupTree& cgroups) {
   const VmiPaths paths(spec.vmi_dir, spec.socket_dir);
-  // The VMI dir is the launcher user's: never follow a link there, and never block on a FIFO
+  // The VMI dir is the VMI identity's: never follow a link there, and never block on a FIFO
   // planted in place of the log.
   int log_fd = open(paths.log_file().c_str(),
                     O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);

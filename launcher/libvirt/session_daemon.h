@@ -4,7 +4,8 @@
 // launcher by accident.
 //
 // The QEMU capabilities probe makes a cold libvirtd take seconds to answer; the handler primes
-// one capabilities cache, and Start() hard-links it into this daemon's cache so every daemon
+// one capabilities cache (the primer identity's, readable by all), and Start() copies it into
+// this daemon's cache (a hard link where the files are its own) so every daemon
 // starts warm (about 0.1 s). The daemon loads only libvirt's QEMU driver (QemuDriverOnly):
 // kvnode's domains need no other (their NICs are unmanaged taps, their disks plain files and
 // block devices, no libvirt secrets), and the node-device, storage, network, secret, interface

@@ -21,7 +21,7 @@ int RunLauncher(const std::vector<std::string>& args);
 
 // `kvnode-launcher prime-capabilities --dir DIR`: starts a session libvirtd under DIR, makes it
 // probe QEMU's capabilities (the slow part of a cold start), and stops it. The handler runs
-// this once as the launcher user; launchers then link DIR's cache and start warm.
+// this as the capabilities primer's identity; launchers then copy DIR's cache and start warm.
 int RunPrimeCapabilities(const std::vector<std::string>& args);
 
 }  // namespace kvnode

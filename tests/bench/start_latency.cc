@@ -164,6 +164,10 @@ spec:
     return 1;
   }
   (void)RunCommand({"/bin/mkdir", "-p", base});
+  // The domain's sockets go under the handler's runtime dir, as kvnode's do.
+  const std::string sockets = paths.vmi(floor_uid).socket_dir();
+  (void)RunCommand({"/bin/mkdir", "-p", sockets});
+  (void)Chown(sockets, *id);
   std::string xml_path = base + "/domain.xml";
   std::ofstream(xml_path) << xml->output;
   std::string caps = "/var/tmp/kvnode-test-capabilities/k/libvirt/qemu/cache/capabilities";
