@@ -119,6 +119,9 @@ void DeclareHandlerMetrics(MetricsRegistry* registry) {
   registry->DeclareCounter(kLauncherExits,
                            "Launchers that ended, by whether their domain had ended first "
                            "(reason=domain_ended) or not (reason=launcher_died).");
+  registry->DeclareCounter(kHelperRestarts,
+                           "Helpers of a VMI (helper=libvirtd) that exited and were started again "
+                           "by its launcher, the guest running on.");
   registry->DeclareCounter(kNotificationsRefused,
                            "Notifications refused on the launcher notify socket because their "
                            "sender is not a process of the VMI they are about.");

@@ -19,6 +19,8 @@ inline constexpr char kVmiStartSeconds[] = "kvnode_vmi_start_seconds";
 inline constexpr char kLauncherStarts[] = "kvnode_launcher_starts_total";
 inline constexpr char kLauncherExits[] = "kvnode_launcher_exits_total";
 inline constexpr char kLaunchersReadopted[] = "kvnode_launchers_readopted_total";
+// Helpers of a VMI (libvirtd) its launcher started again after they exited, by helper.
+inline constexpr char kHelperRestarts[] = "kvnode_vmi_helper_restarts_total";
 // Launcher notifications refused because their sender is not of the VMI they name.
 inline constexpr char kNotificationsRefused[] = "kvnode_launcher_notifications_refused_total";
 

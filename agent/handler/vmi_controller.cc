@@ -522,6 +522,7 @@ void VmiController::OnLauncherEvent(const kvnode::v1::LauncherEvent& event) {
   r->Seen(clock_->Now());
   EventLocked(r->vmi, event.type().empty() ? "Normal" : event.type(), event.reason(),
               event.message());
+  if (event.reason() == "LibvirtdRestarted") Count(kHelperRestarts, {{"helper", "libvirtd"}});
   if (event.reason() == "LauncherReady" && !r->launcher_ready) {
     r->launcher_ready = true;
     if (SetPhase(r->vmi.mutable_status(), phase::kScheduled, clock_->Now())) {

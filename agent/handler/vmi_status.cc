@@ -69,7 +69,10 @@ DomainOutcome OutcomeForDomain(const DomainStatus& d) {
     }
     return {};  // Crashed (pvpanic) and the like: the final Stopped event decides.
   }
-  // The domain is gone; the reason is libvirt's Stopped detail.
+  // The domain is gone. kvnode ended it for a reason of its own (a helper's crash loop): say
+  // that, never QemuFailed, since QEMU itself did not fail.
+  if (!d.failure_reason().empty()) return {phase::kFailed, d.failure_reason(), d.failure_message()};
+  // Otherwise the reason is libvirt's Stopped detail.
   const std::string& r = d.reason();
   if (d.guest_panicked()) return {phase::kFailed, "GuestPanicked", "The guest kernel panicked."};
   if (r == "Shutdown") {

@@ -66,6 +66,12 @@ TEST(VmiStatusTest, DomainOutcomesFollowKubeVirt) {
   no_acpi.set_acpi_enabled(false);
   EXPECT_EQ(OutcomeForDomain(no_acpi).phase, phase::kSucceeded);
   EXPECT_EQ(OutcomeForDomain(Final("Failed")).reason, "QemuFailed");
+  // kvnode ended a healthy QEMU because a helper kept dying: the reason names the helper.
+  DomainStatus helper = Final("Failed");
+  helper.set_failure_reason("LibvirtdCrashLoop");
+  helper.set_failure_message("libvirtd exited 5 times within a minute");
+  EXPECT_EQ(OutcomeForDomain(helper).reason, "LibvirtdCrashLoop");
+  EXPECT_EQ(OutcomeForDomain(helper).message, "libvirtd exited 5 times within a minute");
   DomainStatus panicked = Final("Destroyed");
   panicked.set_guest_panicked(true);
   EXPECT_EQ(OutcomeForDomain(panicked).reason, "GuestPanicked");

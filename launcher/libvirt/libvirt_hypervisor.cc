@@ -80,28 +80,62 @@ absl::StatusOr<std::unique_ptr<LibvirtHypervisor>> LibvirtHypervisor::Connect(
   auto h = std::unique_ptr<LibvirtHypervisor>(new LibvirtHypervisor(conn, domain_name));
   // Keepalive: a hung daemon shows up as a closed connection instead of a hang.
   virConnectSetKeepAlive(conn, 5, 3);
-  RETURN_IF_ERROR(h->RegisterCallbacks());
+  ASSIGN_OR_RETURN(std::vector<int> ids, h->RegisterCallbacks(conn));
+  absl::MutexLock lock(&h->conn_mu_);
+  h->callback_ids_ = std::move(ids);
   return h;
 }
 
-absl::Status LibvirtHypervisor::RegisterCallbacks() {
-  int id = virConnectDomainEventRegisterAny(conn_, nullptr, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+absl::StatusOr<std::vector<int>> LibvirtHypervisor::RegisterCallbacks(virConnectPtr conn) {
+  std::vector<int> ids;
+  int id = virConnectDomainEventRegisterAny(conn, nullptr, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
                                             VIR_DOMAIN_EVENT_CALLBACK(OnLifecycle), this, nullptr);
   if (id < 0) return LibvirtError("register lifecycle events");
-  callback_ids_.push_back(id);
-  id = virConnectDomainEventRegisterAny(conn_, nullptr, VIR_DOMAIN_EVENT_ID_REBOOT,
+  ids.push_back(id);
+  id = virConnectDomainEventRegisterAny(conn, nullptr, VIR_DOMAIN_EVENT_ID_REBOOT,
                                         VIR_DOMAIN_EVENT_CALLBACK(OnReboot), this, nullptr);
   if (id < 0) return LibvirtError("register reboot events");
-  callback_ids_.push_back(id);
-  id = virConnectDomainEventRegisterAny(conn_, nullptr, VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE,
+  ids.push_back(id);
+  id = virConnectDomainEventRegisterAny(conn, nullptr, VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE,
                                         VIR_DOMAIN_EVENT_CALLBACK(OnAgentLifecycle), this,
                                         nullptr);
   if (id < 0) return LibvirtError("register agent lifecycle events");
-  callback_ids_.push_back(id);
+  ids.push_back(id);
+  return ids;
+}
+
+absl::Status LibvirtHypervisor::Reconnect(const std::string& uri) {
+  virConnectPtr conn = virConnectOpen(uri.c_str());
+  if (conn == nullptr) return LibvirtError("connect " + uri);
+  virConnectSetKeepAlive(conn, 5, 3);
+  absl::StatusOr<std::vector<int>> ids = RegisterCallbacks(conn);
+  if (!ids.ok()) {
+    virConnectClose(conn);
+    return ids.status();
+  }
+  virConnectPtr old;
+  std::vector<int> old_ids;
+  {
+    absl::MutexLock lock(&conn_mu_);
+    old = conn_;
+    old_ids = std::move(callback_ids_);
+    conn_ = conn;
+    callback_ids_ = std::move(*ids);
+  }
+  for (int id : old_ids) virConnectDomainEventDeregisterAny(old, id);  // fails: it is gone
+  virResetLastError();
+  virConnectClose(old);
   return absl::OkStatus();
 }
 
+virConnectPtr LibvirtHypervisor::Conn() {
+  absl::MutexLock lock(&conn_mu_);
+  virConnectRef(conn_);
+  return conn_;
+}
+
 LibvirtHypervisor::~LibvirtHypervisor() {
+  absl::MutexLock lock(&conn_mu_);
   for (int id : callback_ids_) virConnectDomainEventDeregisterAny(conn_, id);
   virConnectClose(conn_);
 }
@@ -121,8 +155,12 @@ void LibvirtHypervisor::Deliver(const DomainLifecycleEvent& event) {
 }
 
 absl::StatusOr<virDomainPtr> LibvirtHypervisor::Lookup() {
-  virDomainPtr dom = virDomainLookupByName(conn_, domain_name_.c_str());
-  if (dom == nullptr) return LibvirtError("look up domain " + domain_name_);
+  virConnectPtr conn = Conn();
+  virDomainPtr dom = virDomainLookupByName(conn, domain_name_.c_str());
+  absl::Status error = dom == nullptr ? LibvirtError("look up domain " + domain_name_)
+                                      : absl::OkStatus();
+  virConnectClose(conn);  // the domain keeps its own reference
+  if (!error.ok()) return error;
   return dom;
 }
 
@@ -134,8 +172,12 @@ absl::Status LibvirtHypervisor::WithDomain(const char* what, int (*op)(virDomain
 }
 
 absl::Status LibvirtHypervisor::DefineAndStart(const std::string& domain_xml, bool paused) {
-  virDomainPtr dom = virDomainDefineXML(conn_, domain_xml.c_str());
-  if (dom == nullptr) return LibvirtError("define domain " + domain_name_);
+  virConnectPtr conn = Conn();
+  virDomainPtr dom = virDomainDefineXML(conn, domain_xml.c_str());
+  absl::Status error =
+      dom == nullptr ? LibvirtError("define domain " + domain_name_) : absl::OkStatus();
+  virConnectClose(conn);
+  if (!error.ok()) return error;
   DomainHandle handle{dom};
   if (virDomainCreateWithFlags(dom, paused ? VIR_DOMAIN_START_PAUSED : 0) < 0) {
     absl::Status status = LibvirtError("start domain " + domain_name_);

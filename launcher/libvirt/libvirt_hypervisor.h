@@ -54,20 +54,26 @@ class LibvirtHypervisor : public Hypervisor, public DomainMigrator {
   // Where libvirt writes this domain's QEMU pid ("" if unknown).
   void set_pid_file(std::string path) { pid_file_ = std::move(path); }
 
-  virConnectPtr connection() const { return conn_; }
+  // Connects again (to a libvirtd that was restarted), registers the event callbacks on the new
+  // connection, and drops the old one. Calls in flight on the old connection fail.
+  absl::Status Reconnect(const std::string& uri);
 
  private:
   LibvirtHypervisor(virConnectPtr conn, std::string domain_name)
       : conn_(conn), domain_name_(std::move(domain_name)) {}
-  absl::Status RegisterCallbacks();
+  // The connection, with a reference the caller drops (virConnectClose).
+  virConnectPtr Conn();
+  // Registers the lifecycle, reboot and agent callbacks on `conn`; their ids.
+  absl::StatusOr<std::vector<int>> RegisterCallbacks(virConnectPtr conn);
   // Looks the domain up; NotFound when it is not defined.
   absl::StatusOr<virDomainPtr> Lookup();
   absl::Status WithDomain(const char* what, int (*op)(virDomainPtr));
 
-  virConnectPtr conn_;  // constant after construction
+  absl::Mutex conn_mu_;
+  virConnectPtr conn_ ABSL_GUARDED_BY(conn_mu_);
+  std::vector<int> callback_ids_ ABSL_GUARDED_BY(conn_mu_);  // on conn_
   const std::string domain_name_;
   std::string pid_file_;
-  std::vector<int> callback_ids_;
   absl::Mutex mu_;
   EventCallback callback_ ABSL_GUARDED_BY(mu_);
 };

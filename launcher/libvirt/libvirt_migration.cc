@@ -140,7 +140,12 @@ absl::Status LibvirtHypervisor::StartPostCopy() {
 
 absl::StatusOr<uint64_t> LibvirtHypervisor::HypervisorVersion() {
   unsigned long version = 0;  // NOLINT(runtime/int): libvirt's type
-  if (virConnectGetVersion(conn_, &version) < 0) return LibvirtError("hypervisor version");
+  virConnectPtr conn = Conn();
+  absl::Status error = virConnectGetVersion(conn, &version) < 0
+                           ? LibvirtError("hypervisor version")
+                           : absl::OkStatus();
+  virConnectClose(conn);
+  if (!error.ok()) return error;
   return static_cast<uint64_t>(version);
 }
 

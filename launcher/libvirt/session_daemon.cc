@@ -175,8 +175,21 @@ absl::Status LinkCapabilitiesFiles(const std::string& from, const std::string& t
 
 absl::StatusOr<std::unique_ptr<SessionDaemon>> SessionDaemon::Start(
     const SessionDaemonOptions& options) {
+  auto daemon = std::unique_ptr<SessionDaemon>(new SessionDaemon(options));
+  RETURN_IF_ERROR(daemon->Launch());
+  return daemon;
+}
+
+absl::Status SessionDaemon::Restart() {
+  if (pid_ > 0) Stop();
+  return Launch();
+}
+
+absl::Status SessionDaemon::Launch() {
+  const SessionDaemonOptions& options = options_;
   const std::string& base = options.base_dir;
   const std::string& sockets = options.socket_dir.empty() ? base : options.socket_dir;
+  socket_dir_ = sockets;
   for (const std::string& dir : {base + "/h", base + "/k", sockets + "/r", sockets + "/c/libvirt"}) {
     RETURN_IF_ERROR(MakeDirs(dir, 0700));
   }
@@ -187,8 +200,8 @@ absl::StatusOr<std::unique_ptr<SessionDaemon>> SessionDaemon::Start(
   RETURN_IF_ERROR(WriteFile(sockets + "/c/libvirt/libvirtd.conf", conf));
   RETURN_IF_ERROR(LinkCapabilitiesCache(options.capabilities_cache, base + "/k"));
 
-  std::string socket_path = sockets + "/r/libvirt/libvirt-sock";
-  unlink(socket_path.c_str());
+  socket_path_ = sockets + "/r/libvirt/libvirt-sock";
+  unlink(socket_path_.c_str());
   SpawnOptions spawn;
   spawn.argv = {options.libvirtd_path, "--timeout", "0"};
   spawn.env = Environment(base, sockets);
@@ -199,27 +212,27 @@ absl::StatusOr<std::unique_ptr<SessionDaemon>> SessionDaemon::Start(
   spawn.cwd = base + "/h";
   spawn.stdout_fd = options.log_fd;
   spawn.pdeath_signal = SIGTERM;
-  ASSIGN_OR_RETURN(pid_t pid, Spawn(spawn));
-  auto daemon = std::unique_ptr<SessionDaemon>(new SessionDaemon(sockets, socket_path, pid));
+  ASSIGN_OR_RETURN(pid_, Spawn(spawn));
 
   // Ready when the socket accepts: libvirtd binds it only after its drivers initialised, and
   // listens a moment later.
   absl::Time deadline = absl::Now() + options.ready_timeout;
   while (true) {
     struct stat st;
-    if (stat(socket_path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && Accepts(socket_path)) break;
+    if (stat(socket_path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && Accepts(socket_path_)) {
+      return absl::OkStatus();
+    }
     int status;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      daemon->MarkExited();
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      MarkExited();
       return absl::InternalError("libvirtd " + DescribeWaitStatus(status) + " before it was ready");
     }
     if (absl::Now() > deadline) {
-      daemon->Stop(absl::ZeroDuration());
-      return absl::DeadlineExceededError("libvirtd did not create " + socket_path);
+      Stop(absl::ZeroDuration());
+      return absl::DeadlineExceededError("libvirtd did not create " + socket_path_);
     }
     usleep(2000);
   }
-  return daemon;
 }
 
 std::string SessionDaemon::uri() const {

@@ -60,6 +60,10 @@ class SessionDaemon {
   // SIGTERM, then SIGKILL after `grace`; reaps the daemon. Idempotent.
   void Stop(absl::Duration grace = absl::Seconds(5));
 
+  // Starts the daemon again, as Start did, after it exited (MarkExited): libvirt re-attaches to
+  // the QEMU it ran from the status it keeps in XDG_RUNTIME_DIR, so the guest goes on.
+  absl::Status Restart();
+
   // Called by the launcher's child reaper when it reaped `pid`.
   void MarkExited() { pid_ = -1; }
 
@@ -69,12 +73,14 @@ class SessionDaemon {
                                               const std::string& socket_dir = "");
 
  private:
-  SessionDaemon(std::string socket_dir, std::string socket_path, pid_t pid)
-      : socket_dir_(std::move(socket_dir)), socket_path_(std::move(socket_path)), pid_(pid) {}
+  explicit SessionDaemon(SessionDaemonOptions options) : options_(std::move(options)) {}
+  // Writes the configuration, spawns libvirtd and waits until its socket accepts.
+  absl::Status Launch();
 
+  const SessionDaemonOptions options_;
   std::string socket_dir_;
   std::string socket_path_;
-  pid_t pid_;
+  pid_t pid_ = -1;
 };
 
 // Prepares `dir` to hold only libvirt's QEMU connection driver (a symlink to the installed

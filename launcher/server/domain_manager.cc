@@ -151,14 +151,35 @@ int64_t DomainManager::vmi_grace_period_seconds() {
   return vmi_grace_;
 }
 
-void DomainManager::Abort(const std::string& reason) {
+void DomainManager::Abort(const std::string& reason, const std::string& message) {
   absl::MutexLock lock(&mu_);
   if (done_) return;
-  LauncherEventLocked("Warning", "LauncherFailed", reason);
+  LauncherEventLocked("Warning", reason, message);
   DomainStatus s;
   s.set_state("Shutoff");
   s.set_reason("Failed");
+  s.set_failure_reason(reason);
+  s.set_failure_message(message);
   FinishLocked(s);
+}
+
+void DomainManager::Refresh() {
+  absl::StatusOr<DomainStatus> now = hypervisor_->GetStatus(false);
+  absl::MutexLock lock(&mu_);
+  if (done_ || stopped_) return;
+  if (!now.ok()) {
+    LauncherEventLocked("Warning", "RefreshFailed", std::string(now.status().message()));
+    return;
+  }
+  if (!now->exists() || now->state() == "Shutoff" || now->state() == "Crashed") {
+    if (!synced_ && !now->exists()) return;  // nothing was started yet
+    // The domain ended while libvirtd was down (its QEMU gone: libvirt found no monitor).
+    stopped_ = true;
+    stop_detail_ = now->reason().empty() ? "Failed" : now->reason();
+    cv_.SignalAll();
+    return;
+  }
+  PublishLocked("MODIFIED", StatusLocked(*now), "Refreshed");
 }
 
 DomainStatus DomainManager::StatusLocked(const DomainStatus& base) {

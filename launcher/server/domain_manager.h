@@ -80,8 +80,13 @@ class DomainManager {
   // The grace period the VMI asked for (terminationGracePeriodSeconds), for SIGTERM.
   int64_t vmi_grace_period_seconds();
 
-  // Ends the VMI without a domain (e.g. libvirtd died): final status Failed with `reason`.
-  void Abort(const std::string& reason);
+  // Ends the VMI (its domain is to be gone; the launcher ends what is left): final status Failed
+  // with the VMI reason `reason` (a Warning event of that reason says `message`).
+  void Abort(const std::string& reason, const std::string& message);
+  // libvirtd was restarted and the hypervisor reconnected: reads the domain again and reports
+  // what happened while libvirtd was down (a pause, a shutdown, QEMU gone), as if the events
+  // had come.
+  void Refresh();
 
  private:
   void OnEvent(const DomainLifecycleEvent& event);

@@ -87,6 +87,15 @@ class FakeHypervisor : public Hypervisor {
     }
     Emit("Stopped", detail);
   }
+  // What happens while libvirtd is down: no event is delivered.
+  void SilentlyPause() {
+    absl::MutexLock lock(&mu_);
+    paused_ = true;
+  }
+  void SilentlyVanish() {
+    absl::MutexLock lock(&mu_);
+    running_ = false;
+  }
   int acpi_presses() {
     absl::MutexLock lock(&mu_);
     return acpi_presses_;
@@ -277,12 +286,54 @@ TEST(DomainManagerOnDoneTest, FiresOnceAfterTheFinalEvent) {
   EXPECT_EQ(calls.load(), 0);
   hv.Stop("Destroyed");
   ASSERT_TRUE(manager.WaitDone(absl::Seconds(5)));
-  manager.Abort("libvirtd exited");
+  manager.Abort("LibvirtdCrashLoop", "libvirtd exited");
   EXPECT_EQ(calls.load(), 1);
   auto events = sink.domain_events();
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events_at_first_call, events.size());  // the DELETED event was already out
   EXPECT_EQ(events.back().type(), "DELETED");
+}
+
+// libvirtd restarted: what happened while it was down is reported, once the manager reads the
+// domain again.
+TEST(DomainManagerRefreshTest, APauseWhileLibvirtdWasDownIsReported) {
+  FakeHypervisor hv;
+  RecordingSink sink;
+  FakeClock clock(absl::FromUnixSeconds(1000000));
+  DomainManagerOptions o;
+  o.vmi_uid = "uid-4";
+  DomainManager manager(o, &hv, FakeConvert, &sink, &clock);
+  kvnode::v1::VirtualMachineInstance vmi;
+  vmi.mutable_metadata()->set_name("vmi4");
+  ASSERT_TRUE(manager.Sync(vmi, {}).ok());
+  hv.Emit("Started", "Booted");
+  hv.SilentlyPause();
+  manager.Refresh();
+  auto events = sink.domain_events();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().status().state(), "Paused");
+  EXPECT_EQ(events.back().libvirt_event(), "Refreshed");
+  EXPECT_FALSE(manager.Done());
+}
+
+TEST(DomainManagerRefreshTest, AQemuGoneWhileLibvirtdWasDownEndsTheVmi) {
+  FakeHypervisor hv;
+  RecordingSink sink;
+  FakeClock clock(absl::FromUnixSeconds(1000000));
+  DomainManagerOptions o;
+  o.vmi_uid = "uid-5";
+  DomainManager manager(o, &hv, FakeConvert, &sink, &clock);
+  kvnode::v1::VirtualMachineInstance vmi;
+  vmi.mutable_metadata()->set_name("vmi5");
+  ASSERT_TRUE(manager.Sync(vmi, {}).ok());
+  hv.Emit("Started", "Booted");
+  hv.SilentlyVanish();
+  manager.Refresh();
+  ASSERT_TRUE(manager.WaitDone(absl::Seconds(5)));
+  auto events = sink.domain_events();
+  EXPECT_EQ(events.back().type(), "DELETED");
+  EXPECT_TRUE(events.back().status().final());
+  EXPECT_EQ(events.back().status().failure_reason(), "");
 }
 
 TEST(DomainManagerOnDoneTest, AbortWithoutADomainFiresIt) {
@@ -294,9 +345,14 @@ TEST(DomainManagerOnDoneTest, AbortWithoutADomainFiresIt) {
   o.vmi_uid = "uid-3";
   o.on_done = [&] { ++calls; };
   DomainManager manager(o, &hv, FakeConvert, &sink, &clock);
-  manager.Abort("libvirtd exited");
+  manager.Abort("LibvirtdCrashLoop", "libvirtd exited");
   EXPECT_TRUE(manager.Done());
   EXPECT_EQ(calls, 1);
+  // The reason the VMI gets names what failed (not QEMU).
+  auto events = sink.domain_events();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().status().failure_reason(), "LibvirtdCrashLoop");
+  EXPECT_EQ(events.back().status().failure_message(), "libvirtd exited");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <dirent.h>
@@ -29,6 +30,7 @@
 #include "launcher/server/console_log.h"
 #include "launcher/server/domain_manager.h"
 #include "launcher/server/handler_notifier.h"
+#include "launcher/server/helper_restarts.h"
 #include "launcher/server/launcher_service.h"
 
 namespace kvnode {
@@ -240,10 +242,57 @@ int RunLauncher(const std::vector<std::string>& args) {
   // needs the manager runs on a thread of its own, joined below.
   pid_t libvirtd_pid = (*daemon)->pid();
   std::vector<std::thread> requests;
+  // libvirtd is supervised (helper_restarts.h): when it exits, it is started again after a
+  // delay (this timer), re-attaches to the running QEMU, and the hypervisor reconnects; a
+  // crash loop ends the VMI with a reason naming libvirtd.
+  HelperRestarts libvirtd_restarts;
+  int restart_timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  if (restart_timer < 0) return Fail(absl::ErrnoToStatus(errno, "timerfd"));
+  std::string libvirtd_exit;  // how it ended last, for the event
+  auto on_libvirtd_exit = [&](const std::string& how) {
+    libvirtd_exit = how;
+    HelperRestarts::Decision d = libvirtd_restarts.OnExit(absl::Now());
+    if (d.give_up) {
+      std::string message = absl::StrCat("libvirtd exited ", d.exits_in_window,
+                                         " times within a minute (last: ", how,
+                                         "); the guest was stopped");
+      requests.emplace_back([&manager, message] { manager.Abort("LibvirtdCrashLoop", message); });
+      return;
+    }
+    spdlog::warn("{}; starting it again in {}", how, absl::FormatDuration(d.delay));
+    struct itimerspec when = {};
+    when.it_value = absl::ToTimespec(d.delay);
+    timerfd_settime(restart_timer, 0, &when, nullptr);
+  };
   while (true) {
-    struct pollfd p[2] = {{sigfd, POLLIN, 0}, {done_fd, POLLIN, 0}};
-    if (poll(p, 2, -1) <= 0) continue;
+    struct pollfd p[3] = {{sigfd, POLLIN, 0}, {done_fd, POLLIN, 0}, {restart_timer, POLLIN, 0}};
+    if (poll(p, 3, -1) <= 0) continue;
     if (p[1].revents & POLLIN) break;  // the domain ended (on_done)
+    if (p[2].revents & POLLIN) {
+      uint64_t expirations;
+      (void)!read(restart_timer, &expirations, sizeof(expirations));
+      // On this thread: its readiness wait reaps the new daemon if it dies at once.
+      absl::Status restarted = (*daemon)->Restart();
+      if (!restarted.ok()) {
+        on_libvirtd_exit("libvirtd did not come back: " + std::string(restarted.message()));
+        continue;
+      }
+      libvirtd_pid = (*daemon)->pid();
+      requests.emplace_back([&manager, &notifier, h = hypervisor->get(), uri = (*daemon)->uri(),
+                             how = libvirtd_exit, uid = config.uid] {
+        absl::Status s = h->Reconnect(uri);
+        kvnode::v1::LauncherEvent e;
+        e.set_vmi_uid(uid);
+        e.set_type("Warning");
+        e.set_reason("LibvirtdRestarted");
+        e.set_message(s.ok() ? how + "; started again, and it re-attached to the running guest"
+                             : how + "; started again, but the launcher cannot reconnect: " +
+                                   std::string(s.message()));
+        notifier->PublishLauncherEvent(e);
+        if (s.ok()) manager.Refresh();
+      });
+      continue;
+    }
     if ((p[0].revents & POLLIN) == 0) continue;
     struct signalfd_siginfo info;
     if (read(sigfd, &info, sizeof(info)) != sizeof(info)) continue;
@@ -251,8 +300,7 @@ int RunLauncher(const std::vector<std::string>& args) {
       int status = 0;
       if (ReapChildren(libvirtd_pid, &status)) {
         (*daemon)->MarkExited();
-        std::string reason = "libvirtd " + DescribeWaitStatus(status);
-        requests.emplace_back([&manager, reason] { manager.Abort(reason); });
+        on_libvirtd_exit("libvirtd " + DescribeWaitStatus(status));
       }
       continue;
     }
@@ -263,6 +311,7 @@ int RunLauncher(const std::vector<std::string>& args) {
       (void)manager.Shutdown(grace);
     });
   }
+  close(restart_timer);
   for (std::thread& t : requests) t.join();
   spdlog::info("domain ended; delivering the final event");
   if (!notifier->Flush(absl::Seconds(15))) {

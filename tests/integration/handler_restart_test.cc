@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <map>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -21,7 +22,111 @@ class HandlerRestartTest : public GuestTest {
  protected:
   HandlerRestartTest() { start_in_setup_ = false; }
   VirtualMachineInstance Start(const std::string& name) { return StartGuest(name); }
+  // The VMI's libvirtd, 0 when it has none now.
+  pid_t Libvirtd(const std::string& uid) {
+    for (pid_t p : handler_->VmiProcesses(uid)) {
+      if (ProcessName(p) == "libvirtd") return p;
+    }
+    return 0;
+  }
+  std::string Events(const std::string& name) {
+    return handler_->Kvctl({"events", "vmi", name}).out;
+  }
 };
+
+// A guest dies only when its QEMU dies or someone stops it: kill -9 of its libvirtd once
+// destroyed a healthy guest (Failed, QemuFailed). The launcher starts libvirtd again, which
+// re-attaches to the running QEMU: the same QEMU runs on, the guest does not boot again, the
+// VMI stays Running and can be paused, unpaused and shut down gracefully.
+TEST_F(HandlerRestartTest, KillingTheVmisLibvirtdKeepsTheGuestRunning) {
+  StartHandler();
+  if (HasFatalFailure() || IsSkipped()) return;
+  VirtualMachineInstance vmi = Start("keeper");
+  ASSERT_FALSE(HasFailure());
+  const std::string uid = vmi.metadata().uid();
+  ASSERT_TRUE(Eventually([&] { return !BootIds(uid).empty(); }, absl::Seconds(180)));
+  const std::vector<std::string> boots = BootIds(uid);
+  const std::vector<pid_t> qemu = handler_->QemuProcesses(uid);
+  ASSERT_EQ(qemu.size(), 1u);
+  pid_t libvirtd = Libvirtd(uid);
+  ASSERT_GT(libvirtd, 0);
+  ASSERT_EQ(kill(libvirtd, SIGKILL), 0);
+  pid_t again = 0;
+  ASSERT_TRUE(Eventually([&] {
+    again = Libvirtd(uid);
+    return again > 0 && again != libvirtd;
+  }, absl::Seconds(30))) << "no new libvirtd\n" << handler_->DiagnosticLogs();
+  ASSERT_TRUE(Eventually([&] { return absl::StrContains(Events("keeper"), "LibvirtdRestarted"); },
+                         absl::Seconds(30)))
+      << Events("keeper");
+  EXPECT_THAT(Events("keeper"), ::testing::HasSubstr("killed by signal 9"));
+  EXPECT_THAT(Events("keeper"), ::testing::HasSubstr("re-attached to the running guest"));
+  auto now = WaitForVmi(handler_->stub(), "default", "keeper",
+                        [](const VirtualMachineInstance&) { return true; }, absl::Seconds(5));
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->status().phase(), "Running") << now->status().reason();
+  EXPECT_EQ(handler_->QemuProcesses(uid), qemu) << "not the same QEMU";
+  EXPECT_EQ(kill(qemu[0], 0), 0);
+  // The guest goes on where it was: no new boot, and its console still ticks.
+  size_t before = handler_->SerialLog(uid).size();
+  EXPECT_TRUE(Eventually([&] { return handler_->SerialLog(uid).size() > before; },
+                         absl::Seconds(20)));
+  EXPECT_EQ(BootIds(uid), boots) << "the guest booted again";
+  // Through the new libvirtd: pause, unpause, and a graceful shutdown.
+  ASSERT_EQ(handler_->Kvctl({"pause", "vmi", "keeper"}).exit_code, 0);
+  auto paused = WaitForVmi(handler_->stub(), "default", "keeper",
+                           [](const VirtualMachineInstance& v) {
+                             const auto* c = Condition(v, "Paused");
+                             return c != nullptr && c->status() == "True";
+                           },
+                           absl::Seconds(20));
+  ASSERT_TRUE(paused.ok()) << paused.status();
+  ASSERT_EQ(handler_->Kvctl({"unpause", "vmi", "keeper"}).exit_code, 0);
+  auto unpaused = WaitForVmi(handler_->stub(), "default", "keeper",
+                             [](const VirtualMachineInstance& v) {
+                               return Condition(v, "Paused") == nullptr;
+                             },
+                             absl::Seconds(20));
+  ASSERT_TRUE(unpaused.ok()) << unpaused.status();
+  std::thread deleter([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    Delete("keeper", 60);
+  });
+  VirtualMachineInstance final_vmi = FinalFromWatch("keeper", absl::Seconds(90));
+  deleter.join();
+  EXPECT_EQ(final_vmi.status().phase(), "Succeeded") << final_vmi.status().reason();
+  ExpectNoProcessesLeft(uid);
+}
+
+// A libvirtd that keeps dying (five times within a minute) ends the VMI with a reason that names
+// it, and nothing of the VMI is left.
+TEST_F(HandlerRestartTest, ALibvirtdInACrashLoopFailsTheVmiSayingSo) {
+  StartHandler();
+  if (HasFatalFailure() || IsSkipped()) return;
+  VirtualMachineInstance vmi = Start("looper");
+  ASSERT_FALSE(HasFailure());
+  const std::string uid = vmi.metadata().uid();
+  pid_t last = 0;
+  for (int i = 0; i < 5; ++i) {
+    pid_t current = 0;
+    ASSERT_TRUE(Eventually([&] {
+      current = Libvirtd(uid);
+      return current > 0 && current != last;
+    }, absl::Seconds(30))) << "kill " << i << ": no libvirtd\n" << handler_->DiagnosticLogs();
+    ASSERT_EQ(kill(current, SIGKILL), 0);
+    last = current;
+  }
+  auto failed = WaitForVmi(handler_->stub(), "default", "looper",
+                           [](const VirtualMachineInstance& v) {
+                             return v.status().phase() == "Failed";
+                           },
+                           absl::Seconds(60));
+  ASSERT_TRUE(failed.ok()) << failed.status() << "\n" << handler_->DiagnosticLogs();
+  EXPECT_EQ(failed->status().reason(), "LibvirtdCrashLoop");
+  EXPECT_THAT(Condition(*failed, "Ready")->message(),
+              ::testing::HasSubstr("libvirtd exited 5 times within a minute"));
+  ExpectNoProcessesLeft(uid);
+}
 
 TEST_F(HandlerRestartTest, TenKillsOfTheHandlerNeverTouchFiveRunningGuests) {
   StartHandler();
