@@ -742,6 +742,9 @@ void VmiController::StartLauncher(const std::string& uid) {
                            launch->attachment ? " with pod IP " + launch->attachment->pod_ipv4
                                               : std::string()));
   WatchLauncher(uid, launch->handle.pid, launch->handle.start_time);
+  if (launch->attachment.has_value()) {
+    WatchDhcpLocked(r, launch->attachment->dhcp_pid, launch->attachment->dhcp_start_time);
+  }
   Count(kLauncherStarts);
 }
 
@@ -967,6 +970,11 @@ void VmiController::JanitorLoop() {
         ScheduleStartLocked(r.get());  // e.g. waiting for its PVC
       }
       CheckLivenessLocked(r.get(), now);
+      if (r->dhcp_restart_at <= now) {
+        r->dhcp_restart_at = absl::InfiniteFuture();
+        std::string id = uid;
+        work_.Schedule([this, id] { RestartDhcp(id); });
+      }
       if (r->launcher_alive && !r->launcher_ready &&
           now - r->launcher_started > config_.launcher_ready_timeout) {
         EventLocked(r->vmi, "Warning", "LauncherNotReady",

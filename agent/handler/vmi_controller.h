@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "agent/base/clock.h"
+#include "agent/base/helper_restarts.h"
 #include "agent/base/peer_cred.h"
 #include "agent/base/state_layout.h"
 #include "agent/base/user_fs.h"
@@ -276,6 +277,11 @@ class VmiController {
     // Readiness and liveness probes, from when the domain runs (vmi_probes.cc).
     std::unique_ptr<ProbeState> readiness;
     std::unique_ptr<ProbeState> liveness;
+    // The pod's DHCP server (dnsmasq), supervised while the launcher lives (dhcp_supervision.cc).
+    pid_t dhcp_pid = 0;
+    HelperRestarts dhcp_restarts;
+    std::string dhcp_exit;  // how it ended last
+    absl::Time dhcp_restart_at = absl::InfiniteFuture();
   };
 
   void Count(const char* counter, const Labels& labels = {});
@@ -363,6 +369,15 @@ class VmiController {
                                       const LauncherIdentity& id, bool* retry);
   void OnStartFailedLocked(Record* r, const absl::Status& status, bool retry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The pod's DHCP server (dhcp_supervision.cc): watched while the launcher lives; when it
+  // exits, the janitor starts it again after a delay (HelperRestarts), and a crash loop fails
+  // the VMI with DhcpServerCrashLoop.
+  void WatchDhcpLocked(Record* r, pid_t pid, uint64_t start_time)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnDhcpExit(const std::string& uid, pid_t pid, std::optional<int> wait_status);
+  // The DHCP server is gone (`how`): a restart is due later, or the VMI fails (crash loop).
+  void DhcpGoneLocked(Record* r, const std::string& how) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RestartDhcp(const std::string& uid);
   // Ends everything of a pod whose VMI is gone: its processes, pod network and state dir.
   void AbandonLaunch(const std::string& uid);
   // Removes the VMI's pod network (namespace, veth, DHCP server, IP); errors become events.

@@ -48,6 +48,13 @@ absl::Status VmiController::Recover() {
         rec->launcher_started = clock_->Now();
         rec->last_seen = rec->launcher_started;
         WatchLauncher(uid, launcher.pid(), start);
+        if (config_.pod_network != nullptr) {
+          // Its DHCP server too (one that died while the handler was down is started again).
+          std::optional<PodNetworkAttachment> a = config_.pod_network->Attachment(uid);
+          if (a.has_value() && !a->interface_name.empty()) {
+            WatchDhcpLocked(rec, a->dhcp_pid, a->dhcp_start_time);
+          }
+        }
         refresh.push_back(uid);
         Count(kLaunchersReadopted);
         spdlog::info("re-adopted launcher {} of VMI {}/{} ({})", launcher.pid(), o.ns, o.name,

@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/flags.h"
+#include "agent/base/helper_restarts.h"
 #include "agent/base/logging.h"
 #include "agent/base/state_layout.h"
 #include "agent/base/subprocess.h"
@@ -30,7 +31,6 @@
 #include "launcher/server/console_log.h"
 #include "launcher/server/domain_manager.h"
 #include "launcher/server/handler_notifier.h"
-#include "launcher/server/helper_restarts.h"
 #include "launcher/server/launcher_service.h"
 
 namespace kvnode {

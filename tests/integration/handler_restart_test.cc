@@ -98,6 +98,76 @@ TEST_F(HandlerRestartTest, KillingTheVmisLibvirtdKeepsTheGuestRunning) {
   ExpectNoProcessesLeft(uid);
 }
 
+// kill -9 of the pod's DHCP server (dnsmasq) once went unnoticed: the VMI stayed Running and
+// Ready, and a guest that booted again got no address. The handler starts it again; after a
+// reset the guest gets its address anew and answers HTTP at the pod IP.
+TEST_F(HandlerRestartTest, KillingThePodsDhcpServerIsRepairedBeforeTheGuestNeedsIt) {
+  StartHandler();
+  if (HasFatalFailure() || IsSkipped()) return;
+  // With the masquerade interface KubeVirt's defaulter gives a VMI (GuestVmi turns it off).
+  VirtualMachineInstance vmi = StartGuest("leases", "normal", 30, [](VirtualMachineInstance* v) {
+    v->mutable_spec()->mutable_domain()->mutable_devices()->clear_autoattach_pod_interface();
+  });
+  ASSERT_FALSE(HasFailure());
+  const std::string uid = vmi.metadata().uid();
+  auto address_lines = [&] {
+    std::string log = handler_->SerialLog(uid);
+    int n = 0;
+    for (size_t at = log.find("KVNODE-GUEST-IP eth0 10.0.2.2"); at != std::string::npos;
+         at = log.find("KVNODE-GUEST-IP eth0 10.0.2.2", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  ASSERT_TRUE(Eventually([&] { return address_lines() == 1; }, absl::Seconds(180)))
+      << handler_->SerialLog(uid);
+  auto dnsmasq = [&] {
+    for (pid_t p : handler_->VmiProcesses(uid)) {
+      if (ProcessName(p) == "dnsmasq") return p;
+    }
+    return pid_t{0};
+  };
+  pid_t first = dnsmasq();
+  ASSERT_GT(first, 0) << "no DHCP server in the VMI's cgroup";
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  ASSERT_TRUE(Eventually([&] { pid_t p = dnsmasq(); return p > 0 && p != first; },
+                         absl::Seconds(30)))
+      << "the DHCP server was not started again\n" << handler_->DiagnosticLogs();
+  EXPECT_THAT(Events("leases"), ::testing::HasSubstr("DhcpServerRestarted"));
+  EXPECT_THAT(Events("leases"), ::testing::HasSubstr("killed by signal 9"));
+  // The guest boots again and asks for its address: it gets it, and serves its page.
+  const size_t boots = BootIds(uid).size();
+  ASSERT_EQ(handler_->Kvctl({"reset", "vmi", "leases"}).exit_code, 0);
+  ASSERT_TRUE(Eventually([&] { return BootIds(uid).size() > boots && address_lines() == 2; },
+                         absl::Seconds(180)))
+      << handler_->SerialLog(uid);
+  auto now = WaitForVmi(handler_->stub(), "default", "leases",
+                        [](const VirtualMachineInstance&) { return true; }, absl::Seconds(5));
+  ASSERT_TRUE(now.ok());
+  ASSERT_FALSE(now->status().interfaces().empty());
+  const std::string ip = now->status().interfaces(0).ip_address();
+  absl::StatusOr<std::string> page;
+  EXPECT_TRUE(Eventually([&] { return (page = handler_->HttpGetFromNode(ip, 80)).ok(); },
+                         absl::Seconds(30)));
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, ::testing::HasSubstr(BootIds(uid).back()));
+  // Killed while the handler is down too: the restarted handler finds it gone and starts it.
+  pid_t second = dnsmasq();
+  ASSERT_GT(second, 0);
+  handler_->Kill();
+  ASSERT_EQ(kill(second, SIGKILL), 0);
+  ASSERT_TRUE(handler_->Restart().ok());
+  ASSERT_TRUE(Eventually([&] { pid_t p = dnsmasq(); return p > 0 && p != second; },
+                         absl::Seconds(30)))
+      << "the restarted handler did not start the DHCP server\n" << handler_->DiagnosticLogs();
+  now = WaitForVmi(handler_->stub(), "default", "leases",
+                   [](const VirtualMachineInstance&) { return true; }, absl::Seconds(5));
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->status().phase(), "Running");
+  Delete("leases", 0);
+  ExpectNoProcessesLeft(uid);
+}
+
 // A libvirtd that keeps dying (five times within a minute) ends the VMI with a reason that names
 // it, and nothing of the VMI is left.
 TEST_F(HandlerRestartTest, ALibvirtdInACrashLoopFailsTheVmiSayingSo) {

@@ -1,12 +1,13 @@
-// When to start a helper of the VMI (its libvirtd) again after it exited, as KubeVirt's launcher
-// restarts its virtqemud (pkg/virt-launcher/virtwrap/util/libvirt_helper.go): soon (1 s), later
+// When to start a helper of a VMI (its libvirtd, its DHCP server) again after it exited, as
+// KubeVirt's launcher restarts its virtqemud
+// (pkg/virt-launcher/virtwrap/util/libvirt_helper.go): soon (1 s), later
 // and later when it keeps exiting (doubling, at most 8 s), and not at all once it exited
 // `max_exits` times within `window` (a crash loop): then the VMI fails with a reason naming the
 // helper, and only then is the guest stopped.
 //
-// Pure: the caller passes the time. Not thread-safe (the launcher's main loop owns it).
-#ifndef KVNODE_LAUNCHER_SERVER_HELPER_RESTARTS_H_
-#define KVNODE_LAUNCHER_SERVER_HELPER_RESTARTS_H_
+// Pure: the caller passes the time. Not thread-safe (its owner serializes the calls).
+#ifndef KVNODE_AGENT_BASE_HELPER_RESTARTS_H_
+#define KVNODE_AGENT_BASE_HELPER_RESTARTS_H_
 
 #include <deque>
 
@@ -37,4 +38,4 @@ class HelperRestarts {
 
 }  // namespace kvnode
 
-#endif  // KVNODE_LAUNCHER_SERVER_HELPER_RESTARTS_H_
+#endif  // KVNODE_AGENT_BASE_HELPER_RESTARTS_H_

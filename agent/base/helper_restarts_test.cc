@@ -1,4 +1,4 @@
-#include "launcher/server/helper_restarts.h"
+#include "agent/base/helper_restarts.h"
 
 #include "gtest/gtest.h"
 

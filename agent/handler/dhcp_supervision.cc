@@ -1,0 +1,104 @@
+// The pod's DHCP server (dnsmasq) is a helper of the VMI: a guest that renews its lease or boots
+// again needs it. It runs as root's child in the pod's namespace (it binds port 67, then drops
+// to nobody), so the handler, not the launcher, supervises it: watched by pidfd while the
+// launcher lives, started again after a delay when it exits (the pod network's Setup is
+// idempotent and restarts only the DHCP server), each time a Warning event; five exits within
+// a minute fail the VMI with DhcpServerCrashLoop, and only then is the guest stopped.
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "agent/base/subprocess.h"
+#include "agent/handler/handler_metrics.h"
+#include "agent/handler/vmi_controller.h"
+#include "agent/handler/vmi_status.h"
+#include "agent/supervisor/process_watcher.h"
+#include "spdlog/spdlog.h"
+
+namespace kvnode {
+
+using kvnode::v1::VirtualMachineInstance;
+
+void VmiController::WatchDhcpLocked(Record* r, pid_t pid, uint64_t start_time) {
+  if (pid <= 0) return;
+  r->dhcp_pid = pid;
+  const std::string uid = r->vmi.metadata().uid();
+  absl::Status s = watcher_->Watch(pid, start_time, [this, uid, pid](std::optional<int> status) {
+    work_.Schedule([this, uid, pid, status] { OnDhcpExit(uid, pid, status); });
+  });
+  if (!s.ok()) spdlog::error("watch DHCP server {} of VMI {}: {}", pid, uid, s.ToString());
+}
+
+void VmiController::OnDhcpExit(const std::string& uid, pid_t pid,
+                               std::optional<int> wait_status) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return;
+  Record* r = it->second.get();
+  // Only the pod's current DHCP server of a VMI that still runs matters; the teardown of an
+  // ended pod ends it on purpose.
+  if (r->dhcp_pid != pid || !r->launcher_alive || IsFinalPhase(r->vmi.status().phase())) return;
+  DhcpGoneLocked(r, absl::StrCat("dnsmasq (the pod's DHCP server) ",
+                                 wait_status ? DescribeWaitStatus(*wait_status) : "exited"));
+}
+
+void VmiController::DhcpGoneLocked(Record* r, const std::string& how) {
+  const std::string uid = r->vmi.metadata().uid();
+  r->dhcp_pid = 0;
+  r->dhcp_exit = how;
+  HelperRestarts::Decision d = r->dhcp_restarts.OnExit(clock_->Now());
+  if (!d.give_up) {
+    r->dhcp_restart_at = clock_->Now() + d.delay;
+    spdlog::warn("VMI {}: {}; starting it again in {}", uid, how, absl::FormatDuration(d.delay));
+    return;
+  }
+  std::string message = absl::StrCat("dnsmasq (the pod's DHCP server) exited ", d.exits_in_window,
+                                     " times within a minute (last: ", how,
+                                     "); the guest was stopped");
+  if (FailVmi(&r->vmi, "DhcpServerCrashLoop", message, clock_->Now())) {
+    (void)Persist(r, "MODIFIED");
+    EventLocked(r->vmi, "Warning", "DhcpServerCrashLoop", message);
+  }
+  work_.Schedule([this, uid] { (void)cgroups_.KillAndRemove(uid, absl::Seconds(10)); });
+}
+
+void VmiController::RestartDhcp(const std::string& uid) {
+  VirtualMachineInstance vmi;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end() || !it->second->launcher_alive) return;
+    vmi = it->second->vmi;
+  }
+  std::optional<LauncherIdentity> id =
+      config_.ids != nullptr ? config_.ids->Find(uid) : std::nullopt;
+  absl::StatusOr<int> procs = cgroups_.CreateForVmi(uid);
+  absl::StatusOr<PodNetworkAttachment> attachment =
+      !procs.ok() ? absl::StatusOr<PodNetworkAttachment>(procs.status())
+      : !id.has_value()
+          ? absl::StatusOr<PodNetworkAttachment>(absl::NotFoundError("no launcher identity"))
+          : [&] {
+              PodSetupOptions options;
+              options.launcher_uid = id->uid;
+              options.launcher_gid = id->gid;
+              options.run_dir = paths_.pod_network_dir(uid);
+              options.cgroup_procs_fd = *procs;
+              return config_.pod_network->Setup(vmi, options);
+            }();
+  if (procs.ok()) close(*procs);
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end() || !it->second->launcher_alive) return;
+  Record* r = it->second.get();
+  if (!attachment.ok()) {
+    // Counted as another exit: tried again later, or a crash loop.
+    DhcpGoneLocked(r, r->dhcp_exit + "; starting it again failed: " +
+                          std::string(attachment.status().message()));
+    return;
+  }
+  WatchDhcpLocked(r, attachment->dhcp_pid, attachment->dhcp_start_time);
+  EventLocked(r->vmi, "Warning", "DhcpServerRestarted",
+              r->dhcp_exit + "; started again (pid " + std::to_string(attachment->dhcp_pid) + ")");
+  Count(kHelperRestarts, {{"helper", "dnsmasq"}});
+}
+
+}  // namespace kvnode
