@@ -525,7 +525,8 @@ void VmiController::OnLauncherEvent(const kvnode::v1::LauncherEvent& event) {
   if (event.reason() == "LibvirtdRestarted") Count(kHelperRestarts, {{"helper", "libvirtd"}});
   if (event.reason() == "LauncherReady" && !r->launcher_ready) {
     r->launcher_ready = true;
-    if (SetPhase(r->vmi.mutable_status(), phase::kScheduled, clock_->Now())) {
+    if (!r->replaced_launcher &&
+        SetPhase(r->vmi.mutable_status(), phase::kScheduled, clock_->Now())) {
       r->vmi.mutable_status()->set_node_name(config_.node_name);
       (void)Persist(r, "MODIFIED");
     }
@@ -803,6 +804,7 @@ void VmiController::SyncLauncher(const std::string& uid) {
     ApplyPodInterfaces(uid, req.mutable_options());
     req.mutable_options()->set_start_paused(r->vmi.spec().start_strategy() == "Paused");
     req.mutable_options()->set_incoming(r->migration_target);
+    req.mutable_options()->set_adopt(r->replaced_launcher);
   }
   auto connected = LauncherStub(uid, absl::Seconds(10));
   grpc::Status s = connected.ok() ? grpc::Status::OK : ToGrpcStatus(connected.status());
@@ -893,6 +895,10 @@ void VmiController::OnLauncherExit(const std::string& uid, pid_t pid,
     // Only the VMI's current launcher decides its fate.
     if (it == by_uid_.end() || it->second->launcher_pid != pid) return;
   }
+  // A guest outlives its launcher: a new one takes it over when it still runs.
+  if (ReplaceLauncher(uid, pid, wait_status ? DescribeWaitStatus(*wait_status) : "exited")) {
+    return;
+  }
   // Whatever the launcher left behind (libvirtd, QEMU) goes with it.
   absl::Status killed = cgroups_.KillAndRemove(uid, absl::Seconds(10));
   TearDownPodNetwork(uid);
@@ -914,6 +920,10 @@ void VmiController::OnLauncherExit(const std::string& uid, pid_t pid,
   }
   Count(kLauncherExits,
         {{"reason", IsFinalPhase(r->vmi.status().phase()) ? "domain_ended" : "launcher_died"}});
+  if (!IsFinalPhase(r->vmi.status().phase()) && !r->launcher_end_reason.empty()) {
+    changed |= FailVmi(&r->vmi, r->launcher_end_reason, r->launcher_end_message, clock_->Now());
+    EventLocked(r->vmi, "Warning", r->launcher_end_reason, r->launcher_end_message);
+  }
   if (!IsFinalPhase(r->vmi.status().phase())) {
     changed |= FailVmi(&r->vmi, "LauncherExited",
                        absl::StrCat("The launcher process ", how,

@@ -277,6 +277,13 @@ class VmiController {
     // Readiness and liveness probes, from when the domain runs (vmi_probes.cc).
     std::unique_ptr<ProbeState> readiness;
     std::unique_ptr<ProbeState> liveness;
+    // A launcher that died while its guest ran is replaced (ReplaceLauncher); the new one took
+    // over a running domain (its LauncherReady does not make the VMI Scheduled again).
+    HelperRestarts launcher_restarts;
+    bool replaced_launcher = false;
+    // When a dead launcher was not replaced for a reason the user must read (it kept dying, its
+    // QEMU was gone too): the reason and message its VMI fails with.
+    std::string launcher_end_reason, launcher_end_message;
     // The pod's DHCP server (dnsmasq), supervised while the launcher lives (dhcp_supervision.cc).
     pid_t dhcp_pid = 0;
     HelperRestarts dhcp_restarts;
@@ -333,6 +340,9 @@ class VmiController {
   // with `event` as the warning), no launcher or QEMU pid, persisted (vmi_recovery.cc).
   void MarkLauncherLostLocked(Record* r, const std::string& message, const std::string& event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A launcher found gone at Recover whose guest could not be taken over: its pod ends and the
+  // VMI is Failed (LauncherLost), or ended as its final status says.
+  void EndLostLauncher(const std::string& uid);
 
   // Work-queue steps.
   void StartLauncher(const std::string& uid);
@@ -378,6 +388,12 @@ class VmiController {
   // The DHCP server is gone (`how`): a restart is due later, or the VMI fails (crash loop).
   void DhcpGoneLocked(Record* r, const std::string& how) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RestartDhcp(const std::string& uid);
+  // The launcher of a VMI whose guest runs died (`how`): a new launcher in the same cgroup,
+  // namespace and identity takes the running QEMU over (its libvirtd re-attaches; Sync adopts
+  // the domain). False when there is nothing to take over (QEMU gone, the domain ended, a
+  // migration, a launcher dying five times within a minute): the caller ends the pod.
+  bool ReplaceLauncher(const std::string& uid, pid_t pid, const std::string& how);
+  LauncherSpec LauncherSpecFor(const kvnode::v1::VirtualMachineInstance& vmi) const;
   // Ends everything of a pod whose VMI is gone: its processes, pod network and state dir.
   void AbandonLaunch(const std::string& uid);
   // Removes the VMI's pod network (namespace, veth, DHCP server, IP); errors become events.

@@ -23,6 +23,7 @@ namespace kvnode {
 absl::Status VmiController::Recover() {
   ASSIGN_OR_RETURN(auto objects, store_->List(kVmiKind));
   std::vector<std::string> refresh;
+  std::set<std::string> replacing;  // launchers gone, guests maybe not: their cgroups stay
   absl::MutexLock lock(&mu_);
   for (const StoredObject& o : objects) {
     auto r = std::make_unique<Record>();
@@ -72,6 +73,17 @@ absl::Status VmiController::Recover() {
       rec->vmi.mutable_status()->mutable_launcher()->set_qemu_pid(0);
       continue;
     }
+    // Its launcher is gone but its guest may still run: a new launcher takes it over (or, when
+    // there is nothing to take over, the VMI ends as a launcher's death ends it).
+    if (p == phase::kRunning && launcher.pid() > 0 && launcher.qemu_pid() > 0) {
+      rec->launcher_pid = launcher.pid();
+      pid_t pid = launcher.pid();
+      replacing.insert(uid);
+      work_.Schedule([this, uid, pid] {
+        if (!ReplaceLauncher(uid, pid, "was gone when the handler restarted")) EndLostLauncher(uid);
+      });
+      continue;
+    }
     // It was past Pending and its launcher is gone: learn how it ended if the launcher wrote
     // it down, otherwise it failed while nobody watched.
     mu_.Unlock();
@@ -114,6 +126,7 @@ absl::Status VmiController::Recover() {
   for (const auto& [uid, r] : by_uid_) owned.insert(VmiPaths::DirKey(uid));
   for (const std::string& uid : cgroups_.List()) {
     auto it = by_uid_.find(uid);
+    if (replacing.count(uid) > 0) continue;
     if (it == by_uid_.end() || !it->second->launcher_alive) leftover_cgroups.push_back(uid);
   }
   for (const std::string& parent : {paths_.vmis_dir(), paths_.run_dir()}) {
@@ -143,6 +156,20 @@ absl::Status VmiController::Recover() {
     work_.Schedule([this, uid] { ResolveRecoveredTarget(uid); });
   }
   return absl::OkStatus();
+}
+
+void VmiController::EndLostLauncher(const std::string& uid) {
+  (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
+  TearDownPodNetwork(uid);
+  auto final_status = ReadFinalStatus(uid);
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return;
+  Record* r = it->second.get();
+  if (final_status.has_value()) ApplyDomainStatus(&r->vmi, *final_status, clock_->Now());
+  MarkLauncherLostLocked(r, "The launcher exited while the handler was not running.",
+                         "launcher was gone when the handler restarted");
+  changed_.SignalAll();
 }
 
 void VmiController::MarkLauncherLostLocked(Record* r, const std::string& message,

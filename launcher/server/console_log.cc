@@ -17,8 +17,13 @@ absl::StatusOr<std::unique_ptr<ConsoleLog>> ConsoleLog::Start(const std::string&
                                                               const std::string& log,
                                                               int64_t max_bytes) {
   std::unique_ptr<ConsoleLog> c(new ConsoleLog(log, max_bytes));
-  unlink(fifo.c_str());
-  if (mkfifo(fifo.c_str(), 0600) < 0) return absl::ErrnoToStatus(errno, "mkfifo " + fifo);
+  // A FIFO already there is kept: a running QEMU holds it open (this launcher replaced one that
+  // died), and a new one in its place would never be written.
+  struct stat st;
+  if (lstat(fifo.c_str(), &st) < 0 || !S_ISFIFO(st.st_mode)) {
+    unlink(fifo.c_str());
+    if (mkfifo(fifo.c_str(), 0600) < 0) return absl::ErrnoToStatus(errno, "mkfifo " + fifo);
+  }
   // The read end first (non-blocking: no writer yet), then our own write end.
   c->read_fd_ = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
   if (c->read_fd_ < 0) return absl::ErrnoToStatus(errno, "open " + fifo);

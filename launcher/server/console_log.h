@@ -29,7 +29,8 @@ class ConsoleLog {
  public:
   static constexpr int64_t kDefaultMaxBytes = 1 << 20;
 
-  // Makes the FIFO at `fifo` (replacing whatever is there) and starts copying from it to `log`.
+  // Makes the FIFO at `fifo` (keeping one that is there: a running QEMU may hold it) and starts
+  // copying from it to `log`.
   static absl::StatusOr<std::unique_ptr<ConsoleLog>> Start(const std::string& fifo,
                                                            const std::string& log,
                                                            int64_t max_bytes = kDefaultMaxBytes);

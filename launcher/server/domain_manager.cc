@@ -67,6 +67,30 @@ absl::Status DomainManager::Sync(const kvnode::v1::VirtualMachineInstance& vmi,
     LauncherEventLocked("Normal", "PreparingTarget", "Waiting for the incoming migration.");
     return absl::OkStatus();
   }
+  // A launcher that replaced one that died finds the domain running (its libvirtd re-attached
+  // to QEMU): it adopts it instead of starting it again.
+  absl::StatusOr<DomainStatus> existing = hypervisor_->GetStatus(false);
+  if (existing.ok() && existing->exists() && existing->state() != "Shutoff") {
+    synced_ = true;
+    LauncherEventLocked("Normal", "Adopted",
+                        "This launcher took over the running domain (" + existing->state() + ").");
+    PublishLocked("MODIFIED", StatusLocked(*existing), "Adopted");
+    return absl::OkStatus();
+  }
+  if (options.adopt()) {
+    // A replacement never starts the guest a second time: its QEMU ended with the old launcher.
+    LauncherEventLocked("Warning", "NothingToAdopt",
+                        "The domain no longer runs: its QEMU ended with the old launcher.");
+    DomainStatus gone;
+    gone.set_state("Shutoff");
+    gone.set_reason("Failed");
+    gone.set_failure_reason("LauncherExited");
+    gone.set_failure_message(
+        "The launcher exited, and by the time a new one took over, the guest's QEMU had ended "
+        "too: no guest to take over.");
+    FinishLocked(gone);
+    return absl::FailedPreconditionError("no running domain to take over");
+  }
   auto xml = converter_(vmi, options);
   absl::Status status = xml.ok() ? absl::OkStatus() : Annotate(xml.status(), "convert");
   if (status.ok()) {

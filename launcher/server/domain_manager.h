@@ -1,6 +1,7 @@
 // The launcher's lifecycle logic for its one domain, after KubeVirt's virt-launcher
 // (pkg/virt-launcher/virtwrap/manager.go, monitor.go):
-//   - Sync converts the VMI and defines+starts the domain (idempotent). With options.incoming
+//   - Sync converts the VMI and defines+starts the domain (idempotent); a domain that already
+//     runs (this launcher replaced one that died) is adopted, not started again. With options.incoming
 //     (a migration target) it only learns the VMI: the domain arrives by live migration, and
 //     counts as synced from its first Started/Resumed event.
 //   - Shutdown(grace) presses the ACPI power button now and every 5 s, and destroys the domain

@@ -22,6 +22,7 @@ class FakeHypervisor : public Hypervisor {
  public:
   absl::Status DefineAndStart(const std::string& xml, bool paused) override {
     absl::MutexLock lock(&mu_);
+    ++starts_;
     if (fail_start) return absl::InternalError("qemu: cannot start");
     xml_ = xml;
     running_ = true;
@@ -96,6 +97,15 @@ class FakeHypervisor : public Hypervisor {
     absl::MutexLock lock(&mu_);
     running_ = false;
   }
+  // A domain that runs before the manager exists (its launcher replaced one that died).
+  void AlreadyRunning() {
+    absl::MutexLock lock(&mu_);
+    running_ = true;
+  }
+  int starts() {
+    absl::MutexLock lock(&mu_);
+    return starts_;
+  }
   int acpi_presses() {
     absl::MutexLock lock(&mu_);
     return acpi_presses_;
@@ -117,7 +127,7 @@ class FakeHypervisor : public Hypervisor {
   EventCallback cb_;
   std::string xml_;
   bool running_ = false, paused_ = false;
-  int acpi_presses_ = 0, destroys_ = 0, undefines_ = 0;
+  int acpi_presses_ = 0, destroys_ = 0, undefines_ = 0, starts_ = 0;
 };
 
 class RecordingSink : public EventSink {
@@ -292,6 +302,47 @@ TEST(DomainManagerOnDoneTest, FiresOnceAfterTheFinalEvent) {
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events_at_first_call, events.size());  // the DELETED event was already out
   EXPECT_EQ(events.back().type(), "DELETED");
+}
+
+// A launcher that replaced a dead one: the domain runs already; Sync adopts it (no second
+// start), and a graceful shutdown then acts on it.
+TEST(DomainManagerAdoptTest, SyncAdoptsADomainThatAlreadyRuns) {
+  FakeHypervisor hv;
+  RecordingSink sink;
+  FakeClock clock(absl::FromUnixSeconds(1000000));
+  hv.AlreadyRunning();
+  DomainManagerOptions o;
+  o.vmi_uid = "uid-6";
+  DomainManager manager(o, &hv, FakeConvert, &sink, &clock);
+  kvnode::v1::VirtualMachineInstance vmi;
+  vmi.mutable_metadata()->set_name("vmi6");
+  ASSERT_TRUE(manager.Sync(vmi, {}).ok());
+  EXPECT_EQ(hv.starts(), 0) << "a running domain was started again";
+  auto events = sink.domain_events();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().libvirt_event(), "Adopted");
+  EXPECT_EQ(events.back().status().state(), "Running");
+  ASSERT_TRUE(manager.Shutdown(30).ok());
+  ASSERT_TRUE(manager.WaitDone(absl::Seconds(5)));
+  EXPECT_EQ(sink.domain_events().back().status().reason(), "Shutdown");
+}
+
+// A replacement whose domain is gone (QEMU ended with the old launcher) never starts a new one.
+TEST(DomainManagerAdoptTest, AReplacementNeverStartsTheGuestAgain) {
+  FakeHypervisor hv;
+  RecordingSink sink;
+  FakeClock clock(absl::FromUnixSeconds(1000000));
+  DomainManagerOptions o;
+  o.vmi_uid = "uid-7";
+  DomainManager manager(o, &hv, FakeConvert, &sink, &clock);
+  kvnode::v1::VirtualMachineInstance vmi;
+  vmi.mutable_metadata()->set_name("vmi7");
+  kvnode::v1::DomainOptions adopt;
+  adopt.set_adopt(true);
+  EXPECT_FALSE(manager.Sync(vmi, adopt).ok());
+  EXPECT_EQ(hv.starts(), 0);
+  EXPECT_TRUE(manager.Done());
+  EXPECT_EQ(sink.domain_events().back().status().reason(), "Failed");
 }
 
 // libvirtd restarted: what happened while it was down is reported, once the manager reads the

@@ -246,12 +246,99 @@ TEST_F(HandlerRestartTest, TenKillsOfTheHandlerNeverTouchFiveRunningGuests) {
                          absl::Seconds(60)));
 }
 
-TEST_F(HandlerRestartTest, ALauncherKilledWhileTheHandlerIsDownEndsFailedAfterTheRestart) {
+// A launcher killed while the handler is down: the restarted handler finds the guest still
+// running and a new launcher takes it over (it once failed the VMI, LauncherLost).
+TEST_F(HandlerRestartTest, ALauncherKilledWhileTheHandlerIsDownIsReplacedAfterTheRestart) {
+  StartHandler();
+  if (HasFatalFailure() || IsSkipped()) return;
+  VirtualMachineInstance vmi = Start("orphan");
+  const std::string uid = vmi.metadata().uid();
+  int launcher = vmi.status().launcher().pid();
+  int qemu = vmi.status().launcher().qemu_pid();
+  ASSERT_TRUE(Eventually([&] { return !BootIds(uid).empty(); }, absl::Seconds(180)));
+  const std::vector<std::string> boots = BootIds(uid);
+  handler_->Kill();
+  ASSERT_EQ(kill(launcher, SIGKILL), 0);
+  ASSERT_TRUE(handler_->Restart().ok());
+  auto replaced = WaitForVmi(handler_->stub(), "default", "orphan",
+                             [&](const VirtualMachineInstance& v) {
+                               const auto* ready = Condition(v, "Ready");
+                               return v.status().launcher().pid() > 0 &&
+                                      v.status().launcher().pid() != launcher && ready != nullptr &&
+                                      ready->status() == "True";
+                             },
+                             absl::Seconds(30));
+  ASSERT_TRUE(replaced.ok()) << replaced.status() << "\n" << handler_->DiagnosticLogs();
+  EXPECT_EQ(replaced->status().phase(), "Running");
+  EXPECT_EQ(replaced->metadata().uid(), uid);
+  EXPECT_EQ(handler_->QemuProcesses(uid), std::vector<pid_t>{qemu});
+  EXPECT_THAT(Events("orphan"), ::testing::HasSubstr("LauncherReplaced"));
+  // Served: the console goes on and a graceful delete reaches the guest through the new launcher.
+  size_t before = handler_->SerialLog(uid).size();
+  EXPECT_TRUE(Eventually([&] { return handler_->SerialLog(uid).size() > before; },
+                         absl::Seconds(20)));
+  EXPECT_EQ(BootIds(uid), boots) << "the guest booted again";
+  std::thread deleter([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    Delete("orphan", 60);
+  });
+  VirtualMachineInstance final_vmi = FinalFromWatch("orphan", absl::Seconds(90));
+  deleter.join();
+  EXPECT_EQ(final_vmi.status().phase(), "Succeeded") << final_vmi.status().reason();
+  ExpectNoProcessesLeft(uid);
+}
+
+// libvirtd killed while the handler is down: the launcher starts it again on its own, and the
+// restarted handler finds the VMI Running and served by the same QEMU.
+TEST_F(HandlerRestartTest, ALibvirtdKilledWhileTheHandlerIsDownIsFoundServedAfterTheRestart) {
+  StartHandler();
+  if (HasFatalFailure() || IsSkipped()) return;
+  VirtualMachineInstance vmi = Start("unattended");
+  ASSERT_FALSE(HasFailure());
+  const std::string uid = vmi.metadata().uid();
+  const std::vector<pid_t> qemu = handler_->QemuProcesses(uid);
+  ASSERT_EQ(qemu.size(), 1u);
+  pid_t libvirtd = Libvirtd(uid);
+  ASSERT_GT(libvirtd, 0);
+  handler_->Kill();
+  ASSERT_EQ(kill(libvirtd, SIGKILL), 0);
+  ASSERT_TRUE(Eventually([&] { pid_t p = Libvirtd(uid); return p > 0 && p != libvirtd; },
+                         absl::Seconds(30)))
+      << "the launcher did not start libvirtd again";
+  ASSERT_TRUE(handler_->Restart().ok());
+  auto now = WaitForVmi(handler_->stub(), "default", "unattended",
+                        [](const VirtualMachineInstance& v) {
+                          const auto* ready = Condition(v, "Ready");
+                          return ready != nullptr && ready->status() == "True";
+                        },
+                        absl::Seconds(30));
+  ASSERT_TRUE(now.ok()) << now.status() << "\n" << handler_->DiagnosticLogs();
+  EXPECT_EQ(now->status().phase(), "Running");
+  EXPECT_EQ(now->status().launcher().pid(), vmi.status().launcher().pid());
+  EXPECT_EQ(handler_->QemuProcesses(uid), qemu);
+  ASSERT_EQ(handler_->Kvctl({"pause", "vmi", "unattended"}).exit_code, 0);
+  auto paused = WaitForVmi(handler_->stub(), "default", "unattended",
+                           [](const VirtualMachineInstance& v) {
+                             const auto* c = Condition(v, "Paused");
+                             return c != nullptr && c->status() == "True";
+                           },
+                           absl::Seconds(20));
+  EXPECT_TRUE(paused.ok()) << paused.status();
+  Delete("unattended", 0);
+  ExpectNoProcessesLeft(uid);
+}
+
+// Killed with its QEMU while the handler is down, a launcher leaves nothing to take over: the
+// VMI fails (LauncherLost) and nothing of it is left.
+TEST_F(HandlerRestartTest, ALauncherAndItsQemuKilledWhileTheHandlerIsDownEndFailed) {
   StartHandler();
   if (HasFatalFailure() || IsSkipped()) return;
   VirtualMachineInstance vmi = Start("orphan");
   handler_->Kill();
   ASSERT_EQ(kill(vmi.status().launcher().pid(), SIGKILL), 0);
+  ASSERT_EQ(kill(vmi.status().launcher().qemu_pid(), SIGKILL), 0);
+  ASSERT_TRUE(Eventually([&] { return handler_->QemuProcesses(vmi.metadata().uid()).empty(); },
+                         absl::Seconds(10)));
   ASSERT_TRUE(handler_->Restart().ok());
   auto failed = WaitForVmi(handler_->stub(), "default", "orphan",
                            [](const VirtualMachineInstance& v) {
