@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include "agent/handler/live_migratable.h"
 #include "agent/handler/vmi_status.h"
 #include "agent/manifest/defaults.h"
+#include "agent/supervisor/process_watcher.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/create_channel_posix.h"
 #include "grpcpp/grpcpp.h"
@@ -985,13 +987,30 @@ void VmiController::JanitorLoop() {
         std::string id = uid;
         work_.Schedule([this, id] { RestartDhcp(id); });
       }
+      if (r->refresh_at <= now) {
+        r->refresh_at = absl::InfiniteFuture();
+        std::string id = uid;
+        work_.Schedule([this, id] { RefreshLauncher(id); });
+      }
       if (r->launcher_alive && !r->launcher_ready &&
           now - r->launcher_started > config_.launcher_ready_timeout) {
-        EventLocked(r->vmi, "Warning", "LauncherNotReady",
-                    "launcher did not become ready in time; stopping it");
         r->launcher_started = absl::InfiniteFuture();
+        r->refresh_at = absl::InfiniteFuture();
         std::string id = uid;
-        work_.Schedule([this, id] { (void)cgroups_.KillAndRemove(id, absl::Seconds(10)); });
+        if (p == phase::kRunning && r->vmi.status().launcher().qemu_pid() > 0) {
+          // A guest runs: only the launcher goes, and a new one takes the guest over.
+          EventLocked(r->vmi, "Warning", "LauncherNotReady",
+                      "launcher did not become ready in time; replacing it");
+          pid_t pid = r->launcher_pid;
+          uint64_t start = r->launcher_start_time;
+          work_.Schedule([pid, start] {
+            if (ProcessStartTime(pid) == std::optional<uint64_t>(start)) kill(pid, SIGKILL);
+          });
+        } else {
+          EventLocked(r->vmi, "Warning", "LauncherNotReady",
+                      "launcher did not become ready in time; stopping it");
+          work_.Schedule([this, id] { (void)cgroups_.KillAndRemove(id, absl::Seconds(10)); });
+        }
       }
     }
   }

@@ -289,6 +289,10 @@ class VmiController {
     HelperRestarts dhcp_restarts;
     std::string dhcp_exit;  // how it ended last
     absl::Time dhcp_restart_at = absl::InfiniteFuture();
+    // A re-adopted launcher that did not answer (its libvirtd restarting, say) is asked again
+    // then (vmi_recovery.cc); the first failure is an event.
+    absl::Time refresh_at = absl::InfiniteFuture();
+    bool refresh_failed = false;
   };
 
   void Count(const char* counter, const Labels& labels = {});

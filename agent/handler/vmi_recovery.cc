@@ -244,10 +244,16 @@ void VmiController::RefreshLauncher(const std::string& uid) {
     if (it == by_uid_.end()) return;
     Record* r = it->second.get();
     if (!s.ok()) {
-      EventLocked(r->vmi, "Warning", "LauncherUnresponsive",
-                  "launcher did not answer: " + s.error_message());
+      // Asked again each second until the ready timeout (the janitor's LauncherNotReady).
+      if (!r->refresh_failed) {
+        EventLocked(r->vmi, "Warning", "LauncherUnresponsive",
+                    "launcher did not answer: " + s.error_message() + "; asking again");
+      }
+      r->refresh_failed = true;
+      r->refresh_at = clock_->Now() + absl::Seconds(1);
       return;
     }
+    r->refresh_failed = false;
     r->launcher_ready = true;
     r->Seen(clock_->Now());
     if (domain.exists()) {

@@ -9,6 +9,11 @@
 
 namespace kvnode {
 
+namespace {
+// How often a destroy that failed (libvirtd down) is tried again.
+constexpr absl::Duration kDestroyRetry = absl::Seconds(1);
+}  // namespace
+
 using kvnode::v1::DomainStatus;
 
 absl::Status WriteFinalStatus(const std::string& path, const DomainStatus& status) {
@@ -204,6 +209,10 @@ void DomainManager::Refresh() {
     return;
   }
   PublishLocked("MODIFIED", StatusLocked(*now), "Refreshed");
+  if (destroy_requested_) {
+    destroy_retry_at_ = absl::InfinitePast();  // the destroy owed is tried now
+    cv_.SignalAll();
+  }
 }
 
 DomainStatus DomainManager::StatusLocked(const DomainStatus& base) {
@@ -311,20 +320,40 @@ void DomainManager::WorkerLoop() {
     }
     absl::Time now = clock_->Now();
     if (!done_ && !stopped_ && synced_ && shutdown_requested_ &&
-        (destroy_requested_ || now >= grace_deadline_)) {
+        (destroy_requested_ || now >= grace_deadline_) && now >= destroy_retry_at_) {
       if (!destroy_requested_) destroyed_after_grace_ = true;
+      const bool retry = destroy_failed_;
       destroy_requested_ = false;
       grace_deadline_ = absl::InfiniteFuture();
       next_acpi_ = absl::InfiniteFuture();
-      LauncherEventLocked(destroyed_after_grace_ ? "Warning" : "Normal", "Destroying",
-                          destroyed_after_grace_
-                              ? "Grace period expired, destroying the domain"
-                              : "Destroying the domain");
+      if (!retry) {
+        LauncherEventLocked(destroyed_after_grace_ ? "Warning" : "Normal", "Destroying",
+                            destroyed_after_grace_
+                                ? "Grace period expired, destroying the domain"
+                                : "Destroying the domain");
+      }
       mu_.Unlock();
       absl::Status d = hypervisor_->Destroy();
+      // Read back: a Stopped event may never come (libvirtd restarted around the destroy, or
+      // the domain was already off), and a stop must not wait for it forever.
+      absl::StatusOr<DomainStatus> after = hypervisor_->GetStatus(false);
       mu_.Lock();
-      if (!d.ok() && !absl::IsNotFound(d) && !absl::IsFailedPrecondition(d)) {
-        LauncherEventLocked("Warning", "DestroyFailed", std::string(d.message()));
+      bool off = after.ok() && (!after->exists() || after->state() == "Shutoff");
+      if (off && !stopped_ && !done_) {
+        stopped_ = true;
+        stop_detail_ = "Destroyed";
+        cv_.SignalAll();
+      }
+      if (!off && !d.ok() && !absl::IsNotFound(d) && !absl::IsFailedPrecondition(d)) {
+        // libvirtd may be down (it is being started again): the destroy is owed, and tried
+        // again every second and at once after the reconnect (Refresh). A stop is never lost.
+        if (!retry) LauncherEventLocked("Warning", "DestroyFailed", std::string(d.message()));
+        destroy_failed_ = true;
+        destroy_requested_ = true;
+        destroy_retry_at_ = clock_->Now() + kDestroyRetry;
+      } else {
+        destroy_failed_ = false;
+        destroy_retry_at_ = absl::InfinitePast();
       }
       continue;
     }
@@ -339,6 +368,7 @@ void DomainManager::WorkerLoop() {
       continue;
     }
     absl::Time wake = std::min(grace_deadline_, next_acpi_);
+    if (destroy_requested_) wake = std::min(wake, destroy_retry_at_);
     if (wake == absl::InfiniteFuture()) {
       cv_.Wait(&mu_);
     } else {

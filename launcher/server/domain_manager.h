@@ -119,6 +119,10 @@ class DomainManager {
   bool guest_panicked_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time grace_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::Time next_acpi_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  // A destroy that failed (libvirtd was down) is owed: tried again at this time, or at once
+  // after the reconnect.
+  bool destroy_failed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time destroy_retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Set by the Stopped event; the worker then undefines and finishes.
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::string stop_detail_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,6 @@
 #include "launcher/server/domain_manager.h"
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <sstream>
@@ -43,6 +44,10 @@ class FakeHypervisor : public Hypervisor {
     {
       absl::MutexLock lock(&mu_);
       ++destroys_;
+      if (failing_destroys_ > 0) {
+        --failing_destroys_;
+        return absl::UnavailableError("internal error: client socket is closed");
+      }
     }
     Stop("Destroyed");
     return absl::OkStatus();
@@ -118,6 +123,11 @@ class FakeHypervisor : public Hypervisor {
     absl::MutexLock lock(&mu_);
     return undefines_;
   }
+  // The next `n` destroys fail as they do while libvirtd is down.
+  void FailDestroys(int n) {
+    absl::MutexLock lock(&mu_);
+    failing_destroys_ = n;
+  }
 
   bool ignore_acpi = false;
   bool fail_start = false;
@@ -127,7 +137,7 @@ class FakeHypervisor : public Hypervisor {
   EventCallback cb_;
   std::string xml_;
   bool running_ = false, paused_ = false;
-  int acpi_presses_ = 0, destroys_ = 0, undefines_ = 0, starts_ = 0;
+  int acpi_presses_ = 0, destroys_ = 0, undefines_ = 0, starts_ = 0, failing_destroys_ = 0;
 };
 
 class RecordingSink : public EventSink {
@@ -248,6 +258,37 @@ TEST_F(DomainManagerTest, GraceZeroDestroysAtOnce) {
   EXPECT_EQ(hv_.acpi_presses(), 0);
   EXPECT_FALSE(final_event.status().destroyed_after_grace());
   EXPECT_TRUE(final_event.status().shutdown_requested());
+}
+
+// A stop while libvirtd is down (it is being started again) was once lost: the destroy failed
+// and nothing tried it again, so the VMI stayed Running while being deleted.
+TEST_F(DomainManagerTest, ADestroyThatFailedIsTriedAgainEachSecond) {
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  hv_.FailDestroys(2);
+  ASSERT_TRUE(manager_->Shutdown(0).ok());
+  for (int i = 0; i < 40 && !manager_->Done(); ++i) {
+    absl::SleepFor(absl::Milliseconds(60));
+    clock_.Advance(absl::Milliseconds(500));
+  }
+  DomainEvent final_event = FinalEvent();
+  EXPECT_EQ(hv_.destroys(), 3);
+  EXPECT_EQ(final_event.status().reason(), "Destroyed");
+  auto events = sink_.launcher_events();
+  EXPECT_EQ(std::count(events.begin(), events.end(), "DestroyFailed"), 1);
+  EXPECT_EQ(std::count(events.begin(), events.end(), "Destroying"), 1);
+}
+
+TEST_F(DomainManagerTest, ADestroyOwedIsTriedAtOnceAfterTheReconnect) {
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  hv_.Emit("Started", "Booted");
+  hv_.FailDestroys(1);
+  ASSERT_TRUE(manager_->Shutdown(0).ok());
+  for (int i = 0; i < 100 && hv_.destroys() < 1; ++i) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(hv_.destroys(), 1);
+  manager_->Refresh();  // libvirtd is back; the fake clock never reaches the next retry
+  DomainEvent final_event = FinalEvent();
+  EXPECT_EQ(hv_.destroys(), 2);
+  EXPECT_EQ(final_event.status().reason(), "Destroyed");
 }
 
 TEST_F(DomainManagerTest, ConversionFailureEndsTheVmiWithAReason) {

@@ -1,8 +1,10 @@
 // The chaos suite: a real handler with VMs of every run strategy, and in each round a random
 // series of faults while VMs start, stop and restart — kill -9 of the handler, of launchers,
-// of their libvirtds and of QEMUs; SIGSTOP'd launchers; the handler killed in the middle of a
-// burst of writes (SQLite interrupted mid-write); the state dir's disk full (the state dir is a
-// small tmpfs). After each round it waits for the node to settle and checks the invariants:
+// of their libvirtds, of the pods' DHCP servers (dnsmasq) and of QEMUs; a helper (launcher,
+// libvirtd or dnsmasq) killed while its VMI starts or while it shuts down; SIGSTOP'd launchers;
+// the handler killed in the middle of a burst of writes (SQLite interrupted mid-write); the
+// state dir's disk full (the state dir is a small tmpfs). After each round it waits for the node
+// to settle and checks the invariants:
 //
 //   no lost VM                  every VM created is listed, and every acknowledged write to it
 //                               survived (its generation never goes back)
@@ -11,8 +13,13 @@
 //   nothing leaks               pod namespaces (with their tap, nft rules and dnsmasq), VMI
 //                               cgroups and launchers exist only for VMIs that are not final;
 //                               no two live VMIs share a pod IP
-//   run strategies honoured     Always and RerunOnFailure VMs run again, Halted ones never,
-//                               a Manual VM that was stopped stays stopped
+//   run strategies honoured     Always VMs and RerunOnFailure ones not stopped by the user run
+//                               again, Halted ones never, a Manual VM that was stopped stays
+//                               stopped
+//   no guest lost to a helper   a Running VMI whose launcher, libvirtd or dnsmasq was killed
+//                               runs on: same VMI, same QEMU pid, Running (unless its QEMU was
+//                               killed too, its VM was stopped or restarted, or one helper of
+//                               it was killed five times within a minute, a crash loop)
 //
 // It prints the counts (rounds, faults by kind, invariant violations) and exits non-zero on a
 // violation. Guests are minimal (no disk: they idle in firmware), so a round is seconds, not
@@ -46,6 +53,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -53,6 +61,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -81,7 +90,8 @@ struct ChaosVm {
   std::string name;
   std::string strategy;
   bool pod_network;
-  // Manual only: the last state asked for (true = started).
+  // Manual and RerunOnFailure: the last state asked for (true = started); a RerunOnFailure VM
+  // the user stopped stays stopped.
   bool wants_running = false;
 };
 
@@ -116,6 +126,7 @@ class Chaos {
       generation_[c.name] = applied->metadata().generation();
     }
     manual().wants_running = true;
+    vms_[2].wants_running = true;  // RerunOnFailure starts when created
     if (grpc::Status s = api_.Start("manual"); !s.ok()) {
       return absl::InternalError("start manual: " + s.error_message());
     }
@@ -182,28 +193,130 @@ class Chaos {
     return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng_)];
   }
 
-  // Kills one process of `comm_prefix` of a random live VMI; "" when there was none.
+  // Kills one process of `comm_prefix` of a random live VMI; false when there was none. A
+  // helper (launcher, libvirtd, dnsmasq) of a Running VMI killed with SIGKILL makes that guest
+  // one that must run on; a killed QEMU excuses its VMI.
   bool KillOneOf(const std::string& comm_prefix, int signal) {
-    std::vector<pid_t> pids;
+    std::vector<std::pair<pid_t, VirtualMachineInstance>> victims;
     for (const auto& [name, vmi] : LiveVmis()) {
-      for (pid_t p : VmiPids(vmi.metadata().uid(), comm_prefix)) pids.push_back(p);
+      for (pid_t p : VmiPids(vmi.metadata().uid(), comm_prefix)) victims.emplace_back(p, vmi);
     }
-    if (pids.empty()) return false;
-    pid_t victim = Pick(pids);
+    if (victims.empty()) return false;
+    const auto& [victim, vmi] = Pick(victims);
     if (signal == SIGSTOP) {
       kill(victim, SIGSTOP);
       absl::SleepFor(absl::Seconds(std::uniform_int_distribution<int>(1, 6)(rng_)));
       kill(victim, SIGCONT);
       return true;
     }
-    return kill(victim, signal) == 0;
+    if (kill(victim, signal) != 0) return false;
+    const std::string& uid = vmi.metadata().uid();
+    if (comm_prefix == "qemu-system") {
+      must_survive_.erase(uid);
+    } else {
+      HelperKilled(vmi, comm_prefix);
+    }
+    return true;
   }
 
-  // Faults come out of a shuffled bag of every kind, refilled when empty, so that any nine in
+  // A helper of `vmi` was killed: its guest must run on if it was Running, unless that helper
+  // was killed often enough to be a crash loop (five exits within a minute fail the VMI).
+  void HelperKilled(const VirtualMachineInstance& vmi, const std::string& helper) {
+    const std::string& uid = vmi.metadata().uid();
+    std::deque<absl::Time>& kills = helper_kills_[{uid, helper}];
+    kills.push_back(absl::Now());
+    while (kills.front() < absl::Now() - absl::Minutes(1)) kills.pop_front();
+    if (kills.size() >= 4) {
+      must_survive_.erase(uid);
+      crash_loop_excused_.insert(uid);
+      return;
+    }
+    if (crash_loop_excused_.count(uid) > 0) return;
+    if (vmi.status().phase() == "Running" && vmi.status().launcher().qemu_pid() > 0 &&
+        vmi.metadata().deletion_timestamp().empty() && !must_survive_.count(uid)) {
+      must_survive_[uid] = {vmi.metadata().name(), vmi.status().launcher().qemu_pid()};
+    }
+  }
+
+  // The VMIs of VM `name` may end now (its VM was stopped or restarted).
+  void Excuse(const std::string& name) {
+    for (auto it = must_survive_.begin(); it != must_survive_.end();) {
+      it = it->second.first == name ? must_survive_.erase(it) : std::next(it);
+    }
+  }
+
+  // Always/RerunOnFailure VMs stopped by the user become Halted (KubeVirt's stop): a start
+  // switches them back, so that the strategy keeps being exercised. A start is refused while
+  // the stopped VMI still shuts down, so it is tried again for a while.
+  void StartAgain(ChaosVm& vm) {
+    absl::Time deadline = absl::Now() + absl::Seconds(30);
+    grpc::Status s;
+    while (absl::Now() < deadline) {
+      s = api_.Start(vm.name);
+      if (s.ok()) {
+        vm.wants_running = true;
+        return;
+      }
+      if (absl::StrContains(s.error_message(), "does not support manual start")) return;
+      absl::SleepFor(absl::Milliseconds(250));
+    }
+    std::string vmi_now = "no VMI";
+    if (auto live = LiveVmis(); live.count(vm.name)) {
+      const VirtualMachineInstance& v = live[vm.name];
+      vmi_now = absl::StrCat("VMI ", v.metadata().uid(), " ", v.status().phase(), " launcher ",
+                             v.status().launcher().pid(), " qemu ", v.status().launcher().qemu_pid(),
+                             v.metadata().deletion_timestamp().empty() ? "" : " deleting");
+    }
+    violations_.push_back(absl::StrCat("VM ", vm.name, " could not be started again for 30 s "
+                                       "after a stop (", vmi_now, "): ", s.error_message()));
+    std::cout << h_->DiagnosticLogs(6000) << "\n";
+  }
+
+  // A VM's VMI while it starts (after a restart) or while it shuts down (a stop with a grace
+  // period: the minimal guests never answer ACPI, so it ends at the grace period's end): one of
+  // its helpers is killed at a random moment. Its strategy must still be honoured and nothing
+  // may leak.
+  std::string KillHelperDuring(bool starting) {
+    ChaosVm& vm = vms_[std::uniform_int_distribution<size_t>(0, 3)(rng_)];  // not the Halted ones
+    Excuse(vm.name);
+    std::string old_uid;
+    if (auto live = LiveVmis(); live.count(vm.name)) old_uid = live[vm.name].metadata().uid();
+    grpc::Status s = starting ? api_.Restart(vm.name, 0) : api_.Stop(vm.name, 3);
+    if (!starting && s.ok()) vm.wants_running = false;
+    std::string what = absl::StrCat(starting ? "kill-helper-starting-" : "kill-helper-stopping-",
+                                    vm.strategy);
+    if (!s.ok()) return absl::StrCat(what, "(refused: ", s.error_message(), ")");
+    // The VMI to hit (the new one while starting, the old one while stopping), at a random
+    // moment, and one of the helpers it has at that moment (a VMI without a pod interface has
+    // no dnsmasq; early in a start only the launcher runs).
+    absl::Time deadline = absl::Now() + absl::Seconds(10);
+    absl::SleepFor(absl::Milliseconds(std::uniform_int_distribution<int>(0, 800)(rng_)));
+    std::vector<std::pair<pid_t, std::string>> helpers;
+    while (helpers.empty() && absl::Now() < deadline) {
+      auto live = LiveVmis();
+      auto it = live.find(vm.name);
+      if (it != live.end() && (it->second.metadata().uid() != old_uid) == starting) {
+        for (const char* helper : {"kvnode-launcher", "libvirtd", "dnsmasq"}) {
+          for (pid_t p : VmiPids(it->second.metadata().uid(), helper)) helpers.emplace_back(p, helper);
+        }
+      }
+      if (helpers.empty()) absl::SleepFor(absl::Milliseconds(50));
+    }
+    std::string helper = "(none)";
+    if (!helpers.empty()) {
+      const auto& victim = Pick(helpers);
+      helper = victim.second;
+      kill(victim.first, SIGKILL);
+    }
+    if (!starting && vm.strategy != "Manual") StartAgain(vm);
+    return absl::StrCat(what, "-", helper);
+  }
+
+  // Faults come out of a shuffled bag of every kind, refilled when empty, so that any twelve in
   // a row cover every kind (the short form in CI sees each at least once).
   std::string InjectOne() {
     if (bag_.empty()) {
-      bag_ = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+      bag_ = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
       std::shuffle(bag_.begin(), bag_.end(), rng_);
     }
     int kind = bag_.back();
@@ -226,6 +339,12 @@ class Chaos {
       case 6:
         FillDisk();
         return "disk-full";
+      case 7:
+        return KillOneOf("dnsmasq", SIGKILL) ? "kill-dnsmasq" : "kill-dnsmasq(none)";
+      case 8:
+        return KillHelperDuring(/*starting=*/true);
+      case 9:
+        return KillHelperDuring(/*starting=*/false);
       default:
         return VmOperation();
     }
@@ -244,16 +363,13 @@ class Chaos {
     static const std::vector<std::string> kOps = {"start", "stop", "restart"};
     std::string op = Pick(kOps);
     ChaosVm& vm = vms_[std::uniform_int_distribution<size_t>(0, 3)(rng_)];  // not the Halted ones
+    if (op != "start") Excuse(vm.name);
     grpc::Status s = op == "start"  ? api_.Start(vm.name)
                      : op == "stop" ? api_.Stop(vm.name, 0)
                                     : api_.Restart(vm.name, 0);
-    if (vm.strategy == "Manual" && s.ok() && op != "restart") vm.wants_running = op == "start";
-    if (vm.strategy != "Manual" && op == "stop" && s.ok()) {
-      // Always/RerunOnFailure stopped by the user become Halted (KubeVirt's stop): start again
-      // so the strategy keeps being exercised.
-      (void)api_.Start(vm.name);
-    }
-    return absl::StrCat(op, "-", vm.strategy, s.ok() ? "" : "(refused)");
+    if (s.ok() && op != "restart") vm.wants_running = op == "start";
+    if (vm.strategy != "Manual" && op == "stop" && s.ok()) StartAgain(vm);
+    return absl::StrCat(op, "-", vm.strategy, s.ok() ? "" : "(refused: " + s.error_message() + ")");
   }
 
   // A burst of VM writes (labels), and the handler SIGKILLed in the middle of it. Every write
@@ -379,10 +495,24 @@ class Chaos {
         }
       }
     }
+    // Guests whose helpers were killed run on: the same VMI with the same QEMU.
+    for (const auto& [uid, who] : must_survive_) {
+      const auto& [name, qemu] = who;
+      auto it = live.find(name);
+      if (it == live.end() || it->second.metadata().uid() != uid) {
+        out.push_back(absl::StrCat("VMI ", name, " (", uid, ") was lost after a helper of it was "
+                                   "killed"));
+      } else if (it->second.status().phase() != "Running" ||
+                 h_->QemuProcesses(uid) != std::vector<pid_t>{qemu}) {
+        out.push_back(absl::StrCat("VMI ", name, " is ", it->second.status().phase(),
+                                   " and no longer runs QEMU ", qemu,
+                                   " after a helper of it was killed"));
+      }
+    }
     // Run strategies.
     for (const ChaosVm& c : vms_) {
       bool running = live.count(c.name) && live[c.name].status().phase() == "Running";
-      bool wants = c.strategy == "Always" || c.strategy == "RerunOnFailure";
+      bool wants = c.strategy == "Always" || (c.strategy == "RerunOnFailure" && c.wants_running);
       auto it = listed.find(c.name);
       if (it != listed.end() && wants && it->second.spec().run_strategy() == c.strategy && !running) {
         out.push_back(absl::StrCat(c.strategy, " VM ", c.name, " is not running (",
@@ -443,6 +573,10 @@ class Chaos {
   // the next burst starts counting.
   std::atomic<int64_t> acked_write_{-1};
   int64_t write_base_ = 0;
+  // Guests that must run on (VMI UID -> VM name, QEMU pid); when each helper of a VMI was killed.
+  std::map<std::string, std::pair<std::string, pid_t>> must_survive_;
+  std::map<std::pair<std::string, std::string>, std::deque<absl::Time>> helper_kills_;
+  std::set<std::string> crash_loop_excused_;
   std::vector<std::string> violations_;
 };
 
