@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace kvnode {
 
@@ -57,6 +58,13 @@ class DomainMigrator {
   // The hypervisor's version as libvirt gives it (virConnectGetVersion): major * 1,000,000 +
   // minor * 1,000 + micro; QEMU 7.2.22 is 7002022.
   virtual absl::StatusOr<uint64_t> HypervisorVersion() = 0;
+  // Waits (at most `timeout`) while the connection to libvirtd is down, as while the launcher
+  // starts a killed libvirtd again and reconnects: a migration asked for then starts once it
+  // is back instead of failing on a closed socket.
+  virtual absl::Status WaitConnected(absl::Duration timeout) {
+    (void)timeout;
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace kvnode

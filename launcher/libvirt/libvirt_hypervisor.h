@@ -47,6 +47,7 @@ class LibvirtHypervisor : public Hypervisor, public DomainMigrator {
   absl::Status AbortJob() override;
   absl::Status StartPostCopy() override;
   absl::StatusOr<uint64_t> HypervisorVersion() override;
+  absl::Status WaitConnected(absl::Duration timeout) override;
 
   // Called from libvirt's event thread.
   void Deliver(const DomainLifecycleEvent& event);

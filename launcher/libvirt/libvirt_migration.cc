@@ -138,6 +138,22 @@ absl::Status LibvirtHypervisor::StartPostCopy() {
                     [](virDomainPtr d) { return virDomainMigrateStartPostCopy(d, 0); });
 }
 
+absl::Status LibvirtHypervisor::WaitConnected(absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    virConnectPtr conn = Conn();
+    bool alive = virConnectIsAlive(conn) == 1;
+    virConnectClose(conn);
+    if (alive) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "the VMI's libvirtd is not connected (it is being started again after it exited); "
+          "waited ", absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+}
+
 absl::StatusOr<uint64_t> LibvirtHypervisor::HypervisorVersion() {
   unsigned long version = 0;  // NOLINT(runtime/int): libvirt's type
   virConnectPtr conn = Conn();

@@ -31,6 +31,7 @@ absl::Status MigrationJob::Start(const kvnode::v1::MigrateRequest& request) {
                                            status_.migration_uid() + ")");
     }
   }
+  RETURN_IF_ERROR(migrator_->WaitConnected(absl::Seconds(15)));
   ASSIGN_OR_RETURN(std::string xml, migrator_->MigratableXml());
   PathRewrites rewrites;
   for (const auto& r : request.rewrites()) rewrites.emplace_back(r.from(), r.to());
