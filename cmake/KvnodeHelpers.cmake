@@ -26,12 +26,13 @@ function(kvnode_test)
   cmake_parse_arguments(KV "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${KV_NAME} ${KV_SRCS})
   target_include_directories(${KV_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/proto)
-  target_link_libraries(${KV_NAME} PRIVATE ${KV_DEPS} GTest::gmock GTest::gtest_main)
+  target_link_libraries(${KV_NAME} PRIVATE ${KV_DEPS} GTest::gmock kvnode_gtest_main)
   set_target_properties(${KV_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   add_test(NAME ${KV_NAME} COMMAND ${KV_NAME})
   if(NOT KV_LABELS)
     set(KV_LABELS unit)
   endif()
-  set_tests_properties(${KV_NAME} PROPERTIES LABELS "${KV_LABELS}"
+  # A binary that skipped tests (and failed none) exits 77: skipped, never passed.
+  set_tests_properties(${KV_NAME} PROPERTIES LABELS "${KV_LABELS}" SKIP_RETURN_CODE 77
     ENVIRONMENT "KVNODE_SOURCE_DIR=${PROJECT_SOURCE_DIR};KVNODE_BINARY_DIR=${PROJECT_BINARY_DIR}")
 endfunction()

@@ -6,21 +6,64 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
+started=$(date +%s)
+stage_started=$started
+# Prints how long the previous stage took, then the next stage's title.
+stage() {
+  local now
+  now=$(date +%s)
+  [ "$stage_started" = "$started" ] || echo "   (took $((now - stage_started)) s)"
+  stage_started=$now
+  [ $# -eq 0 ] || echo "== $*"
+}
+
+stage "dependencies"
 bash .ci/install-deps.sh
 
 build=${KVNODE_BUILD_DIR:-$root/build}
 # Benchmarks are built on demand (KVNODE_BUILD_BENCHMARKS=ON, the default of a plain cmake);
 # the suite leaves them out to keep CI's build short.
+stage "build"
 cmake -S . -B "$build" -G Ninja -DKVNODE_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DKVNODE_BUILD_BENCHMARKS="${KVNODE_BUILD_BENCHMARKS:-OFF}" >/dev/null
 ninja -C "$build" -j"${KVNODE_JOBS:-2}"
 
-echo "== unit tests"
-ctest --test-dir "$build" -L unit --output-on-failure -j2 "$@"
-echo "== integration tests (real libvirt and QEMU)"
-ctest --test-dir "$build" -L integration --output-on-failure "$@"
-if [ -x tests/fuzz/run-fuzz.sh ] || [ -f tests/fuzz/run-fuzz.sh ]; then
-  echo "== fuzzing (short)"
-  KVNODE_FUZZ_JOBS=${KVNODE_FUZZ_JOBS:-${KVNODE_JOBS:-2}} bash tests/fuzz/run-fuzz.sh
+# Each ctest run goes on after a failure so that one report shows everything; the counts of
+# every run are summed: a skipped test is counted as skipped, never as passed.
+passed=0 failed=0 skipped=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+run_ctest() {
+  local status
+  set +e
+  ctest --test-dir "$build" "$@" 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+  set -e
+  # ctest failed with no test failing (a bad argument), or found no test: a failure too.
+  if grep -q 'No tests were found' "$log" ||
+     { [ "$status" -ne 0 ] && ! grep -qE '\*\*\*(Failed|Timeout|Exception)' "$log"; }; then
+    echo "ctest $* exited $status"
+    failed=$((failed + 1))
+  fi
+  passed=$((passed + $(grep -cE 'Test +#[0-9]+: .* Passed ' "$log" || true)))
+  skipped=$((skipped + $(grep -cE 'Test +#[0-9]+: .*(\*\*\*Skipped|\*\*\*Not Run)' "$log" || true)))
+  failed=$((failed + $(grep -cE 'Test +#[0-9]+: .*\*\*\*(Failed|Timeout|Exception)' "$log" || true)))
+}
+
+stage "unit tests"
+run_ctest -L unit --output-on-failure -j2 "$@"
+stage "integration tests (real libvirt and QEMU)"
+run_ctest -L integration --output-on-failure "$@"
+stage "fuzzing (short)"
+fuzz_status=0
+KVNODE_FUZZ_JOBS=${KVNODE_FUZZ_JOBS:-${KVNODE_JOBS:-2}} bash tests/fuzz/run-fuzz.sh || fuzz_status=$?
+stage
+echo "== $passed passed, $failed failed, $skipped skipped; fuzzing $([ $fuzz_status -eq 0 ] && echo passed || echo "FAILED ($fuzz_status)"); total $(( $(date +%s) - started )) s"
+if [ "$failed" -gt 0 ] || [ "$fuzz_status" -ne 0 ]; then
+  exit 1
+fi
+if [ "$skipped" -gt 0 ] && [ "${CI:-}" = true ]; then
+  echo "== skipped tests are failures in CI (CI=true)"
+  exit 1
 fi
 echo "== all tests passed"

@@ -3,6 +3,12 @@
 # DIR/*.xml; fails if any file is invalid or if there is none.
 set -u
 validate=$1 dir=$2
+# The tool missing (not found at configure time): skipped (77), but a failure in CI.
+if [ -z "$validate" ] || ! [ -x "$validate" ]; then
+	echo "virt-xml-validate not found (package libvirt-clients)"
+	[ "${CI:-}" = true ] && exit 1
+	exit 77
+fi
 n=0 bad=0
 for f in "$dir"/*.xml; do
 	[ -e "$f" ] || continue

@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tests/testing/prerequisite.h"
 
 namespace kvnode::testing {
 
@@ -16,7 +17,7 @@ void GuestTest::SetUp() {
 
 void GuestTest::StartHandler(HandlerProcess::Options options) {
   std::string why;
-  if (!CanRunGuests(&why)) GTEST_SKIP() << why;
+  if (!CanRunGuests(&why)) KVNODE_SKIP_UNLESS_CI(why);
   ASSERT_FALSE(GuestImage().empty()) << "the test guest could not be built";
   auto h = HandlerProcess::Start(std::move(options));
   ASSERT_TRUE(h.ok()) << h.status();

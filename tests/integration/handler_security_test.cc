@@ -31,6 +31,7 @@
 #include "grpcpp/security/credentials.h"
 #include "tests/integration/guest_test.h"
 #include "tests/integration/pki.h"
+#include "tests/testing/prerequisite.h"
 
 namespace kvnode::testing {
 namespace {
@@ -609,7 +610,7 @@ TEST_F(HandlerSecurityTest, MetricsPassPromtoolAndCountThePhasesAndLogsAreJson) 
 
 TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
   std::string why;
-  if (!CanRunGuests(&why)) GTEST_SKIP() << why;
+  if (!CanRunGuests(&why)) KVNODE_SKIP_UNLESS_CI(why);
   std::string state = absl::StrCat("/tmp/kvit-validate-", getpid(), "/state");
   auto ok = RunCommand({BinaryDir() + "/kvnode-handler", "--validate-config", "--virt-type", "qemu",
                         "--state-dir", state, "--socket", "/tmp/kvit-validate-sock/x.sock"});

@@ -30,6 +30,7 @@
 #include "tests/integration/pki.h"
 #include "tests/integration/two_nodes.h"
 #include "tests/integration/vm_test_util.h"
+#include "tests/testing/prerequisite.h"
 
 namespace kvnode::testing {
 namespace {
@@ -74,7 +75,7 @@ class MigrationTest : public GuestTest {
 
   void SetUp() override {
     std::string why;
-    if (!CanRunGuests(&why)) GTEST_SKIP() << why;
+    if (!CanRunGuests(&why)) KVNODE_SKIP_UNLESS_CI(why);
     ASSERT_FALSE(GuestImage().empty()) << "the test guest could not be built";
     auto nodes = TwoNodes::Start({}, extra_b_);
     ASSERT_TRUE(nodes.ok()) << nodes.status();

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/kvnode_fixture.h"
 #include "tests/integration/vm_test_util.h"
+#include "tests/testing/prerequisite.h"
 
 namespace kvnode::testing {
 namespace {
@@ -62,7 +63,7 @@ class VmTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
-    if (!CanRunGuests(&why)) GTEST_SKIP() << why;
+    if (!CanRunGuests(&why)) KVNODE_SKIP_UNLESS_CI(why);
     ASSERT_FALSE(GuestImage().empty()) << "the test guest could not be built";
     HandlerProcess::Options options;
     // Short real crash-loop delays: 1 s × failures², at most 8 s.

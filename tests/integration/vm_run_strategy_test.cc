@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/kvnode_fixture.h"
 #include "tests/integration/vm_test_util.h"
+#include "tests/testing/prerequisite.h"
 
 namespace kvnode::testing {
 namespace {
@@ -24,7 +25,7 @@ class VmRunStrategyTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
-    if (!CanRunGuests(&why)) GTEST_SKIP() << why;
+    if (!CanRunGuests(&why)) KVNODE_SKIP_UNLESS_CI(why);
     ASSERT_FALSE(GuestImage().empty()) << "the test guest could not be built";
     auto h = HandlerProcess::Start();
     ASSERT_TRUE(h.ok()) << h.status();
