@@ -54,11 +54,15 @@ stage "unit tests"
 run_ctest -L unit --output-on-failure -j2 "$@"
 stage "integration tests (real libvirt and QEMU)"
 run_ctest -L integration --output-on-failure "$@"
+stage "quickstart (the README's first command, with its own state dir and socket)"
+quickstart_status=0
+bash tests/e2e/quickstart-ci.sh || quickstart_status=$?
+if [ "$quickstart_status" -ne 0 ]; then failed=$((failed + 1)); fi
 stage "fuzzing (short)"
 fuzz_status=0
 KVNODE_FUZZ_JOBS=${KVNODE_FUZZ_JOBS:-${KVNODE_JOBS:-2}} bash tests/fuzz/run-fuzz.sh || fuzz_status=$?
 stage
-echo "== $passed passed, $failed failed, $skipped skipped; fuzzing $([ $fuzz_status -eq 0 ] && echo passed || echo "FAILED ($fuzz_status)"); total $(( $(date +%s) - started )) s"
+echo "== $passed passed, $failed failed, $skipped skipped (ctest, and the quickstart: $([ $quickstart_status -eq 0 ] && echo passed || echo FAILED)); fuzzing $([ $fuzz_status -eq 0 ] && echo passed || echo "FAILED ($fuzz_status)"); total $(( $(date +%s) - started )) s"
 if [ "$failed" -gt 0 ] || [ "$fuzz_status" -ne 0 ]; then
   exit 1
 fi
