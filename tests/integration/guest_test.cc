@@ -104,7 +104,8 @@ void GuestTest::Delete(const std::string& name, std::optional<int64_t> grace) {
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
-VirtualMachineInstance GuestTest::FinalFromWatch(const std::string& name, absl::Duration timeout) {
+VirtualMachineInstance GuestTest::FinalFromWatch(const std::string& name, absl::Duration timeout,
+                                                 std::function<void()> subscribed) {
   kvnode::v1::WatchRequest req;
   req.set_name(name);
   grpc::ClientContext ctx;
@@ -113,6 +114,13 @@ VirtualMachineInstance GuestTest::FinalFromWatch(const std::string& name, absl::
   kvnode::v1::VMIWatchEvent e;
   VirtualMachineInstance last;
   while (reader->Read(&e)) {
+    if (subscribed) {
+      // The watch lists the VMI first (ADDED) from a resource version taken before: every
+      // change from here on reaches this loop.
+      std::function<void()> once = std::move(subscribed);
+      subscribed = nullptr;
+      once();
+    }
     if (e.type() == "DELETED" || e.object().status().phase() == "Succeeded" ||
         e.object().status().phase() == "Failed") {
       last = e.object();
@@ -122,6 +130,12 @@ VirtualMachineInstance GuestTest::FinalFromWatch(const std::string& name, absl::
   }
   reader->Finish();
   return last;
+}
+
+VirtualMachineInstance GuestTest::DeleteAndWatchFinal(const std::string& name,
+                                                      std::optional<int64_t> grace,
+                                                      absl::Duration timeout) {
+  return FinalFromWatch(name, timeout, [&] { Delete(name, grace); });
 }
 
 void GuestTest::ExpectNoProcessesLeft(const std::string& uid) {

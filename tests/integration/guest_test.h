@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <optional>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,14 @@ class GuestTest : public ::testing::Test {
   std::vector<std::string> BootIds(const std::string& uid);
   void Delete(const std::string& name, std::optional<int64_t> grace = std::nullopt);
   // The final state of a VMI as the watch stream reported it before it was deleted.
+  // `subscribed` runs once the watch has delivered its first event (the VMI as it is), so that
+  // what it does next (a delete) cannot happen before the watch sees changes.
   kvnode::v1::VirtualMachineInstance FinalFromWatch(const std::string& name,
-                                                    absl::Duration timeout);
+                                                    absl::Duration timeout,
+                                                    std::function<void()> subscribed = nullptr);
+  // Deletes the VMI (with `grace`) once a watch of it runs; its final state as watched.
+  kvnode::v1::VirtualMachineInstance DeleteAndWatchFinal(
+      const std::string& name, std::optional<int64_t> grace, absl::Duration timeout);
   // Nothing of the VMI is left: no process in its cgroup or naming its dir.
   void ExpectNoProcessesLeft(const std::string& uid);
 

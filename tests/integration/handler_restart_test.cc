@@ -88,12 +88,7 @@ TEST_F(HandlerRestartTest, KillingTheVmisLibvirtdKeepsTheGuestRunning) {
                              },
                              absl::Seconds(20));
   ASSERT_TRUE(unpaused.ok()) << unpaused.status();
-  std::thread deleter([&] {
-    absl::SleepFor(absl::Milliseconds(200));
-    Delete("keeper", 60);
-  });
-  VirtualMachineInstance final_vmi = FinalFromWatch("keeper", absl::Seconds(90));
-  deleter.join();
+  VirtualMachineInstance final_vmi = DeleteAndWatchFinal("keeper", 60, absl::Seconds(90));
   EXPECT_EQ(final_vmi.status().phase(), "Succeeded") << final_vmi.status().reason();
   ExpectNoProcessesLeft(uid);
 }
@@ -278,12 +273,7 @@ TEST_F(HandlerRestartTest, ALauncherKilledWhileTheHandlerIsDownIsReplacedAfterTh
   EXPECT_TRUE(Eventually([&] { return handler_->SerialLog(uid).size() > before; },
                          absl::Seconds(20)));
   EXPECT_EQ(BootIds(uid), boots) << "the guest booted again";
-  std::thread deleter([&] {
-    absl::SleepFor(absl::Milliseconds(200));
-    Delete("orphan", 60);
-  });
-  VirtualMachineInstance final_vmi = FinalFromWatch("orphan", absl::Seconds(90));
-  deleter.join();
+  VirtualMachineInstance final_vmi = DeleteAndWatchFinal("orphan", 60, absl::Seconds(90));
   EXPECT_EQ(final_vmi.status().phase(), "Succeeded") << final_vmi.status().reason();
   ExpectNoProcessesLeft(uid);
 }

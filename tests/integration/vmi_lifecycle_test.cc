@@ -130,9 +130,7 @@ TEST_F(VmiLifecycleTest, DeleteWithTheDefaultGraceShutsTheGuestDownByAcpi) {
       absl::SleepFor(absl::Milliseconds(10));
     }
   });
-  std::thread deleter([&] { absl::SleepFor(absl::Milliseconds(200)); Delete("acpi"); });
-  VirtualMachineInstance final_vmi = FinalFromWatch("acpi", absl::Seconds(60));
-  deleter.join();
+  VirtualMachineInstance final_vmi = DeleteAndWatchFinal("acpi", std::nullopt, absl::Seconds(60));
   ended = true;
   reader.join();
   EXPECT_EQ(final_vmi.status().phase(), "Succeeded");
@@ -144,9 +142,7 @@ TEST_F(VmiLifecycleTest, AGuestIgnoringAcpiIsDestroyedWhenItsGraceEndsAndFails) 
   VirtualMachineInstance vmi = StartGuest("stubborn", "ignore-acpi", /*grace=*/3);
   ASSERT_TRUE(SerialShows(vmi.metadata().uid(), "KVNODE-GUEST-BOOTED"));
   absl::Time start = absl::Now();
-  std::thread deleter([&] { absl::SleepFor(absl::Milliseconds(200)); Delete("stubborn"); });
-  VirtualMachineInstance final_vmi = FinalFromWatch("stubborn", absl::Seconds(60));
-  deleter.join();
+  VirtualMachineInstance final_vmi = DeleteAndWatchFinal("stubborn", std::nullopt, absl::Seconds(60));
   EXPECT_EQ(final_vmi.status().phase(), "Failed");
   EXPECT_EQ(final_vmi.status().reason(), "GracePeriodExpired");
   EXPECT_GE(absl::Now() - start, absl::Seconds(3));
@@ -157,9 +153,7 @@ TEST_F(VmiLifecycleTest, AGuestIgnoringAcpiIsDestroyedWhenItsGraceEndsAndFails) 
 TEST_F(VmiLifecycleTest, GraceZeroDestroysAtOnce) {
   VirtualMachineInstance vmi = StartGuest("instant");
   absl::Time start = absl::Now();
-  std::thread deleter([&] { absl::SleepFor(absl::Milliseconds(200)); Delete("instant", 0); });
-  VirtualMachineInstance final_vmi = FinalFromWatch("instant", absl::Seconds(30));
-  deleter.join();
+  VirtualMachineInstance final_vmi = DeleteAndWatchFinal("instant", 0, absl::Seconds(30));
   EXPECT_EQ(final_vmi.status().phase(), "Failed");
   EXPECT_EQ(final_vmi.status().reason(), "Destroyed");
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
@@ -288,12 +282,7 @@ TEST_F(VmiLifecycleTest, KillingTheLauncherReplacesItAndTheGuestRunsOn) {
   EXPECT_TRUE(Eventually([&] { return handler_->SerialLog(uid).size() > before; },
                          absl::Seconds(20))) << "the console log no longer follows the guest";
   EXPECT_EQ(BootIds(uid), boots) << "the guest booted again";
-  std::thread deleter([&] {
-    absl::SleepFor(absl::Milliseconds(200));
-    Delete("launcherkill", 60);
-  });
-  VirtualMachineInstance final_vmi = FinalFromWatch("launcherkill", absl::Seconds(90));
-  deleter.join();
+  VirtualMachineInstance final_vmi = DeleteAndWatchFinal("launcherkill", 60, absl::Seconds(90));
   EXPECT_EQ(final_vmi.status().phase(), "Succeeded") << final_vmi.status().reason();
   ExpectNoProcessesLeft(uid);
 }
@@ -376,10 +365,17 @@ TEST_F(VmiLifecycleTest, FiveVmisStartedAtOnceAllRunAndAllShutDownCleanly) {
   // Each shuts down by ACPI (the phase is seen through a watch per VMI).
   std::vector<std::thread> watchers;
   std::vector<std::string> finals(names.size());
+  std::atomic<int> subscribed{0};
   for (size_t i = 0; i < names.size(); ++i) {
-    watchers.emplace_back([&, i] { finals[i] = FinalFromWatch(names[i], absl::Seconds(120)).status().phase(); });
+    watchers.emplace_back([&, i] {
+      finals[i] = FinalFromWatch(names[i], absl::Seconds(120), [&] { ++subscribed; })
+                      .status()
+                      .phase();
+    });
   }
-  absl::SleepFor(absl::Milliseconds(300));
+  // Every watch runs before the first delete (the threads are joined below whatever happens).
+  EXPECT_TRUE(Eventually([&] { return subscribed == static_cast<int>(names.size()); },
+                         absl::Seconds(30)));
   for (const auto& n : names) Delete(n);
   for (auto& t : watchers) t.join();
   for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(finals[i], "Succeeded") << names[i];
