@@ -10,7 +10,9 @@ RandomInt Highest() { return [](int64_t n) { return n - 1; }; }
 
 TEST(StartBackoff, KubeVirtDefaultsGrowWithTheSquareOfTheCountPlusUpToHalf) {
   BackoffPolicy p;  // 10 s, cap 300 s
-  // count: lowest .. highest (KUBEVIRT-REFERENCE.md: 10–15, 40–60, 90–135, 160–240, 250–300).
+  // count: lowest .. highest (KubeVirt's calculateStartBackoffTime,
+  // pkg/virt-controller/watch/vm/vm.go: 10 s × count² plus up to half, capped at 300 s:
+  // 10–15, 40–60, 90–135, 160–240, 250–300).
   const int64_t expected[][2] = {{10, 15}, {40, 60}, {90, 135}, {160, 240}, {250, 300}, {300, 300}};
   for (int count = 1; count <= 6; ++count) {
     EXPECT_EQ(StartBackoff(count, p, Lowest()), absl::Seconds(expected[count - 1][0])) << count;

@@ -1,6 +1,6 @@
 // The decision core of the VM controller: what a VirtualMachine's run strategy asks for, given
 // the VM (spec and status) and its current VMI, in KubeVirt's words
-// (pkg/virt-controller/watch/vm/vm.go syncRunStrategy; KUBEVIRT-REFERENCE.md section 2):
+// (pkg/virt-controller/watch/vm/vm.go syncRunStrategy; docs/DESIGN.md section 3):
 //
 //   strategy        guest shut down (Succeeded)  VMI Failed                    no VMI
 //   Always          delete, start a new one      delete, start (with backoff)  start (backoff)

@@ -1,4 +1,5 @@
-// One test per cell of the run-strategy table (KUBEVIRT-REFERENCE.md section 2), plus the
+// One test per cell of the run-strategy table (docs/DESIGN.md section 3; KubeVirt's
+// pkg/virt-controller/watch/vm/vm.go syncRunStrategy), plus the
 // request handling that decides restarts.
 #include "agent/controller/run_strategy.h"
 

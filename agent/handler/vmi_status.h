@@ -1,7 +1,7 @@
 // The pure part of the handler's VMI state machine: phases and their transition times,
 // conditions (whose lastTransitionTime moves only when status changes), and the mapping of
 // libvirt's domain state to a VMI phase as KubeVirt's virt-handler does
-// (pkg/virt-handler/vm.go calculateVmPhaseForStatusReason; KUBEVIRT-REFERENCE.md section 1).
+// (pkg/virt-handler/vm.go calculateVmPhaseForStatusReason).
 //
 // No I/O; the clock is an argument. Thread-compatible.
 #ifndef KVNODE_AGENT_HANDLER_VMI_STATUS_H_

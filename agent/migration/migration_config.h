@@ -19,7 +19,7 @@
 // (--storage-class name=shared,shared=true,path=DIR; agent/storage/storage_class.h). The old
 // --shared-volumes is refused with an error that says so.
 //
-// KubeVirt's defaults (KUBEVIRT-REFERENCE.md section 7). Parsing is pure.
+// KubeVirt's defaults (pkg/virt-config/virt-config.go). Parsing is pure.
 #ifndef KVNODE_AGENT_MIGRATION_MIGRATION_CONFIG_H_
 #define KVNODE_AGENT_MIGRATION_MIGRATION_CONFIG_H_
 

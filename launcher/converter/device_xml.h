@@ -1,7 +1,7 @@
 // Devices other than disks: interfaces (tap attachments), controllers, the serial console and
 // guest agent channel, inputs, graphics, watchdog, memory balloon, RNG and the panic device,
-// after KubeVirt's converter (network/configurator.go, compute/*.go; KUBEVIRT-REFERENCE.md
-// section 5).
+// after KubeVirt's converter (pkg/virt-launcher/virtwrap/converter/
+// network/configurator.go, compute/*.go).
 //
 // Internal to launcher/converter. Pure; thread-compatible.
 #ifndef KVNODE_LAUNCHER_CONVERTER_DEVICE_XML_H_

@@ -1,6 +1,6 @@
 // Disks of the domain: spec.domain.devices.disks in spec order, each bound to its volume's
 // VolumeSource from DomainOptions, after KubeVirt's converter (storage/disk.go, volume.go) and
-// SetDriverCacheMode (KUBEVIRT-REFERENCE.md section 5).
+// SetDriverCacheMode (pkg/virt-launcher/virtwrap/converter/).
 //
 // Internal to launcher/converter. Pure; thread-compatible.
 #ifndef KVNODE_LAUNCHER_CONVERTER_DISK_XML_H_

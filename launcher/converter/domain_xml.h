@@ -1,6 +1,6 @@
 // The converter: a defaulted VMI plus the node's DomainOptions (resolved volume paths, tap
 // devices and MACs, virt type, runtime dir) to libvirt domain XML, after KubeVirt's
-// pkg/virt-launcher/virtwrap/converter (KUBEVIRT-REFERENCE.md section 5). Written with
+// pkg/virt-launcher/virtwrap/converter. Written with
 // pugixml, never by string concatenation, so every string from the manifest is escaped.
 //
 // Pure: no I/O, no clock. Thread-safe.

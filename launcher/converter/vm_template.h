@@ -1,6 +1,6 @@
 // The VMI a VirtualMachine would start, for `kvnode-launcher convert`, the golden tests and the
 // fuzzer: the template's spec and metadata with the VM's name and namespace, as KubeVirt's VM
-// controller names a new VMI after its VM (KUBEVIRT-REFERENCE.md section 2). The controller
+// controller names a new VMI after its VM (pkg/virt-controller/watch/vm/vm.go). The controller
 // itself adds what only a real start has (a new UID, owner reference, finalizer); the result
 // has no UID.
 //

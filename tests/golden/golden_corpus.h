@@ -1,6 +1,8 @@
 // The golden corpus: tests/golden/NAME.yaml (a manifest, VirtualMachine or
 // VirtualMachineInstance) and NAME.xml (the domain kvnode makes of it). The goldens are the
-// converter's specification, reviewed against KUBEVIRT-REFERENCE.md section 5.
+// converter's specification, reviewed against KubeVirt's converter
+// (pkg/virt-launcher/virtwrap/converter/) and its defaults
+// (pkg/virt-launcher/virtwrap/api/defaults.go).
 //
 // A golden holds one VM or VMI, and optionally PersistentVolumeClaims that stand for the node's
 // claims (a claim with volumeMode Block is a block device). Every golden is converted the same

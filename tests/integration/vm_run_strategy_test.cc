@@ -1,6 +1,6 @@
 // Each run strategy against real guests: the guest powering itself off, QEMU killed, the
 // launcher killed, and start/stop/restart requests, including the refused ones with
-// KubeVirt's messages (KUBEVIRT-REFERENCE.md section 2). One test per strategy, one check
+// KubeVirt's messages (pkg/virt-api/rest/lifecycle.go). One test per strategy, one check
 // per cell of the table.
 #include <signal.h>
 
