@@ -1,7 +1,7 @@
-// A VMI's pod network: what the handler's supervisor prepares before it starts the launcher
-// inside it (docs/DESIGN.md section 4; KubeVirt: pkg/network/setup/netpod/masquerade/).
-// PodNetwork is the seam the VMI controller uses; MasqueradePodNetwork is the real one (pod IPs from the Store, kernel
-// objects through a PodNetworkDriver); FakePodNetwork (fake_pod_network.h) is for tests of
+// A VMI's pod network: what the handler's supervisor prepares before it starts the launcher inside
+// it (docs/DESIGN.md section 4; KubeVirt: pkg/network/setup/netpod/masquerade/). PodNetwork is the
+// seam the VMI controller uses; MasqueradePodNetwork is the real one (pod IPs from the Store,
+// kernel objects through a PodNetworkDriver); FakePodNetwork (fake_pod_network.h) is for tests of
 // callers.
 //
 // Lifecycle, per node and per VMI:
