@@ -2,8 +2,8 @@
 # The README's first command as CI runs it (tests/run-all.sh, after the integration tests): the
 # quickstart with a state dir and API socket of its own, on the pod CIDR and bridge it normally
 # uses, and everything it made removed afterwards, also when it fails: the VM stopped and its
-# VMI gone, the handler ended by its pid, the state dir, and the bridge and nftables tables if
-# they were not there before.
+# VMI gone, the handler ended by its pid, the state dir and runtime dir, and the bridge and
+# nftables tables if they were not there before.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -13,6 +13,7 @@ export KVNODE_SOCKET=$dir/handler.sock
 kvctl="$root/build/bin/kvctl --socket $KVNODE_SOCKET"
 had_bridge=$(ip -o link show kvnode0 2>/dev/null || true)
 tables_before=$(nft list tables 2>/dev/null || true)
+run_dirs_before=$(ls /run/kvnode 2>/dev/null || true)
 
 cleanup() {
   local status=$?
@@ -34,6 +35,11 @@ cleanup() {
   # The handler's nftables tables (its NAT, the importer's egress fence) made by this run.
   nft list tables 2>/dev/null | while read -r _ family name; do
     grep -qx "table $family $name" <<<"$tables_before" || nft delete table "$family" "$name"
+  done
+  # The handler's runtime dir (/run/kvnode/<hash of the state dir>: notify socket, primer).
+  for d in /run/kvnode/*; do
+    [ -d "$d" ] || continue
+    grep -qx "$(basename "$d")" <<<"$run_dirs_before" || rm -rf "$d"
   done
   rm -rf "$dir"
   exit "$status"
