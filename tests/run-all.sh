@@ -7,12 +7,12 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 started=$(date +%s)
-stage_started=$started
+stage_started=""
 # Prints how long the previous stage took, then the next stage's title.
 stage() {
   local now
   now=$(date +%s)
-  [ "$stage_started" = "$started" ] || echo "   (took $((now - stage_started)) s)"
+  [ -z "$stage_started" ] || echo "   (took $((now - stage_started)) s)"
   stage_started=$now
   [ $# -eq 0 ] || echo "== $*"
 }
