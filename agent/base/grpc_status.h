@@ -1,8 +1,12 @@
-// The one place where absl::Status and grpc::Status meet. Their codes are the same numbers.
+// The one place where absl and gRPC meet: absl::Status and grpc::Status (their codes are the
+// same numbers), and a call's deadline from an absl::Duration.
 #ifndef KVNODE_AGENT_BASE_GRPC_STATUS_H_
 #define KVNODE_AGENT_BASE_GRPC_STATUS_H_
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 
 namespace kvnode {
@@ -15,6 +19,12 @@ inline grpc::Status ToGrpcStatus(const absl::Status& s) {
 inline absl::Status FromGrpcStatus(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+// Sets the call's deadline `d` from now; returns `ctx`.
+inline grpc::ClientContext* WithDeadline(grpc::ClientContext* ctx, absl::Duration d) {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + d));
+  return ctx;
 }
 
 }  // namespace kvnode

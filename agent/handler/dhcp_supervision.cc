@@ -47,7 +47,7 @@ void VmiController::DhcpGoneLocked(Record* r, const std::string& how) {
   r->dhcp_exit = how;
   HelperRestarts::Decision d = r->dhcp_restarts.OnExit(clock_->Now());
   if (!d.give_up) {
-    r->dhcp_restart_at = clock_->Now() + d.delay;
+    work_.ScheduleAfter(d.delay, [this, uid] { RestartDhcp(uid); });
     spdlog::warn("VMI {}: {}; starting it again in {}", uid, how, absl::FormatDuration(d.delay));
     return;
   }
@@ -66,25 +66,16 @@ void VmiController::RestartDhcp(const std::string& uid) {
   {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
-    if (it == by_uid_.end() || !it->second->launcher_alive) return;
+    // The pod ended meanwhile, or a DHCP server runs again already (a handler restart).
+    if (it == by_uid_.end() || !it->second->launcher_alive || it->second->dhcp_pid != 0) return;
     vmi = it->second->vmi;
   }
+  // The pod network's Setup is idempotent: it starts what is missing (the DHCP server).
   std::optional<LauncherIdentity> id =
       config_.ids != nullptr ? config_.ids->Find(uid) : std::nullopt;
-  absl::StatusOr<int> procs = cgroups_.CreateForVmi(uid);
   absl::StatusOr<PodNetworkAttachment> attachment =
-      !procs.ok() ? absl::StatusOr<PodNetworkAttachment>(procs.status())
-      : !id.has_value()
-          ? absl::StatusOr<PodNetworkAttachment>(absl::NotFoundError("no launcher identity"))
-          : [&] {
-              PodSetupOptions options;
-              options.launcher_uid = id->uid;
-              options.launcher_gid = id->gid;
-              options.run_dir = paths_.pod_network_dir(uid);
-              options.cgroup_procs_fd = *procs;
-              return config_.pod_network->Setup(vmi, options);
-            }();
-  if (procs.ok()) close(*procs);
+      id.has_value() ? SetUpPodNetwork(vmi, *id)
+                     : absl::NotFoundError("VMI " + uid + " has no launcher identity");
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end() || !it->second->launcher_alive) return;

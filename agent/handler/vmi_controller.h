@@ -277,21 +277,15 @@ class VmiController {
     // Readiness and liveness probes, from when the domain runs (vmi_probes.cc).
     std::unique_ptr<ProbeState> readiness;
     std::unique_ptr<ProbeState> liveness;
-    // A launcher that died while its guest ran is replaced (ReplaceLauncher); the new one took
-    // over a running domain (its LauncherReady does not make the VMI Scheduled again).
+    // Exits of the launchers of this VMI that were replaced (ReplaceLauncher): a crash loop
+    // ends the VMI.
     HelperRestarts launcher_restarts;
-    bool replaced_launcher = false;
-    // When a dead launcher was not replaced for a reason the user must read (it kept dying, its
-    // QEMU was gone too): the reason and message its VMI fails with.
-    std::string launcher_end_reason, launcher_end_message;
     // The pod's DHCP server (dnsmasq), supervised while the launcher lives (dhcp_supervision.cc).
     pid_t dhcp_pid = 0;
     HelperRestarts dhcp_restarts;
     std::string dhcp_exit;  // how it ended last
-    absl::Time dhcp_restart_at = absl::InfiniteFuture();
     // A re-adopted launcher that did not answer (its libvirtd restarting, say) is asked again
-    // then (vmi_recovery.cc); the first failure is an event.
-    absl::Time refresh_at = absl::InfiniteFuture();
+    // each second (vmi_recovery.cc); only the first failure is an event.
     bool refresh_failed = false;
   };
 
@@ -392,11 +386,21 @@ class VmiController {
   // The DHCP server is gone (`how`): a restart is due later, or the VMI fails (crash loop).
   void DhcpGoneLocked(Record* r, const std::string& how) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RestartDhcp(const std::string& uid);
+  // The VMI's pod network (vmi_pod.cc), its DHCP server in the VMI's cgroup. Idempotent: for a
+  // running VMI it starts what is missing (a DHCP server that exited).
+  absl::StatusOr<PodNetworkAttachment> SetUpPodNetwork(
+      const kvnode::v1::VirtualMachineInstance& vmi, const LauncherIdentity& id);
   // The launcher of a VMI whose guest runs died (`how`): a new launcher in the same cgroup,
   // namespace and identity takes the running QEMU over (its libvirtd re-attaches; Sync adopts
   // the domain). False when there is nothing to take over (QEMU gone, the domain ended, a
   // migration, a launcher dying five times within a minute): the caller ends the pod.
-  bool ReplaceLauncher(const std::string& uid, pid_t pid, const std::string& how);
+  // When it returns false for a reason the user must read (the launcher kept dying, its QEMU
+  // was gone too), `end` (may be null) says the reason and message the VMI fails with.
+  struct LauncherEnd {
+    std::string reason, message;
+  };
+  bool ReplaceLauncher(const std::string& uid, pid_t pid, const std::string& how,
+                       LauncherEnd* end);
   LauncherSpec LauncherSpecFor(const kvnode::v1::VirtualMachineInstance& vmi) const;
   // Ends everything of a pod whose VMI is gone: its processes, pod network and state dir.
   void AbandonLaunch(const std::string& uid);

@@ -80,7 +80,9 @@ absl::Status VmiController::Recover() {
       pid_t pid = launcher.pid();
       replacing.insert(uid);
       work_.Schedule([this, uid, pid] {
-        if (!ReplaceLauncher(uid, pid, "was gone when the handler restarted")) EndLostLauncher(uid);
+        if (!ReplaceLauncher(uid, pid, "was gone when the handler restarted", nullptr)) {
+          EndLostLauncher(uid);
+        }
       });
       continue;
     }
@@ -244,13 +246,25 @@ void VmiController::RefreshLauncher(const std::string& uid) {
     if (it == by_uid_.end()) return;
     Record* r = it->second.get();
     if (!s.ok()) {
-      // Asked again each second until the ready timeout (the janitor's LauncherNotReady).
+      // Asked again each second until it answers or the ready timeout ends it (LauncherNotReady).
       if (!r->refresh_failed) {
         EventLocked(r->vmi, "Warning", "LauncherUnresponsive",
                     "launcher did not answer: " + s.error_message() + "; asking again");
       }
       r->refresh_failed = true;
-      r->refresh_at = clock_->Now() + absl::Seconds(1);
+      pid_t pid = r->launcher_pid;
+      work_.ScheduleAfter(absl::Seconds(1), [this, uid, pid] {
+        {
+          absl::MutexLock l(&mu_);
+          auto again = by_uid_.find(uid);
+          // Not when another launcher serves the VMI now, or it became ready meanwhile.
+          if (again == by_uid_.end() || again->second->launcher_pid != pid ||
+              again->second->launcher_ready) {
+            return;
+          }
+        }
+        RefreshLauncher(uid);
+      });
       return;
     }
     r->refresh_failed = false;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "agent/base/grpc_status.h"
 #include "absl/strings/str_join.h"
 #include "agent/api/api_server.h"
 #include "agent/base/logging.h"
@@ -21,11 +22,6 @@ constexpr char kVmiUidLabel[] = "kvnode.io/vmi-uid";
 
 using kvnode::v1::VirtualMachineInstanceMigration;
 using kvnode::v1::VirtualMachineInstanceMigrationState;
-
-grpc::ClientContext* WithDeadline(grpc::ClientContext* ctx, absl::Duration d) {
-  ctx->set_deadline(absl::ToChronoTime(absl::Now() + d));
-  return ctx;
-}
 
 bool IsFinalVmimPhase(const std::string& phase) {
   return phase == "Succeeded" || phase == "Failed";

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -90,6 +91,24 @@ absl::Status CgroupTree::KillAndRemove(const std::string& vmi_uid, absl::Duratio
   // Removal can race with the kernel's last bookkeeping of exited tasks: retry briefly.
   while (rmdir(dir.c_str()) < 0 && errno == EBUSY && absl::Now() < deadline) usleep(5000);
   return absl::OkStatus();
+}
+
+absl::Status CgroupTree::KillAllBut(const std::string& vmi_uid, const std::vector<int>& keep,
+                                    absl::Duration timeout) const {
+  absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    bool others = false;
+    for (int pid : Pids(vmi_uid)) {
+      if (std::find(keep.begin(), keep.end(), pid) != keep.end()) continue;
+      others = true;
+      kill(pid, SIGKILL);
+    }
+    if (!others) return absl::OkStatus();
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError("processes remain in cgroup " + PathFor(vmi_uid));
+    }
+    usleep(5000);
+  }
 }
 
 std::vector<std::string> CgroupTree::List() const {

@@ -33,6 +33,10 @@ class CgroupTree {
   bool Populated(const std::string& vmi_uid) const;
   // Kills every process in the VMI's cgroup, waits until it is empty, removes it.
   absl::Status KillAndRemove(const std::string& vmi_uid, absl::Duration timeout) const;
+  // Kills every process in the VMI's cgroup but `keep` and waits until only those are left (a
+  // dead launcher's libvirtd, its QEMU and DHCP server kept for the launcher that replaces it).
+  absl::Status KillAllBut(const std::string& vmi_uid, const std::vector<int>& keep,
+                          absl::Duration timeout) const;
   // VMI uids that have a cgroup here (for cleanup of leftovers after a crash).
   std::vector<std::string> List() const;
 

@@ -72,27 +72,26 @@ absl::Status DomainManager::Sync(const kvnode::v1::VirtualMachineInstance& vmi,
     LauncherEventLocked("Normal", "PreparingTarget", "Waiting for the incoming migration.");
     return absl::OkStatus();
   }
-  // A launcher that replaced one that died finds the domain running (its libvirtd re-attached
-  // to QEMU): it adopts it instead of starting it again.
-  absl::StatusOr<DomainStatus> existing = hypervisor_->GetStatus(false);
-  if (existing.ok() && existing->exists() && existing->state() != "Shutoff") {
-    synced_ = true;
-    LauncherEventLocked("Normal", "Adopted",
-                        "This launcher took over the running domain (" + existing->state() + ").");
-    PublishLocked("MODIFIED", StatusLocked(*existing), "Adopted");
-    return absl::OkStatus();
-  }
   if (options.adopt()) {
-    // A replacement never starts the guest a second time: its QEMU ended with the old launcher.
+    // A launcher of a Running VMI (one that replaced a dead launcher) takes the running domain
+    // over (its libvirtd re-attached to QEMU), and never starts the guest a second time.
+    absl::StatusOr<DomainStatus> existing = hypervisor_->GetStatus(false);
+    if (existing.ok() && existing->exists() && existing->state() != "Shutoff") {
+      synced_ = true;
+      LauncherEventLocked("Normal", "Adopted", "This launcher took over the running domain (" +
+                                                   existing->state() + ").");
+      PublishLocked("MODIFIED", StatusLocked(*existing), "Adopted");
+      return absl::OkStatus();
+    }
     LauncherEventLocked("Warning", "NothingToAdopt",
-                        "The domain no longer runs: its QEMU ended with the old launcher.");
+                        "The domain no longer runs: its QEMU has ended.");
     DomainStatus gone;
     gone.set_state("Shutoff");
     gone.set_reason("Failed");
     gone.set_failure_reason("LauncherExited");
     gone.set_failure_message(
-        "The launcher exited, and by the time a new one took over, the guest's QEMU had ended "
-        "too: no guest to take over.");
+        "The guest's QEMU had ended by the time this VMI's launcher was replaced: no guest to "
+        "take over (a guest is never booted twice in one VMI).");
     FinishLocked(gone);
     return absl::FailedPreconditionError("no running domain to take over");
   }

@@ -347,82 +347,52 @@ TEST(DomainManagerOnDoneTest, FiresOnceAfterTheFinalEvent) {
 
 // A launcher that replaced a dead one: the domain runs already; Sync adopts it (no second
 // start), and a graceful shutdown then acts on it.
-TEST(DomainManagerAdoptTest, SyncAdoptsADomainThatAlreadyRuns) {
-  FakeHypervisor hv;
-  RecordingSink sink;
-  FakeClock clock(absl::FromUnixSeconds(1000000));
-  hv.AlreadyRunning();
-  DomainManagerOptions o;
-  o.vmi_uid = "uid-6";
-  DomainManager manager(o, &hv, FakeConvert, &sink, &clock);
-  kvnode::v1::VirtualMachineInstance vmi;
-  vmi.mutable_metadata()->set_name("vmi6");
-  ASSERT_TRUE(manager.Sync(vmi, {}).ok());
-  EXPECT_EQ(hv.starts(), 0) << "a running domain was started again";
-  auto events = sink.domain_events();
+TEST_F(DomainManagerTest, AReplacementAdoptsADomainThatAlreadyRuns) {
+  hv_.AlreadyRunning();
+  kvnode::v1::DomainOptions adopt;
+  adopt.set_adopt(true);
+  ASSERT_TRUE(manager_->Sync(vmi_, adopt).ok());
+  EXPECT_EQ(hv_.starts(), 0) << "a running domain was started again";
+  auto events = sink_.domain_events();
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back().libvirt_event(), "Adopted");
   EXPECT_EQ(events.back().status().state(), "Running");
-  ASSERT_TRUE(manager.Shutdown(30).ok());
-  ASSERT_TRUE(manager.WaitDone(absl::Seconds(5)));
-  EXPECT_EQ(sink.domain_events().back().status().reason(), "Shutdown");
+  ASSERT_TRUE(manager_->Shutdown(30).ok());
+  ASSERT_TRUE(manager_->WaitDone(absl::Seconds(5)));
+  EXPECT_EQ(sink_.domain_events().back().status().reason(), "Shutdown");
 }
 
 // A replacement whose domain is gone (QEMU ended with the old launcher) never starts a new one.
-TEST(DomainManagerAdoptTest, AReplacementNeverStartsTheGuestAgain) {
-  FakeHypervisor hv;
-  RecordingSink sink;
-  FakeClock clock(absl::FromUnixSeconds(1000000));
-  DomainManagerOptions o;
-  o.vmi_uid = "uid-7";
-  DomainManager manager(o, &hv, FakeConvert, &sink, &clock);
-  kvnode::v1::VirtualMachineInstance vmi;
-  vmi.mutable_metadata()->set_name("vmi7");
+TEST_F(DomainManagerTest, AReplacementNeverStartsTheGuestAgain) {
   kvnode::v1::DomainOptions adopt;
   adopt.set_adopt(true);
-  EXPECT_FALSE(manager.Sync(vmi, adopt).ok());
-  EXPECT_EQ(hv.starts(), 0);
-  EXPECT_TRUE(manager.Done());
-  EXPECT_EQ(sink.domain_events().back().status().reason(), "Failed");
+  EXPECT_FALSE(manager_->Sync(vmi_, adopt).ok());
+  EXPECT_EQ(hv_.starts(), 0);
+  EXPECT_TRUE(manager_->Done());
+  EXPECT_EQ(sink_.domain_events().back().status().reason(), "Failed");
 }
 
 // libvirtd restarted: what happened while it was down is reported, once the manager reads the
 // domain again.
-TEST(DomainManagerRefreshTest, APauseWhileLibvirtdWasDownIsReported) {
-  FakeHypervisor hv;
-  RecordingSink sink;
-  FakeClock clock(absl::FromUnixSeconds(1000000));
-  DomainManagerOptions o;
-  o.vmi_uid = "uid-4";
-  DomainManager manager(o, &hv, FakeConvert, &sink, &clock);
-  kvnode::v1::VirtualMachineInstance vmi;
-  vmi.mutable_metadata()->set_name("vmi4");
-  ASSERT_TRUE(manager.Sync(vmi, {}).ok());
-  hv.Emit("Started", "Booted");
-  hv.SilentlyPause();
-  manager.Refresh();
-  auto events = sink.domain_events();
+TEST_F(DomainManagerTest, APauseWhileLibvirtdWasDownIsReported) {
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  hv_.Emit("Started", "Booted");
+  hv_.SilentlyPause();
+  manager_->Refresh();
+  auto events = sink_.domain_events();
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back().status().state(), "Paused");
   EXPECT_EQ(events.back().libvirt_event(), "Refreshed");
-  EXPECT_FALSE(manager.Done());
+  EXPECT_FALSE(manager_->Done());
 }
 
-TEST(DomainManagerRefreshTest, AQemuGoneWhileLibvirtdWasDownEndsTheVmi) {
-  FakeHypervisor hv;
-  RecordingSink sink;
-  FakeClock clock(absl::FromUnixSeconds(1000000));
-  DomainManagerOptions o;
-  o.vmi_uid = "uid-5";
-  DomainManager manager(o, &hv, FakeConvert, &sink, &clock);
-  kvnode::v1::VirtualMachineInstance vmi;
-  vmi.mutable_metadata()->set_name("vmi5");
-  ASSERT_TRUE(manager.Sync(vmi, {}).ok());
-  hv.Emit("Started", "Booted");
-  hv.SilentlyVanish();
-  manager.Refresh();
-  ASSERT_TRUE(manager.WaitDone(absl::Seconds(5)));
-  auto events = sink.domain_events();
+TEST_F(DomainManagerTest, AQemuGoneWhileLibvirtdWasDownEndsTheVmi) {
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  hv_.Emit("Started", "Booted");
+  hv_.SilentlyVanish();
+  manager_->Refresh();
+  ASSERT_TRUE(manager_->WaitDone(absl::Seconds(5)));
+  auto events = sink_.domain_events();
   EXPECT_EQ(events.back().type(), "DELETED");
   EXPECT_TRUE(events.back().status().final());
   EXPECT_EQ(events.back().status().failure_reason(), "");
