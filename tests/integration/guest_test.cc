@@ -138,6 +138,36 @@ VirtualMachineInstance GuestTest::DeleteAndWatchFinal(const std::string& name,
   return FinalFromWatch(name, timeout, [&] { Delete(name, grace); });
 }
 
+absl::StatusOr<VirtualMachineInstance> GuestTest::VmiNow(const std::string& name) {
+  return WaitForVmi(handler_->stub(), "default", name,
+                    [](const VirtualMachineInstance&) { return true; }, absl::Seconds(5));
+}
+
+absl::StatusOr<VirtualMachineInstance> GuestTest::WaitPhase(const std::string& name,
+                                                            const std::string& phase,
+                                                            absl::Duration timeout) {
+  return WaitForVmi(handler_->stub(), "default", name,
+                    [&](const VirtualMachineInstance& v) { return v.status().phase() == phase; },
+                    timeout);
+}
+
+absl::StatusOr<VirtualMachineInstance> GuestTest::WaitCondition(const std::string& name,
+                                                                const std::string& type,
+                                                                const std::string& status,
+                                                                absl::Duration timeout) {
+  return WaitForVmi(handler_->stub(), "default", name,
+                    [&](const VirtualMachineInstance& v) {
+                      const auto* c = Condition(v, type);
+                      return status.empty() ? c == nullptr : c != nullptr && c->status() == status;
+                    },
+                    timeout);
+}
+
+bool GuestTest::ConsoleGoesOn(const std::string& uid, absl::Duration timeout) {
+  size_t before = handler_->SerialLog(uid).size();
+  return Eventually([&] { return handler_->SerialLog(uid).size() > before; }, timeout);
+}
+
 void GuestTest::ExpectNoProcessesLeft(const std::string& uid) {
   EXPECT_TRUE(Eventually(
       [&] {

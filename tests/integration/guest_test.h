@@ -59,6 +59,19 @@ class GuestTest : public ::testing::Test {
   // Nothing of the VMI is left: no process in its cgroup or naming its dir.
   void ExpectNoProcessesLeft(const std::string& uid);
 
+  // VMI "default/<name>" as the handler reports it now, or once it is in `phase`, or once its
+  // condition `type` has `status` ("" for: the condition is absent).
+  absl::StatusOr<kvnode::v1::VirtualMachineInstance> VmiNow(const std::string& name);
+  absl::StatusOr<kvnode::v1::VirtualMachineInstance> WaitPhase(const std::string& name,
+                                                               const std::string& phase,
+                                                               absl::Duration timeout);
+  absl::StatusOr<kvnode::v1::VirtualMachineInstance> WaitCondition(const std::string& name,
+                                                                   const std::string& type,
+                                                                   const std::string& status,
+                                                                   absl::Duration timeout);
+  // The guest's console grows within `timeout` (the guest runs on: it ticks every second).
+  bool ConsoleGoesOn(const std::string& uid, absl::Duration timeout = absl::Seconds(20));
+
   std::unique_ptr<HandlerProcess> handler_;
   // Whether SetUp starts the handler (false: the test calls StartHandler with its options).
   bool start_in_setup_ = true;

@@ -61,32 +61,20 @@ TEST_F(HandlerRestartTest, KillingTheVmisLibvirtdKeepsTheGuestRunning) {
       << Events("keeper");
   EXPECT_THAT(Events("keeper"), ::testing::HasSubstr("killed by signal 9"));
   EXPECT_THAT(Events("keeper"), ::testing::HasSubstr("re-attached to the running guest"));
-  auto now = WaitForVmi(handler_->stub(), "default", "keeper",
-                        [](const VirtualMachineInstance&) { return true; }, absl::Seconds(5));
+  auto now = VmiNow("keeper");
   ASSERT_TRUE(now.ok());
   EXPECT_EQ(now->status().phase(), "Running") << now->status().reason();
   EXPECT_EQ(handler_->QemuProcesses(uid), qemu) << "not the same QEMU";
   EXPECT_EQ(kill(qemu[0], 0), 0);
   // The guest goes on where it was: no new boot, and its console still ticks.
-  size_t before = handler_->SerialLog(uid).size();
-  EXPECT_TRUE(Eventually([&] { return handler_->SerialLog(uid).size() > before; },
-                         absl::Seconds(20)));
+  EXPECT_TRUE(ConsoleGoesOn(uid));
   EXPECT_EQ(BootIds(uid), boots) << "the guest booted again";
   // Through the new libvirtd: pause, unpause, and a graceful shutdown.
   ASSERT_EQ(handler_->Kvctl({"pause", "vmi", "keeper"}).exit_code, 0);
-  auto paused = WaitForVmi(handler_->stub(), "default", "keeper",
-                           [](const VirtualMachineInstance& v) {
-                             const auto* c = Condition(v, "Paused");
-                             return c != nullptr && c->status() == "True";
-                           },
-                           absl::Seconds(20));
+  auto paused = WaitCondition("keeper", "Paused", "True", absl::Seconds(20));
   ASSERT_TRUE(paused.ok()) << paused.status();
   ASSERT_EQ(handler_->Kvctl({"unpause", "vmi", "keeper"}).exit_code, 0);
-  auto unpaused = WaitForVmi(handler_->stub(), "default", "keeper",
-                             [](const VirtualMachineInstance& v) {
-                               return Condition(v, "Paused") == nullptr;
-                             },
-                             absl::Seconds(20));
+  auto unpaused = WaitCondition("keeper", "Paused", "", absl::Seconds(20));
   ASSERT_TRUE(unpaused.ok()) << unpaused.status();
   VirtualMachineInstance final_vmi = DeleteAndWatchFinal("keeper", 60, absl::Seconds(90));
   EXPECT_EQ(final_vmi.status().phase(), "Succeeded") << final_vmi.status().reason();
@@ -136,8 +124,7 @@ TEST_F(HandlerRestartTest, KillingThePodsDhcpServerIsRepairedBeforeTheGuestNeeds
   ASSERT_TRUE(Eventually([&] { return BootIds(uid).size() > boots && address_lines() == 2; },
                          absl::Seconds(180)))
       << handler_->SerialLog(uid);
-  auto now = WaitForVmi(handler_->stub(), "default", "leases",
-                        [](const VirtualMachineInstance&) { return true; }, absl::Seconds(5));
+  auto now = VmiNow("leases");
   ASSERT_TRUE(now.ok());
   ASSERT_FALSE(now->status().interfaces().empty());
   const std::string ip = now->status().interfaces(0).ip_address();
@@ -155,8 +142,7 @@ TEST_F(HandlerRestartTest, KillingThePodsDhcpServerIsRepairedBeforeTheGuestNeeds
   ASSERT_TRUE(Eventually([&] { pid_t p = dnsmasq(); return p > 0 && p != second; },
                          absl::Seconds(30)))
       << "the restarted handler did not start the DHCP server\n" << handler_->DiagnosticLogs();
-  now = WaitForVmi(handler_->stub(), "default", "leases",
-                   [](const VirtualMachineInstance&) { return true; }, absl::Seconds(5));
+  now = VmiNow("leases");
   ASSERT_TRUE(now.ok());
   EXPECT_EQ(now->status().phase(), "Running");
   Delete("leases", 0);
@@ -181,11 +167,7 @@ TEST_F(HandlerRestartTest, ALibvirtdInACrashLoopFailsTheVmiSayingSo) {
     ASSERT_EQ(kill(current, SIGKILL), 0);
     last = current;
   }
-  auto failed = WaitForVmi(handler_->stub(), "default", "looper",
-                           [](const VirtualMachineInstance& v) {
-                             return v.status().phase() == "Failed";
-                           },
-                           absl::Seconds(60));
+  auto failed = WaitPhase("looper", "Failed", absl::Seconds(60));
   ASSERT_TRUE(failed.ok()) << failed.status() << "\n" << handler_->DiagnosticLogs();
   EXPECT_EQ(failed->status().reason(), "LibvirtdCrashLoop");
   EXPECT_THAT(Condition(*failed, "Ready")->message(),
@@ -212,8 +194,7 @@ TEST_F(HandlerRestartTest, TenKillsOfTheHandlerNeverTouchFiveRunningGuests) {
     EXPECT_LE(absl::Now() - killed, absl::Seconds(2)) << "served again only after "
                                                       << (absl::Now() - killed);
     for (const auto& v : vmis) {
-      auto now = WaitForVmi(handler_->stub(), "default", v.metadata().name(),
-                            [](const VirtualMachineInstance&) { return true; }, absl::Seconds(5));
+      auto now = VmiNow(v.metadata().name());
       ASSERT_TRUE(now.ok());
       EXPECT_EQ(now->metadata().uid(), v.metadata().uid());
       EXPECT_EQ(now->status().phase(), "Running") << v.metadata().name() << " round " << round;
@@ -269,9 +250,7 @@ TEST_F(HandlerRestartTest, ALauncherKilledWhileTheHandlerIsDownIsReplacedAfterTh
   EXPECT_EQ(handler_->QemuProcesses(uid), std::vector<pid_t>{qemu});
   EXPECT_THAT(Events("orphan"), ::testing::HasSubstr("LauncherReplaced"));
   // Served: the console goes on and a graceful delete reaches the guest through the new launcher.
-  size_t before = handler_->SerialLog(uid).size();
-  EXPECT_TRUE(Eventually([&] { return handler_->SerialLog(uid).size() > before; },
-                         absl::Seconds(20)));
+  EXPECT_TRUE(ConsoleGoesOn(uid));
   EXPECT_EQ(BootIds(uid), boots) << "the guest booted again";
   VirtualMachineInstance final_vmi = DeleteAndWatchFinal("orphan", 60, absl::Seconds(90));
   EXPECT_EQ(final_vmi.status().phase(), "Succeeded") << final_vmi.status().reason();
@@ -307,12 +286,7 @@ TEST_F(HandlerRestartTest, ALibvirtdKilledWhileTheHandlerIsDownIsFoundServedAfte
   EXPECT_EQ(now->status().launcher().pid(), vmi.status().launcher().pid());
   EXPECT_EQ(handler_->QemuProcesses(uid), qemu);
   ASSERT_EQ(handler_->Kvctl({"pause", "vmi", "unattended"}).exit_code, 0);
-  auto paused = WaitForVmi(handler_->stub(), "default", "unattended",
-                           [](const VirtualMachineInstance& v) {
-                             const auto* c = Condition(v, "Paused");
-                             return c != nullptr && c->status() == "True";
-                           },
-                           absl::Seconds(20));
+  auto paused = WaitCondition("unattended", "Paused", "True", absl::Seconds(20));
   EXPECT_TRUE(paused.ok()) << paused.status();
   Delete("unattended", 0);
   ExpectNoProcessesLeft(uid);
@@ -330,11 +304,7 @@ TEST_F(HandlerRestartTest, ALauncherAndItsQemuKilledWhileTheHandlerIsDownEndFail
   ASSERT_TRUE(Eventually([&] { return handler_->QemuProcesses(vmi.metadata().uid()).empty(); },
                          absl::Seconds(10)));
   ASSERT_TRUE(handler_->Restart().ok());
-  auto failed = WaitForVmi(handler_->stub(), "default", "orphan",
-                           [](const VirtualMachineInstance& v) {
-                             return v.status().phase() == "Failed";
-                           },
-                           absl::Seconds(10));
+  auto failed = WaitPhase("orphan", "Failed", absl::Seconds(10));
   ASSERT_TRUE(failed.ok()) << failed.status();
   EXPECT_EQ(failed->status().reason(), "LauncherLost");
   EXPECT_TRUE(Eventually([&] { return handler_->VmiProcesses(vmi.metadata().uid()).empty(); },

@@ -164,12 +164,7 @@ TEST_F(VmiLifecycleTest, PauseAndUnpauseSetPausedByUserAndReady) {
   StartGuest("pausable");
   auto paused = handler_->Kvctl({"pause", "vmi", "pausable"});
   ASSERT_EQ(paused.exit_code, 0) << paused.out;
-  auto vmi = WaitForVmi(handler_->stub(), "default", "pausable",
-                        [](const VirtualMachineInstance& v) {
-                          const auto* c = Condition(v, "Paused");
-                          return c != nullptr && c->status() == "True";
-                        },
-                        absl::Seconds(10));
+  auto vmi = WaitCondition("pausable", "Paused", "True", absl::Seconds(10));
   ASSERT_TRUE(vmi.ok()) << vmi.status();
   EXPECT_EQ(Condition(*vmi, "Paused")->reason(), "PausedByUser");
   EXPECT_EQ(Condition(*vmi, "Ready")->status(), "False");
@@ -232,11 +227,7 @@ TEST_F(VmiLifecycleTest, KillingQemuFailsTheVmiWithinTwoSecondsAndLeavesNothing)
   }
   absl::Time killed = absl::Now();
   ASSERT_EQ(kill(qemu, SIGKILL), 0);
-  auto failed = WaitForVmi(handler_->stub(), "default", "qemukill",
-                           [](const VirtualMachineInstance& v) {
-                             return v.status().phase() == "Failed";
-                           },
-                           absl::Seconds(2));
+  auto failed = WaitPhase("qemukill", "Failed", absl::Seconds(2));
   ASSERT_TRUE(failed.ok()) << failed.status();
   EXPECT_LE(absl::Now() - killed, absl::Seconds(2));
   EXPECT_EQ(failed->status().reason(), "QemuFailed");
@@ -269,18 +260,11 @@ TEST_F(VmiLifecycleTest, KillingTheLauncherReplacesItAndTheGuestRunsOn) {
   EXPECT_THAT(handler_->Kvctl({"events", "vmi", "launcherkill"}).out,
               HasSubstr("LauncherReplaced"));
   // The new launcher adopted the domain (Ready again) and the console is its own.
-  auto ready = WaitForVmi(handler_->stub(), "default", "launcherkill",
-                          [](const VirtualMachineInstance& v) {
-                            const auto* c = Condition(v, "Ready");
-                            return c != nullptr && c->status() == "True";
-                          },
-                          absl::Seconds(30));
+  auto ready = WaitCondition("launcherkill", "Ready", "True", absl::Seconds(30));
   ASSERT_TRUE(ready.ok()) << ready.status();
   auto console = handler_->Kvctl({"console", "launcherkill"}, absl::Seconds(15));
   EXPECT_THAT(console.out, HasSubstr("KVNODE-GUEST-TICK n="));
-  size_t before = handler_->SerialLog(uid).size();
-  EXPECT_TRUE(Eventually([&] { return handler_->SerialLog(uid).size() > before; },
-                         absl::Seconds(20))) << "the console log no longer follows the guest";
+  EXPECT_TRUE(ConsoleGoesOn(uid)) << "the console log no longer follows the guest";
   EXPECT_EQ(BootIds(uid), boots) << "the guest booted again";
   VirtualMachineInstance final_vmi = DeleteAndWatchFinal("launcherkill", 60, absl::Seconds(90));
   EXPECT_EQ(final_vmi.status().phase(), "Succeeded") << final_vmi.status().reason();
@@ -298,11 +282,7 @@ TEST_F(VmiLifecycleTest, KillingTheLauncherAndItsQemuFailsTheVmiAndLeavesNothing
   ASSERT_EQ(kill(qemu, SIGSTOP), 0);  // so that it cannot report its own end first
   ASSERT_EQ(kill(launcher, SIGKILL), 0);
   ASSERT_EQ(kill(qemu, SIGKILL), 0);
-  auto failed = WaitForVmi(handler_->stub(), "default", "allkill",
-                           [](const VirtualMachineInstance& v) {
-                             return v.status().phase() == "Failed";
-                           },
-                           absl::Seconds(10));
+  auto failed = WaitPhase("allkill", "Failed", absl::Seconds(10));
   ASSERT_TRUE(failed.ok()) << failed.status();
   // The reason says what happened: not QemuFailed, the launcher, and no guest to take over.
   EXPECT_EQ(failed->status().reason(), "LauncherExited");
@@ -326,16 +306,11 @@ TEST_F(VmiLifecycleTest, ALauncherInACrashLoopFailsTheVmiSayingSo) {
     pid_t launcher = now->status().launcher().pid();
     ASSERT_EQ(kill(launcher, SIGKILL), 0);
     ASSERT_TRUE(Eventually([&] {
-      auto v = WaitForVmi(handler_->stub(), "default", "launcherloop",
-                          [](const VirtualMachineInstance&) { return true; }, absl::Seconds(5));
+      auto v = VmiNow("launcherloop");
       return v.ok() && v->status().launcher().pid() != launcher;
     }, absl::Seconds(30)));
   }
-  auto failed = WaitForVmi(handler_->stub(), "default", "launcherloop",
-                           [](const VirtualMachineInstance& v) {
-                             return v.status().phase() == "Failed";
-                           },
-                           absl::Seconds(30));
+  auto failed = WaitPhase("launcherloop", "Failed", absl::Seconds(30));
   ASSERT_TRUE(failed.ok()) << failed.status();
   EXPECT_EQ(failed->status().reason(), "LauncherCrashLoop");
   const std::string message = Condition(*failed, "Ready")->message();
