@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -101,8 +102,15 @@ absl::StatusOr<std::string> QemuDriverOnly(const std::string& dir) {
 }
 
 absl::StatusOr<std::vector<std::string>> UserRecordEnvironment(const std::string& dir) {
-  uid_t uid = geteuid();
-  gid_t gid = getegid();
+  std::vector<gid_t> groups(64);
+  int n = getgroups(static_cast<int>(groups.size()), groups.data());
+  groups.resize(std::max(n, 0));
+  return UserRecordEnvironment(dir, geteuid(), getegid(), groups);
+}
+
+absl::StatusOr<std::vector<std::string>> UserRecordEnvironment(const std::string& dir, uid_t uid,
+                                                               gid_t gid,
+                                                               const std::vector<gid_t>& groups) {
   struct passwd pw, *found = nullptr;
   char buf[4096];
   if (getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 && found != nullptr) {
@@ -122,27 +130,25 @@ absl::StatusOr<std::vector<std::string>> UserRecordEnvironment(const std::string
         "uid ", uid, " has no user record and libvirtd needs one; install libnss-wrapper"));
   }
   const std::string name = absl::StrCat("kvnode-", uid);
-  std::string groups = absl::StrCat(name, ":x:", gid, ":\n");
-  std::vector<gid_t> supplementary(64);
-  int n = getgroups(static_cast<int>(supplementary.size()), supplementary.data());
-  for (int i = 0; i < n; ++i) {
-    if (supplementary[i] == gid) continue;
+  std::string group_file = absl::StrCat(name, ":x:", gid, ":\n");
+  for (gid_t supplementary : groups) {
+    if (supplementary == gid) continue;
     struct group gr, *g = nullptr;
-    std::string group_name = absl::StrCat("group-", supplementary[i]);
-    if (getgrgid_r(supplementary[i], &gr, buf, sizeof(buf), &g) == 0 && g != nullptr) {
+    std::string group_name = absl::StrCat("group-", supplementary);
+    if (getgrgid_r(supplementary, &gr, buf, sizeof(buf), &g) == 0 && g != nullptr) {
       group_name = g->gr_name;
     }
-    absl::StrAppend(&groups, group_name, ":x:", supplementary[i], ":", name, "\n");
+    absl::StrAppend(&group_file, group_name, ":x:", supplementary, ":", name, "\n");
   }
   // root too: the handler connects to this daemon as root (with the VMI's file rights only:
   // a migration's tunnel), and libvirtd looks up every client's user.
-  absl::StrAppend(&groups, "root:x:0:\n");
+  absl::StrAppend(&group_file, "root:x:0:\n");
   RETURN_IF_ERROR(MakeDirs(dir, 0700));
   RETURN_IF_ERROR(WriteFile(dir + "/passwd",
                             absl::StrCat(name, ":x:", uid, ":", gid, ":kvnode VMI identity:", dir,
                                          ":/usr/sbin/nologin\nroot:x:0:0:root:/root:",
                                          "/usr/sbin/nologin\n")));
-  RETURN_IF_ERROR(WriteFile(dir + "/group", groups));
+  RETURN_IF_ERROR(WriteFile(dir + "/group", group_file));
   return std::vector<std::string>{"LD_PRELOAD=" + wrapper, "NSS_WRAPPER_PASSWD=" + dir + "/passwd",
                                   "NSS_WRAPPER_GROUP=" + dir + "/group"};
 }

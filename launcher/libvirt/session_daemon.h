@@ -97,6 +97,11 @@ absl::StatusOr<std::string> QemuDriverOnly(const std::string& dir);
 // platforms do for arbitrary uids. Empty when the uid has a record. FailedPrecondition when it
 // has none and libnss_wrapper.so is not installed.
 absl::StatusOr<std::vector<std::string>> UserRecordEnvironment(const std::string& dir);
+// The same for a given identity instead of the current one (a caller that starts a libvirtd under
+// a VMI's identity itself; `dir` is then the caller's to hand to that identity).
+absl::StatusOr<std::vector<std::string>> UserRecordEnvironment(const std::string& dir, uid_t uid,
+                                                               gid_t gid,
+                                                               const std::vector<gid_t>& groups);
 
 // Makes `dir`/.../capabilities hold hard links (or copies across filesystems) of every file in
 // `from`. Missing `from` is not an error: the daemon then probes cold.

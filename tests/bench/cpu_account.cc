@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <vector>
@@ -21,6 +22,13 @@ const double kTick = static_cast<double>(sysconf(_SC_CLK_TCK));
 // The kinds reported by name, in order; "other" goes into the rest.
 const char* const kKinds[] = {"qemu",    "libvirtd", "embed", "virtlogd",
                               "launcher", "handler", "virsh", "bench"};
+
+// CPU seconds the processes of `kind` used between the snapshots.
+double KindUsed(const CpuSnapshot& before, const CpuSnapshot& after, const std::string& kind) {
+  auto a = after.kind_s.find(kind);
+  auto b = before.kind_s.find(kind);
+  return (a == after.kind_s.end() ? 0 : a->second) - (b == before.kind_s.end() ? 0 : b->second);
+}
 
 }  // namespace
 
@@ -72,10 +80,7 @@ std::string DescribeCpu(const CpuSnapshot& before, const CpuSnapshot& after, dou
   };
   double named = 0;
   for (const char* kind : kKinds) {
-    auto a = after.kind_s.find(kind);
-    auto b = before.kind_s.find(kind);
-    double used = (a == after.kind_s.end() ? 0 : a->second) -
-                  (b == before.kind_s.end() ? 0 : b->second);
+    double used = KindUsed(before, after, kind);
     if (used < 0.05) continue;
     named += used;
     part(kind, used);
@@ -83,6 +88,18 @@ std::string DescribeCpu(const CpuSnapshot& before, const CpuSnapshot& after, dou
   part("the rest (other processes, ended ones, the kernel)", busy - named);
   return absl::StrFormat("busy %.1f s of %.1f s (%.0f cores x %.1f s): %s", busy, cores * wall_s,
                          cores, wall_s, absl::StrJoin(parts, ", "));
+}
+
+std::string DescribeIdleCpu(const CpuSnapshot& before, const CpuSnapshot& after, double wall_s,
+                            int guests) {
+  std::vector<std::string> parts;
+  for (const char* kind : kKinds) {
+    double used = KindUsed(before, after, kind);
+    if (used <= 0) continue;
+    parts.push_back(absl::StrFormat("%s %.2f %%", kind, 100 * used / wall_s / std::max(1, guests)));
+  }
+  return absl::StrFormat("over %.1f s, %d idle guests, per guest (percent of one core): %s",
+                         wall_s, guests, absl::StrJoin(parts, ", "));
 }
 
 }  // namespace kvnode

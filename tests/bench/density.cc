@@ -6,8 +6,11 @@
 // all libvirtds map among them); and, with N VMIs running, how long a `kill -9`ed handler takes
 // to serve again with every VMI re-adopted. Needs root; boots N QEMUs.
 //
-//   kvnode-bench-density [--vmis 100] [--interval 100ms] [--memory 64Mi] [--floor | --embed]
-//                        [--cold-cache] [--handler-log PATH]
+//   kvnode-bench-density [--vmis 100] [--interval 100ms] [--memory 64Mi] [--idle 10s]
+//                        [--floor | --embed] [--cold-cache] [--handler-log PATH]
+//
+// Once every guest runs and the burst has settled, --idle is how long the bench measures what
+// the idle guests cost: each kind of process's CPU, per guest, in percent of one core.
 //
 // --floor runs the same burst with libvirt alone instead (see RunFloor): the machine's floor.
 // --embed runs it with libvirt's embedded driver, one process per guest and no libvirtd: the
@@ -95,7 +98,17 @@ void VmiMemory(HandlerProcess* h, const std::string& uid, Memory* overhead, Memo
 struct FloorOptions {
   bool embed = false;       // EmbedDomain instead of FloorDomain
   bool cold_cache = false;  // no primed capabilities cache
+  absl::Duration idle;      // how long to measure the idle guests' CPU
 };
+
+// The CPU that `guests` idle guests and their helpers take over `idle`.
+std::string MeasureIdleCpu(absl::Duration idle, int guests) {
+  CpuSnapshot before = TakeCpuSnapshot();
+  absl::Time t0 = absl::Now();
+  absl::SleepFor(idle);
+  CpuSnapshot after = TakeCpuSnapshot();
+  return DescribeIdleCpu(before, after, absl::ToDoubleSeconds(absl::Now() - t0), guests);
+}
 
 // How closely creations kept to their schedule (t0 + interval × i): the latest one and the
 // span the creations took against the planned span.
@@ -227,14 +240,16 @@ spec:
       "%s per VMI, %s: RSS median %.1f MiB (max %.1f), PSS median %.1f MiB (max %.1f)\n", kind,
       options.embed ? "embed process" : "libvirtd", Percentile(rss, 0.5), Percentile(rss, 1.0),
       Percentile(pss, 0.5), Percentile(pss, 1.0));
+  std::cout << kind << " CPU with every guest idle: "
+            << MeasureIdleCpu(options.idle, static_cast<int>(domains.size())) << "\n";
   domains.clear();  // destroys every domain, then the process that held it
   return latencies.size() == static_cast<size_t>(n) ? 0 : 1;
 }
 
 int Run(int argc, char** argv) {
   FlagSet flags;
-  flags.Value("vmis").Value("interval").Value("memory").Value("handler-log").Bool("floor").Bool(
-      "embed").Bool("cold-cache");
+  flags.Value("vmis").Value("interval").Value("memory").Value("idle").Value("handler-log").Bool(
+      "floor").Bool("embed").Bool("cold-cache");
   if (auto s = flags.Parse({argv + 1, argv + argc}); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 2;
@@ -246,6 +261,11 @@ int Run(int argc, char** argv) {
     return 2;
   }
   std::string memory = flags.GetOr("memory", "64Mi");
+  absl::Duration idle;
+  if (!absl::ParseDuration(flags.GetOr("idle", "10s"), &idle)) {
+    std::cerr << "--idle: not a duration\n";
+    return 2;
+  }
   auto started = HandlerProcess::Start();
   if (!started.ok()) {
     std::cerr << started.status() << "\n";
@@ -266,6 +286,7 @@ int Run(int argc, char** argv) {
     FloorOptions options;
     options.embed = flags.GetBool("embed");
     options.cold_cache = flags.GetBool("cold-cache");
+    options.idle = idle;
     return RunFloor(h, n, interval, memory, options);
   }
   double handler_idle = ProcKib(h->pid(), "status", "VmRSS") / 1024;
@@ -373,6 +394,8 @@ int Run(int argc, char** argv) {
       "(max %.1f); QEMU RSS median %.1f MiB (not counted)\n",
       handler_idle, handler_loaded, rss.size(), Percentile(rss, 0.5), Percentile(rss, 1.0),
       Percentile(pss, 0.5), Percentile(pss, 1.0), Percentile(qemu_rss, 0.5));
+  std::cout << "CPU with every VMI idle: " << MeasureIdleCpu(idle, static_cast<int>(rss.size()))
+            << "\n";
 
   // Recovery: kill -9 the handler with every VMI running.
   wctx.TryCancel();

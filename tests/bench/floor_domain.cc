@@ -49,7 +49,7 @@ absl::StatusOr<std::unique_ptr<FloorDomain>> FloorDomain::Start(const std::strin
                                                                 const std::string& xml_path,
                                                                 const std::string& capabilities,
                                                                 const LauncherIdentity& id,
-                                                                double* ms) {
+                                                                double* ms, int netns_fd) {
   std::stringstream xml;
   xml << std::ifstream(xml_path).rdbuf();
   std::smatch name;
@@ -75,6 +75,7 @@ absl::StatusOr<std::unique_ptr<FloorDomain>> FloorDomain::Start(const std::strin
   d.uid = id.uid;
   d.gid = id.gid;
   d.groups = id.groups;
+  d.netns_fd = netns_fd;
   absl::Time t0 = absl::Now();
   ASSIGN_OR_RETURN(pid_t daemon, Spawn(d));
   auto floor = std::unique_ptr<FloorDomain>(new FloorDomain(base, name[1], id, daemon));

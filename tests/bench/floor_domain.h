@@ -32,12 +32,14 @@ class FloorDomain : public BareGuest {
  public:
   // Starts a daemon under `base` (its old daemon dir is removed) and creates the domain
   // `xml_path` describes; *ms is the time from spawning the daemon to `virsh create`
-  // returning (the domain running).
+  // returning (the domain running). With netns_fd >= 0 the daemon (and so QEMU) runs in that
+  // network namespace, where a domain's `<interface type="ethernet">` finds its tap, as a
+  // launcher's libvirtd runs in its pod's.
   static absl::StatusOr<std::unique_ptr<FloorDomain>> Start(const std::string& base,
                                                             const std::string& xml_path,
                                                             const std::string& capabilities,
                                                             const LauncherIdentity& id,
-                                                            double* ms);
+                                                            double* ms, int netns_fd = -1);
   ~FloorDomain() override;
 
   pid_t holder_pid() const override { return daemon_; }
