@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run-fuzz.sh [RUNS] — builds the libFuzzer targets in their own clang build dir (ASan + UBSan,
-# every library coverage-instrumented) and runs manifest_fuzzer for RUNS inputs (default 20000)
-# of at most 8192 bytes, starting from the seed corpus tests/fuzz/corpus (the golden manifests).
+# every library coverage-instrumented; debug info is line tables only, enough for a sanitizer's
+# stack) and runs manifest_fuzzer for RUNS inputs (default 20000) of at most 8192 bytes,
+# starting from the seed corpus tests/fuzz/corpus (the golden manifests).
 # Exits non-zero if the build fails or the fuzzer finds a crash, leak or sanitizer report; the
 # crashing input is kept under the build dir's fuzz/artifacts/.
 #
@@ -25,6 +26,8 @@ done
 cmake -S "$src" -B "$build" -G Ninja \
 	-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	-DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
+	-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
 	-DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link \
 	-DKVNODE_BUILD_FUZZERS=ON -DKVNODE_SANITIZE=ON \
 	-DKVNODE_BUILD_BENCHMARKS=OFF >/dev/null
