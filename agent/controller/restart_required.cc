@@ -18,6 +18,9 @@ std::vector<FieldChange> NonLiveChanges(const VirtualMachineSpec& started_from,
   VirtualMachineInstanceSpec before = started_from.template_().spec();
   const VirtualMachineInstanceSpec& after = now.template_().spec();
   *before.mutable_node_selector() = after.node_selector();
+  *before.mutable_affinity() = after.affinity();
+  if (!after.has_affinity()) before.clear_affinity();
+  *before.mutable_tolerations() = after.tolerations();
   return DiffMessages(before, after, kTemplateSpecPath);
 }
 

@@ -33,9 +33,29 @@ TEST(RestartRequired, NothingForTemplateMetadataNodeSelectorOrRunStrategy) {
   (*now.mutable_spec()->mutable_template_()->mutable_metadata()->mutable_labels())["a"] = "b";
   (*now.mutable_spec()->mutable_template_()->mutable_spec()->mutable_node_selector())["x"] = "y";
   now.mutable_spec()->set_run_strategy("Manual");
+  // Affinity and tolerations are live-updatable in KubeVirt too (and mean nothing to a VMI this
+  // node already runs).
+  auto* tmpl = now.mutable_spec()->mutable_template_()->mutable_spec();
+  tmpl->mutable_affinity()->mutable_node_affinity()
+      ->add_preferred_during_scheduling_ignored_during_execution()->set_weight(10);
+  tmpl->add_tolerations()->set_key("dedicated");
   EXPECT_TRUE(RestartRequiredFields(started.spec(), now.spec()).empty());
   EXPECT_FALSE(SyncRestartRequired(&now, started.spec(), T0()));
   EXPECT_EQ(FindCondition(now.status().conditions(), "RestartRequired"), nullptr);
+}
+
+TEST(RestartRequired, RemovingAffinityOrTolerationsNeedsNoRestartEither) {
+  auto started = Vm("Always");
+  started.mutable_spec()->mutable_template_()->mutable_spec()->mutable_affinity()
+      ->mutable_pod_anti_affinity();
+  started.mutable_spec()->mutable_template_()->mutable_spec()->add_tolerations()->set_key("a");
+  auto now = Vm("Always");
+  EXPECT_TRUE(RestartRequiredFields(started.spec(), now.spec()).empty());
+  // topologySpreadConstraints is not live-updatable in KubeVirt.
+  now.mutable_spec()->mutable_template_()->mutable_spec()->add_topology_spread_constraints()
+      ->set_max_skew(1);
+  EXPECT_EQ(RestartRequiredFields(started.spec(), now.spec()),
+            std::vector<std::string>{"spec.template.spec.topologySpreadConstraints[0]"});
 }
 
 TEST(RestartRequired, ListChangesNameTheElementAndLongValuesOnlyThePath) {

@@ -8,6 +8,7 @@
 #include "agent/controller/vm_requests.h"
 #include "agent/manifest/defaults.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "launcher/converter/unsupported.h"
 #include "spdlog/spdlog.h"
 
 namespace kvnode {
@@ -119,6 +120,7 @@ absl::StatusOr<ApplyVmResult> VmController::Apply(VirtualMachine vm, bool dry_ru
   }
   ApplyVmDefaults(&vm);
   AdmissionReview review = AdmitVm(vm, config_.limits, *PathResolver::Real());
+  RefuseUnsupported(vm.spec().template_().spec(), FieldPath("spec.template.spec"), &review);
   if (!review.allowed()) return review.errors.ToStatus();
   ApplyVmResult result;
   result.warnings = review.warnings;

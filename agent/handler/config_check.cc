@@ -91,6 +91,11 @@ void CheckTools(const HandlerOptions& o, std::vector<ConfigFinding>* out) {
                                                  "migrations damaged guests more often with it on)"});
   out->push_back(
       {true, "--migration-guest-pause", DescribeGuestPause(o.migration.policy.guest_pause)});
+  out->push_back({true, "--cpu-allocation-ratio",
+                  absl::StrCat(o.config.limits.cpu_allocation_ratio,
+                               ": a VMI without a CPU request requests its vCPUs / ",
+                               o.config.limits.cpu_allocation_ratio, " of the node's ",
+                               o.config.limits.cpus, " CPUs")});
   if (!o.pod_network) {
     out->push_back({true, "--pod-network", "off: VMIs with interfaces are refused"});
     return;

@@ -207,7 +207,8 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
       .Value("resolv-conf").Value("pod-network").Value("listen").Value("tls-cert")
       .Value("tls-key").Value("tls-ca").Value("metrics-addr").Value("api-group")
       .Value("vm-start-backoff-base").Value("vm-start-backoff-max").Bool("validate-config")
-      .Value("storage-class").Value("storage-class-file").Value("free-page-reporting");
+      .Value("storage-class").Value("storage-class-file").Value("free-page-reporting")
+      .Value("cpu-allocation-ratio");
   DeclareMigrationFlags(&flags);
   RETURN_IF_ERROR(flags.Parse(args));
   if (!flags.positional().empty()) {
@@ -275,6 +276,15 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
   // /dev/kvm is the kvm group's; every VMI identity holds it (and nothing else).
   if (struct group* kvm = getgrnam("kvm"); kvm != nullptr) c.launcher_groups = {kvm->gr_gid};
   c.limits = NodeLimitsOfThisMachine(flags.GetAll("host-disk-root"));
+  if (auto ratio = flags.Get("cpu-allocation-ratio")) {
+    if (!absl::SimpleAtoi(*ratio, &c.limits.cpu_allocation_ratio) ||
+        c.limits.cpu_allocation_ratio < 1 || c.limits.cpu_allocation_ratio > 1000) {
+      return absl::InvalidArgumentError(
+          "--cpu-allocation-ratio: expected a number from 1 to 1000 (KubeVirt's "
+          "cpuAllocationRatio: a VMI without a CPU request requests vCPUs / ratio), got \"" +
+          *ratio + "\"");
+    }
+  }
   o.cgroup_root = flags.GetOr("cgroup-root", "");
   o.capabilities_dir = flags.GetOr("capabilities-dir", NodePaths(c.state_dir).capabilities_dir());
   RETURN_IF_ERROR(ParseNetwork(flags, &o));

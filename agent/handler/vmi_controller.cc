@@ -29,6 +29,7 @@
 #include "grpcpp/grpcpp.h"
 #include "launcher/converter/domain_options.h"
 #include "launcher/converter/domain_xml.h"
+#include "launcher/converter/unsupported.h"
 #include "spdlog/spdlog.h"
 
 namespace kvnode {
@@ -183,6 +184,7 @@ absl::StatusOr<SyncResult> VmiController::Sync(VirtualMachineInstance vmi, bool 
   }
   ApplyVmiDefaults(&vmi);
   AdmissionReview review = AdmitVmi(vmi, config_.limits, *PathResolver::Real());
+  RefuseUnsupported(vmi.spec(), FieldPath("spec"), &review);
   if (!review.allowed()) return review.errors.ToStatus();
   SyncResult result;
   result.warnings = review.warnings;

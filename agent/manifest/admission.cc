@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/base/uuid.h"
 #include "agent/manifest/defaults.h"
@@ -727,7 +728,7 @@ void CheckMemory(const DomainSpec& domain, const FieldPath& domain_path,
 // CPU, machine, firmware, clock
 // ---------------------------------------------------------------------------------------------
 
-void CheckCpuTopology(const kvnode::v1::CPU& cpu, const FieldPath& path, const NodeLimits& node,
+void CheckCpuTopology(const kvnode::v1::CPU& cpu, const FieldPath& path,
                       AdmissionReview* review) {
   uint64_t cores = std::max<uint32_t>(cpu.cores(), 1),
            sockets = std::max<uint32_t>(cpu.sockets(), 1),
@@ -737,8 +738,6 @@ void CheckCpuTopology(const kvnode::v1::CPU& cpu, const FieldPath& path, const N
                                       ", threads ", threads, ")");
   if (vcpus > kMaxVcpus) {
     review->errors.Add(path, absl::StrCat(topology, " exceed the maximum of ", kMaxVcpus));
-  } else if (node.cpus > 0 && vcpus > static_cast<uint64_t>(node.cpus)) {
-    review->errors.Add(path, absl::StrCat(topology, " exceed the node's CPUs (", node.cpus, ")"));
   }
   if (cpu.max_sockets() != 0 && cpu.sockets() > cpu.max_sockets()) {
     review->errors.Add(
@@ -747,9 +746,8 @@ void CheckCpuTopology(const kvnode::v1::CPU& cpu, const FieldPath& path, const N
   }
 }
 
-void CheckCpu(const kvnode::v1::CPU& cpu, const FieldPath& path, const NodeLimits& node,
-              AdmissionReview* review) {
-  CheckCpuTopology(cpu, path, node, review);
+void CheckCpu(const kvnode::v1::CPU& cpu, const FieldPath& path, AdmissionReview* review) {
+  CheckCpuTopology(cpu, path, review);
   if (!cpu.model().empty() && !AllCharsIn(cpu.model(), "_.-")) {
     review->errors.Add(path.Child("model"),
                        absl::StrCat(Quote(cpu.model()),
@@ -770,6 +768,48 @@ void CheckCpu(const kvnode::v1::CPU& cpu, const FieldPath& path, const NodeLimit
   if (cpu.isolate_emulator_thread() && !cpu.dedicated_cpu_placement()) {
     review->errors.Add(path.Child("isolateEmulatorThread"),
                        "may only be set together with dedicatedCpuPlacement");
+  }
+}
+
+// The CPU a VMI requests, as KubeVirt's launcher pod requests it (virt-controller's
+// rendercontainer): requests.cpu, else limits.cpu (Kubernetes defaults a request to its limit),
+// else vCPUs / cpuAllocationRatio; dedicated vCPUs request one CPU each. vCPUs themselves
+// overcommit; only a request that no free node could grant is refused.
+void CheckCpuRequest(const DomainSpec& domain, const FieldPath& domain_path,
+                     const ResourceValues& resources, const NodeLimits& node,
+                     AdmissionReview* review) {
+  if (node.cpus <= 0) return;
+  const kvnode::v1::CPU& cpu = domain.cpu();
+  const uint64_t vcpus = uint64_t{std::max<uint32_t>(cpu.cores(), 1)} *
+                         std::max<uint32_t>(cpu.sockets(), 1) * std::max<uint32_t>(cpu.threads(), 1);
+  if (vcpus > kMaxVcpus) return;  // reported with the topology
+  const int64_t node_milli = int64_t{node.cpus} * 1000;
+  const FieldPath resources_path = domain_path.Child("resources");
+  const std::string node_cpus = absl::StrCat("the node's CPUs (", node.cpus, ")");
+  if (cpu.dedicated_cpu_placement()) {
+    if (static_cast<int64_t>(vcpus) * 1000 > node_milli) {
+      review->errors.Add(domain_path.Child("cpu").Child("dedicatedCpuPlacement"),
+                         absl::StrCat(vcpus, " dedicated vCPUs exceed ", node_cpus));
+    }
+    return;
+  }
+  if (resources.request_cpu || resources.limit_cpu) {
+    const bool request = resources.request_cpu.has_value();
+    const Quantity& q = request ? *resources.request_cpu : *resources.limit_cpu;
+    if (q.MilliValue() > node_milli) {
+      const char* key = request ? "requests" : "limits";
+      const auto& map = request ? domain.resources().requests() : domain.resources().limits();
+      review->errors.Add(resources_path.Child(key).Key("cpu"),
+                         absl::StrCat(map.at("cpu"), " of CPU exceeds ", node_cpus));
+    }
+    return;
+  }
+  const int ratio = std::max(node.cpu_allocation_ratio, 1);
+  const int64_t milli = (static_cast<int64_t>(vcpus) * 1000 + ratio - 1) / ratio;
+  if (milli > node_milli) {
+    review->errors.Add(domain_path.Child("cpu"),
+                       absl::StrCat(vcpus, " vCPUs request ", milli, "m of CPU (vCPUs / the CPU "
+                                    "allocation ratio ", ratio, "), more than ", node_cpus));
   }
 }
 
@@ -1582,6 +1622,113 @@ void CheckOtherDevices(const kvnode::v1::Devices& devices, const FieldPath& path
   }
 }
 
+// Kubernetes' pod DNS rules (core/v1 validatePodDNSConfig, with the kubelet's limits): what the
+// guest's DHCP will offer.
+void CheckPodDns(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
+                 AdmissionReview* review) {
+  const kvnode::v1::PodDNSConfig& dns = spec.dns_config();
+  FieldPath config = path.Child("dnsConfig");
+  if (spec.dns_policy() == "None" && dns.nameservers().empty()) {
+    review->errors.Add(config.Child("nameservers"),
+                       "must provide at least one DNS nameserver when dnsPolicy is None");
+  }
+  if (dns.nameservers_size() > 3) {
+    review->errors.Add(config.Child("nameservers"),
+                       absl::StrCat("must not have more than 3 nameservers (got ",
+                                    dns.nameservers_size(), ")"));
+  }
+  for (int i = 0; i < dns.nameservers_size(); ++i) {
+    const std::string& ns = dns.nameservers(i);
+    unsigned char addr[16];
+    if (inet_pton(AF_INET, ns.c_str(), addr) != 1 && inet_pton(AF_INET6, ns.c_str(), addr) != 1) {
+      review->errors.Add(config.Child("nameservers").Index(i),
+                         absl::StrCat(Quote(ns), " is not a valid IP address"));
+    }
+  }
+  if (dns.searches_size() > 32) {
+    review->errors.Add(config.Child("searches"),
+                       absl::StrCat("must not have more than 32 search paths (got ",
+                                    dns.searches_size(), ")"));
+  }
+  size_t chars = 0;
+  for (int i = 0; i < dns.searches_size(); ++i) {
+    const std::string& search = dns.searches(i);
+    chars += search.size() + (i > 0 ? 1 : 0);
+    // A trailing dot is allowed (an absolute name), as Kubernetes allows it.
+    absl::string_view name = absl::StripSuffix(search, ".");
+    AddInvalid(search, "search domain", SubdomainProblem(name),
+               config.Child("searches").Index(i), review);
+  }
+  if (chars > 2048) {
+    review->errors.Add(config.Child("searches"),
+                       absl::StrCat("must not have more than 2048 characters (including spaces) "
+                                    "in the search list (got ",
+                                    chars, ")"));
+  }
+  for (int i = 0; i < dns.options_size(); ++i) {
+    if (dns.options(i).name().empty()) {
+      review->errors.Add(config.Child("options").Index(i).Child("name"), "required");
+    }
+  }
+}
+
+// Kubernetes' own rules for the scheduling fields it would validate (core/v1 validation), and a
+// warning for each one set: a single node runs what it is given and schedules nothing.
+void CheckScheduling(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
+                     AdmissionReview* review) {
+  for (int i = 0; i < spec.tolerations_size(); ++i) {
+    const kvnode::v1::Toleration& t = spec.tolerations(i);
+    FieldPath tp = path.Child("tolerations").Index(i);
+    if (t.operator_() == "Exists" && !t.value().empty()) {
+      review->errors.Add(tp.Child("value"), "must be empty when operator is Exists");
+    }
+    if (t.key().empty() && !t.operator_().empty() && t.operator_() != "Exists") {
+      review->errors.Add(tp.Child("operator"), "must be Exists when key is empty");
+    }
+    if (t.has_toleration_seconds() && t.effect() != "NoExecute") {
+      review->errors.Add(tp.Child("effect"), "must be NoExecute when tolerationSeconds is set");
+    }
+  }
+  for (int i = 0; i < spec.topology_spread_constraints_size(); ++i) {
+    const kvnode::v1::TopologySpreadConstraint& c = spec.topology_spread_constraints(i);
+    FieldPath cp = path.Child("topologySpreadConstraints").Index(i);
+    if (c.max_skew() <= 0) {
+      review->errors.Add(cp.Child("maxSkew"),
+                         absl::StrCat("must be greater than zero (got ", c.max_skew(), ")"));
+    }
+    if (c.topology_key().empty()) review->errors.Add(cp.Child("topologyKey"), "required");
+    if (c.when_unsatisfiable().empty()) {
+      review->errors.Add(cp.Child("whenUnsatisfiable"), "required");
+    }
+  }
+  const auto& node = spec.affinity().node_affinity();
+  for (int i = 0; i < node.preferred_during_scheduling_ignored_during_execution_size(); ++i) {
+    int weight = node.preferred_during_scheduling_ignored_during_execution(i).weight();
+    if (weight < 1 || weight > 100) {
+      review->errors.Add(path.Child("affinity")
+                             .Child("nodeAffinity")
+                             .Child("preferredDuringSchedulingIgnoredDuringExecution")
+                             .Index(i)
+                             .Child("weight"),
+                         absl::StrCat("must be from 1 to 100 (got ", weight, ")"));
+    }
+  }
+  const std::pair<bool, const char*> scheduling[] = {
+      {!spec.node_selector().empty(), "nodeSelector"},
+      {spec.has_affinity(), "affinity"},
+      {spec.tolerations_size() > 0, "tolerations"},
+      {spec.topology_spread_constraints_size() > 0, "topologySpreadConstraints"},
+      {!spec.scheduler_name().empty(), "schedulerName"},
+  };
+  for (const auto& [set, field] : scheduling) {
+    if (!set) continue;
+    review->warnings.push_back(absl::StrCat(
+        path.Child(field).str(),
+        ": kept as given, but has no effect here: a single node does not schedule, it runs "
+        "what it is given"));
+  }
+}
+
 void CheckHostIdentity(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
                        AdmissionReview* review) {
   if (!spec.hostname().empty()) {
@@ -1785,7 +1932,8 @@ void AdmitVmiSpec(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
   FieldPath devices_path = domain_path.Child("devices");
   ResourceValues resources = CheckResources(domain, domain_path.Child("resources"), review);
   CheckMemory(domain, domain_path, resources, node, review);
-  CheckCpu(domain.cpu(), domain_path.Child("cpu"), node, review);
+  CheckCpu(domain.cpu(), domain_path.Child("cpu"), review);
+  CheckCpuRequest(domain, domain_path, resources, node, review);
   CheckMachineAndClock(domain, domain_path, review);
   CheckFirmware(domain, domain_path, review);
   CheckDisks(domain.devices(), devices_path.Child("disks"), review);
@@ -1795,6 +1943,8 @@ void AdmitVmiSpec(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
   CheckNetworking(spec, path, node, review);
   CheckOtherDevices(domain.devices(), devices_path, review);
   CheckHostIdentity(spec, path, review);
+  CheckScheduling(spec, path, review);
+  CheckPodDns(spec, path, review);
   CheckProbes(spec, path, review);
   // A defaulted memory.guest is a copy of requests (or limits) memory, checked there.
   bool explicit_guest;

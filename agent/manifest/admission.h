@@ -34,6 +34,10 @@ class PathResolver {
 struct NodeLimits {
   int64_t memory_bytes = 0;  // physical memory; 0 disables the check
   int cpus = 0;              // online CPUs; 0 disables the check
+  // KubeVirt's cpuAllocationRatio (developerConfiguration): vCPUs overcommit, and a VMI without
+  // a CPU request requests vCPUs / ratio of a CPU, as its launcher pod would. Only that request
+  // is held against `cpus` (dedicated vCPUs request one CPU each).
+  int cpu_allocation_ratio = 10;
   // Directories under which hostDisk paths may live (after resolution). Empty refuses every
   // hostDisk.
   std::vector<std::string> host_disk_roots;

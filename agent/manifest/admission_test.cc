@@ -247,7 +247,9 @@ TEST(AdmissionMetadataTest, ErrorsAreCollectedNotStoppedAtTheFirst) {
   vmi.mutable_metadata()->set_name("Bad");
   Disk0(&vmi)->set_name("Root");
   vmi.mutable_spec()->set_hostname("a_b");
-  EXPECT_EQ(Errors(vmi).size(), 5u);  // name, disk name, disk↔volume twice, hostname
+  // name, disk name, its missing volume, hostname (the volume "root" gets a disk of its own by
+  // KubeVirt's defaults).
+  EXPECT_EQ(Errors(vmi).size(), 4u);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -333,15 +335,15 @@ TEST(AdmissionVmTest, App01PassesOnAnEightGigTwoCpuNode) {
   EXPECT_THAT(r.warnings, IsEmpty());
 }
 
+// Its 2 vCPUs overcommit a 1-CPU node (they request 200m, KubeVirt's vCPUs / 10); its 4Gi do
+// not fit 2Gi.
 TEST(AdmissionVmTest, App01DoesNotFitAOneCpuTwoGigNode) {
   NodeLimits node;
   node.memory_bytes = 2 * kGi;
   node.cpus = 1;
   EXPECT_THAT(VmErrors(App01(), node),
               ElementsAre("spec.template.spec.domain.resources.requests[memory]: 4Gi exceeds the "
-                          "node's memory (2Gi)",
-                          "spec.template.spec.domain.cpu: 2 vCPUs (cores 2, sockets 1, threads 1) "
-                          "exceed the node's CPUs (1)"));
+                          "node's memory (2Gi)"));
 }
 
 TEST(AdmissionVmTest, RunningAndRunStrategyAreMutuallyExclusive) {
@@ -534,23 +536,164 @@ TEST(AdmissionMemoryTest, HugepagesAndMaxGuest) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Scheduling fields: taken and kept as a cluster would, with a warning that one node does not
+// schedule; Kubernetes' own rules for them still hold.
+// ---------------------------------------------------------------------------------------------
+
+TEST(AdmissionSchedulingTest, SchedulerFieldsAreKeptWithAWarning) {
+  auto vmi = BaseVmi();
+  ASSERT_TRUE(LoadMessageFromText(R"(
+nodeSelector: {kubernetes.io/arch: amd64}
+schedulerName: my-scheduler
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms:
+        - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [node01]}]
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 50
+        preference: {matchExpressions: [{key: disktype, operator: In, values: [ssd]}]}
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          labelSelector: {matchLabels: {kubevirt.io/domain: web}}
+          topologyKey: kubernetes.io/hostname
+tolerations:
+  - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 300}
+topologySpreadConstraints:
+  - maxSkew: 1
+    topologyKey: topology.kubernetes.io/zone
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector: {matchExpressions: [{key: app, operator: Exists}]}
+)",
+                                  vmi.mutable_spec())
+                  .ok());
+  AdmissionReview r = Admit(vmi);
+  EXPECT_THAT(ErrorsOf(r), IsEmpty());
+  const char* suffix =
+      ": kept as given, but has no effect here: a single node does not schedule, it runs what "
+      "it is given";
+  EXPECT_THAT(r.warnings, ElementsAre(absl::StrCat("spec.nodeSelector", suffix),
+                                      absl::StrCat("spec.affinity", suffix),
+                                      absl::StrCat("spec.tolerations", suffix),
+                                      absl::StrCat("spec.topologySpreadConstraints", suffix),
+                                      absl::StrCat("spec.schedulerName", suffix)));
+  EXPECT_EQ(vmi.spec().affinity().pod_anti_affinity()
+                .preferred_during_scheduling_ignored_during_execution(0)
+                .pod_affinity_term()
+                .topology_key(),
+            "kubernetes.io/hostname");
+}
+
+TEST(AdmissionSchedulingTest, KubernetesRulesForThemHold) {
+  auto vmi = BaseVmi();
+  ASSERT_TRUE(LoadMessageFromText(R"(
+tolerations:
+  - {key: a, operator: Exists, value: x}
+  - {operator: Equal, value: y}
+  - {key: b, operator: Equal, value: z, effect: NoSchedule, tolerationSeconds: 60}
+topologySpreadConstraints: [{maxSkew: 0}]
+affinity:
+  nodeAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution: [{weight: 101, preference: {}}]
+)",
+                                  vmi.mutable_spec())
+                  .ok());
+  EXPECT_THAT(
+      Errors(vmi),
+      ElementsAre("spec.tolerations[0].value: must be empty when operator is Exists",
+                  "spec.tolerations[1].operator: must be Exists when key is empty",
+                  "spec.tolerations[2].effect: must be NoExecute when tolerationSeconds is set",
+                  "spec.topologySpreadConstraints[0].maxSkew: must be greater than zero (got 0)",
+                  "spec.topologySpreadConstraints[0].topologyKey: required",
+                  "spec.topologySpreadConstraints[0].whenUnsatisfiable: required",
+                  "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]."
+                  "weight: must be from 1 to 100 (got 101)"));
+}
+
+TEST(AdmissionDnsTest, DnsConfigFollowsKubernetesRules) {
+  auto vmi = BaseVmi();
+  ASSERT_TRUE(LoadMessageFromText(R"(
+dnsPolicy: None
+dnsConfig:
+  nameservers: [192.0.2.53, "2001:db8::53"]
+  searches: [example.test, corp.example.test.]
+  options: [{name: ndots, value: "2"}]
+)",
+                                  vmi.mutable_spec())
+                  .ok());
+  EXPECT_THAT(Errors(vmi), IsEmpty());
+  vmi.mutable_spec()->mutable_dns_config()->clear_nameservers();
+  EXPECT_THAT(Errors(vmi), ElementsAre("spec.dnsConfig.nameservers: must provide at least one DNS "
+                                       "nameserver when dnsPolicy is None"));
+  ASSERT_TRUE(LoadMessageFromText(R"(
+dnsConfig:
+  nameservers: [192.0.2.1, 192.0.2.2, 192.0.2.3, dns.example.test]
+  searches: [Bad_Domain]
+  options: [{value: "1"}]
+)",
+                                  vmi.mutable_spec())
+                  .ok());
+  EXPECT_THAT(Errors(vmi),
+              ElementsAre("spec.dnsConfig.nameservers: must not have more than 3 nameservers (got 4)",
+                          "spec.dnsConfig.nameservers[3]: \"dns.example.test\" is not a valid IP "
+                          "address",
+                          HasSubstr("spec.dnsConfig.searches[2]: \"Bad_Domain\" is not a valid "
+                                    "search domain"),
+                          "spec.dnsConfig.options[1].name: required"));
+}
+
+// ---------------------------------------------------------------------------------------------
 // CPU, machine, firmware, clock
 // ---------------------------------------------------------------------------------------------
 
-TEST(AdmissionCpuTest, VcpusMustFitTheNode) {
+// vCPUs overcommit as in KubeVirt: what must fit the node is the VMI's CPU request, which is
+// vCPUs / the CPU allocation ratio (default 10) when the VMI sets none.
+TEST(AdmissionCpuTest, VcpusOvercommitTheirRequestMustFit) {
   auto vmi = BaseVmi();
-  Domain(&vmi)->mutable_cpu()->set_cores(2);
-  EXPECT_THAT(Errors(vmi), IsEmpty());
+  Domain(&vmi)->mutable_cpu()->set_cores(4);
   Domain(&vmi)->mutable_cpu()->set_threads(2);
-  EXPECT_THAT(Errors(vmi), ElementsAre("spec.domain.cpu: 4 vCPUs (cores 2, sockets 1, threads 2) "
-                                       "exceed the node's CPUs (2)"));
+  EXPECT_THAT(Errors(vmi), IsEmpty());  // 8 vCPUs on 2 CPUs request 800m
+  Domain(&vmi)->mutable_cpu()->set_sockets(3);
+  EXPECT_THAT(Errors(vmi), ElementsAre("spec.domain.cpu: 24 vCPUs request 2400m of CPU (vCPUs / "
+                                       "the CPU allocation ratio 10), more than the node's CPUs "
+                                       "(2)"));
+  NodeLimits strict = Node();
+  strict.cpu_allocation_ratio = 1;
+  Domain(&vmi)->mutable_cpu()->set_sockets(1);
+  Domain(&vmi)->mutable_cpu()->set_cores(2);
+  Domain(&vmi)->mutable_cpu()->set_threads(1);
+  EXPECT_THAT(Errors(vmi, strict), IsEmpty());
+  Domain(&vmi)->mutable_cpu()->set_threads(2);
+  EXPECT_THAT(Errors(vmi, strict), ElementsAre("spec.domain.cpu: 4 vCPUs request 4000m of CPU "
+                                               "(vCPUs / the CPU allocation ratio 1), more than "
+                                               "the node's CPUs (2)"));
 }
 
-TEST(AdmissionCpuTest, SocketsFromACpuRequestCount) {
+TEST(AdmissionCpuTest, AnExplicitCpuRequestOrLimitMustFit) {
   auto vmi = BaseVmi();
+  (*Domain(&vmi)->mutable_resources()->mutable_requests())["cpu"] = "1500m";
+  EXPECT_THAT(Errors(vmi), IsEmpty());
+  // A request of 3 also means 3 sockets when no topology is given (KubeVirt's default).
   (*Domain(&vmi)->mutable_resources()->mutable_requests())["cpu"] = "3";
-  EXPECT_THAT(Errors(vmi), ElementsAre("spec.domain.cpu: 3 vCPUs (cores 1, sockets 3, threads 1) "
-                                       "exceed the node's CPUs (2)"));
+  EXPECT_THAT(Errors(vmi), ElementsAre("spec.domain.resources.requests[cpu]: 3 of CPU exceeds "
+                                       "the node's CPUs (2)"));
+  Domain(&vmi)->mutable_resources()->mutable_requests()->erase("cpu");
+  (*Domain(&vmi)->mutable_resources()->mutable_limits())["cpu"] = "2500m";
+  EXPECT_THAT(Errors(vmi), ElementsAre("spec.domain.resources.limits[cpu]: 2500m of CPU exceeds "
+                                       "the node's CPUs (2)"));
+}
+
+TEST(AdmissionCpuTest, DedicatedVcpusEachNeedACpu) {
+  auto vmi = BaseVmi();
+  Domain(&vmi)->mutable_cpu()->set_cores(2);
+  Domain(&vmi)->mutable_cpu()->set_dedicated_cpu_placement(true);
+  std::vector<std::string> errors = Errors(vmi);
+  EXPECT_THAT(errors, ::testing::Not(::testing::Contains(HasSubstr("dedicated vCPUs exceed"))));
+  Domain(&vmi)->mutable_cpu()->set_cores(3);
+  EXPECT_THAT(Errors(vmi), ::testing::Contains("spec.domain.cpu.dedicatedCpuPlacement: 3 "
+                                               "dedicated vCPUs exceed the node's CPUs (2)"));
 }
 
 TEST(AdmissionCpuTest, AtMost512Vcpus) {
@@ -677,12 +820,20 @@ TEST(AdmissionDiskTest, DiskNameMustBeALabel) {
                                                  "is not a valid disk name: a lowercase RFC 1123"),
                                        HasSubstr("spec.volumes[0].name: \"Root_Disk\" is not a "
                                                  "valid volume name")));
+  // Without a disk name the volume gets a disk by KubeVirt's defaults (disks[1]), whose name is
+  // the volume's, invalid as a disk name too; both are named.
   Disk0(&vmi)->clear_name();
   EXPECT_THAT(Errors(vmi), ElementsAre("spec.domain.devices.disks[0].name: required",
-                                       HasSubstr("spec.volumes[0].name: \"Root_Disk\""),
-                                       "spec.volumes[0].name: no disk uses volume \"Root_Disk\""));
+                                       HasSubstr("spec.domain.devices.disks[1].name: "
+                                                 "\"Root_Disk\" is not a valid disk name"),
+                                       HasSubstr("spec.volumes[0].name: \"Root_Disk\"")));
+  // Admitted without defaults, a volume no disk uses is still refused.
+  EXPECT_THAT(ErrorsOf(AdmitVmi(vmi, Node(), FakePathResolver())),
+              ::testing::Contains("spec.volumes[0].name: no disk uses volume \"Root_Disk\""));
 }
 
+// Each disk needs a volume; a volume without a disk gets one by KubeVirt's defaults
+// (SetDefaultVolumeDisk), so only objects admitted without defaults can lack one.
 TEST(AdmissionDiskTest, EachDiskNeedsAVolumeAndEachVolumeADisk) {
   auto vmi = BaseVmi();
   vmi.mutable_spec()->mutable_domain()->mutable_devices()->add_disks()->set_name("data");
@@ -690,6 +841,8 @@ TEST(AdmissionDiskTest, EachDiskNeedsAVolumeAndEachVolumeADisk) {
   v->set_name("scratch");
   v->mutable_empty_disk()->set_capacity("1Gi");
   EXPECT_THAT(Errors(vmi),
+              ElementsAre("spec.domain.devices.disks[1].name: no volume named \"data\""));
+  EXPECT_THAT(ErrorsOf(AdmitVmi(vmi, Node(), FakePathResolver())),
               ElementsAre("spec.domain.devices.disks[1].name: no volume named \"data\"",
                           "spec.volumes[1].name: no disk uses volume \"scratch\""));
 }
@@ -1359,10 +1512,11 @@ TEST(AdmissionFreeTextTest, XmlMetacharactersAreFineInFreeTextButNotInNames) {
   EXPECT_THAT(Errors(vmi), IsEmpty());
   vmi.mutable_spec()->mutable_volumes(0)->set_name("root<x>");
   EXPECT_THAT(Errors(vmi),
-              ElementsAre(HasSubstr("spec.volumes[0].name: \"root<x>\" is not a valid "
+              ElementsAre(HasSubstr("spec.domain.devices.disks[1].name: \"root<x>\" is not a "
+                                    "valid disk name"),
+                          HasSubstr("spec.volumes[0].name: \"root<x>\" is not a valid "
                                     "volume name"),
-                          "spec.domain.devices.disks[0].name: no volume named \"root\"",
-                          "spec.volumes[0].name: no disk uses volume \"root<x>\""));
+                          "spec.domain.devices.disks[0].name: no volume named \"root\""));
 }
 
 TEST(AdmissionFreeTextTest, ControlCharactersAndBadUtf8AreRefused) {

@@ -1,5 +1,8 @@
 #include "agent/manifest/defaults.h"
 
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/uuid.h"
 #include "agent/manifest/quantity.h"
@@ -8,6 +11,20 @@ namespace kvnode {
 namespace {
 
 using kvnode::v1::VirtualMachineInstanceSpec;
+
+// KubeVirt's SetDefaultVolumeDisk (pkg/util/util.go): each volume that no disk names gets a disk
+// of its own name, appended in the volumes' order; DefaultDisks then makes it `disk: {}` on the
+// default bus. (KubeVirt also counts filesystems, which this node does not take.) A volume
+// without a name is left to admission, which names it.
+void DefaultVolumeDisks(VirtualMachineInstanceSpec* spec) {
+  auto* disks = spec->mutable_domain()->mutable_devices()->mutable_disks();
+  absl::flat_hash_set<std::string> named;
+  for (const auto& disk : *disks) named.insert(disk.name());
+  for (const auto& volume : spec->volumes()) {
+    if (volume.name().empty() || !named.insert(volume.name()).second) continue;
+    disks->Add()->set_name(volume.name());
+  }
+}
 
 void DefaultDisks(VirtualMachineInstanceSpec* spec) {
   for (auto& disk : *spec->mutable_domain()->mutable_devices()->mutable_disks()) {
@@ -95,6 +112,7 @@ void ApplyVmiSpecDefaults(absl::string_view ns, absl::string_view name,
     domain->mutable_firmware()->set_uuid(DefaultFirmwareUuid(ns, name));
   }
   DefaultCpuAndMemory(spec);
+  DefaultVolumeDisks(spec);
   DefaultDisks(spec);
   DefaultNetworking(spec);
   if (!spec->has_termination_grace_period_seconds()) {

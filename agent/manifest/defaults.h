@@ -1,6 +1,7 @@
 // KubeVirt's defaulter (api/defaults.go SetDefaults_VirtualMachineInstance and virt-api's
 // mutating webhook), applied before admission and before anything is stored:
 //   - an empty `features` block when none is given, so ACPI is on and graceful shutdown works;
+//   - a disk for each volume that no disk names (SetDefaultVolumeDisk, pkg/util/util.go);
 //   - disks without a target become `disk: {}`; an unset disk or lun bus is sata (amd64), cdrom
 //     bus sata and cdrom readonly;
 //   - firmware.uuid derived by name (UUIDv5 of "<namespace>/<name>"), stable across restarts;

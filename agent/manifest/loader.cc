@@ -336,6 +336,21 @@ const FieldDescriptor* FindCaseInsensitive(const Descriptor* d, absl::string_vie
   return nullptr;
 }
 
+// Why `key` is not a field of `d`, with KubeVirt's name when the key is a field's name in kvnode's
+// schema but not KubeVirt's ("enabled" for a timer's "present", "tick_policy" for "tickPolicy"),
+// or the field it differs from only in case.
+std::string UnknownFieldMessage(const Descriptor* d, absl::string_view key) {
+  if (const FieldDescriptor* named = d->FindFieldByName(std::string(key)); named != nullptr) {
+    return absl::StrCat("unknown field ", Quote(key), " (KubeVirt's field is ",
+                        Quote(named->json_name()), ")");
+  }
+  if (const FieldDescriptor* near = FindCaseInsensitive(d, key); near != nullptr) {
+    return absl::StrCat("unknown field ", Quote(key), " (did you mean ", Quote(near->json_name()),
+                        "?)");
+  }
+  return absl::StrCat("unknown field ", Quote(key));
+}
+
 void LoadMessageAt(const YamlNode& node, Message* message, const FieldPathRef& path,
                    FieldErrors* errors) {
   if (node.IsNull()) return;
@@ -363,11 +378,7 @@ void LoadMessageAt(const YamlNode& node, Message* message, const FieldPathRef& p
     }
     const FieldDescriptor* field = FindByJsonName(d, key);
     if (field == nullptr) {
-      const FieldDescriptor* near = FindCaseInsensitive(d, key);
-      errors->Add(field_path, near != nullptr
-                                  ? absl::StrCat("unknown field ", Quote(key), " (did you mean ",
-                                                 Quote(near->json_name()), "?)")
-                                  : absl::StrCat("unknown field ", Quote(key)));
+      errors->Add(field_path, UnknownFieldMessage(d, key));
       continue;
     }
     if (value_node.IsNull()) continue;  // null means unset, as in Kubernetes

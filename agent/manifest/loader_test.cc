@@ -1,6 +1,7 @@
 #include "agent/manifest/loader.h"
 
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "kvnode/v1/kubevirt.pb.h"
 
@@ -98,6 +99,36 @@ TEST(LoaderTest, UnknownFieldsAreErrorsWithAHint) {
                        "  domain: {cpu: {Cores: 2}}\n"),
               ElementsAre("t.yaml: document 1: spec.domain.cpu.Cores: unknown field \"Cores\" "
                           "(did you mean \"cores\"?)"));
+}
+
+// KubeVirt's timers say `present` (its Go field is Enabled); kvnode's schema said `enabled`
+// before, and a manifest that still does is told KubeVirt's name. Objects stored by then (JSON
+// with the proto field name) still decode.
+TEST(LoaderTest, TimersArePresentAsInKubeVirt) {
+  kvnode::v1::Timer timer;
+  ASSERT_TRUE(LoadMessageFromText("hpet: {present: false}\nrtc: {present: true, tickPolicy: "
+                                  "catchup}\nkvm: {}\n",
+                                  &timer)
+                  .ok());
+  ASSERT_TRUE(timer.hpet().has_enabled());
+  EXPECT_FALSE(timer.hpet().enabled());
+  EXPECT_TRUE(timer.rtc().enabled());
+  EXPECT_FALSE(timer.kvm().has_enabled());
+  EXPECT_THAT(ErrorsOf("apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nspec:\n"
+                       "  domain: {clock: {timer: {pit: {enabled: true, tick_policy: delay}}}}\n"),
+              ElementsAre("t.yaml: document 1: spec.domain.clock.timer.pit.enabled: unknown field "
+                          "\"enabled\" (KubeVirt's field is \"present\")",
+                          "t.yaml: document 1: spec.domain.clock.timer.pit.tick_policy: unknown "
+                          "field \"tick_policy\" (KubeVirt's field is \"tickPolicy\")"));
+  kvnode::v1::Timer stored;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                  R"({"hpet": {"enabled": false}, "hyperv": {"enabled": true}})", &stored)
+                  .ok());
+  EXPECT_FALSE(stored.hpet().enabled());
+  EXPECT_TRUE(stored.hyperv().enabled());
+  std::string json;
+  ASSERT_TRUE(google::protobuf::util::MessageToJsonString(stored, &json).ok());
+  EXPECT_EQ(json, R"({"hpet":{"present":false},"hyperv":{"present":true}})");
 }
 
 TEST(LoaderTest, EmptyMappingSetsAMessageAndNullLeavesItUnset) {

@@ -241,7 +241,12 @@ absl::StatusOr<PodPlan> MasqueradePodNetwork::Plan(const VirtualMachineInstance&
   ASSIGN_OR_RETURN(std::optional<PodInterfaceRef> ref, FindPodInterface(vmi));
   // Read at every setup, so a changed node resolv.conf reaches the next VMI.
   if (ref) {
-    ASSIGN_OR_RETURN(in.resolv, ReadResolvConf(config_.resolv_conf));
+    const auto& spec = vmi.spec();
+    PodDnsSettings dns{spec.dns_policy(),
+                       {spec.dns_config().nameservers().begin(),
+                        spec.dns_config().nameservers().end()},
+                       {spec.dns_config().searches().begin(), spec.dns_config().searches().end()}};
+    ASSIGN_OR_RETURN(in.resolv, ReadPodResolvConf(config_.resolv_conf, dns));
   }
   return PlanPod(config_, in);
 }

@@ -1,10 +1,13 @@
 #include "agent/network/resolv_conf.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "agent/network/ip_prefix.h"
 
@@ -67,11 +70,52 @@ ResolvConf ParseResolvConf(absl::string_view content) {
 }
 
 absl::StatusOr<ResolvConf> ReadResolvConf(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError("read " + path + ": cannot open");
-  std::stringstream content;
-  content << in.rdbuf();
-  return ParseResolvConf(content.str());
+  return ReadPodResolvConf(path, PodDnsSettings());
+}
+
+ResolvConf PodResolvConf(absl::string_view node_content, const PodDnsSettings& pod) {
+  std::vector<std::string> nameservers, searches;
+  if (pod.policy != "None") {
+    for (absl::string_view line : absl::StrSplit(node_content, '\n')) {
+      std::vector<absl::string_view> fields =
+          absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+      if (fields.empty()) continue;
+      if (fields.size() >= 2 && fields[0] == "nameserver") nameservers.emplace_back(fields[1]);
+      if (fields[0] != "search") continue;
+      for (size_t i = 1; i < fields.size(); ++i) searches.emplace_back(fields[i]);
+    }
+  }
+  nameservers.insert(nameservers.end(), pod.nameservers.begin(), pod.nameservers.end());
+  searches.insert(searches.end(), pod.searches.begin(), pod.searches.end());
+  // Duplicates dropped, first kept (the kubelet's omitDuplicates), then its limits.
+  auto unique = [](std::vector<std::string> in, size_t max) {
+    std::vector<std::string> out;
+    for (std::string& v : in) {
+      if (out.size() < max && std::find(out.begin(), out.end(), v) == out.end()) {
+        out.push_back(std::move(v));
+      }
+    }
+    return out;
+  };
+  std::string text;
+  for (const std::string& n : unique(std::move(nameservers), kMaxPodNameservers)) {
+    absl::StrAppend(&text, "nameserver ", n, "\n");
+  }
+  std::vector<std::string> kept = unique(std::move(searches), kMaxPodSearchDomains);
+  if (!kept.empty()) absl::StrAppend(&text, "search ", absl::StrJoin(kept, " "), "\n");
+  return ParseResolvConf(text);
+}
+
+absl::StatusOr<ResolvConf> ReadPodResolvConf(const std::string& path, const PodDnsSettings& pod) {
+  std::string content;
+  if (pod.policy != "None") {
+    std::ifstream in(path);
+    if (!in) return absl::NotFoundError("read " + path + ": cannot open");
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    content = buffer.str();
+  }
+  return PodResolvConf(content, pod);
 }
 
 std::string LongestDomain(const std::vector<std::string>& domains) {

@@ -23,6 +23,26 @@ struct ResolvConf {
 ResolvConf ParseResolvConf(absl::string_view content);
 absl::StatusOr<ResolvConf> ReadResolvConf(const std::string& path);
 
+// A VMI's dnsPolicy and dnsConfig (Kubernetes' pod DNS fields; options are not carried by DHCP,
+// in KubeVirt either).
+struct PodDnsSettings {
+  std::string policy;  // ClusterFirst (""), ClusterFirstWithHostNet, Default or None
+  std::vector<std::string> nameservers;
+  std::vector<std::string> searches;
+};
+
+// The kubelet's limits (pkg/apis/core/validation: MaxDNSNameservers, MaxDNSSearchPaths).
+inline constexpr int kMaxPodNameservers = 3;
+inline constexpr int kMaxPodSearchDomains = 32;
+
+// The resolv.conf a VMI's pod would get from the kubelet (pkg/kubelet/network/dns), parsed as
+// above: the node's entries (`node_content`, kvnode's --resolv-conf, which stands for the
+// cluster DNS of ClusterFirst as for the node's own of Default) unless the policy is None, then
+// dnsConfig's nameservers and searches appended, duplicates dropped, cut to the kubelet's
+// limits.
+ResolvConf PodResolvConf(absl::string_view node_content, const PodDnsSettings& pod);
+absl::StatusOr<ResolvConf> ReadPodResolvConf(const std::string& path, const PodDnsSettings& pod);
+
 // The longest search domain (DHCP option 15, "the most exact equivalent to a domain"), or "".
 std::string LongestDomain(const std::vector<std::string>& domains);
 // KubeVirt's DomainNameWithSubdomain: "<subdomain>.<longest search domain containing .svc.>"

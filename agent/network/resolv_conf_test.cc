@@ -25,6 +25,45 @@ TEST(ResolvConfTest, ParsesNameserversByFamilyAndEverySearchLine) {
               ElementsAre("default.svc.cluster.local", "svc.cluster.local", "cluster.local"));
 }
 
+constexpr char kClusterResolv[] =
+    "nameserver 10.96.0.10\n"
+    "search default.svc.cluster.local svc.cluster.local cluster.local\n"
+    "options ndots:5\n";
+
+// dnsPolicy and dnsConfig as the kubelet applies them to a pod (pkg/kubelet/network/dns).
+TEST(PodResolvConfTest, ClusterFirstAppendsDnsConfigWithoutDuplicates) {
+  PodDnsSettings pod{
+      "", {"192.0.2.53", "10.96.0.10", "2001:db8::53"}, {"example.test", "cluster.local"}};
+  ResolvConf c = PodResolvConf(kClusterResolv, pod);
+  EXPECT_THAT(c.nameservers_v4, ElementsAre("10.96.0.10", "192.0.2.53"));
+  EXPECT_THAT(c.nameservers_v6, ElementsAre("2001:db8::53"));
+  EXPECT_THAT(c.search, ElementsAre("default.svc.cluster.local", "svc.cluster.local",
+                                    "cluster.local", "example.test"));
+  // Default reads the node's resolv.conf the same way (kvnode's --resolv-conf).
+  pod.policy = "Default";
+  EXPECT_THAT(PodResolvConf(kClusterResolv, pod).nameservers_v4,
+              ElementsAre("10.96.0.10", "192.0.2.53"));
+}
+
+TEST(PodResolvConfTest, NoneUsesOnlyDnsConfig) {
+  ResolvConf c = PodResolvConf(kClusterResolv, {"None", {"192.0.2.53"}, {"Example.Test"}});
+  EXPECT_THAT(c.nameservers_v4, ElementsAre("192.0.2.53"));
+  EXPECT_THAT(c.nameservers_v6, ElementsAre());
+  EXPECT_THAT(c.search, ElementsAre("example.test"));
+  // With no search domain at all, KubeVirt's DHCP still offers cluster.local.
+  EXPECT_THAT(PodResolvConf(kClusterResolv, {"None", {"192.0.2.53"}, {}}).search,
+              ElementsAre("cluster.local"));
+}
+
+TEST(PodResolvConfTest, TheKubeletsLimitsHold) {
+  PodDnsSettings pod{"", {"192.0.2.1", "192.0.2.2", "192.0.2.3"}, {}};
+  for (int i = 0; i < 40; ++i) pod.searches.push_back("d" + std::to_string(i) + ".test");
+  ResolvConf c = PodResolvConf(kClusterResolv, pod);
+  EXPECT_THAT(c.nameservers_v4, ElementsAre("10.96.0.10", "192.0.2.1", "192.0.2.2"));
+  EXPECT_EQ(c.search.size(), static_cast<size_t>(kMaxPodSearchDomains));
+  EXPECT_EQ(c.search.back(), "d28.test");
+}
+
 TEST(ResolvConfTest, FallsBackToKubeVirtDefaultsWhenEmpty) {
   ResolvConf c = ParseResolvConf("options edns0\n");
   EXPECT_THAT(c.nameservers_v4, ElementsAre("8.8.8.8"));

@@ -187,7 +187,10 @@ int RunConvertCommand(int argc, char** argv, std::ostream& out, std::ostream& er
   for (const auto& e : loaded.errors) err << e << "\n";
   if (!loaded.ok()) return 1;
 
-  const NodeLimits limits = NodeLimitsOfThisMachine(flags.host_disk_roots);
+  // An offline conversion judges the manifest, not the machine it runs on: no CPU or memory
+  // check (the handler holds a VMI's requests against its node).
+  NodeLimits limits;
+  limits.host_disk_roots = flags.host_disk_roots;
   std::vector<Conversion> conversions;
   bool refused = false;
   for (const LoadedObject& obj : loaded.objects) {

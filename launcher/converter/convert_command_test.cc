@@ -176,6 +176,22 @@ TEST(ConvertCommandTest, MissingFileAndNothingToConvertExitOne) {
   EXPECT_THAT(pvc.err, HasSubstr("no VirtualMachine or VirtualMachineInstance"));
 }
 
+// KubeVirt's vCPUs overcommit, and `convert` judges only the manifest: 64 vCPUs and 64Gi
+// convert on any machine.
+TEST(ConvertCommandTest, NeverLooksAtThisMachinesSize) {
+  Result r = Convert({WriteTemp("big.yaml", R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: big}
+spec:
+  domain:
+    cpu: {sockets: 4, cores: 16}
+    resources: {requests: {memory: 64Gi, cpu: "64"}}
+    devices: {autoattachPodInterface: false}
+)")});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("<vcpu placement=\"static\">64</vcpu>"));
+}
+
 TEST(NodeLimitsTest, ComeFromThisMachine) {
   NodeLimits limits = NodeLimitsOfThisMachine({"/srv"});
   EXPECT_GT(limits.memory_bytes, int64_t{64} << 20);

@@ -183,10 +183,6 @@ void AppendControllers(const ConvertContext& ctx, const DiskSummary& disks,
 }
 
 absl::Status AppendInterfaces(const ConvertContext& ctx, pugi::xml_node devices) {
-  if (ctx.devices().network_interface_multiqueue()) {
-    return Unsupported("spec.domain.devices.networkInterfaceMultiqueue",
-                       "multi-queue interfaces are not supported");
-  }
   const auto& interfaces = ctx.devices().interfaces();
   for (int i = 0; i < interfaces.size(); ++i) {
     // absent: unplugged; the interface is not part of the domain.
@@ -221,9 +217,6 @@ void AppendConsoleAndChannels(const ConvertContext& ctx, pugi::xml_node devices)
 }
 
 absl::Status AppendOtherDevices(const ConvertContext& ctx, pugi::xml_node devices) {
-  if (ctx.devices().autoattach_vsock()) {
-    return Unsupported("spec.domain.devices.autoattachVSOCK", "VSOCK is not supported");
-  }
   AppendInputs(ctx, devices);
   AppendGraphics(ctx, devices);
   RETURN_IF_ERROR(AppendWatchdog(ctx, devices));

@@ -87,16 +87,6 @@ absl::Status CheckSource(const VolumeSource& src, const std::string& where) {
   return absl::OkStatus();
 }
 
-absl::Status CheckVolumeKind(const Volume& vol, const std::string& where) {
-  if (vol.has_persistent_volume_claim() && vol.persistent_volume_claim().hotpluggable()) {
-    return Unsupported(where, "hotpluggable volumes are not supported");
-  }
-  if (vol.has_data_volume() && vol.data_volume().hotpluggable()) {
-    return Unsupported(where, "hotpluggable volumes are not supported");
-  }
-  return absl::OkStatus();
-}
-
 // KubeVirt's SetDriverCacheMode: the user's cache mode, else none where O_DIRECT works and
 // writethrough where it does not. "none" on a filesystem without O_DIRECT cannot work.
 absl::StatusOr<std::string> CacheMode(const Disk& disk, const VolumeSource& src,
@@ -134,9 +124,6 @@ absl::Status CheckTarget(const Disk& disk, const DiskTarget& t, const VolumeSour
       return Unsupported(path + ".lun", absl::StrCat("a lun needs a block device; volume \"",
                                                      disk.name(), "\" is a file"));
     }
-    if (disk.lun().reservation()) {
-      return Unsupported(path + ".lun.reservation", "persistent reservations are not supported");
-    }
   }
   if (disk.dedicated_io_thread() && t.bus != "virtio") {
     return Invalid(path + ".dedicatedIOThread", "IOThreads need bus virtio");
@@ -173,7 +160,6 @@ absl::Status AppendDisk(const ConvertContext& ctx, int i, const DiskPlacement& p
   if (vol == nullptr) {
     return Invalid(path + ".name", absl::StrCat("no volume named \"", disk.name(), "\""));
   }
-  RETURN_IF_ERROR(CheckVolumeKind(*vol, path));
   const VolumeSource* src = FindSource(ctx, disk.name());
   if (src == nullptr) {
     return Invalid(path, absl::StrCat("volume \"", disk.name(),

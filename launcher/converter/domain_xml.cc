@@ -1,12 +1,14 @@
 #include "launcher/converter/domain_xml.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
 #include "agent/manifest/quantity.h"
 #include "launcher/converter/device_xml.h"
 #include "launcher/converter/disk_xml.h"
+#include "launcher/converter/unsupported.h"
 #include "launcher/converter/xml_builder.h"
 #include "launcher/converter/xml_text.h"
 #include "pugixml.hpp"
@@ -33,24 +35,12 @@ struct StringWriter final : pugi::xml_writer {
   std::string text;
 };
 
-// What kvnode does not do (yet), refused by name rather than silently dropped.
+// What kvnode does not do (yet), refused by name rather than silently dropped (unsupported.h):
+// the first such field.
 absl::Status CheckSupported(const ConvertContext& ctx) {
-  const auto& cpu = ctx.domain().cpu();
-  if (cpu.dedicated_cpu_placement()) {
-    return Unsupported("spec.domain.cpu.dedicatedCpuPlacement", "CPU pinning is not supported");
-  }
-  if (cpu.isolate_emulator_thread()) {
-    return Unsupported("spec.domain.cpu.isolateEmulatorThread", "CPU pinning is not supported");
-  }
-  const auto& mem = ctx.domain().memory();
-  if (!mem.max_guest().empty() && mem.max_guest() != mem.guest()) {
-    return Unsupported("spec.domain.memory.maxGuest", "memory hotplug is not supported");
-  }
-  if (ctx.domain().firmware().bootloader().efi().persistent()) {
-    return Unsupported("spec.domain.firmware.bootloader.efi.persistent",
-                       "persistent EFI variables are not supported");
-  }
-  return absl::OkStatus();
+  std::vector<UnsupportedField> unsupported = UnsupportedFields(ctx.vmi.spec());
+  if (unsupported.empty()) return absl::OkStatus();
+  return Unsupported("spec." + unsupported.front().path, unsupported.front().reason);
 }
 
 absl::Status CheckOptions(const kvnode::v1::DomainOptions& options) {

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "launcher/converter/disk_xml.h"
 #include "launcher/converter/domain_options.h"
+#include "launcher/converter/unsupported.h"
 #include "pugixml.hpp"
 
 namespace kvnode {
@@ -66,6 +67,38 @@ absl::Status ConvertError(const VirtualMachineInstance& vmi, const DomainOptions
 absl::Status ConvertError(const std::string& spec_yaml) {
   VirtualMachineInstance vmi = Vmi(spec_yaml);
   return ConvertError(vmi, Options(vmi));
+}
+
+// What kvnode does not do is refused by name, every such field when applied (the handler) and
+// the first when converted (the launcher); the two cannot disagree: one list.
+TEST(UnsupportedTest, EveryUnsupportedFieldIsNamedAndTheConverterRefusesTheFirst) {
+  VirtualMachineInstance vmi = Vmi(
+      "    cpu: {cores: 2, dedicatedCpuPlacement: true, isolateEmulatorThread: true}\n"
+      "    devices: {autoattachVSOCK: true, networkInterfaceMultiqueue: true}\n"
+      "  volumes:\n"
+      "    - {name: a, persistentVolumeClaim: {claimName: a}}\n"
+      "    - {name: b, dataVolume: {name: b, hotpluggable: true}}\n");
+  std::vector<std::string> paths;
+  for (const UnsupportedField& f : UnsupportedFields(vmi.spec())) {
+    paths.push_back(f.path + ": " + f.reason);
+  }
+  EXPECT_THAT(paths,
+              ::testing::ElementsAre(
+                  "domain.cpu.dedicatedCpuPlacement: CPU pinning is not supported",
+                  "domain.cpu.isolateEmulatorThread: CPU pinning is not supported",
+                  "domain.devices.networkInterfaceMultiqueue: multi-queue interfaces are not "
+                  "supported",
+                  "domain.devices.autoattachVSOCK: VSOCK is not supported",
+                  "volumes[1].dataVolume.hotpluggable: hotpluggable volumes are not supported"));
+  absl::Status s = ConvertError(vmi, Options(vmi));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(s.message(), "spec.domain.cpu.dedicatedCpuPlacement: CPU pinning is not supported");
+  AdmissionReview review;
+  RefuseUnsupported(vmi.spec(), FieldPath("spec.template.spec"), &review);
+  ASSERT_EQ(review.errors.errors().size(), 5u);
+  EXPECT_EQ(review.errors.errors()[4].ToString(),
+            "spec.template.spec.volumes[1].dataVolume.hotpluggable: hotpluggable volumes are not "
+            "supported");
 }
 
 TEST(DomainNameTest, IsNamespaceUnderscoreName) {

@@ -7,6 +7,7 @@
 #include "agent/storage/dv_rules.h"
 #include "agent/storage/pvc_rules.h"
 #include "kvnode/v1/kubevirt.pb.h"
+#include "launcher/converter/unsupported.h"
 
 namespace kvnode {
 namespace {
@@ -19,12 +20,16 @@ AdmissionReview AdmitObject(LoadedObject& object, const NodeLimits& limits,
   if (object.kind == "VirtualMachine") {
     auto* vm = static_cast<kvnode::v1::VirtualMachine*>(object.object.get());
     ApplyVmDefaults(vm);
-    return AdmitVm(*vm, limits, resolver);
+    AdmissionReview review = AdmitVm(*vm, limits, resolver);
+    RefuseUnsupported(vm->spec().template_().spec(), FieldPath("spec.template.spec"), &review);
+    return review;
   }
   if (object.kind == "VirtualMachineInstance") {
     auto* vmi = static_cast<kvnode::v1::VirtualMachineInstance*>(object.object.get());
     ApplyVmiDefaults(vmi);
-    return AdmitVmi(*vmi, limits, resolver);
+    AdmissionReview review = AdmitVmi(*vmi, limits, resolver);
+    RefuseUnsupported(vmi->spec(), FieldPath("spec"), &review);
+    return review;
   }
   if (object.kind == "PersistentVolumeClaim") {
     auto* pvc = static_cast<kvnode::v1::PersistentVolumeClaim*>(object.object.get());

@@ -622,10 +622,12 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
   EXPECT_THAT(ok->output, HasSubstr("--migration-guest-pause: auto: the guest is paused for the "
                                     "copy under TCG on QEMU before 9.0"));
   auto on = RunCommand({BinaryDir() + "/kvnode-handler", "--validate-config", "--virt-type", "qemu",
-                        "--free-page-reporting", "on", "--state-dir", state, "--socket",
-                        "/tmp/kvit-validate-sock/x.sock"});
+                        "--free-page-reporting", "on", "--cpu-allocation-ratio", "4",
+                        "--state-dir", state, "--socket", "/tmp/kvit-validate-sock/x.sock"});
   ASSERT_TRUE(on.ok());
   EXPECT_THAT(on->output, HasSubstr("--free-page-reporting: on for VMIs that do not opt out"));
+  EXPECT_THAT(on->output, HasSubstr("--cpu-allocation-ratio: 4: a VMI without a CPU request "
+                                    "requests its vCPUs / 4"));
   // A bad value is refused with the flag named.
   auto expect_refused = [&](const std::string& flag, const std::string& value,
                             const std::string& message) {
@@ -639,6 +641,8 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
                  "--free-page-reporting: expected on, off or auto, got \"yes\"");
   expect_refused("--migration-guest-pause", "later",
                  "--migration-guest-pause: expected auto, never or always, got \"later\"");
+  expect_refused("--cpu-allocation-ratio", "0",
+                 "--cpu-allocation-ratio: expected a number from 1 to 1000");
   struct stat st;
   EXPECT_NE(stat(absl::StrCat("/tmp/kvit-validate-", getpid()).c_str(), &st), 0)
       << "--validate-config created the state dir";

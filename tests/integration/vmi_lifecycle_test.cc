@@ -115,6 +115,18 @@ spec:
   EXPECT_EQ(daemons, 1);
 }
 
+// vCPUs overcommit as in KubeVirt: 4 vCPUs on this 2-core machine request 400m of CPU (vCPUs /
+// the default CPU allocation ratio 10), are admitted, and the guest's kernel brings all 4 up.
+TEST_F(VmiLifecycleTest, FourVcpusOvercommitTwoCoresAndTheGuestSeesThem) {
+  VirtualMachineInstance vmi =
+      StartGuest("four-vcpus", "normal", 0, [](VirtualMachineInstance* v) {
+        v->mutable_spec()->mutable_domain()->mutable_cpu()->set_cores(4);
+      });
+  ASSERT_EQ(vmi.status().phase(), "Running") << vmi.status().reason();
+  EXPECT_TRUE(SerialShows(vmi.metadata().uid(), "KVNODE-GUEST-SIZE cpus=4 "))
+      << handler_->SerialLog(vmi.metadata().uid());
+}
+
 TEST_F(VmiLifecycleTest, DeleteWithTheDefaultGraceShutsTheGuestDownByAcpi) {
   VirtualMachineInstance vmi = StartGuest("acpi");
   const std::string uid = vmi.metadata().uid();

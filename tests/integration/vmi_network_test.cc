@@ -119,6 +119,10 @@ TEST_F(VmiNetworkTest, TheGuestGets10002ByDhcpAndItsHttpServerAnswersOnThePodIp)
   std::string lease = LeaseLine(uid);
   EXPECT_EQ(lease, "KVNODE-GUEST-IP eth0 10.0.2.2 mtu=1500 router=10.0.2.1");
   EXPECT_TRUE(SerialShows(uid, "KVNODE-GUEST-HOSTNAME web source=dhcp"));
+  // DNS: the node's resolv.conf (dnsPolicy ClusterFirst, the default).
+  EXPECT_TRUE(SerialShows(uid, "KVNODE-GUEST-DNS eth0 nameservers=10.96.0.10 "
+                               "search=default.svc.cluster.local svc.cluster.local cluster.local"))
+      << handler_->SerialLog(uid);
 
   // From the node, the pod IP reaches the guest's web server: its page names this boot.
   auto page = Page(ip, 80);
@@ -146,11 +150,25 @@ TEST_F(VmiNetworkTest, TheGuestGets10002ByDhcpAndItsHttpServerAnswersOnThePodIp)
   EXPECT_THAT(xml.out, HasSubstr(ip));
 }
 
-TEST_F(VmiNetworkTest, WithPortsOnlyTheListedPortsReachTheGuest) {
+// This guest also sets dnsPolicy None with a dnsConfig of its own: its DHCP offers exactly those
+// (the node's resolv.conf left out), as a pod's resolv.conf would have them.
+TEST_F(VmiNetworkTest, WithPortsOnlyTheListedPortsReachTheGuestAndDnsConfigIsWhatItsDhcpOffers) {
   VirtualMachineInstance vmi = StartGuest("ports", "normal", 30, [](VirtualMachineInstance* v) {
     WithPorts(v, {80});
+    v->mutable_spec()->set_dns_policy("None");
+    v->mutable_spec()->mutable_dns_config()->add_nameservers("192.0.2.53");
+    v->mutable_spec()->mutable_dns_config()->add_searches("corp.example.test");
   });
   ASSERT_FALSE(HasFailure());
+  const std::string dns = "KVNODE-GUEST-DNS eth0 nameservers=192.0.2.53 search=corp.example.test";
+  EXPECT_TRUE(SerialShows(vmi.metadata().uid(), dns)) << handler_->SerialLog(vmi.metadata().uid());
+  // Nothing after it on that line: not the node's search domains, not a second nameserver.
+  std::string log = handler_->SerialLog(vmi.metadata().uid());
+  size_t at = log.find(dns);
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_TRUE(log.size() == at + dns.size() || log[at + dns.size()] == '\r' ||
+              log[at + dns.size()] == '\n')
+      << log.substr(at, 200);
   const std::string ip = PodIp(vmi);
   auto page = Page(ip, 80);
   ASSERT_TRUE(page.ok()) << page.status();

@@ -41,6 +41,8 @@ bound | renew)
 	if [ "$old" != "$ip" ]; then
 		kv_set "ip.$interface" "$ip"
 		say "KVNODE-GUEST-IP $interface $ip${mtu:+ mtu=$mtu}${router:+ router=${router%% *}}"
+		# The DNS the lease carries (DHCP options 6 and 119), as the guest's resolv.conf has it.
+		say "KVNODE-GUEST-DNS $interface nameservers=$dns search=$search"
 	fi
 	;;
 esac

@@ -1,0 +1,85 @@
+#include "agent/manifest/defaults.h"
+
+#include <string>
+#include <vector>
+
+#include "agent/manifest/loader.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kvnode/v1/kubevirt.pb.h"
+
+namespace kvnode {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Pair;
+using kvnode::v1::VirtualMachineInstance;
+
+VirtualMachineInstance Vmi(const char* yaml) {
+  VirtualMachineInstance vmi;
+  absl::Status s = LoadMessageFromText(yaml, &vmi);
+  EXPECT_TRUE(s.ok()) << s;
+  return vmi;
+}
+
+// (name, bus) of each disk, in order.
+std::vector<std::pair<std::string, std::string>> Disks(const VirtualMachineInstance& vmi) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& d : vmi.spec().domain().devices().disks()) {
+    out.emplace_back(d.name(), d.has_disk() ? d.disk().bus() : "(not a disk)");
+  }
+  return out;
+}
+
+// KubeVirt's vmi-sata.yaml shape: volumes with no disk get one each (SetDefaultVolumeDisk),
+// appended after the written disks in the volumes' order, on the default bus (sata on amd64).
+TEST(DefaultsTest, EachVolumeWithoutADiskGetsOne) {
+  auto vmi = Vmi(R"(
+metadata: {name: vmi-sata, namespace: default}
+spec:
+  domain:
+    devices:
+      disks: [{name: data, disk: {bus: virtio}}]
+  volumes:
+    - {name: containerdisk, containerDisk: {image: registry:5000/kubevirt/cirros-container-disk-demo:devel}}
+    - {name: data, emptyDisk: {capacity: 1Gi}}
+    - {name: cloudinitdisk, cloudInitNoCloud: {userData: "#cloud-config"}}
+)");
+  ApplyVmiDefaults(&vmi);
+  EXPECT_THAT(Disks(vmi), ElementsAre(Pair("data", "virtio"), Pair("containerdisk", "sata"),
+                                      Pair("cloudinitdisk", "sata")));
+  // Idempotent: a second pass adds nothing.
+  VirtualMachineInstance again = vmi;
+  ApplyVmiDefaults(&again);
+  EXPECT_EQ(again.SerializeAsString(), vmi.SerializeAsString());
+}
+
+// A volume without a name gets no disk: admission names the volume instead of a disk the user
+// never wrote.
+TEST(DefaultsTest, AVolumeWithoutANameGetsNoDisk) {
+  auto vmi = Vmi("metadata: {name: a}\nspec:\n  volumes: [{emptyDisk: {capacity: 1Gi}}]\n");
+  ApplyVmiDefaults(&vmi);
+  EXPECT_THAT(Disks(vmi), ElementsAre());
+}
+
+// The template of a VM is defaulted the same way (KubeVirt's VM controller calls
+// SetDefaultVolumeDisk on the template's spec).
+TEST(DefaultsTest, VmTemplatesGetDisksForTheirVolumes) {
+  kvnode::v1::VirtualMachine vm;
+  ASSERT_TRUE(LoadMessageFromText(R"(
+metadata: {name: vm-cirros-sata}
+spec:
+  template:
+    spec:
+      volumes: [{name: containerdisk, containerDisk: {image: kubevirt/cirros-container-disk-demo}}]
+)",
+                                  &vm)
+                  .ok());
+  ApplyVmDefaults(&vm);
+  ASSERT_EQ(vm.spec().template_().spec().domain().devices().disks_size(), 1);
+  EXPECT_EQ(vm.spec().template_().spec().domain().devices().disks(0).name(), "containerdisk");
+  EXPECT_EQ(vm.spec().template_().spec().domain().devices().disks(0).disk().bus(), "sata");
+}
+
+}  // namespace
+}  // namespace kvnode

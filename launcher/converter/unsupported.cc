@@ -1,0 +1,61 @@
+#include "launcher/converter/unsupported.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace kvnode {
+
+std::vector<UnsupportedField> UnsupportedFields(
+    const kvnode::v1::VirtualMachineInstanceSpec& spec) {
+  std::vector<UnsupportedField> out;
+  const auto& domain = spec.domain();
+  const auto& cpu = domain.cpu();
+  if (cpu.dedicated_cpu_placement()) {
+    out.push_back({"domain.cpu.dedicatedCpuPlacement", "CPU pinning is not supported"});
+  }
+  if (cpu.isolate_emulator_thread()) {
+    out.push_back({"domain.cpu.isolateEmulatorThread", "CPU pinning is not supported"});
+  }
+  const auto& mem = domain.memory();
+  if (!mem.max_guest().empty() && mem.max_guest() != mem.guest()) {
+    out.push_back({"domain.memory.maxGuest", "memory hotplug is not supported"});
+  }
+  if (domain.firmware().bootloader().efi().persistent()) {
+    out.push_back({"domain.firmware.bootloader.efi.persistent",
+                   "persistent EFI variables are not supported"});
+  }
+  const auto& devices = domain.devices();
+  for (int i = 0; i < devices.disks_size(); ++i) {
+    if (devices.disks(i).has_lun() && devices.disks(i).lun().reservation()) {
+      out.push_back({absl::StrCat("domain.devices.disks[", i, "].lun.reservation"),
+                     "persistent reservations are not supported"});
+    }
+  }
+  if (devices.network_interface_multiqueue()) {
+    out.push_back({"domain.devices.networkInterfaceMultiqueue",
+                   "multi-queue interfaces are not supported"});
+  }
+  if (devices.autoattach_vsock()) {
+    out.push_back({"domain.devices.autoattachVSOCK", "VSOCK is not supported"});
+  }
+  for (int i = 0; i < spec.volumes_size(); ++i) {
+    const auto& v = spec.volumes(i);
+    const char* source = v.has_persistent_volume_claim() && v.persistent_volume_claim().hotpluggable()
+                             ? "persistentVolumeClaim"
+                         : v.has_data_volume() && v.data_volume().hotpluggable() ? "dataVolume"
+                                                                                 : nullptr;
+    if (source != nullptr) {
+      out.push_back({absl::StrCat("volumes[", i, "].", source, ".hotpluggable"),
+                     "hotpluggable volumes are not supported"});
+    }
+  }
+  return out;
+}
+
+void RefuseUnsupported(const kvnode::v1::VirtualMachineInstanceSpec& spec,
+                       const FieldPath& spec_path, AdmissionReview* review) {
+  for (const UnsupportedField& f : UnsupportedFields(spec)) {
+    review->errors.Add(FieldPath(absl::StrCat(spec_path.str(), ".", f.path)), f.reason);
+  }
+}
+
+}  // namespace kvnode
