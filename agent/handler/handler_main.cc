@@ -67,7 +67,8 @@ std::string DirName(const std::string& path) {
 }
 
 // Runs `kvnode-launcher prime-capabilities` as the primer's identity (the first of the
-// launcher id range, never a VMI's) and waits for it; what it and its libvirtd print goes to
+// launcher id range, never a VMI's) and waits for it (on the `primer` thread, which lives as
+// long as the child: the parent-death signal follows the thread that spawned it); what it and its libvirtd print goes to
 // <dir>.log, not into the handler's own (structured) log. The cache is the primer's and every
 // VMI identity may read it: launchers copy it into their own libvirtd's cache.
 void PrimeCapabilities(const std::string& launcher, const std::string& dir,
@@ -90,6 +91,9 @@ void PrimeCapabilities(const std::string& launcher, const std::string& dir,
   o.gid = id.gid;
   o.groups = id.groups;
   o.new_session = true;
+  // It ends with the handler (its libvirtd with it): a handler killed while priming otherwise
+  // left both running, writing into a run dir already removed. The next handler primes again.
+  o.pdeath_signal = SIGKILL;
   o.stdout_fd = log >= 0 ? log : STDERR_FILENO;
   auto pid = Spawn(o);
   if (log >= 0) close(log);
