@@ -15,6 +15,8 @@
 #include "agent/base/untrusted_file.h"
 #include "agent/handler/handler_metrics.h"
 #include "agent/handler/vmi_controller.h"
+
+#include <functional>
 #include "agent/handler/vmi_status.h"
 #include "agent/supervisor/process_watcher.h"
 #include "grpcpp/create_channel_posix.h"
@@ -29,6 +31,21 @@ using kvnode::v1::DomainStatus;
 using kvnode::v1::ObjectRef;
 using kvnode::v1::VirtualMachineInstance;
 
+namespace {
+
+// One call to a launcher that may still be starting: on the stub `connected` gave (its failure
+// is the call's status), within `deadline`.
+grpc::Status CallLauncher(
+    const absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>>& connected,
+    absl::Duration deadline,
+    const std::function<grpc::Status(kvnode::v1::Launcher::Stub*, grpc::ClientContext*)>& call) {
+  if (!connected.ok()) return ToGrpcStatus(connected.status());
+  grpc::ClientContext ctx;
+  WithDeadline(&ctx, deadline);
+  return call(connected->get(), &ctx);
+}
+
+}  // namespace
 
 void VmiController::ScheduleStartLocked(Record* r) {
   if (r->start_scheduled) return;
@@ -283,7 +300,6 @@ ClassByClaim VmiController::ClaimClassesOf(const VirtualMachineInstance& vmi) {
 }
 
 void VmiController::SyncLauncher(const std::string& uid) {
-  std::shared_ptr<kvnode::v1::Launcher::Stub> stub;
   kvnode::v1::LauncherSyncRequest req;
   {
     absl::MutexLock lock(&mu_);
@@ -300,15 +316,12 @@ void VmiController::SyncLauncher(const std::string& uid) {
     req.mutable_options()->set_adopt(r->vmi.status().phase() == phase::kRunning &&
                                      !r->migration_target);
   }
-  auto connected = LauncherStub(uid, absl::Seconds(10));
-  grpc::Status s = connected.ok() ? grpc::Status::OK : ToGrpcStatus(connected.status());
-  if (connected.ok()) {
-    stub = *connected;
-    grpc::ClientContext ctx;
-    WithDeadline(&ctx, absl::Seconds(120));
-    kvnode::v1::LauncherResponse resp;
-    s = CheckLauncherCall(uid, stub->Sync(&ctx, req, &resp));
-  }
+  grpc::Status s = CallLauncher(
+      LauncherStub(uid, absl::Seconds(10)), absl::Seconds(120),
+      [&](kvnode::v1::Launcher::Stub* stub, grpc::ClientContext* ctx) {
+        kvnode::v1::LauncherResponse resp;
+        return CheckLauncherCall(uid, stub->Sync(ctx, req, &resp));
+      });
   if (s.ok() && req.options().incoming()) {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
@@ -328,24 +341,20 @@ void VmiController::SyncLauncher(const std::string& uid) {
 }
 
 void VmiController::ShutdownLauncher(const std::string& uid, int64_t grace) {
-  std::shared_ptr<kvnode::v1::Launcher::Stub> stub;
   {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
     if (it == by_uid_.end() || !it->second->launcher_alive) return;
   }
   // A launcher that is still starting gets a little time to serve.
-  auto connected = LauncherStub(uid, absl::Seconds(10));
-  grpc::Status s = connected.ok() ? grpc::Status::OK : ToGrpcStatus(connected.status());
-  if (connected.ok()) {
-    stub = *connected;
-    grpc::ClientContext ctx;
-    WithDeadline(&ctx, absl::Seconds(10));
-    kvnode::v1::LauncherShutdownRequest req;
-    req.set_grace_period_seconds(grace);
-    kvnode::v1::LauncherResponse resp;
-    s = CheckLauncherCall(uid, stub->Shutdown(&ctx, req, &resp));
-  }
+  grpc::Status s = CallLauncher(
+      LauncherStub(uid, absl::Seconds(10)), absl::Seconds(10),
+      [&](kvnode::v1::Launcher::Stub* stub, grpc::ClientContext* ctx) {
+        kvnode::v1::LauncherShutdownRequest req;
+        req.set_grace_period_seconds(grace);
+        kvnode::v1::LauncherResponse resp;
+        return CheckLauncherCall(uid, stub->Shutdown(ctx, req, &resp));
+      });
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return;

@@ -5,8 +5,11 @@
 // Messages follow KubeVirt's wording where it fits kvnode's "<path>: <message>" form (the path
 // is not repeated inside the message), and say what kvnode, a single node, cannot do.
 //
-// Every check appends to the review and carries on, so one pass reports every problem. The
-// file is laid out top-down: shared helpers (names, quantities, strings), then one section per
+// Every check appends to the review and carries on, so one pass reports every problem.
+// Long because it is one walk of one object, as KubeVirt's admitter is: the checks of one part
+// of the spec read each other's results (a volume's disk, an interface's network, the requests
+// the guest memory and the CPU request come from) and share the private helpers, so splitting
+// it would mean exporting that state between files. The file is laid out top-down: shared helpers (names, quantities, strings), then one section per
 // part of the spec, then the public entry points, then PathResolver::Real().
 #include "agent/manifest/admission.h"
 
@@ -728,12 +731,18 @@ void CheckMemory(const DomainSpec& domain, const FieldPath& domain_path,
 // CPU, machine, firmware, clock
 // ---------------------------------------------------------------------------------------------
 
+// The guest's vCPUs: cores × sockets × threads, an unset one counting 1.
+uint64_t VcpuCount(const kvnode::v1::CPU& cpu) {
+  return uint64_t{std::max<uint32_t>(cpu.cores(), 1)} * std::max<uint32_t>(cpu.sockets(), 1) *
+         std::max<uint32_t>(cpu.threads(), 1);
+}
+
 void CheckCpuTopology(const kvnode::v1::CPU& cpu, const FieldPath& path,
                       AdmissionReview* review) {
   uint64_t cores = std::max<uint32_t>(cpu.cores(), 1),
            sockets = std::max<uint32_t>(cpu.sockets(), 1),
            threads = std::max<uint32_t>(cpu.threads(), 1);
-  uint64_t vcpus = cores * sockets * threads;
+  uint64_t vcpus = VcpuCount(cpu);
   std::string topology = absl::StrCat(vcpus, " vCPUs (cores ", cores, ", sockets ", sockets,
                                       ", threads ", threads, ")");
   if (vcpus > kMaxVcpus) {
@@ -780,8 +789,7 @@ void CheckCpuRequest(const DomainSpec& domain, const FieldPath& domain_path,
                      AdmissionReview* review) {
   if (node.cpus <= 0) return;
   const kvnode::v1::CPU& cpu = domain.cpu();
-  const uint64_t vcpus = uint64_t{std::max<uint32_t>(cpu.cores(), 1)} *
-                         std::max<uint32_t>(cpu.sockets(), 1) * std::max<uint32_t>(cpu.threads(), 1);
+  const uint64_t vcpus = VcpuCount(cpu);
   if (vcpus > kMaxVcpus) return;  // reported with the topology
   const int64_t node_milli = int64_t{node.cpus} * 1000;
   const FieldPath resources_path = domain_path.Child("resources");
