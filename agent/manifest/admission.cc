@@ -1975,6 +1975,10 @@ AdmissionReview AdmitVmi(const kvnode::v1::VirtualMachineInstance& vmi, const No
   return review;
 }
 
+void CheckObjectSchemaValues(const google::protobuf::Message& object, AdmissionReview* review) {
+  CheckSchemaValues(object, FieldPath(), review);
+}
+
 AdmissionReview AdmitVm(const kvnode::v1::VirtualMachine& vm, const NodeLimits& node,
                         const PathResolver& paths) {
   AdmissionReview review;

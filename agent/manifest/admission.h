@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/manifest/field_errors.h"
+#include "google/protobuf/message.h"
 #include "kvnode/v1/kubevirt.pb.h"
 
 namespace kvnode {
@@ -68,6 +69,10 @@ void CheckDiskSize(const std::string& text, const FieldPath& path, AdmissionRevi
 // Validates a VMI spec; errors are under `path` ("spec" or "spec.template.spec").
 void AdmitVmiSpec(const kvnode::v1::VirtualMachineInstanceSpec& spec, const FieldPath& path,
                   const NodeLimits& node, const PathResolver& paths, AdmissionReview* review);
+
+// The schema's value rules (allowed values, quantities) over a whole object, as the loader
+// checks them: for objects that reach the handler without the loader (the API).
+void CheckObjectSchemaValues(const google::protobuf::Message& object, AdmissionReview* review);
 
 // Metadata: name (DNS-1123 label, required unless generateName), namespace, label keys.
 void AdmitObjectMeta(const kvnode::v1::ObjectMeta& meta, const FieldPath& path,

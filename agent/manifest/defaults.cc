@@ -8,13 +8,11 @@
 #include "agent/manifest/quantity.h"
 
 namespace kvnode {
-namespace {
 
 using kvnode::v1::VirtualMachineInstanceSpec;
 
-// KubeVirt's SetDefaultVolumeDisk (pkg/util/util.go): each volume that no disk names gets a disk
-// of its own name, appended in the volumes' order; DefaultDisks then makes it `disk: {}` on the
-// default bus. (KubeVirt also counts filesystems, which this node does not take.) A volume
+// Each volume that no disk names gets a disk of its own name, appended in the volumes' order;
+// DefaultDisks then makes it `disk: {}` on the default bus. (KubeVirt also counts filesystems, which this node does not take.) A volume
 // without a name is left to admission, which names it.
 void DefaultVolumeDisks(VirtualMachineInstanceSpec* spec) {
   auto* disks = spec->mutable_domain()->mutable_devices()->mutable_disks();
@@ -25,6 +23,8 @@ void DefaultVolumeDisks(VirtualMachineInstanceSpec* spec) {
     disks->Add()->set_name(volume.name());
   }
 }
+
+namespace {
 
 void DefaultDisks(VirtualMachineInstanceSpec* spec) {
   for (auto& disk : *spec->mutable_domain()->mutable_devices()->mutable_disks()) {
@@ -136,6 +136,10 @@ void ApplyVmDefaults(kvnode::v1::VirtualMachine* vm) {
   if (meta->namespace_().empty()) meta->set_namespace_("default");
   auto* spec = vm->mutable_spec();
   if (!spec->has_running() && spec->run_strategy().empty()) spec->set_run_strategy("Halted");
+  // A VM that names an instancetype or a preference keeps its template as written: their
+  // values fill what the template leaves unset when a VMI is made, and the VMI's defaults come
+  // after them (ExpandVmTemplate, instancetype.h).
+  if (spec->has_instancetype() || spec->has_preference()) return;
   ApplyVmiSpecDefaults(meta->namespace_(), meta->name(),
                        spec->mutable_template_()->mutable_spec());
 }

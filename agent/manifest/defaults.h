@@ -35,11 +35,17 @@ std::string DefaultFirmwareUuid(absl::string_view ns, absl::string_view name);
 void ApplyVmiSpecDefaults(absl::string_view ns, absl::string_view name,
                           kvnode::v1::VirtualMachineInstanceSpec* spec);
 
+// KubeVirt's SetDefaultVolumeDisk (pkg/util/util.go): a disk for each volume that no disk
+// names. Part of ApplyVmiSpecDefaults; also run alone before a preference is applied, so that
+// such disks get the preferred bus.
+void DefaultVolumeDisks(kvnode::v1::VirtualMachineInstanceSpec* spec);
+
 // Defaults a VMI object: namespace "default" when empty, apiVersion and kind, then its spec.
 void ApplyVmiDefaults(kvnode::v1::VirtualMachineInstance* vmi);
 
 // Defaults a VM: runStrategy Halted when neither running nor runStrategy is set (admission
-// rejects both set); the template spec is defaulted with the VM's namespace and name.
+// rejects both set); the template spec is defaulted with the VM's namespace and name, unless
+// the VM names an instancetype or a preference (then its VMIs are defaulted after expansion).
 void ApplyVmDefaults(kvnode::v1::VirtualMachine* vm);
 
 // The run strategy a VM means: spec.running maps true→Always, false→Halted.

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "agent/manifest/quantity.h"
+#include "kvnode/v1/instancetype.pb.h"
 #include "kvnode/v1/kubevirt.pb.h"
 #include "kvnode/v1/options.pb.h"
 #include "kvnode/v1/storage.pb.h"
@@ -430,6 +431,18 @@ const std::vector<KindInfo>& Kinds() {
        &kvnode::v1::VirtualMachineInstance::default_instance()},
       {"PersistentVolumeClaim", {"v1"}, &kvnode::v1::PersistentVolumeClaim::default_instance()},
       {"DataVolume", {"cdi.kubevirt.io/v1beta1"}, &kvnode::v1::DataVolume::default_instance()},
+      {"VirtualMachineInstancetype",
+       {"instancetype.kubevirt.io/v1beta1", "instancetype.kubevirt.io/v1"},
+       &kvnode::v1::VirtualMachineInstancetype::default_instance()},
+      {"VirtualMachineClusterInstancetype",
+       {"instancetype.kubevirt.io/v1beta1", "instancetype.kubevirt.io/v1"},
+       &kvnode::v1::VirtualMachineInstancetype::default_instance()},
+      {"VirtualMachinePreference",
+       {"instancetype.kubevirt.io/v1beta1", "instancetype.kubevirt.io/v1"},
+       &kvnode::v1::VirtualMachinePreference::default_instance()},
+      {"VirtualMachineClusterPreference",
+       {"instancetype.kubevirt.io/v1beta1", "instancetype.kubevirt.io/v1"},
+       &kvnode::v1::VirtualMachinePreference::default_instance()},
   };
   return *kinds;
 }

@@ -1,0 +1,82 @@
+// Instancetypes and preferences (instancetype.kubevirt.io) applied to a VM's template as
+// KubeVirt's pkg/instancetype does when its VM controller makes a VMI: the instancetype's
+// sizes first (apply/vmi.go, apply/cpu.go, apply/memory.go), refused field by field where the
+// template sets them too (conflict/conflicts.go: "VM field(s) spec.template.spec.domain.cpu.sockets
+// conflicts with selected instance type"); then the preference's preferred values into what
+// the template leaves unset (preference/apply/*.go); the preference's requirements checked
+// against what the VM gets (preference/requirements/, preference/validation/cpu.go).
+//
+// Also the admission of the objects themselves: what KubeVirt's schema requires, and the fields
+// this node refuses (device passthrough, CPU pinning, memory hotplug, a virtual TPM) at apply
+// time rather than when a VM using them starts.
+//
+// Pure. Thread-safe.
+#ifndef KVNODE_AGENT_MANIFEST_INSTANCETYPE_H_
+#define KVNODE_AGENT_MANIFEST_INSTANCETYPE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "agent/manifest/admission.h"
+#include "agent/manifest/field_errors.h"
+#include "kvnode/v1/instancetype.pb.h"
+#include "kvnode/v1/kubevirt.pb.h"
+
+namespace kvnode {
+
+inline constexpr char kInstancetypeKind[] = "VirtualMachineInstancetype";
+inline constexpr char kClusterInstancetypeKind[] = "VirtualMachineClusterInstancetype";
+inline constexpr char kPreferenceKind[] = "VirtualMachinePreference";
+inline constexpr char kClusterPreferenceKind[] = "VirtualMachineClusterPreference";
+inline constexpr char kInstancetypeApiVersion[] = "instancetype.kubevirt.io/v1beta1";
+
+// The object kind a matcher's `kind` names. KubeVirt compares it lowercased with the kind's
+// singular and plural resource names; empty means the Cluster kind. InvalidArgument with
+// KubeVirt's message ("got unexpected kind in InstancetypeMatcher: Foo") otherwise.
+absl::StatusOr<std::string> InstancetypeKindOf(absl::string_view matcher_kind);
+absl::StatusOr<std::string> PreferenceKindOf(absl::string_view matcher_kind);
+
+bool IsClusterKind(absl::string_view kind);
+
+// The resource a kind is served as, for messages: "virtualmachineinstancetypes.instancetype.kubevirt.io".
+std::string InstancetypeResource(absl::string_view kind);
+
+// Defaults and validates an instancetype or preference object: apiVersion and kind set, a
+// namespaced kind's namespace "default" when empty, a Cluster kind's namespace cleared.
+void ApplyInstancetypeDefaults(kvnode::v1::VirtualMachineInstancetype* it);
+void ApplyPreferenceDefaults(kvnode::v1::VirtualMachinePreference* preference);
+AdmissionReview AdmitInstancetype(const kvnode::v1::VirtualMachineInstancetype& it);
+AdmissionReview AdmitPreference(const kvnode::v1::VirtualMachinePreference& preference);
+
+// KubeVirt's ApplyToVMI: the instancetype (when not null) into `spec` and `meta`, conflicts
+// added to `conflicts` under `spec_path` with KubeVirt's message; only when there are none, the
+// preference (when not null) into what is unset.
+void ApplyInstancetypeToVmi(const kvnode::v1::VirtualMachineInstancetypeSpec* instancetype,
+                            const kvnode::v1::VirtualMachinePreferenceSpec* preference,
+                            const FieldPath& spec_path,
+                            kvnode::v1::VirtualMachineInstanceSpec* spec,
+                            kvnode::v1::ObjectMeta* meta, FieldErrors* conflicts);
+
+// The preference's requirements against the instancetype or, without one, against the VM's
+// own template (KubeVirt's requirements.Check), and a spread topology the instancetype's vCPUs
+// cannot fill (validation.CheckSpreadCPUTopology). Errors name the field as KubeVirt does
+// ("spec.instancetype", "spec.template.spec.domain.cpu.sockets", "instancetype.spec.cpu.guest").
+void CheckPreferenceRequirements(const kvnode::v1::VirtualMachineInstancetypeSpec* instancetype,
+                                 const kvnode::v1::VirtualMachinePreferenceSpec* preference,
+                                 const kvnode::v1::VirtualMachineInstanceSpec& template_spec,
+                                 FieldErrors* errors);
+
+// A VM with its template expanded: requirements checked, the instancetype and preference
+// applied, then the VMI defaults (ApplyVmiSpecDefaults) with the VM's namespace and name. The
+// result is what the VM's next VMI is made from (VmiFromVmTemplate) and what admission checks.
+// Either object may be null (the VM names only the other). InvalidArgument with every
+// conflict, one per line, when the template conflicts.
+absl::StatusOr<kvnode::v1::VirtualMachine> ExpandVmTemplate(
+    const kvnode::v1::VirtualMachine& vm,
+    const kvnode::v1::VirtualMachineInstancetypeSpec* instancetype,
+    const kvnode::v1::VirtualMachinePreferenceSpec* preference);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_MANIFEST_INSTANCETYPE_H_
