@@ -3,6 +3,7 @@
 #ifndef KVNODE_AGENT_API_NODE_SERVICE_H_
 #define KVNODE_AGENT_API_NODE_SERVICE_H_
 
+#include "agent/controller/instancetypes.h"
 #include "agent/controller/vm_controller.h"
 #include "agent/handler/vmi_controller.h"
 #include "kvnode/v1/node.grpc.pb.h"
@@ -11,9 +12,10 @@ namespace kvnode {
 
 class NodeService final : public kvnode::v1::Node::Service {
  public:
-  // `vms` may be null: the VM calls then answer Unimplemented.
-  explicit NodeService(VmiController* vmis, VmController* vms = nullptr)
-      : vmis_(vmis), vms_(vms) {}
+  // `vms` and `types` may be null: their calls then answer Unimplemented.
+  explicit NodeService(VmiController* vmis, VmController* vms = nullptr,
+                       Instancetypes* types = nullptr)
+      : vmis_(vmis), vms_(vms), types_(types) {}
 
   grpc::Status SyncVMI(grpc::ServerContext*, const kvnode::v1::SyncVMIRequest* req,
                        kvnode::v1::SyncVMIResponse* resp) override;
@@ -63,9 +65,31 @@ class NodeService final : public kvnode::v1::Node::Service {
   grpc::Status ListVMExecutions(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
                                 kvnode::v1::ListVMExecutionsResponse* resp) override;
 
+  // Instancetypes and preferences (node_service_instancetype.cc).
+  grpc::Status ApplyInstancetype(grpc::ServerContext*,
+                                 const kvnode::v1::ApplyInstancetypeRequest* req,
+                                 kvnode::v1::ApplyInstancetypeResponse* resp) override;
+  grpc::Status GetInstancetype(grpc::ServerContext*, const kvnode::v1::InstancetypeRef* req,
+                               kvnode::v1::VirtualMachineInstancetype* resp) override;
+  grpc::Status ListInstancetypes(grpc::ServerContext*,
+                                 const kvnode::v1::ListInstancetypesRequest* req,
+                                 kvnode::v1::ListInstancetypesResponse* resp) override;
+  grpc::Status DeleteInstancetype(grpc::ServerContext*, const kvnode::v1::InstancetypeRef* req,
+                                  kvnode::v1::VirtualMachineInstancetype* resp) override;
+  grpc::Status ApplyPreference(grpc::ServerContext*, const kvnode::v1::ApplyPreferenceRequest* req,
+                               kvnode::v1::ApplyPreferenceResponse* resp) override;
+  grpc::Status GetPreference(grpc::ServerContext*, const kvnode::v1::InstancetypeRef* req,
+                             kvnode::v1::VirtualMachinePreference* resp) override;
+  grpc::Status ListPreferences(grpc::ServerContext*,
+                               const kvnode::v1::ListInstancetypesRequest* req,
+                               kvnode::v1::ListPreferencesResponse* resp) override;
+  grpc::Status DeletePreference(grpc::ServerContext*, const kvnode::v1::InstancetypeRef* req,
+                                kvnode::v1::VirtualMachinePreference* resp) override;
+
  private:
   VmiController* const vmis_;
   VmController* const vms_;
+  Instancetypes* const types_;
 };
 
 }  // namespace kvnode

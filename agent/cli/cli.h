@@ -76,8 +76,25 @@ int PrintVolumeReview(Cli& cli, const std::string& vm, const std::string& propag
 int GetSecrets(Cli& cli);
 int DeleteSecret(Cli& cli, const std::string& name);
 
+// Instancetypes and preferences (instancetype_commands.cc); `kind` is one of the four
+// instancetype.kubevirt.io kinds.
+int ApplyInstancetype(Cli& cli, const kvnode::v1::VirtualMachineInstancetype& it, bool dry_run);
+int ApplyPreference(Cli& cli, const kvnode::v1::VirtualMachinePreference& preference,
+                    bool dry_run);
+int GetInstancetypes(Cli& cli, const std::string& kind, const std::string& name,
+                     const std::string& output, bool prefix);
+int DescribeInstancetype(Cli& cli, const std::string& kind, const std::string& name);
+int DeleteInstancetype(Cli& cli, const std::string& kind, const std::string& name);
+// `describe vm`'s lines for what the VM names: the objects with their revisions and sizes, and
+// the size of its running VMI (`vmi` may be null).
+void DescribeVmInstancetype(Cli& cli, const kvnode::v1::VirtualMachine& vm,
+                            const kvnode::v1::VirtualMachineInstance* vmi);
+// The kind a resource name means ("vminstancetype", "virtualmachineclusterpreferences",
+// "vmf", ...), or "".
+std::string InstancetypeKindForResource(const std::string& resource);
+
 // "vmi", "vmis", "virtualmachineinstance(s)", "virtualmachineinstances.kubevirt.io" → "vmi";
-// "" when the resource is unknown.
+// an instancetype.kubevirt.io kind name for those; "" when the resource is unknown.
 std::string CanonicalResource(const std::string& resource);
 
 }  // namespace kvnode

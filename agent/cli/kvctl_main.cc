@@ -14,9 +14,13 @@ constexpr char kUsage[] = R"(kvctl controls the kvnode handler on this node.
 Usage: kvctl [--socket PATH] [-n NAMESPACE] COMMAND [ARGS]
 
 Commands:
-  apply -f FILE [--dry-run]             create or update VMs and VMIs from a manifest (many
+  apply -f FILE [--dry-run]             create or update VMs, VMIs, claims, DataVolumes,
+                                        instancetypes and preferences from a manifest (many
                                         documents); --dry-run shows what would change
   get vm|vmi|vm,vmi [NAME] [-o wide|json|yaml]
+  get vminstancetype|vmclusterinstancetype|vmpreference|vmclusterpreference [NAME] [-o json|yaml]
+  describe|delete vminstancetype|... NAME   instancetype.kubevirt.io objects (a VM names them in
+                                        spec.instancetype / spec.preference)
   get vm [-o inventory|csv|inventory-json] [--owner-label KEY]
                                         what runs, what is stopped on purpose, what is down
   describe vm|vmi NAME                  status, conditions and events

@@ -10,6 +10,7 @@
 #include "agent/cli/cli.h"
 #include "agent/cli/output.h"
 #include "agent/cli/vm_views.h"
+#include "agent/manifest/instancetype.h"
 #include "agent/controller/run_strategy.h"
 #include "agent/handler/vmi_status.h"
 #include "grpcpp/grpcpp.h"
@@ -218,6 +219,9 @@ int DescribeVm(Cli& cli, const std::string& name) {
     << "Ready:            " << (st.ready() ? "true" : "false") << "\n"
     << "Created:          " << (st.created() ? "true" : "false") << "\n";
   auto vmi = GetVmi(cli, name);
+  if (NamesInstancetype(vm.spec())) {
+    DescribeVmInstancetype(cli, vm, vmi.has_value() ? &*vmi : nullptr);
+  }
   if (vmi.has_value()) {
     o << "VMI:              " << vmi->metadata().uid() << ", phase " << vmi->status().phase()
       << ", node " << (vmi->status().node_name().empty() ? "<none>" : vmi->status().node_name())

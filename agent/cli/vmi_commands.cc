@@ -55,7 +55,7 @@ std::string CanonicalResource(const std::string& r) {
   if (l == "secret" || l == "secrets") return "secret";
   if (absl::EndsWith(l, ".cdi.kubevirt.io")) l = l.substr(0, l.size() - 16);
   if (l == "dv" || l == "dvs" || l == "datavolume" || l == "datavolumes") return "dv";
-  return "";
+  return InstancetypeKindForResource(r);
 }
 
 namespace {
@@ -155,8 +155,9 @@ int CmdApply(Cli& cli) {
   bool dry_run = cli.flags.GetBool("dry-run");
   int rc = 0;
   for (auto& obj : loaded.objects) {
+    bool instancetype = !InstancetypeKindForResource(obj.kind).empty();
     if (obj.kind != "VirtualMachineInstance" && obj.kind != "VirtualMachine" &&
-        obj.kind != "PersistentVolumeClaim" && obj.kind != "DataVolume") {
+        obj.kind != "PersistentVolumeClaim" && obj.kind != "DataVolume" && !instancetype) {
       *cli.err << "error: document " << obj.document << ": kind " << obj.kind
                << " is not supported by this handler yet\n";
       rc = 1;
@@ -171,6 +172,15 @@ int CmdApply(Cli& cli) {
         continue;
       }
       meta->set_namespace_(cli.ns);
+    }
+    if (instancetype) {
+      auto* it = dynamic_cast<kvnode::v1::VirtualMachineInstancetype*>(obj.object.get());
+      auto* pref = dynamic_cast<kvnode::v1::VirtualMachinePreference*>(obj.object.get());
+      if (it != nullptr) it->set_kind(obj.kind);
+      if (pref != nullptr) pref->set_kind(obj.kind);
+      int r = it != nullptr ? ApplyInstancetype(cli, *it, dry_run) : ApplyPreference(cli, *pref, dry_run);
+      if (r != 0) rc = 1;
+      continue;
     }
     if (obj.kind == "DataVolume") {
       if (ApplyDv(cli, static_cast<kvnode::v1::DataVolume&>(*obj.object), dry_run) != 0) rc = 1;
@@ -319,7 +329,8 @@ int CmdGet(Cli& cli) {
             : kinds[i] == "pv"  ? GetPvs(cli, output)
             : kinds[i] == "secret" ? GetSecrets(cli)
             : kinds[i] == "dv"  ? GetDvs(cli, name, output, prefix)
-                                : GetVmis(cli, name, output, prefix);
+            : kinds[i] == "vmi" ? GetVmis(cli, name, output, prefix)
+                                : GetInstancetypes(cli, kinds[i], name, output, prefix);
     if (r != 0) rc = r;
   }
   return rc;
@@ -331,6 +342,7 @@ int CmdDescribe(Cli& cli) {
   if (!ResourceAndName(cli, &resource, &name, &rc)) return rc;
   if (resource == "vm") return DescribeVm(cli, name);
   if (resource == "pvc") return DescribePvc(cli, name);
+  if (!InstancetypeKindForResource(resource).empty()) return DescribeInstancetype(cli, resource, name);
   VirtualMachineInstance vmi;
   grpc::ClientContext ctx;
   grpc::Status s = cli.stub->GetVMI(Deadline(&ctx), cli.Ref(name), &vmi);
@@ -438,6 +450,7 @@ int CmdDelete(Cli& cli) {
   if (resource == "pv") return DeletePv(cli, name);
   if (resource == "secret") return DeleteSecret(cli, name);
   if (resource == "dv") return DeleteDv(cli, name);
+  if (!InstancetypeKindForResource(resource).empty()) return DeleteInstancetype(cli, resource, name);
   kvnode::v1::DeleteRequest req;
   *req.mutable_ref() = cli.Ref(name);
   if (cli.flags.IsSet("grace-period")) {

@@ -47,9 +47,14 @@ std::string RestartRequiredMessage(const VirtualMachineSpec& started_from,
 
 bool SyncRestartRequired(kvnode::v1::VirtualMachine* vm, const VirtualMachineSpec& started_from,
                          absl::Time now) {
-  if (RestartRequiredFields(started_from, vm->spec()).empty()) return false;
+  return SyncRestartRequired(vm, started_from, vm->spec(), now);
+}
+
+bool SyncRestartRequired(kvnode::v1::VirtualMachine* vm, const VirtualMachineSpec& started_from,
+                         const VirtualMachineSpec& now_spec, absl::Time now) {
+  if (RestartRequiredFields(started_from, now_spec).empty()) return false;
   return SetCondition(vm->mutable_status()->mutable_conditions(), "RestartRequired", "True", "",
-                      RestartRequiredMessage(started_from, vm->spec()), now);
+                      RestartRequiredMessage(started_from, now_spec), now);
 }
 
 }  // namespace kvnode

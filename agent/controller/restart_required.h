@@ -32,6 +32,11 @@ std::string RestartRequiredMessage(const kvnode::v1::VirtualMachineSpec& started
 // Returns true when the condition changed.
 bool SyncRestartRequired(kvnode::v1::VirtualMachine* vm,
                          const kvnode::v1::VirtualMachineSpec& started_from, absl::Time now);
+// The same with the VM's spec as it stands now given apart: a VM that names an instancetype is
+// compared as expanded (instancetype.h), so that an edited instancetype needs a restart too.
+bool SyncRestartRequired(kvnode::v1::VirtualMachine* vm,
+                         const kvnode::v1::VirtualMachineSpec& started_from,
+                         const kvnode::v1::VirtualMachineSpec& now_spec, absl::Time now);
 
 }  // namespace kvnode
 

@@ -7,6 +7,7 @@
 #include "agent/controller/vm_history.h"
 #include "agent/controller/vm_requests.h"
 #include "agent/manifest/defaults.h"
+#include "agent/manifest/instancetype.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "launcher/converter/unsupported.h"
 #include "spdlog/spdlog.h"
@@ -101,6 +102,11 @@ absl::Status VmController::Recover() {
     }
     r->executions[e.vmi_uid()] = e;
   }
+  if (config_.instancetypes != nullptr) {
+    std::set<std::string> uids;
+    for (const auto& [uid, r] : by_uid) uids.insert(uid);
+    config_.instancetypes->DeleteRevisionsNotOwnedBy(uids);
+  }
   LetMigratedVmsGoLocked();
   AdoptWaitingVmsLocked();
   follow_rv_ = store_->CurrentResourceVersion();
@@ -119,8 +125,13 @@ absl::StatusOr<ApplyVmResult> VmController::Apply(VirtualMachine vm, bool dry_ru
     meta->set_name(meta->generate_name() + RandomSuffix());
   }
   ApplyVmDefaults(&vm);
-  AdmissionReview review = AdmitVm(vm, config_.limits, *PathResolver::Real());
-  RefuseUnsupported(vm.spec().template_().spec(), FieldPath("spec.template.spec"), &review);
+  AdmissionReview review;
+  if (NamesInstancetype(vm.spec())) {
+    ASSIGN_OR_RETURN(review, AdmitExpandedVm(vm));
+  } else {
+    review = AdmitVm(vm, config_.limits, *PathResolver::Real());
+    RefuseUnsupported(vm.spec().template_().spec(), FieldPath("spec.template.spec"), &review);
+  }
   if (!review.allowed()) return review.errors.ToStatus();
   ApplyVmResult result;
   result.warnings = review.warnings;
@@ -181,6 +192,43 @@ absl::StatusOr<ApplyVmResult> VmController::Apply(VirtualMachine vm, bool dry_ru
   EnqueueLocked(key, clock_->Now());
   result.vm = r->vm;
   return result;
+}
+
+absl::StatusOr<AdmissionReview> VmController::AdmitExpandedVm(const VirtualMachine& vm) {
+  if (config_.instancetypes == nullptr) {
+    return absl::FailedPreconditionError(
+        "spec.instancetype: this handler keeps no instancetypes or preferences");
+  }
+  // Resolved as the stored VM would be: a deleted object it has a revision of still counts.
+  VirtualMachine resolving = vm;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = vms_.find({vm.metadata().namespace_(), vm.metadata().name()});
+    if (it != vms_.end()) *resolving.mutable_status() = it->second->vm.status();
+  }
+  bool failed_preference = false;
+  auto resolved = config_.instancetypes->Resolve(resolving, &failed_preference);
+  FieldPath matcher(failed_preference ? "spec.preference" : "spec.instancetype");
+  AdmissionReview review;
+  if (absl::IsNotFound(resolved.status())) {
+    // As KubeVirt: stored, and started once what it names exists (FailedFindInstancetype
+    // until then). Its template can only be checked once it can be expanded.
+    AdmitObjectMeta(vm.metadata(), FieldPath("metadata"), &review);
+    review.warnings.push_back(absl::StrCat(matcher.str(), ": ", resolved.status().message(),
+                                           "; the VirtualMachine starts once it exists"));
+    return review;
+  }
+  if (!resolved.ok()) {
+    review.errors.Add(matcher, std::string(resolved.status().message()));
+    return review;
+  }
+  ASSIGN_OR_RETURN(VirtualMachine expanded,
+                   ExpandVmTemplate(vm,
+                                    resolved->instancetype ? &resolved->instancetype->spec() : nullptr,
+                                    resolved->preference ? &resolved->preference->spec() : nullptr));
+  review = AdmitVm(expanded, config_.limits, *PathResolver::Real());
+  RefuseUnsupported(expanded.spec().template_().spec(), FieldPath("spec.template.spec"), &review);
+  return review;
 }
 
 absl::StatusOr<VmController::Record*> VmController::FindLocked(const ObjectRef& ref) {

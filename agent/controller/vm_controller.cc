@@ -10,6 +10,7 @@
 #include "agent/controller/run_strategy.h"
 #include "agent/controller/vm_history.h"
 #include "agent/handler/vmi_status.h"
+#include "agent/manifest/instancetype.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "launcher/converter/vm_template.h"
 #include "spdlog/spdlog.h"
@@ -130,6 +131,14 @@ bool VmController::FollowChangesLocked() {
   if (!changes.ok() || changes->empty()) return false;
   for (const Change& c : *changes) {
     follow_rv_ = c.resource_version;
+    if (c.kind == kInstancetypeKind || c.kind == kClusterInstancetypeKind ||
+        c.kind == kPreferenceKind || c.kind == kClusterPreferenceKind) {
+      // An edit reaches the VMs that name it as RestartRequired; a new one may let a VM start.
+      for (const auto& [key, r] : vms_) {
+        if (NamesInstancetype(r->vm.spec())) EnqueueLocked(key, clock_->Now());
+      }
+      continue;
+    }
     if (c.kind != "VirtualMachineInstance") continue;
     VirtualMachineInstance vmi;
     if (!FromJson(c.json, &vmi).ok()) continue;
@@ -221,6 +230,23 @@ void VmController::EventLocked(const VirtualMachine& vm, const std::string& type
 // Starting and stopping VMIs
 // ---------------------------------------------------------------------------------------------
 
+// The steps of one sync. Each returns true when it acted; a failed step sets `out->error`.
+struct VmController::SyncState {
+  VirtualMachine vm;  // the VM as the sync changes it
+  std::optional<VirtualMachineInstance> observed;
+  bool foreign = false;
+  absl::Time now;
+  std::optional<SyncError> error;
+  VolumeFacts volumes;
+  // A VM that names an instancetype or a preference (ExpandLocked): what they resolve to and
+  // the VM with its template expanded; unset when it names none or they cannot be applied
+  // (then `cannot_expand`, and no VMI is started).
+  std::optional<ResolvedInstancetypes> resolved;
+  std::optional<VirtualMachine> expanded;
+  bool cannot_expand = false;
+  VmiPtr vmi() const { return observed.has_value() ? &*observed : nullptr; }
+};
+
 std::optional<VirtualMachineInstance> VmController::OwnVmiLocked(Record* r, bool* foreign) {
   *foreign = false;
   const VirtualMachine& vm = r->vm;
@@ -256,10 +282,16 @@ void VmController::DropRevisionLocked(Record* r) {
   r->revision.reset();
 }
 
-absl::Status VmController::StartVmiLocked(Record* r, VirtualMachine* vm) {
+absl::Status VmController::StartVmiLocked(Record* r, VirtualMachine* vm, const SyncState& st) {
   // A new execution starts from the current template: whatever needed a restart is applied.
   RemoveCondition(vm->mutable_status()->mutable_conditions(), "RestartRequired");
-  VirtualMachineInstance vmi = VmiFromVmTemplate(*vm);
+  VirtualMachine started_from = *vm;
+  if (st.expanded.has_value()) {
+    // From the instancetype and preference as they are now, kept as revisions from here on.
+    RETURN_IF_ERROR(config_.instancetypes->RecordRevisions(vm, *st.resolved));
+    *started_from.mutable_spec()->mutable_template_() = st.expanded->spec().template_();
+  }
+  VirtualMachineInstance vmi = VmiFromVmTemplate(started_from);
   auto* meta = vmi.mutable_metadata();
   meta->set_uid(NewRandomUuid());
   meta->clear_owner_references();
@@ -274,7 +306,7 @@ absl::Status VmController::StartVmiLocked(Record* r, VirtualMachine* vm) {
   revision.mutable_metadata()->set_name(RevisionName(*vm));
   revision.mutable_metadata()->set_namespace_(vm->metadata().namespace_());
   *revision.mutable_metadata()->add_owner_references() = OwnerRefTo(*vm);
-  *revision.mutable_spec() = vm->spec();
+  *revision.mutable_spec() = started_from.spec();
   revision.set_revision(vm->metadata().generation());
 
   auto created = vmis_->Create(vmi);
@@ -331,15 +363,20 @@ absl::Status VmController::StopVmiLocked(Record* r, VirtualMachine* vm,
 }
 
 void VmController::SyncRevisionLocked(Record* r, VirtualMachine* vm,
-                                      const VirtualMachineInstance* vmi) {
+                                      const VirtualMachineInstance* vmi, const SyncState& st) {
   if (vmi == nullptr || IsDeleting(vmi) || !r->revision.has_value()) return;
-  SyncRestartRequired(vm, r->revision->spec(), clock_->Now());
+  // A VM that names an instancetype compares what its VMI was made from with its template as
+  // expanded now (an edited instancetype shows here); nothing when that cannot be known now.
+  if (NamesInstancetype(vm->spec()) && !st.expanded.has_value()) return;
+  const kvnode::v1::VirtualMachineSpec& now =
+      st.expanded.has_value() ? st.expanded->spec() : vm->spec();
+  SyncRestartRequired(vm, r->revision->spec(), now, clock_->Now());
   // Only the run strategy (or nothing in the template) changed: the running VMI is up to date
   // with this generation (KubeVirt conditionallyBumpGenerationAnnotationOnVmi).
   std::string generation = std::to_string(vm->metadata().generation());
   auto it = vmi->metadata().annotations().find(kVmGenerationAnnotation);
   if (it != vmi->metadata().annotations().end() && it->second != generation &&
-      MessageDifferencer::Equals(r->revision->spec().template_(), vm->spec().template_())) {
+      MessageDifferencer::Equals(r->revision->spec().template_(), now.template_())) {
     VirtualMachineInstance updated = *vmi;
     (*updated.mutable_metadata()->mutable_annotations())[kVmGenerationAnnotation] = generation;
     (void)vmis_->UpdateOwnership(updated);
@@ -351,6 +388,9 @@ void VmController::RemoveVmLocked(const Key& key) {
   if (it == vms_.end()) return;
   Record* r = it->second.get();
   DropRevisionLocked(r);
+  if (config_.instancetypes != nullptr) {
+    config_.instancetypes->DeleteRevisionsOf(r->vm.metadata().uid());
+  }
   for (auto& [uid, e] : r->executions) (void)store_->Delete(kExecutionKind, &e);
   VirtualMachine gone = r->vm;
   (void)store_->Delete(kVmKind, &gone);
@@ -363,16 +403,45 @@ void VmController::RemoveVmLocked(const Key& key) {
 // Sync
 // ---------------------------------------------------------------------------------------------
 
-// The steps of one sync. Each returns true when it acted; a failed step sets `out->error`.
-struct VmController::SyncState {
-  VirtualMachine vm;  // the VM as the sync changes it
-  std::optional<VirtualMachineInstance> observed;
-  bool foreign = false;
-  absl::Time now;
-  std::optional<SyncError> error;
-  VolumeFacts volumes;
-  VmiPtr vmi() const { return observed.has_value() ? &*observed : nullptr; }
-};
+
+void VmController::ExpandLocked(SyncState* st) {
+  const VirtualMachine& vm = st->vm;
+  if (!NamesInstancetype(vm.spec())) return;
+  st->cannot_expand = true;
+  auto fail = [&](const char* reason, absl::string_view message) {
+    st->error = SyncError{reason, std::string(message)};
+    EventLocked(vm, "Warning", reason, std::string(message));
+  };
+  if (config_.instancetypes == nullptr) {
+    return fail("FailedFindInstancetype", "this handler keeps no instancetypes");
+  }
+  bool failed_preference = false;
+  auto resolved = config_.instancetypes->Resolve(vm, &failed_preference);
+  if (!resolved.ok()) {
+    // KubeVirt's checkResourcesExist reasons.
+    return fail(failed_preference ? "FailedFindPreference" : "FailedFindInstancetype",
+                resolved.status().message());
+  }
+  auto expanded = ExpandVmTemplate(
+      vm, resolved->instancetype.has_value() ? &resolved->instancetype->spec() : nullptr,
+      resolved->preference.has_value() ? &resolved->preference->spec() : nullptr);
+  if (!expanded.ok()) {
+    return fail("FailedCreate", absl::StrCat("Error creating virtual machine instance: Failed to "
+                                             "apply instancetype: ",
+                                             expanded.status().message()));
+  }
+  st->cannot_expand = false;
+  // KubeVirt stores its revisions at the VM's first sync, so that its refs show at once.
+  if (!vm.status().has_instancetype_ref() && !vm.status().has_preference_ref() &&
+      !st->observed.has_value()) {
+    if (absl::Status s = config_.instancetypes->RecordRevisions(&st->vm, *resolved); !s.ok()) {
+      spdlog::warn("VM {}/{}: storing instancetype revisions: {}", vm.metadata().namespace_(),
+                   vm.metadata().name(), s.ToString());
+    }
+  }
+  st->resolved = std::move(*resolved);
+  st->expanded = std::move(*expanded);
+}
 
 bool VmController::SyncDeletionLocked(Record* r, SyncState* st, bool* removed) {
   DeletionPlan plan = PlanDeletion(st->vm, st->vmi(), r->orphan);
@@ -426,6 +495,7 @@ bool VmController::SyncRunStrategyLocked(Record* r, SyncState* st) {
     acted = true;
   }
   if (config_.volumes != nullptr) st->volumes = config_.volumes->EnsureDataVolumes(vm);
+  if (st->cannot_expand) plan.start_vmi = false;  // its reason is in st->error
   if (VolumesBlockStart(st->volumes)) {
     // As KubeVirt: no VMI until its DataVolumes are populated and its claims bound. The VM
     // looks again every second meanwhile, so its status follows the volumes.
@@ -437,7 +507,7 @@ bool VmController::SyncRunStrategyLocked(Record* r, SyncState* st) {
                          ? absl::AlreadyExistsError(absl::StrCat(
                                "a VirtualMachineInstance named \"", vm.metadata().name(),
                                "\" exists and is not controlled by this VirtualMachine"))
-                         : StartVmiLocked(r, &vm);
+                         : StartVmiLocked(r, &vm, *st);
     if (s.ok()) {
       acted = true;
     } else {
@@ -477,6 +547,7 @@ bool VmController::SyncLocked(const Key& key) {
     acted = SyncDeletionLocked(r, &st, &removed);
     if (removed) return false;
   } else {
+    ExpandLocked(&st);
     acted = SyncRunStrategyLocked(r, &st);
   }
   // The status describes the VMI as it is after the sync acted.
@@ -494,7 +565,7 @@ bool VmController::SyncLocked(const Key& key) {
   in.backoff = config_.backoff;
   in.random = random_;
   UpdateVmStatus(&st.vm, in);
-  SyncRevisionLocked(r, &st.vm, in.vmi);
+  SyncRevisionLocked(r, &st.vm, in.vmi, st);
   if (!MessageDifferencer::Equals(st.vm, r->vm)) (void)PersistLocked(r, st.vm, "MODIFIED");
   if (st.error.has_value()) EnqueueLocked(key, st.now + kRetryAfterError);
   return acted;

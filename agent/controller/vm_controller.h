@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/base/clock.h"
 #include "agent/controller/backoff.h"
+#include "agent/controller/instancetypes.h"
 #include "agent/controller/vm_handover.h"
 #include "agent/controller/vm_status.h"
 #include "agent/controller/vm_volumes.h"
@@ -52,6 +53,9 @@ struct VmControllerConfig {
   // DataVolumes of dataVolumeTemplates and the readiness of the VM's volumes (vm_volumes.h);
   // null: none are made and every volume counts as ready. Not owned.
   VmVolumes* volumes = nullptr;
+  // The instancetypes and preferences VMs name (instancetypes.h); null: a VM that names one is
+  // refused. Recovered before this controller. Not owned.
+  Instancetypes* instancetypes = nullptr;
 };
 
 struct ApplyVmResult {
@@ -130,14 +134,21 @@ class VmController : public VmHandover {
   // belongs to something else.
   std::optional<kvnode::v1::VirtualMachineInstance> OwnVmiLocked(Record* r, bool* foreign)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status StartVmiLocked(Record* r, kvnode::v1::VirtualMachine* vm)
+  // A VM that names an instancetype or a preference: what they resolve to, and its template
+  // expanded with them (what a start makes, and what the running VMI is compared with).
+  void ExpandLocked(SyncState* st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Admission of a VM that names an instancetype or a preference: of its expanded template, or
+  // of its metadata only (with a warning) while what it names does not exist yet.
+  absl::StatusOr<AdmissionReview> AdmitExpandedVm(const kvnode::v1::VirtualMachine& vm)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status StartVmiLocked(Record* r, kvnode::v1::VirtualMachine* vm, const SyncState& st)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status StopVmiLocked(Record* r, kvnode::v1::VirtualMachine* vm,
                              const kvnode::v1::VirtualMachineInstance& vmi,
                              std::optional<int64_t> grace, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SyncRevisionLocked(Record* r, kvnode::v1::VirtualMachine* vm,
-                          const kvnode::v1::VirtualMachineInstance* vmi)
+                          const kvnode::v1::VirtualMachineInstance* vmi, const SyncState& st)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropRevisionLocked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveVmLocked(const Key& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -9,6 +9,7 @@
 #include "agent/controller/test_util.h"
 #include "agent/controller/vm_history.h"
 #include "agent/handler/vmi_status.h"
+#include "agent/manifest/instancetype.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -40,7 +41,10 @@ class VmControllerTest : public ::testing::Test {
 
   void NewController() {
     controller_.reset();
+    types_ = std::make_unique<Instancetypes>(store_.get(), &clock_);
+    ASSERT_TRUE(types_->Recover().ok());
     VmControllerConfig config;  // KubeVirt's backoff: 10 s × count², random part 0 here
+    config.instancetypes = types_.get();
     controller_ = std::make_unique<VmController>(config, store_.get(), vmis_.get(), &clock_,
                                                  [](int64_t) { return int64_t{0}; });
     ASSERT_TRUE(controller_->Recover().ok());
@@ -85,6 +89,7 @@ class VmControllerTest : public ::testing::Test {
   FakeClock clock_{T0()};
   std::unique_ptr<Store> store_;
   std::unique_ptr<FakeVmiClient> vmis_;
+  std::unique_ptr<Instancetypes> types_;
   std::unique_ptr<VmController> controller_;
 };
 
@@ -556,6 +561,152 @@ TEST_F(VmMigratedAwayTest, RecordOfAVmiNotYetRemovedWaitsForItsRemoval) {
   Sync();
   EXPECT_FALSE(controller_->Get(Ref()).ok());
   EXPECT_EQ(Stored(kMigratedAwayVmiKind), 0u);
+}
+
+// --- Instancetypes and preferences ---
+
+kvnode::v1::VirtualMachineInstancetype SmallInstancetype(uint32_t cpus, const std::string& memory) {
+  kvnode::v1::VirtualMachineInstancetype it;
+  it.set_kind(kInstancetypeKind);
+  it.mutable_metadata()->set_name("small");
+  it.mutable_metadata()->set_namespace_("default");
+  it.mutable_spec()->mutable_cpu()->set_guest(cpus);
+  it.mutable_spec()->mutable_memory()->set_guest(memory);
+  return it;
+}
+
+kvnode::v1::VirtualMachinePreference CoresPreference() {
+  kvnode::v1::VirtualMachinePreference p;
+  p.set_kind(kClusterPreferenceKind);
+  p.mutable_metadata()->set_name("cores");
+  p.mutable_spec()->mutable_cpu()->set_preferred_cpu_topology("cores");
+  return p;
+}
+
+// A VM that names the instancetype "small" and the cluster preference "cores".
+VirtualMachine SizedVm(const std::string& strategy) {
+  VirtualMachine vm = testing::Vm(strategy);
+  vm.mutable_metadata()->clear_uid();
+  auto* domain = vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain();
+  domain->clear_memory();
+  domain->clear_resources();
+  vm.mutable_spec()->mutable_instancetype()->set_kind("VirtualMachineInstancetype");
+  vm.mutable_spec()->mutable_instancetype()->set_name("small");
+  vm.mutable_spec()->mutable_preference()->set_name("cores");
+  return vm;
+}
+
+TEST_F(VmControllerTest, AnInstancetypeSizesTheVmiAndAnEditNeedsARestart) {
+  ASSERT_TRUE(types_->ApplyInstancetype(SmallInstancetype(2, "256Mi"), false).ok());
+  ASSERT_TRUE(types_->ApplyPreference(CoresPreference(), false).ok());
+  auto applied = controller_->Apply(SizedVm("Always"), false);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  // The stored template stays as written; the VMI gets the sizes, as cores.
+  EXPECT_FALSE(applied->vm.spec().template_().spec().domain().has_cpu());
+  Sync();
+  ASSERT_TRUE(vmis_->Has("vm1"));
+  EXPECT_EQ(vmis_->At("vm1").spec().domain().cpu().cores(), 2u);
+  EXPECT_EQ(vmis_->At("vm1").spec().domain().cpu().sockets(), 1u);
+  EXPECT_EQ(vmis_->At("vm1").spec().domain().memory().guest(), "256Mi");
+  VirtualMachine vm = Vm();
+  EXPECT_EQ(vm.status().instancetype_ref().name(), "small");
+  EXPECT_EQ(vm.status().instancetype_ref().kind(), kInstancetypeKind);
+  std::string revision = vm.status().instancetype_ref().controller_revision_ref().name();
+  EXPECT_THAT(revision, ::testing::StartsWith("vm1-small-v1beta1-"));
+  EXPECT_THAT(revision, ::testing::EndsWith("-1"));
+  EXPECT_EQ(vm.status().preference_ref().kind(), kClusterPreferenceKind);
+  Run();
+  std::string first = VmiUid();
+
+  // Edited: the running VMI keeps its size and the VM says so...
+  ASSERT_TRUE(types_->ApplyInstancetype(SmallInstancetype(4, "512Mi"), false).ok());
+  Sync();
+  vm = Vm();
+  const auto* rr = Cond(vm, "RestartRequired");
+  ASSERT_NE(rr, nullptr);
+  EXPECT_THAT(rr->message(), HasSubstr("spec.template.spec.domain.cpu.cores (2 -> 4)"));
+  EXPECT_THAT(rr->message(), HasSubstr("spec.template.spec.domain.memory.guest (256Mi -> 512Mi)"));
+  EXPECT_EQ(VmiUid(), first);
+  EXPECT_EQ(vm.status().instancetype_ref().controller_revision_ref().name(), revision);
+
+  // ...until its next start, from a revision of the new generation (the old one goes).
+  ASSERT_TRUE(controller_->Restart(Ref(), std::nullopt, false).ok());
+  Sync();
+  vmis_->SetPhase("vm1", "Succeeded");
+  Sync();
+  ASSERT_TRUE(vmis_->Has("vm1"));
+  EXPECT_NE(VmiUid(), first);
+  EXPECT_EQ(vmis_->At("vm1").spec().domain().cpu().cores(), 4u);
+  Run();
+  vm = Vm();
+  EXPECT_EQ(Cond(vm, "RestartRequired"), nullptr);
+  std::string second = vm.status().instancetype_ref().controller_revision_ref().name();
+  EXPECT_THAT(second, ::testing::EndsWith("-2"));
+  auto stored = store_->List(kInstancetypeRevisionKind);
+  ASSERT_TRUE(stored.ok());
+  std::vector<std::string> names;
+  for (const auto& o : *stored) names.push_back(o.name);
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre(second, ::testing::StartsWith("vm1-cores-")));
+
+  // Deleted, the VM goes on from its revision; deleting the VM removes its revisions.
+  kvnode::v1::InstancetypeRef ref;
+  ref.set_kind(kInstancetypeKind);
+  ref.set_namespace_("default");
+  ref.set_name("small");
+  ASSERT_TRUE(types_->DeleteInstancetype(ref).ok());
+  ASSERT_TRUE(controller_->Restart(Ref(), std::nullopt, false).ok());
+  Sync();
+  vmis_->SetPhase("vm1", "Succeeded");
+  Sync();
+  ASSERT_TRUE(vmis_->Has("vm1"));
+  EXPECT_EQ(vmis_->At("vm1").spec().domain().cpu().cores(), 4u);
+  vm = Vm();
+  EXPECT_EQ(Cond(vm, "Failure"), nullptr);
+  ASSERT_TRUE(controller_->Delete(Ref(), "", std::nullopt, false).ok());
+  vmis_->Remove("vm1");
+  Sync();
+  stored = store_->List(kInstancetypeRevisionKind);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_TRUE(stored->empty());
+}
+
+TEST_F(VmControllerTest, AVmNamingAMissingInstancetypeWaitsWithKubeVirtsReason) {
+  auto applied = controller_->Apply(SizedVm("Always"), false);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_THAT(applied->warnings,
+              ::testing::Contains(HasSubstr("virtualmachineinstancetypes.instancetype.kubevirt.io "
+                                            "\"small\" not found")));
+  Sync();
+  EXPECT_FALSE(vmis_->Has("vm1"));
+  VirtualMachine vm = Vm();
+  const auto* failure = Cond(vm, "Failure");
+  ASSERT_NE(failure, nullptr);
+  EXPECT_EQ(failure->reason(), "FailedFindInstancetype");
+  // Once it exists (and the preference), the VM starts by itself.
+  ASSERT_TRUE(types_->ApplyInstancetype(SmallInstancetype(1, "128Mi"), false).ok());
+  Sync();
+  EXPECT_FALSE(vmis_->Has("vm1"));
+  vm = Vm();
+  failure = Cond(vm, "Failure");
+  ASSERT_NE(failure, nullptr);
+  EXPECT_EQ(failure->reason(), "FailedFindPreference");
+  ASSERT_TRUE(types_->ApplyPreference(CoresPreference(), false).ok());
+  Sync();
+  EXPECT_TRUE(vmis_->Has("vm1"));
+}
+
+TEST_F(VmControllerTest, ATemplateThatConflictsWithItsInstancetypeIsRefusedAtApply) {
+  ASSERT_TRUE(types_->ApplyInstancetype(SmallInstancetype(2, "256Mi"), false).ok());
+  ASSERT_TRUE(types_->ApplyPreference(CoresPreference(), false).ok());
+  VirtualMachine vm = SizedVm("Always");
+  vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()->mutable_memory()
+      ->set_guest("1Gi");
+  auto applied = controller_->Apply(vm, false);
+  ASSERT_FALSE(applied.ok());
+  EXPECT_THAT(applied.status().message(),
+              HasSubstr("VM field(s) spec.template.spec.domain.memory.guest conflicts with "
+                        "selected instance type"));
+  EXPECT_FALSE(controller_->Get(Ref()).ok());
 }
 
 }  // namespace

@@ -120,6 +120,7 @@ struct Handler {
   std::unique_ptr<StorageService> storage_service;
   std::unique_ptr<VmiController> controller;
   std::unique_ptr<VmiControllerClient> vmi_client;
+  std::unique_ptr<Instancetypes> instancetypes;
   std::unique_ptr<VmController> vm_controller;
   std::unique_ptr<NotifyService> notify_service;
   std::unique_ptr<ApiServer> notify_server;
@@ -205,7 +206,8 @@ absl::Status StartNotifyServer(Handler* h) {
 
 absl::Status StartApi(Handler* h) {
   const HandlerOptions& opt = h->options;
-  h->node_service = std::make_unique<NodeService>(h->controller.get(), h->vm_controller.get());
+  h->node_service = std::make_unique<NodeService>(h->controller.get(), h->vm_controller.get(),
+                                                  h->instancetypes.get());
   ApiServer::Options o;
   o.unix_socket = opt.socket;
   o.socket_mode = 0660;
@@ -312,6 +314,11 @@ int Serve(Handler* h, const sigset_t& mask) {
   // VirtualMachines: recovered after their VMIs, so that each VM sees its VMI as it is.
   opt.vm.limits = c.limits;
   opt.vm.volumes = h->volumes.get();  // dataVolumeTemplates
+  h->instancetypes = std::make_unique<Instancetypes>(h->store.get(), Clock::Real());
+  if (absl::Status s = h->instancetypes->Recover(); !s.ok()) {
+    return Fail(Annotate(s, "recover instancetypes"));
+  }
+  opt.vm.instancetypes = h->instancetypes.get();
   h->vmi_client = std::make_unique<VmiControllerClient>(h->controller.get());
   h->vm_controller = std::make_unique<VmController>(opt.vm, h->store.get(), h->vmi_client.get(),
                                                     Clock::Real(), DefaultRandom());

@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/uuid.h"
+#include "agent/manifest/instancetype.h"
 #include "agent/manifest/quantity.h"
 
 namespace kvnode {
@@ -139,7 +140,7 @@ void ApplyVmDefaults(kvnode::v1::VirtualMachine* vm) {
   // A VM that names an instancetype or a preference keeps its template as written: their
   // values fill what the template leaves unset when a VMI is made, and the VMI's defaults come
   // after them (ExpandVmTemplate, instancetype.h).
-  if (spec->has_instancetype() || spec->has_preference()) return;
+  if (NamesInstancetype(*spec)) return;
   ApplyVmiSpecDefaults(meta->namespace_(), meta->name(),
                        spec->mutable_template_()->mutable_spec());
 }

@@ -31,6 +31,11 @@ inline constexpr char kPreferenceKind[] = "VirtualMachinePreference";
 inline constexpr char kClusterPreferenceKind[] = "VirtualMachineClusterPreference";
 inline constexpr char kInstancetypeApiVersion[] = "instancetype.kubevirt.io/v1beta1";
 
+// The VM names an instancetype or a preference (spec.instancetype, spec.preference).
+inline bool NamesInstancetype(const kvnode::v1::VirtualMachineSpec& spec) {
+  return spec.has_instancetype() || spec.has_preference();
+}
+
 // The object kind a matcher's `kind` names. KubeVirt compares it lowercased with the kind's
 // singular and plural resource names; empty means the Cluster kind. InvalidArgument with
 // KubeVirt's message ("got unexpected kind in InstancetypeMatcher: Foo") otherwise.
