@@ -1914,15 +1914,19 @@ bool IsDns1123Label(absl::string_view s) { return LabelProblem(s).empty(); }
 
 bool IsDns1123Subdomain(absl::string_view s) { return SubdomainProblem(s).empty(); }
 
-void AdmitObjectMeta(const ObjectMeta& meta, const FieldPath& path, AdmissionReview* review) {
+void AdmitObjectMeta(const ObjectMeta& meta, const FieldPath& path, AdmissionReview* review,
+                     NameRule rule) {
+  auto problem = rule == NameRule::kSubdomain ? &SubdomainProblem : &LabelProblem;
   if (meta.name().empty() && !meta.generate_name().empty()) {
     // Kubernetes masks a trailing '-' of a generateName prefix before validating it.
     std::string prefix = meta.generate_name();
     if (prefix.back() == '-') prefix.back() = 'a';
-    AddInvalid(meta.generate_name(), "name prefix", LabelProblem(prefix),
-               path.Child("generateName"), review);
+    AddInvalid(meta.generate_name(), "name prefix", problem(prefix), path.Child("generateName"),
+               review);
+  } else if (meta.name().empty()) {
+    review->errors.Add(path.Child("name"), "required");
   } else {
-    CheckLabelName(meta.name(), "name", path.Child("name"), review);
+    AddInvalid(meta.name(), "name", problem(meta.name()), path.Child("name"), review);
   }
   if (!meta.namespace_().empty()) {
     AddInvalid(meta.namespace_(), "namespace", LabelProblem(meta.namespace_()),

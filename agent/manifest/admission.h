@@ -74,9 +74,12 @@ void AdmitVmiSpec(const kvnode::v1::VirtualMachineInstanceSpec& spec, const Fiel
 // checks them: for objects that reach the handler without the loader (the API).
 void CheckObjectSchemaValues(const google::protobuf::Message& object, AdmissionReview* review);
 
-// Metadata: name (DNS-1123 label, required unless generateName), namespace, label keys.
+// Metadata: name (required unless generateName), namespace, label keys.
+// Names are DNS-1123 labels (VMs, VMIs) or subdomains (instancetypes and preferences, as
+// Kubernetes' default for a custom resource: "u1.medium").
+enum class NameRule { kLabel, kSubdomain };
 void AdmitObjectMeta(const kvnode::v1::ObjectMeta& meta, const FieldPath& path,
-                     AdmissionReview* review);
+                     AdmissionReview* review, NameRule rule = NameRule::kLabel);
 
 // True when `s` is a DNS-1123 label: at most 63 of [a-z0-9-], starting and ending alphanumeric.
 bool IsDns1123Label(absl::string_view s);

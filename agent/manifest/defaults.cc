@@ -25,6 +25,19 @@ void DefaultVolumeDisks(VirtualMachineInstanceSpec* spec) {
   }
 }
 
+void DefaultPodInterface(VirtualMachineInstanceSpec* spec) {
+  auto* devices = spec->mutable_domain()->mutable_devices();
+  bool autoattach = !devices->has_autoattach_pod_interface() || devices->autoattach_pod_interface();
+  if (devices->interfaces_size() == 0 && spec->networks_size() == 0 && autoattach) {
+    auto* iface = devices->add_interfaces();
+    iface->set_name("default");
+    iface->mutable_masquerade();
+    auto* net = spec->add_networks();
+    net->set_name("default");
+    net->mutable_pod();
+  }
+}
+
 namespace {
 
 void DefaultDisks(VirtualMachineInstanceSpec* spec) {
@@ -77,16 +90,8 @@ void DefaultCpuAndMemory(VirtualMachineInstanceSpec* spec) {
 }
 
 void DefaultNetworking(VirtualMachineInstanceSpec* spec) {
+  DefaultPodInterface(spec);
   auto* devices = spec->mutable_domain()->mutable_devices();
-  bool autoattach = !devices->has_autoattach_pod_interface() || devices->autoattach_pod_interface();
-  if (devices->interfaces_size() == 0 && spec->networks_size() == 0 && autoattach) {
-    auto* iface = devices->add_interfaces();
-    iface->set_name("default");
-    iface->mutable_masquerade();
-    auto* net = spec->add_networks();
-    net->set_name("default");
-    net->mutable_pod();
-  }
   for (auto& iface : *devices->mutable_interfaces()) {
     if (iface.model().empty()) iface.set_model("virtio");
     if (iface.binding_method_case() == kvnode::v1::Interface::BINDING_METHOD_NOT_SET) {

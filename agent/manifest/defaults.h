@@ -40,6 +40,12 @@ void ApplyVmiSpecDefaults(absl::string_view ns, absl::string_view name,
 // such disks get the preferred bus.
 void DefaultVolumeDisks(kvnode::v1::VirtualMachineInstanceSpec* spec);
 
+// KubeVirt's SetDefaultNetworkInterface: the pod network with a masquerade interface named
+// "default" when the VMI has neither interfaces nor networks and autoattachPodInterface is not
+// false. Part of ApplyVmiSpecDefaults; also run alone before a preference is applied, so that the
+// interface gets the preferred model.
+void DefaultPodInterface(kvnode::v1::VirtualMachineInstanceSpec* spec);
+
 // Defaults a VMI object: namespace "default" when empty, apiVersion and kind, then its spec.
 void ApplyVmiDefaults(kvnode::v1::VirtualMachineInstance* vmi);
 

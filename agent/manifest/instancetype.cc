@@ -204,6 +204,27 @@ void ApplyInstancetypeSpec(const VirtualMachineInstancetypeSpec& it,
 
 // --- the preference (pkg/instancetype/preference/apply) ---
 
+// KubeVirt's ApplyAutoAttachPreferences: applied before the default pod interface is added, so
+// that preferredAutoattachPodInterface decides whether there is one.
+void ApplyAutoAttachPreferences(const kvnode::v1::DevicePreferences& p,
+                                kvnode::v1::Devices* devices) {
+  if (p.has_preferred_autoattach_graphics_device() && !devices->has_autoattach_graphics_device()) {
+    devices->set_autoattach_graphics_device(p.preferred_autoattach_graphics_device());
+  }
+  if (p.has_preferred_autoattach_mem_balloon() && !devices->has_autoattach_mem_balloon()) {
+    devices->set_autoattach_mem_balloon(p.preferred_autoattach_mem_balloon());
+  }
+  if (p.has_preferred_autoattach_pod_interface() && !devices->has_autoattach_pod_interface()) {
+    devices->set_autoattach_pod_interface(p.preferred_autoattach_pod_interface());
+  }
+  if (p.has_preferred_autoattach_serial_console() && !devices->has_autoattach_serial_console()) {
+    devices->set_autoattach_serial_console(p.preferred_autoattach_serial_console());
+  }
+  if (p.has_preferred_autoattach_input_device() && !devices->has_autoattach_input_device()) {
+    devices->set_autoattach_input_device(p.preferred_autoattach_input_device());
+  }
+}
+
 void ApplyDevicePreferences(const kvnode::v1::DevicePreferences& p,
                             VirtualMachineInstanceSpec* spec) {
   auto* devices = spec->mutable_domain()->mutable_devices();
@@ -222,22 +243,7 @@ void ApplyDevicePreferences(const kvnode::v1::DevicePreferences& p,
     devices->set_disable_hotplug(p.preferred_disable_hotplug());
   }
   if (p.has_preferred_rng() && !devices->has_rng()) *devices->mutable_rng() = p.preferred_rng();
-  // ApplyAutoAttachPreferences.
-  if (p.has_preferred_autoattach_graphics_device() && !devices->has_autoattach_graphics_device()) {
-    devices->set_autoattach_graphics_device(p.preferred_autoattach_graphics_device());
-  }
-  if (p.has_preferred_autoattach_mem_balloon() && !devices->has_autoattach_mem_balloon()) {
-    devices->set_autoattach_mem_balloon(p.preferred_autoattach_mem_balloon());
-  }
-  if (p.has_preferred_autoattach_pod_interface() && !devices->has_autoattach_pod_interface()) {
-    devices->set_autoattach_pod_interface(p.preferred_autoattach_pod_interface());
-  }
-  if (p.has_preferred_autoattach_serial_console() && !devices->has_autoattach_serial_console()) {
-    devices->set_autoattach_serial_console(p.preferred_autoattach_serial_console());
-  }
-  if (p.has_preferred_autoattach_input_device() && !devices->has_autoattach_input_device()) {
-    devices->set_autoattach_input_device(p.preferred_autoattach_input_device());
-  }
+  ApplyAutoAttachPreferences(p, devices);
   for (auto& disk : *devices->mutable_disks()) {
     if (disk.target_case() == kvnode::v1::Disk::TARGET_NOT_SET) disk.mutable_disk();
     if (disk.has_disk()) {
@@ -473,7 +479,7 @@ void AdmitKindAndMeta(const std::string& api_version, const std::string& kind,
     review->errors.Add(FieldPath("kind"), absl::StrCat("expected ", namespaced_kind, " or ",
                                                        cluster_kind, ", got \"", kind, "\""));
   }
-  AdmitObjectMeta(meta, FieldPath("metadata"), review);
+  AdmitObjectMeta(meta, FieldPath("metadata"), review, NameRule::kSubdomain);
 }
 
 void CheckRequiredQuantity(const std::string& text, const FieldPath& path, const char* what,
@@ -591,6 +597,22 @@ AdmissionReview AdmitPreference(const VirtualMachinePreference& preference) {
   return review;
 }
 
+bool AdmitInstancetypeObject(LoadedObject* object, AdmissionReview* review) {
+  if (object->kind == kInstancetypeKind || object->kind == kClusterInstancetypeKind) {
+    auto* it = static_cast<VirtualMachineInstancetype*>(object->object.get());
+    ApplyInstancetypeDefaults(it);
+    *review = AdmitInstancetype(*it);
+    return true;
+  }
+  if (object->kind == kPreferenceKind || object->kind == kClusterPreferenceKind) {
+    auto* preference = static_cast<VirtualMachinePreference*>(object->object.get());
+    ApplyPreferenceDefaults(preference);
+    *review = AdmitPreference(*preference);
+    return true;
+  }
+  return false;
+}
+
 void ApplyInstancetypeToVmi(const VirtualMachineInstancetypeSpec* instancetype,
                             const VirtualMachinePreferenceSpec* preference,
                             const FieldPath& spec_path, VirtualMachineInstanceSpec* spec,
@@ -626,21 +648,95 @@ void CheckPreferenceRequirements(const VirtualMachineInstancetypeSpec* instancet
   }
 }
 
+bool ExpandVmTemplateInto(VirtualMachine* vm, const VirtualMachineInstancetypeSpec* instancetype,
+                          const VirtualMachinePreferenceSpec* preference, FieldErrors* errors) {
+  VirtualMachine out = *vm;
+  auto* tmpl = out.mutable_spec()->mutable_template_();
+  size_t before = errors->size();
+  CheckPreferenceRequirements(instancetype, preference, tmpl->spec(), errors);
+  if (errors->size() > before) return false;
+  // As KubeVirt's VM controller: disk-less volumes get their disks and the pod network its
+  // interface (once the preference said whether to attach one) before the instancetype and
+  // preference apply, so that they get the preferred bus and model too.
+  DefaultVolumeDisks(tmpl->mutable_spec());
+  if (preference != nullptr) {
+    ApplyAutoAttachPreferences(preference->devices(),
+                               tmpl->mutable_spec()->mutable_domain()->mutable_devices());
+  }
+  DefaultPodInterface(tmpl->mutable_spec());
+  ApplyInstancetypeToVmi(instancetype, preference, FieldPath("spec.template.spec"),
+                         tmpl->mutable_spec(), tmpl->mutable_metadata(), errors);
+  if (errors->size() > before) return false;
+  ApplyVmiSpecDefaults(out.metadata().namespace_(), out.metadata().name(), tmpl->mutable_spec());
+  *vm = std::move(out);
+  return true;
+}
+
 absl::StatusOr<VirtualMachine> ExpandVmTemplate(const VirtualMachine& vm,
                                                 const VirtualMachineInstancetypeSpec* instancetype,
                                                 const VirtualMachinePreferenceSpec* preference) {
   VirtualMachine out = vm;
-  auto* tmpl = out.mutable_spec()->mutable_template_();
   FieldErrors errors;
-  CheckPreferenceRequirements(instancetype, preference, tmpl->spec(), &errors);
-  if (!errors.empty()) return errors.ToStatus();
-  // Disk-less volumes get their disks first, so that they get the preferred bus too.
-  DefaultVolumeDisks(tmpl->mutable_spec());
-  ApplyInstancetypeToVmi(instancetype, preference, FieldPath("spec.template.spec"),
-                         tmpl->mutable_spec(), tmpl->mutable_metadata(), &errors);
-  if (!errors.empty()) return errors.ToStatus();
-  ApplyVmiSpecDefaults(out.metadata().namespace_(), out.metadata().name(), tmpl->mutable_spec());
+  if (!ExpandVmTemplateInto(&out, instancetype, preference, &errors)) return errors.ToStatus();
   return out;
+}
+
+namespace {
+
+// The object of `kind` named `name` among `file`, as its message type.
+template <typename Object>
+const Object* FindInFile(const std::vector<LoadedObject>& file, const std::string& kind,
+                         const std::string& name, const std::string& vm_namespace) {
+  for (const LoadedObject& o : file) {
+    if (o.kind != kind) continue;
+    const auto& object = static_cast<const Object&>(*o.object);
+    const std::string& ns = object.metadata().namespace_();
+    if (object.metadata().name() != name) continue;
+    if (!IsClusterKind(kind) && !ns.empty() && ns != vm_namespace) continue;
+    return &object;
+  }
+  return nullptr;
+}
+
+template <typename Object, typename Matcher>
+const Object* LookUp(const Matcher& matcher, absl::StatusOr<std::string> kind,
+                     const std::vector<LoadedObject>& file, const std::string& vm_namespace,
+                     const FieldPath& path, FieldErrors* errors) {
+  if (!kind.ok()) {
+    errors->Add(path.Child("kind"), std::string(kind.status().message()));
+    return nullptr;
+  }
+  const Object* found = FindInFile<Object>(file, *kind, matcher.name(), vm_namespace);
+  if (found == nullptr) {
+    errors->Add(path, absl::StrCat(*kind, " \"", matcher.name(),
+                                   "\" is not in this file (an offline conversion expands only "
+                                   "what the file holds)"));
+  }
+  return found;
+}
+
+}  // namespace
+
+bool ExpandVmFromFile(VirtualMachine* vm, const std::vector<LoadedObject>& file,
+                      FieldErrors* errors) {
+  const auto& spec = vm->spec();
+  const std::string& ns = vm->metadata().namespace_();
+  size_t before = errors->size();
+  const VirtualMachineInstancetype* instancetype = nullptr;
+  const VirtualMachinePreference* preference = nullptr;
+  if (spec.has_instancetype()) {
+    instancetype = LookUp<VirtualMachineInstancetype>(
+        spec.instancetype(), InstancetypeKindOf(spec.instancetype().kind()), file, ns,
+        FieldPath("spec.instancetype"), errors);
+  }
+  if (spec.has_preference()) {
+    preference = LookUp<VirtualMachinePreference>(
+        spec.preference(), PreferenceKindOf(spec.preference().kind()), file, ns,
+        FieldPath("spec.preference"), errors);
+  }
+  if (errors->size() > before) return false;
+  return ExpandVmTemplateInto(vm, instancetype ? &instancetype->spec() : nullptr,
+                              preference ? &preference->spec() : nullptr, errors);
 }
 
 }  // namespace kvnode

@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "agent/manifest/admission.h"
 #include "agent/manifest/field_errors.h"
+#include "agent/manifest/loader.h"
 #include "kvnode/v1/instancetype.pb.h"
 #include "kvnode/v1/kubevirt.pb.h"
 
@@ -54,6 +55,10 @@ void ApplyPreferenceDefaults(kvnode::v1::VirtualMachinePreference* preference);
 AdmissionReview AdmitInstancetype(const kvnode::v1::VirtualMachineInstancetype& it);
 AdmissionReview AdmitPreference(const kvnode::v1::VirtualMachinePreference& preference);
 
+// For tools that go over a manifest file: defaults and admits `object` when it is one of the
+// four instancetype.kubevirt.io kinds (into `review`); false for any other kind.
+bool AdmitInstancetypeObject(LoadedObject* object, AdmissionReview* review);
+
 // KubeVirt's ApplyToVMI: the instancetype (when not null) into `spec` and `meta`, conflicts
 // added to `conflicts` under `spec_path` with KubeVirt's message; only when there are none, the
 // preference (when not null) into what is unset.
@@ -81,6 +86,19 @@ absl::StatusOr<kvnode::v1::VirtualMachine> ExpandVmTemplate(
     const kvnode::v1::VirtualMachine& vm,
     const kvnode::v1::VirtualMachineInstancetypeSpec* instancetype,
     const kvnode::v1::VirtualMachinePreferenceSpec* preference);
+
+// The same into `errors` (KubeVirt's paths): `vm` is expanded when they are none.
+bool ExpandVmTemplateInto(kvnode::v1::VirtualMachine* vm,
+                          const kvnode::v1::VirtualMachineInstancetypeSpec* instancetype,
+                          const kvnode::v1::VirtualMachinePreferenceSpec* preference,
+                          FieldErrors* errors);
+
+// An offline expansion (`kvnode-launcher convert`, the golden and bad-manifest corpora), with
+// no store: the instancetype and preference `vm` names are looked up by kind and name among
+// `file` (the objects of one manifest file; a namespaced one in the VM's namespace). What the
+// file lacks is an error under spec.instancetype or spec.preference.
+bool ExpandVmFromFile(kvnode::v1::VirtualMachine* vm, const std::vector<LoadedObject>& file,
+                      FieldErrors* errors);
 
 }  // namespace kvnode
 

@@ -11,9 +11,11 @@
 #include "absl/strings/strip.h"
 #include "agent/base/state_layout.h"
 #include "agent/manifest/defaults.h"
+#include "agent/manifest/instancetype.h"
 #include "agent/manifest/loader.h"
 #include "launcher/converter/domain_options.h"
 #include "launcher/converter/domain_xml.h"
+#include "launcher/converter/unsupported.h"
 #include "launcher/converter/vm_template.h"
 
 namespace kvnode {
@@ -127,8 +129,8 @@ void PrintReview(const AdmissionReview& review, const std::string& prefix, std::
 }
 
 // Defaults and admits one loaded object; returns false (after printing why) when refused.
-bool Prepare(const LoadedObject& obj, const NodeLimits& limits, const std::string& prefix,
-             std::vector<Conversion>* out, std::ostream& err) {
+bool Prepare(LoadedObject& obj, const std::vector<LoadedObject>& file, const NodeLimits& limits,
+             const std::string& prefix, std::vector<Conversion>* out, std::ostream& err) {
   Conversion c;
   c.prefix = prefix;
   AdmissionReview review;
@@ -138,10 +140,12 @@ bool Prepare(const LoadedObject& obj, const NodeLimits& limits, const std::strin
     review = AdmitVmi(c.vmi, limits, *PathResolver::Real());
   } else if (obj.kind == "VirtualMachine") {
     auto vm = static_cast<const kvnode::v1::VirtualMachine&>(*obj.object);
-    ApplyVmDefaults(&vm);
-    review = AdmitVm(vm, limits, *PathResolver::Real());
+    review = AdmitVmOffline(&vm, file, limits, *PathResolver::Real());
     c.vmi = VmiFromVmTemplate(vm);
     c.from_vm = true;
+  } else if (AdmitInstancetypeObject(&obj, &review)) {
+    PrintReview(review, prefix, err);  // what VMs in the file name: nothing to run itself
+    return review.allowed();
   } else {
     return true;  // PVCs, DataVolumes: nothing to run
   }
@@ -193,9 +197,9 @@ int RunConvertCommand(int argc, char** argv, std::ostream& out, std::ostream& er
   limits.host_disk_roots = flags.host_disk_roots;
   std::vector<Conversion> conversions;
   bool refused = false;
-  for (const LoadedObject& obj : loaded.objects) {
+  for (LoadedObject& obj : loaded.objects) {
     std::string prefix = absl::StrCat(flags.file, ": document ", obj.document, ": ");
-    refused |= !Prepare(obj, limits, prefix, &conversions, err);
+    refused |= !Prepare(obj, loaded.objects, limits, prefix, &conversions, err);
   }
   if (refused) return 1;
   if (conversions.empty()) {

@@ -1,6 +1,8 @@
 #include "launcher/converter/unsupported.h"
 
 #include "absl/strings/str_cat.h"
+#include "agent/manifest/defaults.h"
+#include "agent/manifest/instancetype.h"
 
 namespace kvnode {
 
@@ -56,6 +58,21 @@ void RefuseUnsupported(const kvnode::v1::VirtualMachineInstanceSpec& spec,
   for (const UnsupportedField& f : UnsupportedFields(spec)) {
     review->errors.Add(FieldPath(absl::StrCat(spec_path.str(), ".", f.path)), f.reason);
   }
+}
+
+AdmissionReview AdmitVmOffline(kvnode::v1::VirtualMachine* vm,
+                               const std::vector<LoadedObject>& file, const NodeLimits& limits,
+                               const PathResolver& paths) {
+  ApplyVmDefaults(vm);
+  FieldErrors expansion;
+  if (NamesInstancetype(vm->spec()) && !ExpandVmFromFile(vm, file, &expansion)) {
+    AdmissionReview review;
+    review.errors = std::move(expansion);
+    return review;
+  }
+  AdmissionReview review = AdmitVm(*vm, limits, paths);
+  RefuseUnsupported(vm->spec().template_().spec(), FieldPath("spec.template.spec"), &review);
+  return review;
 }
 
 }  // namespace kvnode

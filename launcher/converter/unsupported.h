@@ -12,6 +12,7 @@
 
 #include "agent/manifest/admission.h"
 #include "agent/manifest/field_errors.h"
+#include "agent/manifest/loader.h"
 #include "kvnode/v1/kubevirt.pb.h"
 
 namespace kvnode {
@@ -28,6 +29,14 @@ std::vector<UnsupportedField> UnsupportedFields(
 // Adds each of them to `review` as an error under `spec_path` ("spec", "spec.template.spec").
 void RefuseUnsupported(const kvnode::v1::VirtualMachineInstanceSpec& spec,
                        const FieldPath& spec_path, AdmissionReview* review);
+
+// A VM from a manifest file admitted as the handler admits it, for the offline tools
+// (`kvnode-launcher convert`, the golden and bad-manifest corpora): defaulted, expanded with the
+// instancetype and preference it names from the same file (ExpandVmFromFile), admitted, and
+// refused where the converter cannot run it. `vm` is left as its VMIs would be made from.
+AdmissionReview AdmitVmOffline(kvnode::v1::VirtualMachine* vm,
+                               const std::vector<LoadedObject>& file, const NodeLimits& limits,
+                               const PathResolver& paths);
 
 }  // namespace kvnode
 

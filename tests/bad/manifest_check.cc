@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/manifest/defaults.h"
+#include "agent/manifest/instancetype.h"
 #include "agent/manifest/loader.h"
 #include "agent/storage/dv_rules.h"
 #include "agent/storage/pvc_rules.h"
@@ -14,16 +15,16 @@ namespace {
 
 constexpr absl::string_view kWarningMark = ": warning: ";
 
-AdmissionReview AdmitObject(LoadedObject& object, const NodeLimits& limits,
-                            const PathResolver& resolver, bool* admitted) {
+AdmissionReview AdmitObject(LoadedObject& object, const std::vector<LoadedObject>& file,
+                            const NodeLimits& limits, const PathResolver& resolver,
+                            bool* admitted) {
   *admitted = true;
   if (object.kind == "VirtualMachine") {
     auto* vm = static_cast<kvnode::v1::VirtualMachine*>(object.object.get());
-    ApplyVmDefaults(vm);
-    AdmissionReview review = AdmitVm(*vm, limits, resolver);
-    RefuseUnsupported(vm->spec().template_().spec(), FieldPath("spec.template.spec"), &review);
-    return review;
+    return AdmitVmOffline(vm, file, limits, resolver);
   }
+  AdmissionReview review;
+  if (AdmitInstancetypeObject(&object, &review)) return review;
   if (object.kind == "VirtualMachineInstance") {
     auto* vmi = static_cast<kvnode::v1::VirtualMachineInstance*>(object.object.get());
     ApplyVmiDefaults(vmi);
@@ -53,7 +54,7 @@ std::vector<std::string> CheckManifestText(absl::string_view text, absl::string_
   std::vector<std::string> lines = loaded.errors;
   for (LoadedObject& object : loaded.objects) {
     bool admitted;
-    AdmissionReview review = AdmitObject(object, limits, resolver, &admitted);
+    AdmissionReview review = AdmitObject(object, loaded.objects, limits, resolver, &admitted);
     if (!admitted) continue;
     std::string prefix = absl::StrCat(source, ": document ", object.document, ": ");
     for (const FieldError& e : review.errors.errors()) lines.push_back(prefix + e.ToString());

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/state_layout.h"
 #include "agent/manifest/defaults.h"
+#include "agent/manifest/instancetype.h"
 #include "agent/manifest/loader.h"
 #include "launcher/converter/domain_options.h"
 #include "launcher/converter/domain_xml.h"
@@ -58,6 +59,8 @@ absl::StatusOr<std::string> ConvertGolden(absl::string_view yaml, absl::string_v
   for (const LoadedObject& obj : loaded.objects) {
     if (obj.kind == "PersistentVolumeClaim") {
       claims.push_back(static_cast<const kvnode::v1::PersistentVolumeClaim*>(obj.object.get()));
+    } else if (obj.kind != "VirtualMachine" && obj.kind != "VirtualMachineInstance") {
+      continue;  // instancetypes and preferences that the VM names
     } else if (vm_or_vmi == nullptr) {
       vm_or_vmi = &obj;
     } else {
@@ -72,6 +75,10 @@ absl::StatusOr<std::string> ConvertGolden(absl::string_view yaml, absl::string_v
   if (obj.kind == "VirtualMachine") {
     auto vm = static_cast<const kvnode::v1::VirtualMachine&>(*obj.object);
     ApplyVmDefaults(&vm);
+    FieldErrors expansion;
+    if (NamesInstancetype(vm.spec()) && !ExpandVmFromFile(&vm, loaded.objects, &expansion)) {
+      return expansion.ToStatus(absl::StrCat(source, ": "));
+    }
     vmi = VmiFromVmTemplate(vm);
     vmi.mutable_metadata()->set_uid(vm.metadata().uid());
   } else if (obj.kind == "VirtualMachineInstance") {
