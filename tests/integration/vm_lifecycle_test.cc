@@ -1,16 +1,19 @@
 // VirtualMachines with real guests: the lifecycle of issue 6 (Halted → start → Running → stop
 // by ACPI → Stopped → start again: a new VMI UID, and the data the first execution wrote to
 // its PVC is still there), the same with the handler killed and restarted between every step,
-// crash-loop backoff with short real delays, RestartRequired, apply --dry-run, and what
-// `kvctl diagnose` says in each situation.
+// crash-loop backoff with short real delays, RestartRequired, apply --dry-run, what
+// `kvctl diagnose` says in each situation, and a VM sized by an instancetype.
 #include <signal.h>
 
 #include <atomic>
+#include <cinttypes>
+#include <cstdio>
 #include <fstream>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "agent/base/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -314,6 +317,129 @@ TEST_F(VmTest, ChangingTheMemorySetsRestartRequiredWithTheFieldAndRestartClearsI
     return v.status().printable_status() == "Running";
   }, absl::Seconds(10));
   EXPECT_TRUE(cleared.ok()) << cleared.status();
+}
+
+// --- issue 25: instancetypes and preferences ---
+
+// The guest's own count of CPUs and its MemTotal in KiB, from its KVNODE-GUEST-SIZE line.
+bool GuestSize(const std::string& console, int* cpus, int64_t* mem_kib) {
+  size_t at = console.find("KVNODE-GUEST-SIZE cpus=");
+  if (at == std::string::npos) return false;
+  return sscanf(console.c_str() + at, "KVNODE-GUEST-SIZE cpus=%d mem_kib=%" SCNd64, cpus,
+                mem_kib) == 2;
+}
+
+// A VM sized by a namespaced instancetype and shaped by a cluster preference, applied with
+// kvctl from one file as a user would: the guest sees the instancetype's vCPUs (as cores, the
+// preference's topology) and memory; editing the instancetype leaves the running guest alone,
+// the VM says RestartRequired, and after a restart the guest sees the new size.
+TEST_F(VmTest, AnInstancetypeSizesTheGuestAndAnEditReachesItAtTheNextStart) {
+  ASSERT_TRUE(handler_->PrepareDisk("default", "sized-root").ok());
+  constexpr char kInstancetype[] = R"(apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineInstancetype
+metadata:
+  name: u1.sized
+spec:
+  cpu:
+    guest: %d
+  memory:
+    guest: %s
+)";
+  constexpr char kRest[] = R"(---
+apiVersion: instancetype.kubevirt.io/v1beta1
+kind: VirtualMachineClusterPreference
+metadata:
+  name: virtio-cores
+spec:
+  cpu:
+    preferredCPUTopology: cores
+  devices:
+    preferredDiskBus: virtio
+---
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: sized
+spec:
+  instancetype:
+    kind: VirtualMachineInstancetype
+    name: u1.sized
+  preference:
+    name: virtio-cores
+  runStrategy: Always
+  template:
+    spec:
+      terminationGracePeriodSeconds: 5
+      domain:
+        devices:
+          autoattachPodInterface: false
+          autoattachGraphicsDevice: false
+          disks:
+            - name: root
+              bootOrder: 1
+      volumes:
+        - name: root
+          persistentVolumeClaim:
+            claimName: sized-root
+)";
+  auto applied = Kvctl({"apply", "-f", WriteFile("sized.yaml", absl::StrFormat(kInstancetype, 1, "160Mi") + kRest)});
+  ASSERT_EQ(applied.exit_code, 0) << applied.out;
+  EXPECT_THAT(applied.out, HasSubstr("virtualmachineinstancetype.instancetype.kubevirt.io/u1.sized created"));
+  EXPECT_THAT(applied.out, HasSubstr("virtualmachineclusterpreference.instancetype.kubevirt.io/virtio-cores created"));
+  auto first = api_->WaitRunning("sized");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->spec().domain().cpu().cores(), 1u);
+  EXPECT_EQ(first->spec().domain().devices().disks(0).disk().bus(), "virtio");
+  int cpus = 0;
+  int64_t mem_kib = 0;
+  ASSERT_TRUE(Eventually([&] { return GuestSize(handler_->SerialLog(first->metadata().uid()), &cpus, &mem_kib); },
+                         absl::Seconds(90), absl::Milliseconds(100)))
+      << handler_->SerialLog(first->metadata().uid());
+  EXPECT_EQ(cpus, 1);
+  // MemTotal is the guest's memory less what its kernel keeps for itself.
+  EXPECT_GT(mem_kib, 100 * 1024);
+  EXPECT_LE(mem_kib, 160 * 1024);
+  int64_t first_mem_kib = mem_kib;
+  auto yaml = Kvctl({"get", "vm", "sized", "-o", "yaml"});
+  EXPECT_THAT(yaml.out, HasSubstr("instancetypeRef:"));
+  EXPECT_THAT(yaml.out, HasSubstr("name: sized-u1.sized-v1beta1-"));
+  EXPECT_THAT(yaml.out, HasSubstr("kind: VirtualMachineClusterPreference"));
+
+  applied = Kvctl({"apply", "-f", WriteFile("sized.yaml", absl::StrFormat(kInstancetype, 2, "256Mi") + kRest)});
+  ASSERT_EQ(applied.exit_code, 0) << applied.out;
+  EXPECT_THAT(applied.out, HasSubstr("virtualmachineinstancetype.instancetype.kubevirt.io/u1.sized configured"));
+  auto changed = api_->WaitVm("sized", [](const VirtualMachine& v) {
+    for (const auto& c : v.status().conditions()) {
+      if (c.type() == "RestartRequired" && c.status() == "True") return true;
+    }
+    return false;
+  }, absl::Seconds(10));
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  std::string message;
+  for (const auto& c : changed->status().conditions()) {
+    if (c.type() == "RestartRequired") message = c.message();
+  }
+  EXPECT_THAT(message, HasSubstr("spec.template.spec.domain.cpu.cores (1 -> 2)"));
+  EXPECT_THAT(message, HasSubstr("spec.template.spec.domain.memory.guest (160Mi -> 256Mi)"));
+  EXPECT_TRUE(api_->Stays("sized", [&](const std::optional<VirtualMachineInstance>& v) {
+    return v.has_value() && v->metadata().uid() == first->metadata().uid();
+  }, absl::Seconds(2)));
+
+  auto restarted = Kvctl({"restart", "sized"});
+  ASSERT_EQ(restarted.exit_code, 0) << restarted.out;
+  auto second = api_->WaitRunning("sized", first->metadata().uid());
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(Eventually([&] { return GuestSize(handler_->SerialLog(second->metadata().uid()), &cpus, &mem_kib); },
+                         absl::Seconds(90), absl::Milliseconds(100)))
+      << handler_->SerialLog(second->metadata().uid());
+  EXPECT_EQ(cpus, 2);
+  EXPECT_GT(mem_kib, first_mem_kib + 64 * 1024);
+  auto vm = api_->Get("sized");
+  ASSERT_TRUE(vm.ok());
+  EXPECT_THAT(vm->status().instancetype_ref().controller_revision_ref().name(), ::testing::EndsWith("-2"));
+  auto described = Kvctl({"describe", "vm", "sized"});
+  EXPECT_THAT(described.out, HasSubstr("Instancetype:     VirtualMachineInstancetype/u1.sized"));
+  EXPECT_THAT(described.out, HasSubstr("2 vCPUs, 256Mi"));
 }
 
 // --- kvctl: a VMI waiting for its disk, apply --dry-run with many documents ---
