@@ -495,6 +495,11 @@ bool VmController::SyncRunStrategyLocked(Record* r, SyncState* st) {
     acted = true;
   }
   if (config_.volumes != nullptr) st->volumes = config_.volumes->EnsureDataVolumes(vm);
+  if (st->volumes.data_volume_error && !st->error.has_value()) {
+    // Said on the VM, not only in the handler's log: which DataVolume and why.
+    st->error = SyncError{"DataVolumeError", st->volumes.data_volume_message};
+    EventLocked(vm, "Warning", "DataVolumeError", st->volumes.data_volume_message);
+  }
   if (st->cannot_expand) plan.start_vmi = false;  // its reason is in st->error
   if (VolumesBlockStart(st->volumes)) {
     // As KubeVirt: no VMI until its DataVolumes are populated and its claims bound. The VM

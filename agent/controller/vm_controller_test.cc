@@ -45,6 +45,7 @@ class VmControllerTest : public ::testing::Test {
     ASSERT_TRUE(types_->Recover().ok());
     VmControllerConfig config;  // KubeVirt's backoff: 10 s × count², random part 0 here
     config.instancetypes = types_.get();
+    config.volumes = volumes_;
     controller_ = std::make_unique<VmController>(config, store_.get(), vmis_.get(), &clock_,
                                                  [](int64_t) { return int64_t{0}; });
     ASSERT_TRUE(controller_->Recover().ok());
@@ -90,6 +91,7 @@ class VmControllerTest : public ::testing::Test {
   std::unique_ptr<Store> store_;
   std::unique_ptr<FakeVmiClient> vmis_;
   std::unique_ptr<Instancetypes> types_;
+  VmVolumes* volumes_ = nullptr;
   std::unique_ptr<VmController> controller_;
 };
 
@@ -707,6 +709,43 @@ TEST_F(VmControllerTest, ATemplateThatConflictsWithItsInstancetypeIsRefusedAtApp
               HasSubstr("VM field(s) spec.template.spec.domain.memory.guest conflicts with "
                         "selected instance type"));
   EXPECT_FALSE(controller_->Get(Ref()).ok());
+}
+
+// The node's storage, as the controller sees it: fixed facts.
+class FixedVolumes : public VmVolumes {
+ public:
+  VolumeFacts facts;
+  VolumeFacts EnsureDataVolumes(const VirtualMachine&) override { return facts; }
+};
+
+// A VM held back by a DataVolume says which one and why, in its conditions and events.
+TEST_F(VmControllerTest, AFailedDataVolumeIsNamedInTheVmsStatusAndEvents) {
+  FixedVolumes volumes;
+  volumes.facts.data_volume_error = true;
+  volumes.facts.data_volume_message =
+      "DataVolume disk0 failed: Unable to connect to http data source: HTTP 404";
+  volumes_ = &volumes;
+  NewController();
+  Apply("Always");
+  EXPECT_FALSE(vmis_->Has("vm1"));
+  VirtualMachine vm = Vm();
+  EXPECT_EQ(vm.status().printable_status(), "DataVolumeError");
+  const auto* failure = Cond(vm, "Failure");
+  ASSERT_NE(failure, nullptr);
+  EXPECT_EQ(failure->reason(), "DataVolumeError");
+  EXPECT_EQ(failure->message(), volumes.facts.data_volume_message);
+  auto events = store_->ListEvents("VirtualMachine", "default", "vm1");
+  ASSERT_TRUE(events.ok());
+  bool found = false;
+  for (const auto& e : *events) found |= e.reason() == "DataVolumeError" && e.type() == "Warning";
+  EXPECT_TRUE(found);
+  // Fixed, the VM starts and the condition goes.
+  volumes.facts = VolumeFacts();
+  Advance(absl::Seconds(5));
+  EXPECT_TRUE(vmis_->Has("vm1"));
+  vm = Vm();
+  EXPECT_EQ(Cond(vm, "Failure"), nullptr);
+  controller_.reset();
 }
 
 }  // namespace

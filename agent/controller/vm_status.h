@@ -47,6 +47,9 @@ struct VolumeFacts {
   bool data_volume_provisioning = false;
   bool data_volume_error = false;
   bool unbound_pvc = false;
+  // With data_volume_error: which DataVolume and why ("DataVolume disk0: spec.source.registry:
+  // not supported on this node ..."), shown on the VM as condition Failure, reason DataVolumeError.
+  std::string data_volume_message;
 };
 
 // A failed sync, shown as condition Failure=True (KubeVirt's SyncError).

@@ -213,6 +213,8 @@ VolumeFacts VolumeManager::EnsureDataVolumes(const kvnode::v1::VirtualMachine& v
       spdlog::warn("VM {}/{}: DataVolume {}: {}", ns, vm.metadata().name(), t.metadata().name(),
                    std::string(s.message()));
       facts.data_volume_error = true;
+      facts.data_volume_message =
+          absl::StrCat("DataVolume ", t.metadata().name(), " cannot be created: ", s.message());
     }
   }
   for (const auto& v : vm.spec().template_().spec().volumes()) {
@@ -222,6 +224,12 @@ VolumeFacts VolumeManager::EnsureDataVolumes(const kvnode::v1::VirtualMachine& v
       const std::string& phase = dv->status().phase();
       if (phase == dv_phase::kFailed) {
         facts.data_volume_error = true;
+        std::string why;
+        for (const auto& c : dv->status().conditions()) {
+          if (!c.message().empty() && (c.type() == "Running" || why.empty())) why = c.message();
+        }
+        facts.data_volume_message = absl::StrCat("DataVolume ", v.data_volume().name(), " failed",
+                                                 why.empty() ? "" : ": ", why);
       } else if (phase != dv_phase::kSucceeded) {
         facts.data_volume_provisioning = true;
       }
