@@ -95,15 +95,12 @@ std::string MigrationProgressLine(const VirtualMachineInstanceMigration& m) {
   return absl::StrFormat("%s %3d%%  %s  %s", bar, percent, data, m.status().phase());
 }
 
-int CmdMigrate(Cli& cli) {
-  if (cli.args.size() != 2 || (cli.args[0] != "vm" && cli.args[0] != "vmi")) {
-    return cli.Usage("usage: kvctl migrate vm|vmi NAME --target NODE [--bandwidth MiB] [--watch]");
-  }
-  std::string target = cli.flags.GetOr("target", "");
-  if (target.empty()) return cli.Usage("--target: the node to migrate to is required");
+namespace {
+
+// Asks the handler to migrate `vmi`; prints the migration made and, with --watch, follows it.
+int StartMigration(Cli& cli, const kvnode::v1::ObjectRef& vmi, const std::string& target) {
   kvnode::v1::MigrateVMIRequest req;
-  // A VM's VMI has the VM's name.
-  *req.mutable_vmi() = cli.Ref(cli.args[1]);
+  *req.mutable_vmi() = vmi;
   req.set_target_node(target);
   if (auto bw = cli.flags.Get("bandwidth")) {
     uint64_t v = 0;
@@ -116,9 +113,37 @@ int CmdMigrate(Cli& cli) {
   grpc::Status s = stub->MigrateVMI(&ctx, req, &m);
   if (!s.ok()) return cli.RpcError(s);
   *cli.out << "virtualmachineinstancemigration.kubevirt.io/" << m.metadata().name()
-           << " created (VMI " << cli.args[1] << " to node " << target << ")\n";
+           << " created (VMI " << vmi.name() << " to node " << m.spec().target_node() << ")\n";
   if (!cli.flags.GetBool("watch")) return 0;
   return Watch(cli, stub.get(), m);
+}
+
+}  // namespace
+
+int CmdMigrate(Cli& cli) {
+  if (cli.args.size() != 2 || (cli.args[0] != "vm" && cli.args[0] != "vmi")) {
+    return cli.Usage("usage: kvctl migrate vm|vmi NAME --target NODE [--bandwidth MiB] [--watch]");
+  }
+  std::string target = cli.flags.GetOr("target", "");
+  if (target.empty()) return cli.Usage("--target: the node to migrate to is required");
+  // A VM's VMI has the VM's name.
+  return StartMigration(cli, cli.Ref(cli.args[1]), target);
+}
+
+int ApplyMigration(Cli& cli, const VirtualMachineInstanceMigration& m, bool dry_run) {
+  if (dry_run) {
+    *cli.err << "error: a VirtualMachineInstanceMigration cannot be applied with --dry-run\n";
+    return 1;
+  }
+  if (m.spec().vmi_name().empty()) {
+    *cli.err << "error: spec.vmiName: required (the VMI to migrate)\n";
+    return 1;
+  }
+  kvnode::v1::ObjectRef vmi;
+  vmi.set_namespace_(m.metadata().namespace_().empty() ? cli.ns : m.metadata().namespace_());
+  vmi.set_name(m.spec().vmi_name());
+  // The handler names the migration it makes (NAME-migration-XXXXX), as `kvctl migrate`.
+  return StartMigration(cli, vmi, m.spec().target_node());
 }
 
 int CmdMigrateCancel(Cli& cli) {

@@ -13,6 +13,9 @@
 namespace kvnode {
 
 int CmdMigrate(Cli& cli);
+// `kvctl apply` of a VirtualMachineInstanceMigration: migrates spec.vmiName to
+// spec.targetNode, or to the node's only peer when it names none.
+int ApplyMigration(Cli& cli, const kvnode::v1::VirtualMachineInstanceMigration& m, bool dry_run);
 int CmdMigrateCancel(Cli& cli);
 int CmdGetMigrations(Cli& cli);
 // "vmim", "vmims", "virtualmachineinstancemigration(s)[.kubevirt.io]".

@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "agent/base/clock.h"
 #include "agent/cli/cli.h"
+#include "agent/cli/migrate_commands.h"
 #include "agent/cli/output.h"
 #include "agent/handler/vmi_status.h"
 #include "agent/manifest/loader.h"
@@ -156,8 +157,10 @@ int CmdApply(Cli& cli) {
   int rc = 0;
   for (auto& obj : loaded.objects) {
     bool instancetype = !InstancetypeKindForResource(obj.kind).empty();
+    bool migration = obj.kind == "VirtualMachineInstanceMigration";
     if (obj.kind != "VirtualMachineInstance" && obj.kind != "VirtualMachine" &&
-        obj.kind != "PersistentVolumeClaim" && obj.kind != "DataVolume" && !instancetype) {
+        obj.kind != "PersistentVolumeClaim" && obj.kind != "DataVolume" && !instancetype &&
+        !migration) {
       *cli.err << "error: document " << obj.document << ": kind " << obj.kind
                << " is not supported by this handler yet\n";
       rc = 1;
@@ -172,6 +175,11 @@ int CmdApply(Cli& cli) {
         continue;
       }
       meta->set_namespace_(cli.ns);
+    }
+    if (migration) {
+      auto& m = static_cast<kvnode::v1::VirtualMachineInstanceMigration&>(*obj.object);
+      if (ApplyMigration(cli, m, dry_run) != 0) rc = 1;
+      continue;
     }
     if (instancetype) {
       auto* it = dynamic_cast<kvnode::v1::VirtualMachineInstancetype*>(obj.object.get());

@@ -82,16 +82,16 @@ TEST(PrintableStatus, PvcNotFoundBeatsStarting) {
 
 TEST(PrintableStatus, StorageFactsInKubeVirtsOrder) {
   auto vm = Vm("Always");
-  VolumeFacts all{true, true, true};
+  VolumeFacts all{true, true, true, ""};
   EXPECT_EQ(Printable(vm, nullptr, all), "DataVolumeError");
   auto unsched = Vmi("Pending", false);
   SetCond(&unsched, "PodScheduled", "False", "Unschedulable");
-  EXPECT_EQ(Printable(vm, &unsched, {false, true, true}), "DataVolumeError");
-  EXPECT_EQ(Printable(vm, &unsched, {true, false, true}), "ErrorUnschedulable");
-  EXPECT_EQ(Printable(vm, nullptr, {true, false, true}), "Provisioning");
-  EXPECT_EQ(Printable(vm, nullptr, {false, false, true}), "WaitingForVolumeBinding");
+  EXPECT_EQ(Printable(vm, &unsched, {false, true, true, ""}), "DataVolumeError");
+  EXPECT_EQ(Printable(vm, &unsched, {true, false, true, ""}), "ErrorUnschedulable");
+  EXPECT_EQ(Printable(vm, nullptr, {true, false, true, ""}), "Provisioning");
+  EXPECT_EQ(Printable(vm, nullptr, {false, false, true, ""}), "WaitingForVolumeBinding");
   // Waiting for a volume counts only when the VM means to run.
-  EXPECT_EQ(Printable(Vm("Halted"), nullptr, {false, false, true}), "Stopped");
+  EXPECT_EQ(Printable(Vm("Halted"), nullptr, {false, false, true, ""}), "Stopped");
 }
 
 TEST(PrintableStatus, ImagePullProblemsBeatStarting) {

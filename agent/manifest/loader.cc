@@ -14,6 +14,7 @@
 #include "agent/manifest/quantity.h"
 #include "kvnode/v1/instancetype.pb.h"
 #include "kvnode/v1/kubevirt.pb.h"
+#include "kvnode/v1/migration.pb.h"
 #include "kvnode/v1/options.pb.h"
 #include "kvnode/v1/storage.pb.h"
 
@@ -431,6 +432,9 @@ const std::vector<KindInfo>& Kinds() {
        &kvnode::v1::VirtualMachineInstance::default_instance()},
       {"PersistentVolumeClaim", {"v1"}, &kvnode::v1::PersistentVolumeClaim::default_instance()},
       {"DataVolume", {"cdi.kubevirt.io/v1beta1"}, &kvnode::v1::DataVolume::default_instance()},
+      {"VirtualMachineInstanceMigration",
+       {"kubevirt.io/v1", "kubevirt.io/v1alpha3"},
+       &kvnode::v1::VirtualMachineInstanceMigration::default_instance()},
       {"VirtualMachineInstancetype",
        {"instancetype.kubevirt.io/v1beta1", "instancetype.kubevirt.io/v1"},
        &kvnode::v1::VirtualMachineInstancetype::default_instance()},

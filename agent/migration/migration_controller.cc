@@ -121,9 +121,23 @@ absl::Status MigrationController::Save(VirtualMachineInstanceMigration* vmim,
 }
 
 absl::StatusOr<VirtualMachineInstanceMigration> MigrationController::Migrate(
-    const kvnode::v1::ObjectRef& ref, const std::string& target_node, uint64_t bandwidth_mib) {
+    const kvnode::v1::ObjectRef& ref, const std::string& requested_target,
+    uint64_t bandwidth_mib) {
   if (ref.name().empty()) return absl::InvalidArgumentError("vmi.name: required");
-  if (target_node.empty()) return absl::InvalidArgumentError("target_node: required");
+  std::string target_node = requested_target;
+  if (target_node.empty()) {
+    // KubeVirt's scheduler picks the target; here a node with one peer has one choice.
+    if (config_.peers.size() != 1) {
+      std::vector<std::string> known;
+      for (const auto& [name, addr] : config_.peers) known.push_back(name);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "targetNode: required: name the node to migrate to (this node knows: ",
+          known.empty() ? "none; start the handler with --peer NAME=HOST:PORT"
+                        : absl::StrJoin(known, ", "),
+          ")"));
+    }
+    target_node = config_.peers.begin()->first;
+  }
   if (target_node == config_.node_name) {
     return absl::InvalidArgumentError("target_node: \"" + target_node +
                                       "\" is this node; migrate to another node");

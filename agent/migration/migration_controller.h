@@ -40,6 +40,8 @@ class MigrationController {
   MigrationController(MigrationConfig config, VmiController* vmis, Store* store, Clock* clock);
   ~MigrationController();
 
+  // `target_node` empty: the node's only peer (KubeVirt's scheduler picks the target; a node
+  // with one peer has one choice), refused naming the peers when there are several or none.
   absl::StatusOr<kvnode::v1::VirtualMachineInstanceMigration> Migrate(
       const kvnode::v1::ObjectRef& vmi, const std::string& target_node,
       uint64_t bandwidth_mib = 0);

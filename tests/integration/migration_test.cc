@@ -511,9 +511,27 @@ TEST_F(MigrationTest, VirtualMachineMovesWithItsVmiAndIsNotStartedAgainOnA) {
       absl::Seconds(120), absl::Milliseconds(200)));
   const std::string boot_id = Ticks(a()->SerialLog(uid)).back().boot_id;
 
-  VirtualMachineInstanceMigration vmim;
-  ASSERT_TRUE(Migrate("roamer", nodes_->name_b(), 0, &vmim).ok());
-  auto ended = WaitEnded(vmim.metadata().uid());
+  // KubeVirt's VirtualMachineInstanceMigration as a user writes it, with no target: node A's
+  // only peer is the one choice.
+  std::string manifest = a()->state_dir() + "/roamer-migration.yaml";
+  std::ofstream(manifest) << R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstanceMigration
+metadata:
+  name: migration-job
+spec:
+  vmiName: roamer
+)";
+  auto applied_vmim = a()->Kvctl({"apply", "-f", manifest});
+  ASSERT_EQ(applied_vmim.exit_code, 0) << applied_vmim.out;
+  EXPECT_THAT(applied_vmim.out, ::testing::HasSubstr("to node " + nodes_->name_b()));
+  kvnode::v1::ListMigrationsResponse listed;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(nodes_->migration_a()->ListMigrations(&ctx, kvnode::v1::ListRequest(), &listed)
+                    .ok());
+  }
+  ASSERT_EQ(listed.items_size(), 1);
+  auto ended = WaitEnded(listed.items(0).metadata().uid());
   ASSERT_EQ(ended.status().phase(), "Succeeded") << ended.DebugString();
 
   auto moved = on_b.WaitVm(
