@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "agent/manifest/quantity.h"
 #include "absl/strings/str_format.h"
 #include "agent/network/resolv_conf.h"
 #include "agent/storage/block_device.h"
@@ -96,6 +97,15 @@ void CheckTools(const HandlerOptions& o, std::vector<ConfigFinding>* out) {
                                ": a VMI without a CPU request requests its vCPUs / ",
                                o.config.limits.cpu_allocation_ratio, " of the node's ",
                                o.config.limits.cpus, " CPUs")});
+  out->push_back({true, "--memory-overcommit",
+                  absl::StrCat(o.config.limits.memory_overcommit_percent,
+                               "%: a VMI without a memory request requests its guest memory x 100 / ",
+                               o.config.limits.memory_overcommit_percent, ", plus ",
+                               FormatBinaryQuantity(o.config.limits.vmi_memory_overhead_bytes),
+                               " (--vmi-memory-overhead), of the node's ",
+                               FormatBinaryQuantity(o.config.limits.memory_bytes),
+                               "; a VMI that does not fit beside the running ones waits, "
+                               "Unschedulable")});
   if (!o.pod_network) {
     out->push_back({true, "--pod-network", "off: VMIs with interfaces are refused"});
     return;

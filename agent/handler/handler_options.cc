@@ -16,11 +16,16 @@
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/uuid.h"
+#include "agent/manifest/quantity.h"
 
 namespace kvnode {
 namespace {
 
 // The namespace of node host UUIDs (a version 4 UUID picked once for kvnode).
+// What each VMI costs the node besides its guest's memory, by default: its launcher and libvirtd
+// (8.8 MiB PSS measured by kvnode-bench-density) and QEMU's own memory (device models, and under
+// TCG its translation buffers), rounded up. KubeVirt reserves about 190Mi per VMI.
+constexpr char kDefaultVmiMemoryOverhead[] = "64Mi";
 constexpr char kHostUuidNamespace[] = "6f0c7f5e-3b8e-4c2a-9d1e-2b7a5d4c8e91";
 
 std::string HostName() {
@@ -208,7 +213,7 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
       .Value("tls-key").Value("tls-ca").Value("metrics-addr").Value("api-group")
       .Value("vm-start-backoff-base").Value("vm-start-backoff-max").Bool("validate-config")
       .Value("storage-class").Value("storage-class-file").Value("free-page-reporting")
-      .Value("cpu-allocation-ratio");
+      .Value("cpu-allocation-ratio").Value("memory-overcommit").Value("vmi-memory-overhead");
   DeclareMigrationFlags(&flags);
   RETURN_IF_ERROR(flags.Parse(args));
   if (!flags.positional().empty()) {
@@ -284,6 +289,25 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
           "cpuAllocationRatio: a VMI without a CPU request requests vCPUs / ratio), got \"" +
           *ratio + "\"");
     }
+  }
+  if (auto percent = flags.Get("memory-overcommit")) {
+    if (!absl::SimpleAtoi(*percent, &c.limits.memory_overcommit_percent) ||
+        c.limits.memory_overcommit_percent < 10 || c.limits.memory_overcommit_percent > 1000) {
+      return absl::InvalidArgumentError(
+          "--memory-overcommit: expected a percentage from 10 to 1000 (KubeVirt's "
+          "memoryOvercommit: a VMI without a memory request requests its guest memory × 100 / "
+          "percentage), got \"" + *percent + "\"");
+    }
+  }
+  {
+    std::string overhead = flags.GetOr("vmi-memory-overhead", kDefaultVmiMemoryOverhead);
+    auto q = Quantity::Parse(overhead);
+    if (!q.ok() || q->IsNegative() || q->Value() > (int64_t{1} << 40)) {
+      return absl::InvalidArgumentError(
+          "--vmi-memory-overhead: expected a memory quantity from 0 to 1Ti (what each VMI costs "
+          "the node besides its guest's memory), got \"" + overhead + "\"");
+    }
+    c.limits.vmi_memory_overhead_bytes = q->Value();
   }
   o.cgroup_root = flags.GetOr("cgroup-root", "");
   o.capabilities_dir = flags.GetOr("capabilities-dir", NodePaths(c.state_dir).capabilities_dir());

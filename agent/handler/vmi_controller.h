@@ -244,6 +244,9 @@ class VmiController {
     bool launcher_alive = false;
     bool launcher_ready = false;
     bool start_scheduled = false;
+    // The node's CPU and memory are held for it (RequestOf): from the start that fit until it
+    // ends, or until a start that failed gives them back.
+    bool resources_held = false;
     bool shutdown_sent = false;
     absl::Time launcher_started;
     // Liveness: last time the launcher answered or notified; probe bookkeeping.
@@ -375,6 +378,11 @@ class VmiController {
   // wait in Pending and try again (no pod IP yet) rather than fail.
   absl::StatusOr<PodLaunch> LaunchPod(const kvnode::v1::VirtualMachineInstance& vmi,
                                       const LauncherIdentity& id, bool* retry);
+  // Holds the node's CPU and memory for `r`'s start when what the VMIs that run hold leaves
+  // room (KubeVirt: the launcher pod's requests against the node's allocatable); otherwise
+  // marks it PodScheduled=False, reason Unschedulable, with the scheduler's message and
+  // returns false.
+  bool HoldResourcesLocked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnStartFailedLocked(Record* r, const absl::Status& status, bool retry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The pod's DHCP server (dhcp_supervision.cc): watched while the launcher lives; when it

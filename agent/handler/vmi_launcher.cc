@@ -188,6 +188,10 @@ void VmiController::StartLauncher(const std::string& uid) {
     }
     vmi = r->vmi;
     migration_target = r->migration_target;
+    if (!HoldResourcesLocked(r)) {
+      r->start_scheduled = false;  // the janitor tries again
+      return;
+    }
   }
   // Admitted again at every start, not only at Sync: a VMI recovered after a restart or
   // brought by a migration meets the node's rules as they are now (a host-disk root that was
@@ -257,7 +261,39 @@ void VmiController::StartLauncher(const std::string& uid) {
   Count(kLauncherStarts);
 }
 
+bool VmiController::HoldResourcesLocked(Record* r) {
+  if (r->resources_held) return true;
+  ResourceRequest held;
+  for (const auto& [uid, other] : by_uid_) {
+    if (other.get() == r || IsFinalPhase(other->vmi.status().phase())) continue;
+    if (!other->resources_held && !other->launcher_alive) continue;
+    ResourceRequest o = RequestOf(other->vmi.spec(), config_.limits);
+    held.cpu_milli += o.cpu_milli;
+    held.memory_bytes += o.memory_bytes;
+  }
+  std::string insufficient =
+      InsufficientResources(held, RequestOf(r->vmi.spec(), config_.limits), config_.limits);
+  auto* conds = r->vmi.mutable_status()->mutable_conditions();
+  if (!insufficient.empty()) {
+    // As a launcher pod the scheduler cannot place: the VMI waits, Pending, and starts when
+    // another VMI ends and gives its share back.
+    if (SetCondition(conds, "PodScheduled", "False", "Unschedulable", insufficient,
+                     clock_->Now())) {
+      (void)Persist(r, "MODIFIED");
+      EventLocked(r->vmi, "Warning", "FailedScheduling", insufficient);
+    }
+    return false;
+  }
+  if (FindCondition(*conds, "PodScheduled") != nullptr) {
+    RemoveCondition(conds, "PodScheduled");
+    (void)Persist(r, "MODIFIED");
+  }
+  r->resources_held = true;
+  return true;
+}
+
 void VmiController::OnStartFailedLocked(Record* r, const absl::Status& status, bool retry) {
+  r->resources_held = false;
   std::string message(status.message());
   if (retry) {
     // As KubeVirt: the VMI stays Pending with Synchronized=False until what it waits for (its

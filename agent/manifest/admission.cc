@@ -720,9 +720,19 @@ void CheckMemory(const DomainSpec& domain, const FieldPath& domain_path,
                            domain_path.Child("resources").Child("limits").Key("memory").str(), " (",
                            domain.resources().limits().at("memory"), ")"));
   }
-  if (node.memory_bytes > 0 && guest->Value() > node.memory_bytes) {
-    review->errors.Add(path, absl::StrCat(text, " exceeds the node's memory (",
-                                          FormatBinaryQuantity(node.memory_bytes), ")"));
+  // What the VMI requests of it, with KubeVirt's memoryOvercommit: a guest may be larger than
+  // the node when overcommitted, as long as its request is not.
+  const int percent = std::max(node.memory_overcommit_percent, 1);
+  const int64_t requested =
+      static_cast<int64_t>(static_cast<__int128>(guest->Value()) * 100 / percent);
+  if (node.memory_bytes > 0 && requested > node.memory_bytes) {
+    review->errors.Add(
+        path, absl::StrCat(text, " exceeds the node's memory (",
+                           FormatBinaryQuantity(node.memory_bytes), ")",
+                           percent == 100 ? ""
+                                          : absl::StrCat(" even with the memory overcommit of ",
+                                                         percent, "% (it requests ",
+                                                         FormatBinaryQuantity(requested), ")")));
   }
   CheckMaxGuestAndHugepages(domain, domain_path, path, *guest, review);
 }
@@ -780,6 +790,8 @@ void CheckCpu(const kvnode::v1::CPU& cpu, const FieldPath& path, AdmissionReview
   }
 }
 
+int64_t SharedVcpuMilli(uint64_t vcpus, int ratio);
+
 // The CPU a VMI requests, as KubeVirt's launcher pod requests it (virt-controller's
 // rendercontainer): requests.cpu, else limits.cpu (Kubernetes defaults a request to its limit),
 // else vCPUs / cpuAllocationRatio; dedicated vCPUs request one CPU each. vCPUs themselves
@@ -813,12 +825,18 @@ void CheckCpuRequest(const DomainSpec& domain, const FieldPath& domain_path,
     return;
   }
   const int ratio = std::max(node.cpu_allocation_ratio, 1);
-  const int64_t milli = (static_cast<int64_t>(vcpus) * 1000 + ratio - 1) / ratio;
+  const int64_t milli = SharedVcpuMilli(vcpus, ratio);
   if (milli > node_milli) {
     review->errors.Add(domain_path.Child("cpu"),
                        absl::StrCat(vcpus, " vCPUs request ", milli, "m of CPU (vCPUs / the CPU "
                                     "allocation ratio ", ratio, "), more than ", node_cpus));
   }
+}
+
+// vCPUs / ratio of a CPU, rounded up to a millicore.
+int64_t SharedVcpuMilli(uint64_t vcpus, int ratio) {
+  ratio = std::max(ratio, 1);
+  return (static_cast<int64_t>(vcpus) * 1000 + ratio - 1) / ratio;
 }
 
 // q35 and i440fx ("pc"), optionally versioned; KubeVirt's emulatedMachines for amd64 plus pc.
@@ -1977,6 +1995,55 @@ AdmissionReview AdmitVmi(const kvnode::v1::VirtualMachineInstance& vmi, const No
       {VirtualMachineInstance::kMetadataFieldNumber, VirtualMachineInstance::kSpecFieldNumber,
        VirtualMachineInstance::kStatusFieldNumber});
   return review;
+}
+
+ResourceRequest RequestOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
+                          const NodeLimits& node) {
+  const DomainSpec& domain = spec.domain();
+  const auto& requests = domain.resources().requests();
+  const auto& limits = domain.resources().limits();
+  // The first of `keys`' quantities that is set and parses, in `map`s order.
+  auto first = [](std::initializer_list<const google::protobuf::Map<std::string, std::string>*> maps,
+                  const char* key) -> std::optional<Quantity> {
+    for (const auto* map : maps) {
+      auto it = map->find(key);
+      if (it == map->end()) continue;
+      auto q = Quantity::Parse(it->second);
+      if (q.ok() && !q->IsNegative()) return *q;
+    }
+    return std::nullopt;
+  };
+  ResourceRequest r;
+  const uint64_t vcpus = VcpuCount(domain.cpu());
+  if (domain.cpu().dedicated_cpu_placement()) {
+    r.cpu_milli = static_cast<int64_t>(vcpus) * 1000;
+  } else if (auto cpu = first({&requests, &limits}, "cpu")) {
+    r.cpu_milli = cpu->MilliValue();
+  } else {
+    r.cpu_milli = SharedVcpuMilli(vcpus, node.cpu_allocation_ratio);
+  }
+  if (auto memory = first({&requests, &limits}, "memory")) {
+    r.memory_bytes = memory->Value();
+  } else if (auto guest = Quantity::Parse(domain.memory().guest());
+             guest.ok() && !guest->IsNegative()) {
+    int percent = std::max(node.memory_overcommit_percent, 1);
+    r.memory_bytes = static_cast<int64_t>(static_cast<__int128>(guest->Value()) * 100 / percent);
+  }
+  r.memory_bytes += node.vmi_memory_overhead_bytes;
+  return r;
+}
+
+std::string InsufficientResources(const ResourceRequest& held, const ResourceRequest& want,
+                                  const NodeLimits& node) {
+  std::vector<std::string> short_of;
+  if (node.cpus > 0 && held.cpu_milli + want.cpu_milli > int64_t{node.cpus} * 1000) {
+    short_of.push_back("1 Insufficient cpu");
+  }
+  if (node.memory_bytes > 0 && held.memory_bytes + want.memory_bytes > node.memory_bytes) {
+    short_of.push_back("1 Insufficient memory");
+  }
+  if (short_of.empty()) return "";
+  return absl::StrCat("0/1 nodes are available: ", absl::StrJoin(short_of, ", "), ".");
 }
 
 void CheckObjectSchemaValues(const google::protobuf::Message& object, AdmissionReview* review) {

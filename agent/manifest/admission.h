@@ -44,7 +44,31 @@ struct NodeLimits {
   std::vector<std::string> host_disk_roots;
   // Networking (masquerade on the pod network) is available on this node.
   bool pod_network_supported = true;
+  // KubeVirt's memoryOvercommit: a VMI without a memory request requests its guest memory ×
+  // 100 / this percentage (100: none; 150: a 3Gi guest requests 2Gi).
+  int memory_overcommit_percent = 100;
+  // What each running VMI costs the node besides its guest's memory (its launcher, libvirtd
+  // and QEMU's own memory), added to its memory request as KubeVirt adds its overhead.
+  int64_t vmi_memory_overhead_bytes = 0;
 };
+
+// What a VMI holds of its node while it runs, as KubeVirt's launcher pod requests it
+// (virt-controller's rendercontainer): CPU from requests.cpu, else limits.cpu (Kubernetes
+// defaults a request to its limit), else vCPUs / cpu_allocation_ratio, one CPU per vCPU when
+// dedicated; memory from requests.memory, else limits.memory, else the guest's memory less the
+// overcommit, plus the per-VMI overhead. Unparsable values count as zero (admission names them).
+struct ResourceRequest {
+  int64_t cpu_milli = 0;
+  int64_t memory_bytes = 0;
+};
+ResourceRequest RequestOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
+                          const NodeLimits& node);
+
+// Kubernetes' scheduler message when `want` does not fit the node beside what `held` already
+// takes: "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory."; empty when it
+// fits (or the node's size is unknown).
+std::string InsufficientResources(const ResourceRequest& held, const ResourceRequest& want,
+                                  const NodeLimits& node);
 
 struct AdmissionReview {
   FieldErrors errors;

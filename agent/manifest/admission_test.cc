@@ -685,6 +685,51 @@ TEST(AdmissionCpuTest, AnExplicitCpuRequestOrLimitMustFit) {
                                        "the node's CPUs (2)"));
 }
 
+// What a running VMI holds of its node, summed by the handler over the VMIs that run.
+TEST(AdmissionRequestTest, RequestsAsTheLauncherPodWouldMakeThem) {
+  auto vmi = BaseVmi();
+  ApplyVmiDefaults(&vmi);
+  NodeLimits node = Node();
+  node.vmi_memory_overhead_bytes = 64 << 20;
+  Domain(&vmi)->mutable_cpu()->set_cores(4);
+  Domain(&vmi)->mutable_resources()->clear_requests();
+  Domain(&vmi)->mutable_memory()->set_guest("3Gi");
+  ResourceRequest r = RequestOf(vmi.spec(), node);
+  EXPECT_EQ(r.cpu_milli, 400);  // 4 vCPUs / 10
+  EXPECT_EQ(r.memory_bytes, 3 * kGi + (64 << 20));
+  node.memory_overcommit_percent = 150;  // KubeVirt's memoryOvercommit
+  EXPECT_EQ(RequestOf(vmi.spec(), node).memory_bytes, 2 * kGi + (64 << 20));
+  (*Domain(&vmi)->mutable_resources()->mutable_requests())["memory"] = "1Gi";
+  (*Domain(&vmi)->mutable_resources()->mutable_limits())["cpu"] = "1500m";
+  r = RequestOf(vmi.spec(), node);
+  EXPECT_EQ(r.cpu_milli, 1500);  // the limit, as Kubernetes defaults a request to it
+  EXPECT_EQ(r.memory_bytes, kGi + (64 << 20));
+  Domain(&vmi)->mutable_cpu()->set_dedicated_cpu_placement(true);
+  EXPECT_EQ(RequestOf(vmi.spec(), node).cpu_milli, 4000);
+
+  ResourceRequest held{1500, 7 * kGi};
+  EXPECT_EQ(InsufficientResources(held, {400, kGi}, node), "");
+  EXPECT_EQ(InsufficientResources(held, {600, kGi}, node),
+            "0/1 nodes are available: 1 Insufficient cpu.");
+  EXPECT_EQ(InsufficientResources(held, {600, kGi + 1}, node),
+            "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory.");
+}
+
+TEST(AdmissionRequestTest, MemoryOvercommitLetsAGuestLargerThanTheNodeIn) {
+  auto vmi = BaseVmi();
+  Domain(&vmi)->mutable_resources()->clear_requests();
+  Domain(&vmi)->mutable_memory()->set_guest("12Gi");
+  EXPECT_THAT(Errors(vmi), ElementsAre("spec.domain.memory.guest: 12Gi exceeds the node's memory "
+                                       "(8Gi)"));
+  NodeLimits node = Node();
+  node.memory_overcommit_percent = 200;  // requests 6Gi
+  EXPECT_THAT(Errors(vmi, node), IsEmpty());
+  node.memory_overcommit_percent = 120;  // requests 10Gi
+  EXPECT_THAT(Errors(vmi, node),
+              ElementsAre("spec.domain.memory.guest: 12Gi exceeds the node's memory (8Gi) even "
+                          "with the memory overcommit of 120% (it requests 10Gi)"));
+}
+
 TEST(AdmissionCpuTest, DedicatedVcpusEachNeedACpu) {
   auto vmi = BaseVmi();
   Domain(&vmi)->mutable_cpu()->set_cores(2);

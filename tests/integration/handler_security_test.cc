@@ -623,11 +623,14 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
                                     "copy under TCG on QEMU before 9.0"));
   auto on = RunCommand({BinaryDir() + "/kvnode-handler", "--validate-config", "--virt-type", "qemu",
                         "--free-page-reporting", "on", "--cpu-allocation-ratio", "4",
+                        "--memory-overcommit", "150", "--vmi-memory-overhead", "32Mi",
                         "--state-dir", state, "--socket", "/tmp/kvit-validate-sock/x.sock"});
   ASSERT_TRUE(on.ok());
   EXPECT_THAT(on->output, HasSubstr("--free-page-reporting: on for VMIs that do not opt out"));
   EXPECT_THAT(on->output, HasSubstr("--cpu-allocation-ratio: 4: a VMI without a CPU request "
                                     "requests its vCPUs / 4"));
+  EXPECT_THAT(on->output, HasSubstr("--memory-overcommit: 150%: a VMI without a memory request "
+                                    "requests its guest memory x 100 / 150, plus 32Mi"));
   // A bad value is refused with the flag named.
   auto expect_refused = [&](const std::string& flag, const std::string& value,
                             const std::string& message) {
@@ -643,6 +646,10 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
                  "--migration-guest-pause: expected auto, never or always, got \"later\"");
   expect_refused("--cpu-allocation-ratio", "0",
                  "--cpu-allocation-ratio: expected a number from 1 to 1000");
+  expect_refused("--memory-overcommit", "5",
+                 "--memory-overcommit: expected a percentage from 10 to 1000");
+  expect_refused("--vmi-memory-overhead", "lots",
+                 "--vmi-memory-overhead: expected a memory quantity from 0 to 1Ti");
   struct stat st;
   EXPECT_NE(stat(absl::StrCat("/tmp/kvit-validate-", getpid()).c_str(), &st), 0)
       << "--validate-config created the state dir";

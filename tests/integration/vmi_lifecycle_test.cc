@@ -127,6 +127,45 @@ TEST_F(VmiLifecycleTest, FourVcpusOvercommitTwoCoresAndTheGuestSeesThem) {
       << handler_->SerialLog(vmi.metadata().uid());
 }
 
+// Requests are summed over the VMIs that run, as the kubelet holds its pods' requests against
+// the node: two VMIs requesting 1500m of CPU each do not both fit 2 CPUs. The second waits,
+// Pending, PodScheduled=False with the scheduler's message, and starts by itself once the
+// first is gone.
+TEST_F(VmiLifecycleTest, AVmiThatDoesNotFitBesideTheRunningOnesWaitsAndStartsWhenRoomFrees) {
+  auto condition = [](const VirtualMachineInstance& v) -> const kvnode::v1::Condition* {
+    for (const auto& c : v.status().conditions()) {
+      if (c.type() == "PodScheduled") return &c;
+    }
+    return nullptr;
+  };
+  auto big = [](VirtualMachineInstance* v) {
+    (*v->mutable_spec()->mutable_domain()->mutable_resources()->mutable_requests())["cpu"] =
+        "1500m";
+  };
+  VirtualMachineInstance first = StartGuest("big-one", "normal", 0, big);
+  ASSERT_EQ(first.status().phase(), "Running") << first.status().reason();
+  ASSERT_TRUE(handler_->PrepareDisk("default", "big-two-disk").ok());
+  VirtualMachineInstance second = GuestVmi("big-two", "big-two-disk", 0);
+  big(&second);
+  Sync(second);
+  auto waiting = WaitCondition("big-two", "PodScheduled", "False", absl::Seconds(30));
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_EQ(waiting->status().phase(), "Pending");
+  const auto* cond = condition(*waiting);
+  ASSERT_NE(cond, nullptr);
+  EXPECT_EQ(cond->reason(), "Unschedulable");
+  EXPECT_EQ(cond->message(), "0/1 nodes are available: 1 Insufficient cpu.");
+  absl::SleepFor(absl::Seconds(3));  // the janitor looks again every 2 s: it still waits
+  auto still = VmiNow("big-two");
+  ASSERT_TRUE(still.ok());
+  EXPECT_EQ(still->status().phase(), "Pending");
+  EXPECT_EQ(still->status().launcher().pid(), 0);
+  DeleteAndWatchFinal("big-one", 0, absl::Seconds(30));
+  auto running = WaitPhase("big-two", "Running", kBoot);
+  ASSERT_TRUE(running.ok()) << running.status();
+  EXPECT_EQ(condition(*running), nullptr);
+}
+
 TEST_F(VmiLifecycleTest, DeleteWithTheDefaultGraceShutsTheGuestDownByAcpi) {
   VirtualMachineInstance vmi = StartGuest("acpi");
   const std::string uid = vmi.metadata().uid();
