@@ -57,6 +57,9 @@ Commands:
                                         handler); --watch shows a progress bar
   migrate-cancel NAME                   abort the VMI's migration in progress
   get vmim [NAME] [-o json|yaml]        VirtualMachineInstanceMigrations and their phases
+  get migrationpolicy [NAME] [-o json|yaml] | delete migrationpolicy NAME
+                                        MigrationPolicies (apply -f takes them): the VMIs they
+                                        match migrate with their settings
 
 The socket is --socket, else $KVNODE_SOCKET, else /run/kvnode/handler.sock.
 )";
@@ -85,6 +88,12 @@ int Run(int argc, char** argv) {
   if (verb == "apply") return CmdApply(cli);
   if (verb == "get" && !cli.args.empty() && IsMigrationResource(cli.args[0])) {
     return CmdGetMigrations(cli);
+  }
+  if (verb == "get" && !cli.args.empty() && IsMigrationPolicyResource(cli.args[0])) {
+    return CmdGetMigrationPolicies(cli);
+  }
+  if (verb == "delete" && cli.args.size() == 2 && IsMigrationPolicyResource(cli.args[0])) {
+    return DeleteMigrationPolicy(cli, cli.args[1]);
   }
   if (verb == "get") return CmdGet(cli);
   if (verb == "describe") return CmdDescribe(cli);

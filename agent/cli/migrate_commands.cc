@@ -200,4 +200,77 @@ int CmdGetMigrations(Cli& cli) {
   return 0;
 }
 
+// --- MigrationPolicies ---
+
+bool IsMigrationPolicyResource(const std::string& r) {
+  return r == "migrationpolicy" || r == "migrationpolicies" ||
+         r == "migrationpolicies.migrations.kubevirt.io";
+}
+
+int ApplyMigrationPolicy(Cli& cli, const kvnode::v1::MigrationPolicy& policy, bool dry_run) {
+  kvnode::v1::ApplyMigrationPolicyRequest req;
+  *req.mutable_policy() = policy;
+  req.set_dry_run(dry_run);
+  kvnode::v1::ApplyMigrationPolicyResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = Stub(cli)->ApplyMigrationPolicy(&ctx, req, &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  *cli.out << "migrationpolicy.migrations.kubevirt.io/" << resp.policy().metadata().name() << " "
+           << ApplyVerb(resp.result()) << (dry_run ? " (server dry run)" : "") << "\n";
+  return 0;
+}
+
+int CmdGetMigrationPolicies(Cli& cli) {
+  std::string name = cli.args.size() > 1 ? cli.args[1] : "";
+  kvnode::v1::ListMigrationPoliciesResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = Stub(cli)->ListMigrationPolicies(&ctx, kvnode::v1::Empty(), &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  std::vector<kvnode::v1::MigrationPolicy> items;
+  for (const auto& p : resp.items()) {
+    if (name.empty() || p.metadata().name() == name) items.push_back(p);
+  }
+  if (!name.empty() && items.empty()) {
+    *cli.err << "Error from server (NotFound): migrationpolicies.migrations.kubevirt.io \""
+             << name << "\" not found\n";
+    return 1;
+  }
+  std::string output = cli.flags.GetOr("output", "");
+  if (output == "json" || output == "yaml") {
+    for (const auto& p : items) {
+      *cli.out << (output == "json" ? MessageToJson(p) + "\n" : "---\n" + MessageToYaml(p));
+    }
+    return 0;
+  }
+  absl::Time now = absl::Now();
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& p : items) {
+    const auto& spec = p.spec();
+    auto flag = [](bool has, bool value) { return has ? (value ? "true" : "false") : "<node>"; };
+    rows.push_back({p.metadata().name(),
+                    spec.bandwidth_per_migration().empty() ? "<node>"
+                                                           : spec.bandwidth_per_migration(),
+                    spec.has_completion_timeout_per_gi_b()
+                        ? absl::StrCat(spec.completion_timeout_per_gi_b(), "s")
+                        : "<node>",
+                    flag(spec.has_allow_post_copy(), spec.allow_post_copy()),
+                    flag(spec.has_allow_auto_converge(), spec.allow_auto_converge()),
+                    Age(p.metadata().creation_timestamp(), now)});
+  }
+  PrintTable(*cli.out, {"NAME", "BANDWIDTH", "TIMEOUT/GIB", "POST-COPY", "AUTO-CONVERGE", "AGE"},
+             rows);
+  return 0;
+}
+
+int DeleteMigrationPolicy(Cli& cli, const std::string& name) {
+  kvnode::v1::ObjectRef ref;
+  ref.set_name(name);
+  kvnode::v1::MigrationPolicy gone;
+  grpc::ClientContext ctx;
+  grpc::Status s = Stub(cli)->DeleteMigrationPolicy(&ctx, ref, &gone);
+  if (!s.ok()) return cli.RpcError(s);
+  *cli.out << "migrationpolicy.migrations.kubevirt.io \"" << name << "\" deleted\n";
+  return 0;
+}
+
 }  // namespace kvnode

@@ -21,6 +21,13 @@ int CmdGetMigrations(Cli& cli);
 // "vmim", "vmims", "virtualmachineinstancemigration(s)[.kubevirt.io]".
 bool IsMigrationResource(const std::string& resource);
 
+// MigrationPolicies: `kvctl apply`, `get migrationpolicy [NAME] [-o json|yaml]`, `delete
+// migrationpolicy NAME`.
+bool IsMigrationPolicyResource(const std::string& resource);
+int ApplyMigrationPolicy(Cli& cli, const kvnode::v1::MigrationPolicy& policy, bool dry_run);
+int CmdGetMigrationPolicies(Cli& cli);
+int DeleteMigrationPolicy(Cli& cli, const std::string& name);
+
 // One line of `migrate --watch`: a bar of data processed out of the total, the remaining
 // data and the rate ("[##########----------]  50%  64.0 MiB of 128.0 MiB, 64.0 MiB remaining,
 // 10.0 MiB/s  Running").

@@ -158,9 +158,10 @@ int CmdApply(Cli& cli) {
   for (auto& obj : loaded.objects) {
     bool instancetype = !InstancetypeKindForResource(obj.kind).empty();
     bool migration = obj.kind == "VirtualMachineInstanceMigration";
+    bool policy = obj.kind == "MigrationPolicy";
     if (obj.kind != "VirtualMachineInstance" && obj.kind != "VirtualMachine" &&
         obj.kind != "PersistentVolumeClaim" && obj.kind != "DataVolume" && !instancetype &&
-        !migration) {
+        !migration && !policy) {
       *cli.err << "error: document " << obj.document << ": kind " << obj.kind
                << " is not supported by this handler yet\n";
       rc = 1;
@@ -175,6 +176,11 @@ int CmdApply(Cli& cli) {
         continue;
       }
       meta->set_namespace_(cli.ns);
+    }
+    if (policy) {
+      auto& p = static_cast<kvnode::v1::MigrationPolicy&>(*obj.object);
+      if (ApplyMigrationPolicy(cli, p, dry_run) != 0) rc = 1;
+      continue;
     }
     if (migration) {
       auto& m = static_cast<kvnode::v1::VirtualMachineInstanceMigration&>(*obj.object);

@@ -11,8 +11,10 @@
 #include "agent/base/uuid.h"
 #include "agent/handler/vmi_status.h"
 #include "agent/migration/migration_monitor.h"
+#include "agent/migration/migration_policy.h"
 #include "agent/migration/tunnel.h"
 #include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace kvnode {
 namespace {
@@ -37,9 +39,16 @@ MigrationController::MigrationController(MigrationConfig config, VmiController* 
       vmis_(vmis),
       store_(store),
       clock_(clock) {
+  absl::MutexLock lock(&mu_);
+  // Policies first: a migration resumed below runs with the policy it started with.
+  if (auto policies = store_->List(kMigrationPolicyKind); policies.ok()) {
+    for (const StoredObject& o : *policies) {
+      kvnode::v1::MigrationPolicy policy;
+      if (FromJson(o.json, &policy).ok()) policies_[o.name] = std::move(policy);
+    }
+  }
   auto stored = store_->List(kVmimKind);
   if (!stored.ok()) return;
-  absl::MutexLock lock(&mu_);
   for (const StoredObject& o : *stored) {
     VirtualMachineInstanceMigration vmim;
     if (!google::protobuf::util::JsonStringToMessage(o.json, &vmim).ok()) continue;
@@ -95,6 +104,9 @@ bool MigrationController::ResumeLocked(const VirtualMachineInstanceMigration& vm
   m->ref = ref;
   m->vmi_uid = vmi_uid;
   m->abort_requested = vmim.status().migration_state().abort_requested();
+  m->policy = config_.policy;
+  auto policy = policies_.find(vmim.status().migration_state().migration_policy_name());
+  if (policy != policies_.end()) m->policy = WithMigrationPolicy(config_.policy, policy->second);
   auto peer = config_.peers.find(vmim.spec().target_node());
   if (peer != config_.peers.end()) m->target_address = peer->second;
   Outbound* raw = m.get();
@@ -170,11 +182,23 @@ absl::StatusOr<VirtualMachineInstanceMigration> MigrationController::Migrate(
   state.set_target_node(target_node);
   state.set_mode("PreCopy");
   m->target_address = peer->second;
-  m->bandwidth_mib = bandwidth_mib > 0 ? bandwidth_mib : config_.policy.bandwidth_mib;
   m->ref = ref;
   m->ref.set_namespace_(ns);
 
   absl::MutexLock lock(&mu_);
+  m->policy = config_.policy;
+  if (auto vmi = vmis_->Get(m->ref); vmi.ok()) {
+    std::vector<kvnode::v1::MigrationPolicy> policies;
+    for (const auto& [name, p] : policies_) policies.push_back(p);
+    std::map<std::string, std::string> labels(vmi->metadata().labels().begin(),
+                                              vmi->metadata().labels().end());
+    if (const auto* matched = MatchMigrationPolicy(policies, labels, ns); matched != nullptr) {
+      m->policy = WithMigrationPolicy(config_.policy, *matched);
+      state.set_migration_policy_name(matched->metadata().name());
+    }
+  }
+  // kvctl migrate --bandwidth, else the policy's, else the node's.
+  m->bandwidth_mib = bandwidth_mib > 0 ? bandwidth_mib : m->policy.bandwidth_mib;
   int outbound = static_cast<int>(active_.size());
   if (outbound >= config_.policy.max_outbound) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -340,8 +364,8 @@ std::string MigrationController::StartLauncherMigration(
   req.set_socket_path(socket);
   req.set_migration_uid(m->vmim.metadata().uid());
   req.set_bandwidth_mib(m->bandwidth_mib);
-  req.set_allow_auto_converge(config_.policy.allow_auto_converge);
-  req.set_allow_post_copy(config_.policy.allow_post_copy);
+  req.set_allow_auto_converge(m->policy.allow_auto_converge);
+  req.set_allow_post_copy(m->policy.allow_post_copy);
   // Each copied disk first (it may lie under either dir), then the VMI dir (it lies under
   // the state dir).
   for (const auto& d : prepared.copied_disks()) {
@@ -354,7 +378,7 @@ std::string MigrationController::StartLauncherMigration(
   }
   for (const std::string& disk : m->empty_disks) req.add_copy_disks(disk);
   req.set_direct(m->direct);
-  req.set_guest_pause(config_.policy.guest_pause);
+  req.set_guest_pause(m->policy.guest_pause);
   auto* rw = req.add_rewrites();
   rw->set_from(m->socket_dir);
   rw->set_to(prepared.target_socket_dir());
@@ -378,7 +402,7 @@ std::string MigrationController::StartLauncherMigration(
 
 bool MigrationController::FollowJob(Outbound* m, std::string* reason, bool* aborted,
                                     bool* source_gone) {
-  MigrationMonitor monitor(config_.policy, clock_->Now());
+  MigrationMonitor monitor(m->policy, clock_->Now());
   bool abort_sent = false;
   int errors = 0;
   absl::Time last_published = absl::InfinitePast();
@@ -541,7 +565,7 @@ void MigrationController::RunMigration(Outbound* m) {
     // through the pod's loopback too. A VMI without a pod network of its own can only be
     // tunnelled.
     absl::StatusOr<int> netns = -1;
-    if (m->block_migration() || !config_.policy.tunnelled) {
+    if (m->block_migration() || !m->policy.tunnelled) {
       netns = vmis_->LauncherNetns(m->vmi_uid);
       if (absl::IsFailedPrecondition(netns.status()) && !m->block_migration()) netns = -1;
     }
@@ -614,6 +638,70 @@ void MigrationController::Retire(Outbound* m, bool succeeded, const std::string&
     it->second->thread.detach();
     active_.erase(it);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// MigrationPolicies
+// ---------------------------------------------------------------------------------------------
+
+absl::StatusOr<MigrationController::ApplyPolicyResult> MigrationController::ApplyPolicy(
+    kvnode::v1::MigrationPolicy policy, bool dry_run) {
+  ApplyMigrationPolicyDefaults(&policy);
+  AdmissionReview review = AdmitMigrationPolicy(policy);
+  if (!review.allowed()) return review.errors.ToStatus();
+  ApplyPolicyResult result;
+  result.warnings = review.warnings;
+  absl::MutexLock lock(&mu_);
+  auto* meta = policy.mutable_metadata();
+  auto it = policies_.find(meta->name());
+  if (it != policies_.end()) {
+    kvnode::v1::MigrationPolicy updated = it->second;
+    *updated.mutable_spec() = policy.spec();
+    *updated.mutable_metadata()->mutable_labels() = meta->labels();
+    *updated.mutable_metadata()->mutable_annotations() = meta->annotations();
+    bool changed = !google::protobuf::util::MessageDifferencer::Equals(updated, it->second);
+    if (changed) updated.mutable_metadata()->set_generation(it->second.metadata().generation() + 1);
+    result.result = changed ? "MODIFIED" : "UNCHANGED";
+    if (changed && !dry_run) {
+      RETURN_IF_ERROR(store_->Put(kMigrationPolicyKind, &updated, "MODIFIED").status());
+      it->second = updated;
+    }
+    result.policy = updated;
+    return result;
+  }
+  meta->set_uid(NewRandomUuid());
+  meta->set_creation_timestamp(FormatTimestamp(clock_->Now()));
+  meta->set_generation(1);
+  meta->clear_resource_version();
+  result.result = "ADDED";
+  if (!dry_run) {
+    RETURN_IF_ERROR(store_->Put(kMigrationPolicyKind, &policy, "ADDED").status());
+    policies_[meta->name()] = policy;
+  }
+  result.policy = policy;
+  return result;
+}
+
+std::vector<kvnode::v1::MigrationPolicy> MigrationController::ListPolicies() {
+  absl::MutexLock lock(&mu_);
+  std::vector<kvnode::v1::MigrationPolicy> out;
+  for (const auto& [name, policy] : policies_) out.push_back(policy);
+  return out;
+}
+
+absl::StatusOr<kvnode::v1::MigrationPolicy> MigrationController::DeletePolicy(
+    const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  auto it = policies_.find(name);
+  if (it == policies_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("migrationpolicies.migrations.kubevirt.io \"", name, "\" not found"));
+  }
+  // A migration already running keeps the settings it started with.
+  kvnode::v1::MigrationPolicy gone = it->second;
+  RETURN_IF_ERROR(store_->Delete(kMigrationPolicyKind, &gone).status());
+  policies_.erase(it);
+  return gone;
 }
 
 }  // namespace kvnode

@@ -49,6 +49,18 @@ class MigrationController {
       const kvnode::v1::ObjectRef& vmi);
   std::vector<kvnode::v1::VirtualMachineInstanceMigration> List(const std::string& ns);
 
+  // MigrationPolicies (migration_policy.h): kept in the Store; each migration runs with the one
+  // that matches its VMI when it starts (named in status.migrationState.migrationPolicyName).
+  struct ApplyPolicyResult {
+    kvnode::v1::MigrationPolicy policy;
+    std::vector<std::string> warnings;
+    std::string result;  // ADDED, MODIFIED, UNCHANGED
+  };
+  absl::StatusOr<ApplyPolicyResult> ApplyPolicy(kvnode::v1::MigrationPolicy policy,
+                                                bool dry_run);
+  std::vector<kvnode::v1::MigrationPolicy> ListPolicies();
+  absl::StatusOr<kvnode::v1::MigrationPolicy> DeletePolicy(const std::string& name);
+
  private:
   struct Outbound {
     kvnode::v1::VirtualMachineInstanceMigration vmim;
@@ -58,6 +70,8 @@ class MigrationController {
     std::string socket_dir;  // VmiPaths::socket_dir() on this node
     std::string target_address;
     uint64_t bandwidth_mib = 0;
+    // The node's settings, or those of the MigrationPolicy that matched the VMI.
+    MigrationPolicy policy;
     // Block migration: the source's disk of each node-local claim, by claim name, and the
     // VMI's emptyDisks (under its dir, which the target has too).
     std::map<std::string, std::string> local_disks;
@@ -111,6 +125,7 @@ class MigrationController {
   absl::Mutex mu_;
   std::map<std::string, kvnode::v1::VirtualMachineInstanceMigration> finished_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<Outbound>> active_ ABSL_GUARDED_BY(mu_);  // by VMIM uid
+  std::map<std::string, kvnode::v1::MigrationPolicy> policies_ ABSL_GUARDED_BY(mu_);  // by name
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -512,9 +512,22 @@ TEST_F(MigrationTest, VirtualMachineMovesWithItsVmiAndIsNotStartedAgainOnA) {
   const std::string boot_id = Ticks(a()->SerialLog(uid)).back().boot_id;
 
   // KubeVirt's VirtualMachineInstanceMigration as a user writes it, with no target: node A's
-  // only peer is the one choice.
+  // only peer is the one choice. A MigrationPolicy in the same file matches the VMI by its
+  // namespace and gives the migration its settings.
   std::string manifest = a()->state_dir() + "/roamer-migration.yaml";
-  std::ofstream(manifest) << R"(apiVersion: kubevirt.io/v1
+  std::ofstream(manifest) << R"(apiVersion: migrations.kubevirt.io/v1alpha1
+kind: MigrationPolicy
+metadata:
+  name: default-namespace
+spec:
+  allowAutoConverge: true
+  bandwidthPerMigration: 512Mi
+  completionTimeoutPerGiB: 300
+  selectors:
+    namespaceSelector:
+      kubernetes.io/metadata.name: default
+---
+apiVersion: kubevirt.io/v1
 kind: VirtualMachineInstanceMigration
 metadata:
   name: migration-job
@@ -531,8 +544,12 @@ spec:
                     .ok());
   }
   ASSERT_EQ(listed.items_size(), 1);
+  EXPECT_EQ(listed.items(0).status().migration_state().migration_policy_name(),
+            "default-namespace");
   auto ended = WaitEnded(listed.items(0).metadata().uid());
   ASSERT_EQ(ended.status().phase(), "Succeeded") << ended.DebugString();
+  EXPECT_THAT(a()->Kvctl({"get", "migrationpolicy"}).out,
+              ::testing::HasSubstr("default-namespace   512Mi"));
 
   auto moved = on_b.WaitVm(
       "roamer", [](const auto& vm) { return vm.status().printable_status() == "Running"; },
