@@ -1984,10 +1984,20 @@ void AdmitVmiSpec(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
   CheckSchemaValues(spec, path, review, {}, std::move(checked));
 }
 
+// KubeVirt's sidecar hooks (hooks.kubevirt.io/hookSidecars) run containers that rewrite the
+// domain; a node without containers cannot, and silently dropping them would run another guest.
+void RefuseHookSidecars(const ObjectMeta& meta, const FieldPath& path, AdmissionReview* review) {
+  constexpr char kHookSidecars[] = "hooks.kubevirt.io/hookSidecars";
+  if (meta.annotations().count(kHookSidecars) == 0) return;
+  review->errors.Add(path.Child("annotations").Key(kHookSidecars),
+                     "sidecar hooks are not supported on this node (it runs no containers)");
+}
+
 AdmissionReview AdmitVmi(const kvnode::v1::VirtualMachineInstance& vmi, const NodeLimits& node,
                          const PathResolver& paths) {
   AdmissionReview review;
   AdmitObjectMeta(vmi.metadata(), FieldPath("metadata"), &review);
+  RefuseHookSidecars(vmi.metadata(), FieldPath("metadata"), &review);
   AdmitVmiSpec(vmi.spec(), FieldPath("spec"), node, paths, &review);
   using kvnode::v1::VirtualMachineInstance;
   CheckSchemaValues(
@@ -2064,6 +2074,8 @@ AdmissionReview AdmitVm(const kvnode::v1::VirtualMachine& vm, const NodeLimits& 
   } else {
     CheckTemplateMeta(vm.spec().template_().metadata(), spec.Child("template").Child("metadata"),
                       &review);
+    RefuseHookSidecars(vm.spec().template_().metadata(), spec.Child("template").Child("metadata"),
+                       &review);
     AdmitVmiSpec(vm.spec().template_().spec(), spec.Child("template").Child("spec"), node, paths,
                  &review);
   }

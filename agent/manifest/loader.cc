@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
+#include <map>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
@@ -338,10 +339,58 @@ const FieldDescriptor* FindCaseInsensitive(const Descriptor* d, absl::string_vie
   return nullptr;
 }
 
+// KubeVirt's fields that kvnode's schema leaves out on purpose, by message and JSON name, with
+// why this node cannot run them: refused with the reason, not as unknown.
+const char* UnsupportedKubeVirtField(const Descriptor* d, absl::string_view key) {
+  struct Entry {
+    const char* message;
+    const char* key;
+    const char* reason;
+  };
+  static constexpr Entry kFields[] = {
+      {"Devices", "gpus", "GPUs need device passthrough, which this node does not do"},
+      {"Devices", "hostDevices", "host devices need device passthrough, which this node does not do"},
+      {"Devices", "tpm", "a virtual TPM is not supported on this node yet"},
+      {"Devices", "filesystems", "virtiofs filesystems are not supported on this node"},
+      {"Devices", "sound", "sound devices are not supported on this node"},
+      {"Devices", "video", "video device types are not supported on this node (it gives a VGA "
+                           "display)"},
+      {"Devices", "clientPassthrough", "USB redirection is not supported on this node"},
+      {"Devices", "downwardMetrics", "downward metrics are not supported on this node"},
+      {"Interface", "sriov", "SR-IOV needs device passthrough, which this node does not do"},
+      {"Interface", "binding", "network binding plugins are not supported on this node "
+                               "(masquerade on the pod network is)"},
+      {"Features", "hyperv", "Hyper-V enlightenments are not supported on this node yet"},
+      {"FeaturePreferences", "preferredHyperv",
+       "Hyper-V enlightenments are not supported on this node yet"},
+      {"Firmware", "kernelBoot", "booting a kernel from a container image is not supported on "
+                                 "this node"},
+      {"DomainSpec", "launchSecurity", "confidential guests (SEV) are not supported on this node"},
+      {"CPU", "numa", "guest NUMA topology is not supported on this node yet"},
+      {"CPU", "realtime", "realtime vCPUs are not supported on this node"},
+      {"VirtualMachineInstanceSpec", "resourceClaims",
+       "dynamic resource allocation (DRA) is not supported on this node"},
+      {"Volume", "sysprep", "sysprep volumes are not supported on this node"},
+      {"Volume", "configMap", "ConfigMap volumes are not supported on this node (it keeps no "
+                              "ConfigMaps; use cloudInitNoCloud)"},
+      {"Volume", "serviceAccount", "service account volumes are not supported on this node"},
+      {"Volume", "downwardAPI", "downward API volumes are not supported on this node"},
+      {"Volume", "cloudInitConfigDrive", "config drive cloud-init is not supported on this node "
+                                         "(use cloudInitNoCloud)"},
+  };
+  for (const Entry& e : kFields) {
+    if (d->name() == e.message && key == e.key) return e.reason;
+  }
+  return nullptr;
+}
+
 // Why `key` is not a field of `d`, with KubeVirt's name when the key is a field's name in kvnode's
 // schema but not KubeVirt's ("enabled" for a timer's "present", "tick_policy" for "tickPolicy"),
 // or the field it differs from only in case.
 std::string UnknownFieldMessage(const Descriptor* d, absl::string_view key) {
+  if (const char* reason = UnsupportedKubeVirtField(d, key); reason != nullptr) {
+    return reason;
+  }
   if (const FieldDescriptor* named = d->FindFieldByName(std::string(key)); named != nullptr) {
     return absl::StrCat("unknown field ", Quote(key), " (KubeVirt's field is ",
                         Quote(named->json_name()), ")");
@@ -471,6 +520,24 @@ absl::StatusOr<std::unique_ptr<Message>> NewObjectForKind(absl::string_view api_
       return absl::InvalidArgumentError("apiVersion");
     }
     return std::unique_ptr<Message>(k.prototype->New());
+  }
+  // KubeVirt's and Kubernetes' kinds a node does not take, with why.
+  static const std::map<std::string, std::string, std::less<>> kNotHere = {
+      {"VirtualMachineInstanceReplicaSet",
+       "replica sets spread VMIs over a cluster; apply VirtualMachines instead"},
+      {"VirtualMachinePool", "pools spread VMs over a cluster; apply VirtualMachines instead"},
+      {"VirtualMachineInstancePreset", "presets were removed from KubeVirt; use instancetypes "
+                                       "and preferences"},
+      {"PriorityClass", "a single node does not preempt; priorityClassName is kept and shown"},
+      {"VirtualMachineSnapshot", "snapshots are not supported on this node yet"},
+      {"VirtualMachineRestore", "snapshots are not supported on this node yet"},
+      {"VirtualMachineExport", "exports are not supported on this node"},
+      {"NetworkAttachmentDefinition", "only the pod network is supported on this node"},
+  };
+  if (auto it = kNotHere.find(kind); it != kNotHere.end()) {
+    errors->Add(FieldPath("kind"),
+                absl::StrCat(Quote(kind), " is not supported on this node: ", it->second));
+    return absl::InvalidArgumentError("kind");
   }
   errors->Add(FieldPath("kind"), absl::StrCat("unknown kind ", Quote(kind), " (expected ",
                                               absl::StrJoin(names, ", "), ")"));
