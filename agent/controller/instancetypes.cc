@@ -256,9 +256,8 @@ absl::StatusOr<std::optional<Object>> Instancetypes::ResolveOneLocked(
     return std::optional<Object>(object);
   }
   if (matcher.name().empty()) {
-    // KubeVirt's inferFromVolume fills the name from the volume's labels before this.
-    return absl::InvalidArgumentError(
-        "inferFromVolume is not supported on this node yet: name the object");
+    // inferFromVolume fills the name when the VM is applied (InferFromVolumes).
+    return absl::InvalidArgumentError("names no object: set its name, or inferFromVolume");
   }
   auto it = table.find({kind, NamespaceFor(kind, vm_ns), matcher.name()});
   if (it != table.end()) {

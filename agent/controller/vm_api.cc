@@ -124,6 +124,17 @@ absl::StatusOr<ApplyVmResult> VmController::Apply(VirtualMachine vm, bool dry_ru
   if (meta->name().empty() && !meta->generate_name().empty()) {
     meta->set_name(meta->generate_name() + RandomSuffix());
   }
+  if (config_.volumes != nullptr) {
+    // KubeVirt's mutating webhook infers the matchers before anything else looks at them.
+    VmVolumes* volumes = config_.volumes;
+    RETURN_IF_ERROR(InferFromVolumes(
+        &vm, VolumeLabels{[volumes](const std::string& ns, const std::string& name) {
+                            return volumes->ClaimLabels(ns.empty() ? "default" : ns, name);
+                          },
+                          [volumes](const std::string& ns, const std::string& name) {
+                            return volumes->DataVolumeNamed(ns.empty() ? "default" : ns, name);
+                          }}));
+  }
   ApplyVmDefaults(&vm);
   AdmissionReview review;
   if (NamesInstancetype(vm.spec())) {

@@ -715,7 +715,14 @@ TEST_F(VmControllerTest, ATemplateThatConflictsWithItsInstancetypeIsRefusedAtApp
 class FixedVolumes : public VmVolumes {
  public:
   VolumeFacts facts;
+  std::map<std::string, std::map<std::string, std::string>> claim_labels;  // by claim name
   VolumeFacts EnsureDataVolumes(const VirtualMachine&) override { return facts; }
+  absl::StatusOr<std::map<std::string, std::string>> ClaimLabels(
+      const std::string& ns, const std::string& name) override {
+    auto it = claim_labels.find(name);
+    if (it == claim_labels.end()) return VmVolumes::ClaimLabels(ns, name);
+    return it->second;
+  }
 };
 
 // A VM held back by a DataVolume says which one and why, in its conditions and events.
@@ -745,6 +752,57 @@ TEST_F(VmControllerTest, AFailedDataVolumeIsNamedInTheVmsStatusAndEvents) {
   EXPECT_TRUE(vmis_->Has("vm1"));
   vm = Vm();
   EXPECT_EQ(Cond(vm, "Failure"), nullptr);
+  controller_.reset();
+}
+
+// KubeVirt's inferFromVolume: the matchers are filled from the volume's labels when the VM is
+// applied; with Ignore, a volume that cannot say clears the matcher.
+TEST_F(VmControllerTest, InferFromVolumeNamesTheInstancetypeFromTheClaimsLabels) {
+  FixedVolumes volumes;
+  volumes.claim_labels["golden-image"] = {
+      {"instancetype.kubevirt.io/default-instancetype", "small"},
+      {"instancetype.kubevirt.io/default-instancetype-kind", "VirtualMachineInstancetype"},
+      {"instancetype.kubevirt.io/default-preference", "cores"}};
+  volumes.claim_labels["plain"] = {};
+  volumes_ = &volumes;
+  NewController();
+  ASSERT_TRUE(types_->ApplyInstancetype(SmallInstancetype(2, "256Mi"), false).ok());
+  ASSERT_TRUE(types_->ApplyPreference(CoresPreference(), false).ok());
+  VirtualMachine vm = SizedVm("Always");
+  vm.mutable_spec()->mutable_instancetype()->Clear();
+  vm.mutable_spec()->mutable_instancetype()->set_infer_from_volume("root");
+  vm.mutable_spec()->mutable_preference()->Clear();
+  vm.mutable_spec()->mutable_preference()->set_infer_from_volume("root");
+  auto* volume = vm.mutable_spec()->mutable_template_()->mutable_spec()->add_volumes();
+  volume->set_name("root");
+  volume->mutable_persistent_volume_claim()->set_claim_name("golden-image");
+  auto applied = controller_->Apply(vm, false);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(applied->vm.spec().instancetype().name(), "small");
+  EXPECT_EQ(applied->vm.spec().instancetype().kind(), "VirtualMachineInstancetype");
+  EXPECT_EQ(applied->vm.spec().instancetype().infer_from_volume(), "");
+  EXPECT_EQ(applied->vm.spec().preference().name(), "cores");
+  Sync();
+  ASSERT_TRUE(vmis_->Has("vm1"));
+  EXPECT_EQ(vmis_->At("vm1").spec().domain().cpu().cores(), 2u);
+
+  // A claim without the label: refused, unless the policy is Ignore.
+  VirtualMachine other = vm;
+  other.mutable_metadata()->set_name("vm2");
+  other.mutable_spec()->clear_preference();
+  other.mutable_spec()->mutable_template_()->mutable_spec()->mutable_volumes(0)
+      ->mutable_persistent_volume_claim()->set_claim_name("plain");
+  auto refused = controller_->Apply(other, false);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "spec.instancetype.inferFromVolume: unable to find required "
+            "instancetype.kubevirt.io/default-instancetype label on the volume");
+  other.mutable_spec()->mutable_instancetype()->set_infer_from_volume_failure_policy("Ignore");
+  other.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()->mutable_memory()
+      ->set_guest("128Mi");
+  auto ignored = controller_->Apply(other, false);
+  ASSERT_TRUE(ignored.ok()) << ignored.status();
+  EXPECT_FALSE(ignored->vm.spec().has_instancetype());
   controller_.reset();
 }
 

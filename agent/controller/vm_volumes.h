@@ -8,8 +8,13 @@
 #ifndef KVNODE_AGENT_CONTROLLER_VM_VOLUMES_H_
 #define KVNODE_AGENT_CONTROLLER_VM_VOLUMES_H_
 
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
 #include "agent/controller/vm_status.h"
 #include "kvnode/v1/kubevirt.pb.h"
+#include "kvnode/v1/storage.pb.h"
 
 namespace kvnode {
 
@@ -18,6 +23,18 @@ class VmVolumes {
   virtual ~VmVolumes() = default;
   // Creates the missing DataVolumes of `vm`'s dataVolumeTemplates and reports on them.
   virtual VolumeFacts EnsureDataVolumes(const kvnode::v1::VirtualMachine& vm) = 0;
+  // What inferFromVolume reads (instancetype.h): a claim's labels and a DataVolume; NotFound
+  // when there is none.
+  virtual absl::StatusOr<std::map<std::string, std::string>> ClaimLabels(const std::string& ns,
+                                                                         const std::string& name) {
+    return absl::NotFoundError("persistentvolumeclaims \"" + name + "\" not found (in " + ns +
+                               ")");
+  }
+  virtual absl::StatusOr<kvnode::v1::DataVolume> DataVolumeNamed(const std::string& ns,
+                                                                 const std::string& name) {
+    return absl::NotFoundError("datavolumes.cdi.kubevirt.io \"" + name + "\" not found (in " +
+                               ns + ")");
+  }
 };
 
 // A VMI may start only when no volume is provisioning, failed or unbound.

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "agent/base/status_macros.h"
 #include "agent/manifest/defaults.h"
 #include "agent/manifest/quantity.h"
 
@@ -646,6 +647,151 @@ void CheckPreferenceRequirements(const VirtualMachineInstancetypeSpec* instancet
                              preference->requirements().architecture(), ", but ",
                              template_spec.architecture(), " is provided"));
   }
+}
+
+namespace {
+
+// An error KubeVirt's Ignore policy ignores (IgnoreableInferenceError) or one it does not.
+struct Inferred {
+  std::string name, kind;
+  absl::Status error;
+  bool ignorable = false;
+};
+
+Inferred FromLabels(const std::map<std::string, std::string>& labels, const std::string& name_label,
+                    const std::string& kind_label) {
+  Inferred out;
+  auto it = labels.find(name_label);
+  if (it == labels.end()) {
+    out.error = absl::InvalidArgumentError(
+        absl::StrCat("unable to find required ", name_label, " label on the volume"));
+    out.ignorable = true;
+    return out;
+  }
+  out.name = it->second;
+  if (auto k = labels.find(kind_label); k != labels.end()) out.kind = k->second;
+  return out;
+}
+
+Inferred FromClaim(const VolumeLabels& volumes, const std::string& ns, const std::string& claim,
+                   const std::string& name_label, const std::string& kind_label) {
+  auto labels = volumes.claim_labels(ns, claim);
+  if (!labels.ok()) {
+    Inferred out;
+    out.error = labels.status();
+    return out;
+  }
+  return FromLabels(*labels, name_label, kind_label);
+}
+
+Inferred FromDataVolumeSpec(const VolumeLabels& volumes, const kvnode::v1::DataVolumeSpec& spec,
+                            const std::string& ns, const std::string& name_label,
+                            const std::string& kind_label) {
+  if (spec.source().has_pvc()) {
+    const auto& pvc = spec.source().pvc();
+    return FromClaim(volumes, pvc.namespace_().empty() ? ns : pvc.namespace_(), pvc.name(),
+                     name_label, kind_label);
+  }
+  Inferred out;
+  out.error = absl::InvalidArgumentError(
+      "unable to infer defaults from DataVolumeSpec as DataVolumeSource is not supported");
+  out.ignorable = true;
+  return out;
+}
+
+Inferred InferOne(const VirtualMachine& vm, const std::string& volume_name,
+                  const VolumeLabels& volumes, const std::string& name_label,
+                  const std::string& kind_label) {
+  const std::string& ns = vm.metadata().namespace_();
+  for (const auto& volume : vm.spec().template_().spec().volumes()) {
+    if (volume.name() != volume_name) continue;
+    if (volume.has_persistent_volume_claim()) {
+      return FromClaim(volumes, ns, volume.persistent_volume_claim().claim_name(), name_label,
+                       kind_label);
+    }
+    if (volume.has_data_volume()) {
+      const std::string& dv_name = volume.data_volume().name();
+      for (const auto& t : vm.spec().data_volume_templates()) {
+        if (t.metadata().name() == dv_name) {
+          return FromDataVolumeSpec(volumes, t.spec(), ns, name_label, kind_label);
+        }
+      }
+      auto dv = volumes.data_volume(ns, dv_name);
+      if (absl::IsNotFound(dv.status())) {
+        return FromClaim(volumes, ns, dv_name, name_label, kind_label);  // collected since
+      }
+      if (!dv.ok()) {
+        Inferred out;
+        out.error = dv.status();
+        return out;
+      }
+      std::map<std::string, std::string> labels(dv->metadata().labels().begin(),
+                                                dv->metadata().labels().end());
+      Inferred from_labels = FromLabels(labels, name_label, kind_label);
+      if (from_labels.error.ok()) return from_labels;
+      return FromDataVolumeSpec(volumes, dv->spec(), ns, name_label, kind_label);
+    }
+    Inferred out;
+    out.error = absl::InvalidArgumentError(absl::StrCat(
+        "unable to infer defaults from volume ", volume_name, " as type is not supported"));
+    out.ignorable = true;
+    return out;
+  }
+  Inferred out;
+  out.error = absl::InvalidArgumentError(
+      absl::StrCat("unable to find volume ", volume_name, " to infer defaults"));
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+// One matcher: filled from its volume, or (Ignore, and a failure KubeVirt ignores) `*cleared`.
+template <typename Matcher>
+absl::Status InferMatcher(const VirtualMachine& vm, Matcher* matcher, const VolumeLabels& volumes,
+                          const std::string& label, const char* path, bool* cleared) {
+  *cleared = false;
+  bool ignore = matcher->infer_from_volume_failure_policy() == "Ignore";
+  Inferred got = InferOne(vm, matcher->infer_from_volume(), volumes, label, label + "-kind");
+  if (!got.error.ok()) {
+    if (!(got.ignorable && ignore)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ".inferFromVolume: ", got.error.message()));
+    }
+    *cleared = true;
+    return absl::OkStatus();
+  }
+  matcher->Clear();
+  matcher->set_name(got.name);
+  matcher->set_kind(got.kind);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status InferFromVolumes(VirtualMachine* vm, const VolumeLabels& volumes) {
+  auto* spec = vm->mutable_spec();
+  bool cleared = false;
+  if (spec->has_instancetype() && !spec->instancetype().infer_from_volume().empty()) {
+    // With Ignore, the template carries memory for when nothing is inferred (KubeVirt).
+    bool ignore = spec->instancetype().infer_from_volume_failure_policy() == "Ignore";
+    RETURN_IF_ERROR(InferMatcher(*vm, spec->mutable_instancetype(), volumes,
+                                 "instancetype.kubevirt.io/default-instancetype",
+                                 "spec.instancetype", &cleared));
+    if (cleared) {
+      spec->clear_instancetype();
+    } else if (ignore) {
+      spec->mutable_template_()->mutable_spec()->mutable_domain()->clear_memory();
+    }
+  }
+  if (spec->has_preference() && !spec->preference().infer_from_volume().empty()) {
+    RETURN_IF_ERROR(InferMatcher(*vm, spec->mutable_preference(), volumes,
+                                 "instancetype.kubevirt.io/default-preference", "spec.preference",
+                                 &cleared));
+    if (cleared) spec->clear_preference();
+  }
+  return absl::OkStatus();
 }
 
 bool ExpandVmTemplateInto(VirtualMachine* vm, const VirtualMachineInstancetypeSpec* instancetype,

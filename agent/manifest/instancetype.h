@@ -14,6 +14,8 @@
 #ifndef KVNODE_AGENT_MANIFEST_INSTANCETYPE_H_
 #define KVNODE_AGENT_MANIFEST_INSTANCETYPE_H_
 
+#include <functional>
+#include <map>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -23,6 +25,7 @@
 #include "agent/manifest/loader.h"
 #include "kvnode/v1/instancetype.pb.h"
 #include "kvnode/v1/kubevirt.pb.h"
+#include "kvnode/v1/storage.pb.h"
 
 namespace kvnode {
 
@@ -86,6 +89,26 @@ absl::StatusOr<kvnode::v1::VirtualMachine> ExpandVmTemplate(
     const kvnode::v1::VirtualMachine& vm,
     const kvnode::v1::VirtualMachineInstancetypeSpec* instancetype,
     const kvnode::v1::VirtualMachinePreferenceSpec* preference);
+
+// What KubeVirt's inferFromVolume reads: the labels of a claim, and a DataVolume. Each returns
+// NotFound when there is no such object.
+struct VolumeLabels {
+  std::function<absl::StatusOr<std::map<std::string, std::string>>(const std::string& ns,
+                                                                   const std::string& claim)>
+      claim_labels;
+  std::function<absl::StatusOr<kvnode::v1::DataVolume>(const std::string& ns,
+                                                       const std::string& name)>
+      data_volume;
+};
+
+// KubeVirt's inference (pkg/instancetype/infer): a matcher with `inferFromVolume` gets its name
+// and kind from the named volume's labels (instancetype.kubevirt.io/default-instancetype and
+// -kind, default-preference and -kind): a persistentVolumeClaim's claim; a dataVolume's
+// dataVolumeTemplate or DataVolume (its labels, else the claim it clones), else the claim of its
+// name. With inferFromVolumeFailurePolicy Ignore, a volume that cannot say clears the matcher
+// (and a success clears the template's memory, as KubeVirt does); otherwise it is an error
+// under spec.instancetype.inferFromVolume (or spec.preference...).
+absl::Status InferFromVolumes(kvnode::v1::VirtualMachine* vm, const VolumeLabels& volumes);
 
 // The same into `errors` (KubeVirt's paths): `vm` is expanded when they are none.
 bool ExpandVmTemplateInto(kvnode::v1::VirtualMachine* vm,

@@ -280,5 +280,48 @@ spec: {devices: {preferredDiskBus: sata, preferredTPM: {}}}
             "spec.devices.preferredTPM: a virtual TPM is not supported on this node");
 }
 
+// inferFromVolume through a dataVolumeTemplate that clones a golden image: the golden claim's
+// labels name the preference (KubeVirt's common-instancetypes labels its images so).
+TEST(InstancetypeTest, InferFromADataVolumeTemplatesSourceClaim) {
+  auto vm = Load<VirtualMachine>(R"(
+metadata: {name: fedora-vm, namespace: apps}
+spec:
+  preference: {inferFromVolume: root}
+  dataVolumeTemplates:
+  - metadata: {name: fedora-root}
+    spec:
+      source: {pvc: {namespace: golden, name: fedora-42}}
+      storage: {resources: {requests: {storage: 8Gi}}}
+  template:
+    spec:
+      volumes: [{name: root, dataVolume: {name: fedora-root}}]
+)");
+  std::vector<std::string> asked;
+  VolumeLabels volumes{
+      [&](const std::string& ns, const std::string& claim)
+          -> absl::StatusOr<std::map<std::string, std::string>> {
+        asked.push_back(ns + "/" + claim);
+        if (claim != "fedora-42") return absl::NotFoundError("no claim");
+        return std::map<std::string, std::string>{
+            {"instancetype.kubevirt.io/default-preference", "fedora"},
+            {"instancetype.kubevirt.io/default-preference-kind",
+             "VirtualMachineClusterPreference"}};
+      },
+      [](const std::string&, const std::string&) -> absl::StatusOr<kvnode::v1::DataVolume> {
+        return absl::NotFoundError("no DataVolume");
+      }};
+  ASSERT_TRUE(InferFromVolumes(&vm, volumes).ok());
+  EXPECT_THAT(asked, ElementsAre("golden/fedora-42"));
+  EXPECT_EQ(vm.spec().preference().name(), "fedora");
+  EXPECT_EQ(vm.spec().preference().kind(), "VirtualMachineClusterPreference");
+  // A volume that is not there is an error whatever the policy.
+  vm.mutable_spec()->mutable_preference()->Clear();
+  vm.mutable_spec()->mutable_preference()->set_infer_from_volume("missing");
+  vm.mutable_spec()->mutable_preference()->set_infer_from_volume_failure_policy("Ignore");
+  absl::Status s = InferFromVolumes(&vm, volumes);
+  EXPECT_EQ(s.message(),
+            "spec.preference.inferFromVolume: unable to find volume missing to infer defaults");
+}
+
 }  // namespace
 }  // namespace kvnode

@@ -187,6 +187,20 @@ absl::StatusOr<DataVolume> VolumeManager::DeleteDataVolume(const std::string& ns
   return dv;
 }
 
+absl::StatusOr<std::map<std::string, std::string>> VolumeManager::ClaimLabels(
+    const std::string& ns, const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(kvnode::v1::PersistentVolumeClaim pvc, LoadPvcLocked(ns, name));
+  return std::map<std::string, std::string>(pvc.metadata().labels().begin(),
+                                            pvc.metadata().labels().end());
+}
+
+absl::StatusOr<DataVolume> VolumeManager::DataVolumeNamed(const std::string& ns,
+                                                          const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  return LoadDvLocked(ns, name);
+}
+
 VolumeFacts VolumeManager::EnsureDataVolumes(const kvnode::v1::VirtualMachine& vm) {
   VolumeFacts facts;
   const std::string& ns = vm.metadata().namespace_();

@@ -173,6 +173,10 @@ class VolumeManager : public VmVolumes {
                                                           const std::string& name);
   // VmVolumes: the VM's dataVolumeTemplates as DataVolumes owned by it, and their state.
   VolumeFacts EnsureDataVolumes(const kvnode::v1::VirtualMachine& vm) override;
+  absl::StatusOr<std::map<std::string, std::string>> ClaimLabels(const std::string& ns,
+                                                                 const std::string& name) override;
+  absl::StatusOr<kvnode::v1::DataVolume> DataVolumeNamed(const std::string& ns,
+                                                         const std::string& name) override;
   // Starts the importer thread (blank, http, pvc sources, one at a time; failures retried
   // with a growing delay). An import a crash interrupted starts again from the beginning.
   void StartImporter();
