@@ -32,6 +32,9 @@ struct Cli {
   int Usage(const std::string& message) const;
 };
 
+// Sets the call's deadline `d` from now; returns `ctx` to pass it inline.
+grpc::ClientContext* Deadline(grpc::ClientContext* ctx, absl::Duration d = absl::Seconds(30));
+
 int CmdApply(Cli& cli);
 int CmdGet(Cli& cli);
 int CmdDescribe(Cli& cli);

@@ -19,11 +19,6 @@ namespace {
 using kvnode::v1::VirtualMachineInstancetype;
 using kvnode::v1::VirtualMachinePreference;
 
-grpc::ClientContext* Deadline(grpc::ClientContext* ctx) {
-  ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-  return ctx;
-}
-
 kvnode::v1::InstancetypeRef RefTo(const Cli& cli, const std::string& kind,
                                   const std::string& name) {
   kvnode::v1::InstancetypeRef ref;

@@ -31,11 +31,6 @@ std::unique_ptr<kvnode::v1::Storage::Stub> StorageStub(const Cli& cli) {
       grpc::CreateChannel("unix:" + cli.socket, grpc::InsecureChannelCredentials()));
 }
 
-grpc::ClientContext* Deadline(grpc::ClientContext* ctx, absl::Duration d = absl::Seconds(30)) {
-  ctx->set_deadline(absl::ToChronoTime(absl::Now() + d));
-  return ctx;
-}
-
 std::string Capacity(const PersistentVolumeClaim& pvc) {
   auto it = pvc.status().capacity().find("storage");
   return it == pvc.status().capacity().end() ? "" : it->second;

@@ -22,11 +22,6 @@ using kvnode::v1::VirtualMachineInstance;
 
 namespace {
 
-grpc::ClientContext* Deadline(grpc::ClientContext* ctx, absl::Duration d = absl::Seconds(30)) {
-  ctx->set_deadline(absl::ToChronoTime(absl::Now() + d));
-  return ctx;
-}
-
 std::string VmReady(const VirtualMachine& vm) { return vm.status().ready() ? "True" : "False"; }
 
 // The VM name from "NAME", "vm NAME" or "vm/NAME" (virtctl takes a bare name).

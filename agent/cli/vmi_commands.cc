@@ -30,6 +30,11 @@ kvnode::v1::ObjectRef Cli::Ref(const std::string& name) const {
   return ref;
 }
 
+grpc::ClientContext* Deadline(grpc::ClientContext* ctx, absl::Duration d) {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + d));
+  return ctx;
+}
+
 int Cli::RpcError(const grpc::Status& status) const {
   *err << DescribeRpcError(status) << "\n";
   return 1;
@@ -60,11 +65,6 @@ std::string CanonicalResource(const std::string& r) {
 }
 
 namespace {
-
-grpc::ClientContext* Deadline(grpc::ClientContext* ctx, absl::Duration d = absl::Seconds(30)) {
-  ctx->set_deadline(absl::ToChronoTime(absl::Now() + d));
-  return ctx;
-}
 
 bool ReadInput(const std::string& file, std::string* content) {
   if (file == "-") {

@@ -2,7 +2,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
-#include "agent/base/uuid.h"
 #include "agent/manifest/instancetype.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
@@ -149,15 +148,7 @@ absl::StatusOr<ApplyObjectResult<Object>> Instancetypes::ApplyLocked(
     result.object = changed && !dry_run ? it->second : updated;
     return result;
   }
-  if (!meta->uid().empty() && !IsCanonicalUuid(meta->uid())) {
-    return absl::InvalidArgumentError("metadata.uid: \"" + meta->uid() + "\" is not a UUID");
-  }
-  if (meta->uid().empty()) meta->set_uid(NewRandomUuid());
-  meta->set_creation_timestamp(FormatTimestamp(clock_->Now()));
-  meta->set_generation(1);
-  meta->clear_resource_version();
-  meta->clear_deletion_timestamp();
-  meta->clear_finalizers();
+  RETURN_IF_ERROR(InitNewObjectMeta(meta, clock_->Now()));
   result.result = "ADDED";
   if (!dry_run) {
     RETURN_IF_ERROR(store_->Put(object.kind(), &object, "ADDED").status());
@@ -240,7 +231,7 @@ absl::StatusOr<VirtualMachinePreference> Instancetypes::DeletePreference(
 // ---------------------------------------------------------------------------------------------
 
 template <typename Matcher, typename Object>
-absl::StatusOr<std::optional<Object>> Instancetypes::ResolveOneLocked(
+absl::StatusOr<Object> Instancetypes::ResolveOneLocked(
     const VirtualMachine& vm, const Matcher& matcher,
     const kvnode::v1::InstancetypeStatusRef& status_ref, const std::string& kind,
     const std::map<Key, Object>& table, std::string* revision) {
@@ -253,7 +244,7 @@ absl::StatusOr<std::optional<Object>> Instancetypes::ResolveOneLocked(
                                               matcher.revision_name(), "\" not found"));
     }
     *revision = matcher.revision_name();
-    return std::optional<Object>(object);
+    return object;
   }
   if (matcher.name().empty()) {
     // inferFromVolume fills the name when the VM is applied (InferFromVolumes).
@@ -262,7 +253,7 @@ absl::StatusOr<std::optional<Object>> Instancetypes::ResolveOneLocked(
   auto it = table.find({kind, NamespaceFor(kind, vm_ns), matcher.name()});
   if (it != table.end()) {
     revision->clear();
-    return std::optional<Object>(it->second);
+    return it->second;
   }
   // Deleted since the VM last started: the VM goes on with its revision of it.
   const std::string& stored = status_ref.controller_revision_ref().name();
@@ -270,7 +261,7 @@ absl::StatusOr<std::optional<Object>> Instancetypes::ResolveOneLocked(
     auto r = revisions_.find({vm_ns, stored});
     if (r != revisions_.end() && RevisionObject(r->second, &object)) {
       *revision = stored;
-      return std::optional<Object>(object);
+      return object;
     }
   }
   return ObjectNotFound(kind, matcher.name());

@@ -106,7 +106,7 @@ class Instancetypes {
                                       std::map<Key, Object>* table)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   template <typename Matcher, typename Object>
-  absl::StatusOr<std::optional<Object>> ResolveOneLocked(
+  absl::StatusOr<Object> ResolveOneLocked(
       const kvnode::v1::VirtualMachine& vm, const Matcher& matcher,
       const kvnode::v1::InstancetypeStatusRef& status_ref, const std::string& kind,
       const std::map<Key, Object>& table, std::string* revision)

@@ -180,16 +180,7 @@ absl::StatusOr<ApplyVmResult> VmController::Apply(VirtualMachine vm, bool dry_ru
     result.vm = result.changes.empty() || dry_run ? updated : r->vm;
     return result;
   }
-  if (!meta->uid().empty() && !IsCanonicalUuid(meta->uid())) {
-    return absl::InvalidArgumentError("metadata.uid: \"" + meta->uid() + "\" is not a UUID");
-  }
-  if (meta->uid().empty()) meta->set_uid(NewRandomUuid());
-  meta->set_creation_timestamp(FormatTimestamp(clock_->Now()));
-  meta->set_generation(1);
-  meta->clear_resource_version();
-  meta->clear_deletion_timestamp();
-  meta->clear_deletion_grace_period_seconds();
-  meta->clear_finalizers();
+  RETURN_IF_ERROR(InitNewObjectMeta(meta, clock_->Now()));
   meta->add_finalizers(kVmFinalizer);
   result.result = "ADDED";
   if (dry_run) {

@@ -197,8 +197,7 @@ absl::StatusOr<VirtualMachineInstanceMigration> MigrationController::Migrate(
       state.set_migration_policy_name(matched->metadata().name());
     }
   }
-  // kvctl migrate --bandwidth, else the policy's, else the node's.
-  m->bandwidth_mib = bandwidth_mib > 0 ? bandwidth_mib : m->policy.bandwidth_mib;
+  if (bandwidth_mib > 0) m->policy.bandwidth_mib = bandwidth_mib;
   int outbound = static_cast<int>(active_.size());
   if (outbound >= config_.policy.max_outbound) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -363,7 +362,7 @@ std::string MigrationController::StartLauncherMigration(
   kvnode::v1::MigrateRequest req;
   req.set_socket_path(socket);
   req.set_migration_uid(m->vmim.metadata().uid());
-  req.set_bandwidth_mib(m->bandwidth_mib);
+  req.set_bandwidth_mib(m->policy.bandwidth_mib);
   req.set_allow_auto_converge(m->policy.allow_auto_converge);
   req.set_allow_post_copy(m->policy.allow_post_copy);
   // Each copied disk first (it may lie under either dir), then the VMI dir (it lies under
@@ -379,6 +378,13 @@ std::string MigrationController::StartLauncherMigration(
   for (const std::string& disk : m->empty_disks) req.add_copy_disks(disk);
   req.set_direct(m->direct);
   req.set_guest_pause(m->policy.guest_pause);
+  const std::string& policy_name = m->vmim.status().migration_state().migration_policy_name();
+  spdlog::info("migration {} of VMI {}/{} with {}: bandwidth {} MiB/s (0: unlimited), completion "
+               "timeout {} s/GiB, post-copy {}, auto-converge {}",
+               m->vmim.metadata().uid(), m->ref.namespace_(), m->ref.name(),
+               policy_name.empty() ? "the node's settings" : "MigrationPolicy " + policy_name,
+               req.bandwidth_mib(), absl::ToInt64Seconds(m->policy.completion_timeout_per_gib),
+               req.allow_post_copy() ? "on" : "off", req.allow_auto_converge() ? "on" : "off");
   auto* rw = req.add_rewrites();
   rw->set_from(m->socket_dir);
   rw->set_to(prepared.target_socket_dir());
@@ -669,10 +675,7 @@ absl::StatusOr<MigrationController::ApplyPolicyResult> MigrationController::Appl
     result.policy = updated;
     return result;
   }
-  meta->set_uid(NewRandomUuid());
-  meta->set_creation_timestamp(FormatTimestamp(clock_->Now()));
-  meta->set_generation(1);
-  meta->clear_resource_version();
+  RETURN_IF_ERROR(InitNewObjectMeta(meta, clock_->Now()));
   result.result = "ADDED";
   if (!dry_run) {
     RETURN_IF_ERROR(store_->Put(kMigrationPolicyKind, &policy, "ADDED").status());

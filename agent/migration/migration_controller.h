@@ -69,8 +69,8 @@ class MigrationController {
     std::string vmi_dir;     // VmiPaths::root() on this node
     std::string socket_dir;  // VmiPaths::socket_dir() on this node
     std::string target_address;
-    uint64_t bandwidth_mib = 0;
-    // The node's settings, or those of the MigrationPolicy that matched the VMI.
+    // The node's settings, or those of the MigrationPolicy that matched the VMI, with the
+    // caller's bandwidth (kvctl migrate --bandwidth) over both.
     MigrationPolicy policy;
     // Block migration: the source's disk of each node-local claim, by claim name, and the
     // VMI's emptyDisks (under its dir, which the target has too).

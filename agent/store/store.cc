@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/clock.h"
 #include "agent/base/status_macros.h"
+#include "agent/base/uuid.h"
 #include "google/protobuf/util/json_util.h"
 #include "kvnode/v1/meta.pb.h"
 
@@ -62,6 +63,20 @@ kvnode::v1::ObjectMeta* MutableMetadata(google::protobuf::Message* object) {
   }
   return static_cast<kvnode::v1::ObjectMeta*>(
       object->GetReflection()->MutableMessage(object, field));
+}
+
+absl::Status InitNewObjectMeta(kvnode::v1::ObjectMeta* meta, absl::Time now) {
+  if (!meta->uid().empty() && !IsCanonicalUuid(meta->uid())) {
+    return absl::InvalidArgumentError("metadata.uid: \"" + meta->uid() + "\" is not a UUID");
+  }
+  if (meta->uid().empty()) meta->set_uid(NewRandomUuid());
+  meta->set_creation_timestamp(FormatTimestamp(now));
+  meta->set_generation(1);
+  meta->clear_resource_version();
+  meta->clear_deletion_timestamp();
+  meta->clear_deletion_grace_period_seconds();
+  meta->clear_finalizers();
+  return absl::OkStatus();
 }
 
 const kvnode::v1::ObjectMeta* Metadata(const google::protobuf::Message& object) {

@@ -101,6 +101,10 @@ class Store {
 // reflection on its `metadata` field; nullptr when it has none.
 kvnode::v1::ObjectMeta* MutableMetadata(google::protobuf::Message* object);
 const kvnode::v1::ObjectMeta* Metadata(const google::protobuf::Message& object);
+// What the API server sets on an object it creates: its UID when the client gave none (a UID
+// that is not a UUID is InvalidArgument naming metadata.uid), the creation time, generation 1,
+// and no resourceVersion, deletion or finalizers.
+absl::Status InitNewObjectMeta(kvnode::v1::ObjectMeta* meta, absl::Time now);
 
 // proto3 JSON with KubeVirt's names, and back.
 std::string ToJson(const google::protobuf::Message& message, bool pretty = false);

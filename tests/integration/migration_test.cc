@@ -550,6 +550,11 @@ spec:
   ASSERT_EQ(ended.status().phase(), "Succeeded") << ended.DebugString();
   EXPECT_THAT(a()->Kvctl({"get", "migrationpolicy"}).out,
               ::testing::HasSubstr("default-namespace   512Mi"));
+  // What the source launcher was asked for: the policy's settings, not the node's.
+  EXPECT_THAT(a()->Log(), ::testing::HasSubstr(
+                              "with MigrationPolicy default-namespace: bandwidth 512 MiB/s "
+                              "(0: unlimited), completion timeout 300 s/GiB, post-copy off, "
+                              "auto-converge on"));
 
   auto moved = on_b.WaitVm(
       "roamer", [](const auto& vm) { return vm.status().printable_status() == "Running"; },

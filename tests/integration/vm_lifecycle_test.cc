@@ -97,6 +97,23 @@ class VmTest : public ::testing::Test {
                       timeout, absl::Milliseconds(100));
   }
 
+  // The VM once it says RestartRequired=True.
+  absl::StatusOr<VirtualMachine> WaitRestartRequired(const std::string& name) {
+    return api_->WaitVm(name, [](const VirtualMachine& v) {
+      for (const auto& c : v.status().conditions()) {
+        if (c.type() == "RestartRequired" && c.status() == "True") return true;
+      }
+      return false;
+    }, absl::Seconds(10));
+  }
+
+  static std::string ConditionMessage(const VirtualMachine& vm, const std::string& type) {
+    for (const auto& c : vm.status().conditions()) {
+      if (c.type() == type) return c.message();
+    }
+    return "";
+  }
+
   std::unique_ptr<HandlerProcess> handler_;
   std::unique_ptr<VmApi> api_;
 };
@@ -281,17 +298,9 @@ TEST_F(VmTest, ChangingTheMemorySetsRestartRequiredWithTheFieldAndRestartClearsI
   (*vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()->mutable_resources()
         ->mutable_requests())["memory"] = "256Mi";
   ASSERT_TRUE(api_->Apply(vm).ok());
-  auto changed = api_->WaitVm("mem", [](const VirtualMachine& v) {
-    for (const auto& c : v.status().conditions()) {
-      if (c.type() == "RestartRequired" && c.status() == "True") return true;
-    }
-    return false;
-  }, absl::Seconds(10));
+  auto changed = WaitRestartRequired("mem");
   ASSERT_TRUE(changed.ok()) << changed.status();
-  std::string message;
-  for (const auto& c : changed->status().conditions()) {
-    if (c.type() == "RestartRequired") message = c.message();
-  }
+  std::string message = ConditionMessage(*changed, "RestartRequired");
   EXPECT_THAT(message, HasSubstr("a non-live-updatable field was changed in the template spec"));
   EXPECT_THAT(message, HasSubstr("spec.template.spec.domain.memory.guest (128Mi -> 256Mi)"));
   // Nothing restarts by itself.
@@ -408,17 +417,9 @@ spec:
   applied = Kvctl({"apply", "-f", WriteFile("sized.yaml", absl::StrFormat(kInstancetype, 2, "256Mi") + kRest)});
   ASSERT_EQ(applied.exit_code, 0) << applied.out;
   EXPECT_THAT(applied.out, HasSubstr("virtualmachineinstancetype.instancetype.kubevirt.io/u1.sized configured"));
-  auto changed = api_->WaitVm("sized", [](const VirtualMachine& v) {
-    for (const auto& c : v.status().conditions()) {
-      if (c.type() == "RestartRequired" && c.status() == "True") return true;
-    }
-    return false;
-  }, absl::Seconds(10));
+  auto changed = WaitRestartRequired("sized");
   ASSERT_TRUE(changed.ok()) << changed.status();
-  std::string message;
-  for (const auto& c : changed->status().conditions()) {
-    if (c.type() == "RestartRequired") message = c.message();
-  }
+  std::string message = ConditionMessage(*changed, "RestartRequired");
   EXPECT_THAT(message, HasSubstr("spec.template.spec.domain.cpu.cores (1 -> 2)"));
   EXPECT_THAT(message, HasSubstr("spec.template.spec.domain.memory.guest (160Mi -> 256Mi)"));
   EXPECT_TRUE(api_->Stays("sized", [&](const std::optional<VirtualMachineInstance>& v) {
