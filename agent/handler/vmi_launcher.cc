@@ -504,9 +504,20 @@ bool VmiController::ReplaceLauncher(const std::string& uid, pid_t pid, const std
     qemu = r->vmi.status().launcher().qemu_pid();
     // Only a running guest of this node, with no end in sight, outlives its launcher; a
     // migration's launchers end with it (vmi_migration.cc).
-    if (r->launcher_pid != pid || r->migration_target || r->migrating_out || qemu <= 0 ||
-        r->vmi.status().phase() != phase::kRunning ||
-        !r->vmi.metadata().deletion_timestamp().empty()) {
+    std::string why;
+    if (r->launcher_pid != pid) {
+      why = "it is no longer the VMI's launcher";
+    } else if (r->migration_target || r->migrating_out) {
+      why = "the VMI is migrating";
+    } else if (r->vmi.status().phase() != phase::kRunning) {
+      why = absl::StrCat("the VMI is ", r->vmi.status().phase(), ", not Running");
+    } else if (qemu <= 0) {
+      why = "its QEMU pid is not known yet";
+    } else if (!r->vmi.metadata().deletion_timestamp().empty()) {
+      why = "the VMI is being deleted";
+    }
+    if (!why.empty()) {
+      spdlog::info("VMI {}: launcher {} {}; not replaced: {}", uid, pid, how, why);
       return false;
     }
     HelperRestarts::Decision d = r->launcher_restarts.OnExit(clock_->Now());
@@ -521,7 +532,10 @@ bool VmiController::ReplaceLauncher(const std::string& uid, pid_t pid, const std
     vmi = r->vmi;
   }
   // The domain ended before the launcher did: nothing to take over.
-  if (ReadFinalStatus(uid).has_value()) return false;
+  if (ReadFinalStatus(uid).has_value()) {
+    spdlog::info("VMI {}: launcher {} {}; not replaced: its domain had ended", uid, pid, how);
+    return false;
+  }
   std::vector<int> pids = cgroups_.Pids(uid);
   if (std::find(pids.begin(), pids.end(), qemu) == pids.end()) {
     if (end != nullptr) {
@@ -533,7 +547,11 @@ bool VmiController::ReplaceLauncher(const std::string& uid, pid_t pid, const std
   }
   std::optional<LauncherIdentity> id =
       config_.ids != nullptr ? config_.ids->Find(uid) : std::nullopt;
-  if (!id.has_value()) return false;
+  if (!id.has_value()) {
+    spdlog::error("VMI {}: launcher {} {}; not replaced: the VMI holds no launcher identity",
+                  uid, pid, how);
+    return false;
+  }
   std::optional<PodNetworkAttachment> attachment =
       config_.pod_network != nullptr ? config_.pod_network->Attachment(uid) : std::nullopt;
   // What the dead launcher ran besides QEMU and the pod's DHCP server (its libvirtd, which the
