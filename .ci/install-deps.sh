@@ -25,17 +25,71 @@ packages=(
   python3 curl procps psmisc openssl
 )
 
+# The virtualization stack: libvirt 11.3 and QEMU 10.0 from Debian's bookworm-backports, and only
+# those packages (and seabios, which QEMU 10 needs) from there: every other backport keeps
+# apt's default priority 100 and is never installed. KVNODE_STACK=stock keeps Debian 12's own
+# libvirt 9.0 / QEMU 7.2, on which kvnode runs as well (docs/DESIGN.md, "The stack").
+stack=${KVNODE_STACK:-backports}
+case "$stack" in
+  backports | stock) ;;
+  *) echo "install-deps: KVNODE_STACK must be backports or stock, not \"$stack\"" >&2; exit 2 ;;
+esac
+stack_packages=(libvirt-dev libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
+                qemu-system-x86 qemu-utils)
+apt_changed=false
+if [ "$stack" = backports ]; then
+  sources=/etc/apt/sources.list.d/kvnode-bookworm-backports.sources
+  want_sources='Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg'
+  if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    printf '%s\n' "$want_sources" > "$sources"
+    apt_changed=true
+  fi
+  pin=/etc/apt/preferences.d/kvnode-stack
+  want_pin='Package: libvirt* qemu-* seabios
+Pin: release n=bookworm-backports
+Pin-Priority: 500'
+  if [ "$(cat "$pin" 2>/dev/null)" != "$want_pin" ]; then
+    printf '%s\n' "$want_pin" > "$pin"
+  fi
+else
+  rm -f /etc/apt/preferences.d/kvnode-stack
+fi
+
+# A package is missing when it is not installed, or (a stack package) not from the chosen stack.
+is_backport() { case "$1" in *~bpo12*) return 0 ;; *) return 1 ;; esac; }
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+    continue
+  fi
+  for s in "${stack_packages[@]}"; do
+    [ "$p" = "$s" ] || continue
+    version=$(dpkg-query -W -f='${Version}' "$p")
+    if [ "$stack" = backports ] && ! is_backport "$version"; then missing+=("$p"); fi
+  done
 done
+if [ "$stack" = stock ]; then
+  # Back to Debian 12's stack: every installed backport of the pinned set, at once.
+  while read -r p version status; do
+    if [ "$status" = installed ] && is_backport "$version"; then missing+=("$p/bookworm"); fi
+  done < <(dpkg-query -W -f='${Package} ${Version} ${db:Status-Status}\n' 'libvirt*' 'qemu-*' \
+             seabios 2>/dev/null)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
-  if [ ! -f /var/lib/kvnode-apt-updated ] || [ -n "$(find /var/lib/apt/lists -maxdepth 0 -mmin +1440)" ]; then
+  if $apt_changed || [ ! -f /var/lib/kvnode-apt-updated ] ||
+     [ -n "$(find /var/lib/apt/lists -maxdepth 0 -mmin +1440)" ]; then
     apt-get update -qq
     touch /var/lib/kvnode-apt-updated
   fi
-  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  extra=()
+  if [ "$stack" = stock ]; then extra=(--allow-downgrades); fi
+  apt-get install -y -qq --no-install-recommends "${extra[@]}" "${missing[@]}"
 fi
 
 # The operators' group that may use the handler's API socket (no launcher, libvirtd or QEMU ever

@@ -12,9 +12,11 @@
 
 #include <atomic>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "agent/api/api_server.h"
 #include "agent/api/call_metrics.h"
@@ -24,9 +26,11 @@
 #include "agent/storage/storage_service.h"
 #include "agent/api/notify_service.h"
 #include "agent/base/logging.h"
+#include "agent/base/node_stack.h"
 #include "agent/base/state_layout.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
+#include "agent/base/untrusted_file.h"
 #include "agent/controller/vm_controller.h"
 #include "agent/controller/vmi_client.h"
 #include "agent/handler/config_check.h"
@@ -71,17 +75,23 @@ std::string DirName(const std::string& path) {
 // long as the child: the parent-death signal follows the thread that spawned it); what it and its libvirtd print goes to
 // <dir>.log, not into the handler's own (structured) log. The cache is the primer's and every
 // VMI identity may read it: launchers copy it into their own libvirtd's cache.
-void PrimeCapabilities(const std::string& launcher, const std::string& dir,
-                       const std::string& socket_dir, const LauncherIdentity& id) {
+//
+// Returns the stack the primer's libvirtd reported (agent/base/node_stack.h), or why not.
+absl::StatusOr<NodeStack> PrimeCapabilities(const std::string& launcher, const std::string& dir,
+                                            const std::string& socket_dir,
+                                            const LauncherIdentity& id) {
   for (const std::string& d : {dir, socket_dir}) {
-    if (mkdir(d.c_str(), 0700) < 0 && errno != EEXIST) return;
+    if (mkdir(d.c_str(), 0700) < 0 && errno != EEXIST) return absl::ErrnoToStatus(errno, d);
   }
   // Handlers with other id ranges may have primed this dir before.
   std::string owner = absl::StrCat(id.uid, ":", id.gid);
   for (const std::string& d : {dir, socket_dir}) {
     auto chowned = RunCommand({"/bin/chown", "-R", "-h", owner, d});
-    if (!chowned.ok() || !chowned->success()) return;
+    if (!chowned.ok() || !chowned->success()) return absl::InternalError("chown " + d);
   }
+  // Written by this run, or not at all.
+  const std::string stack_path = dir + "/" + kNodeStackFile;
+  unlink(stack_path.c_str());
   std::string log_path = dir + ".log";
   int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   SpawnOptions o;
@@ -99,12 +109,21 @@ void PrimeCapabilities(const std::string& launcher, const std::string& dir,
   if (log >= 0) close(log);
   if (!pid.ok()) {
     spdlog::warn("cannot prime the capabilities cache: {}", pid.status().ToString());
-    return;
+    return pid.status();
   }
   int status;
   waitpid(*pid, &status, 0);
   (void)RunCommand({"/bin/chmod", "-R", "a+rX", dir});  // best effort: launchers probe if not
   spdlog::info("capabilities cache priming {} (its log: {})", DescribeWaitStatus(status), log_path);
+  // The primer's identity wrote it: read as any file of an unprivileged user.
+  int fd = open(stack_path.c_str(), kUntrustedOpenFlags);
+  if (fd < 0) return absl::ErrnoToStatus(errno, "open " + stack_path);
+  absl::StatusOr<std::string> text = ReadSmallRegularFile(fd, 4096, stack_path);
+  close(fd);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<NodeStack> stack = ParseNodeStack(*text);
+  if (!stack.ok()) return Annotate(stack.status(), stack_path);
+  return stack;
 }
 
 // Everything the handler process holds, made in order by the Start* steps below and ended in
@@ -131,6 +150,9 @@ struct Handler {
   std::atomic<bool> ready{false};
   std::atomic<bool> stopping{false};
   std::thread watchdog;
+  // The node's libvirt and QEMU, once the primer has seen them.
+  absl::Mutex stack_mu;
+  std::optional<NodeStack> stack ABSL_GUARDED_BY(stack_mu);
 
   ~Handler() {
     stopping = true;
@@ -173,14 +195,23 @@ void StartCapabilitiesPrimer(Handler* h) {
   HandlerConfig& c = h->options.config;
   c.capabilities_cache = NodePaths::CapabilitiesCacheIn(h->options.capabilities_dir);
   c.capabilities_ready = std::make_shared<absl::Notification>();
-  h->primer = std::thread([dir = h->options.capabilities_dir, launcher = c.launcher_binary,
+  h->primer = std::thread([h, dir = h->options.capabilities_dir, launcher = c.launcher_binary,
                            sockets = c.run_dir + "/primer", identity = c.ids->Primer(),
                            ready = c.capabilities_ready] {
     int lock = open((dir + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (lock >= 0) flock(lock, LOCK_EX);
-    PrimeCapabilities(launcher, dir, sockets, identity);
+    absl::StatusOr<NodeStack> stack = PrimeCapabilities(launcher, dir, sockets, identity);
     if (lock >= 0) close(lock);
     ready->Notify();
+    if (!stack.ok()) {
+      spdlog::warn("the node's libvirt and QEMU versions are unknown: {}",
+                   stack.status().ToString());
+      return;
+    }
+    spdlog::info("the node's stack: {} (as the launchers' libvirtd reports it)",
+                 DescribeNodeStack(*stack));
+    absl::MutexLock lock_stack(&h->stack_mu);
+    h->stack = *stack;
   });
 }
 
@@ -229,6 +260,20 @@ absl::Status StartMetrics(Handler* h) {
   if (h->options.metrics_addr.empty()) return absl::OkStatus();
   MetricsRegistry* registry = MetricsRegistry::Default();
   AddVmiCollectors(registry, h->controller.get(), h->options.config.node_name);
+  registry->AddCollector([h] {
+    CollectedFamily f{"kvnode_node_stack_info",
+                      "The node's libvirt and QEMU versions, as the launchers' libvirtd reports "
+                      "them (no sample until the capabilities primer has run).",
+                      "gauge",
+                      {}};
+    absl::MutexLock lock(&h->stack_mu);
+    if (h->stack.has_value()) {
+      f.samples.push_back({{{"libvirt_version", FormatVersion(h->stack->libvirt)},
+                            {"qemu_version", FormatVersion(h->stack->qemu)}},
+                           1});
+    }
+    return std::vector<CollectedFamily>{f};
+  });
   std::map<std::string, HttpServer::Handler> routes;
   routes["/metrics"] = [registry] {
     return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", registry->Render()};

@@ -19,6 +19,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "agent/base/atomic_file.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
 #include "agent/base/unix_socket.h"
@@ -37,17 +38,6 @@ absl::Status MakeDirs(const std::string& path, mode_t mode) {
       }
     }
   }
-  return absl::OkStatus();
-}
-
-absl::Status WriteFile(const std::string& path, const std::string& content) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << content;
-    if (!f) return absl::InternalError("write " + tmp);
-  }
-  if (rename(tmp.c_str(), path.c_str()) < 0) return absl::ErrnoToStatus(errno, "rename " + tmp);
   return absl::OkStatus();
 }
 
@@ -144,11 +134,12 @@ absl::StatusOr<std::vector<std::string>> UserRecordEnvironment(const std::string
   // a migration's tunnel), and libvirtd looks up every client's user.
   absl::StrAppend(&group_file, "root:x:0:\n");
   RETURN_IF_ERROR(MakeDirs(dir, 0700));
-  RETURN_IF_ERROR(WriteFile(dir + "/passwd",
-                            absl::StrCat(name, ":x:", uid, ":", gid, ":kvnode VMI identity:", dir,
-                                         ":/usr/sbin/nologin\nroot:x:0:0:root:/root:",
-                                         "/usr/sbin/nologin\n")));
-  RETURN_IF_ERROR(WriteFile(dir + "/group", group_file));
+  const std::string passwd = absl::StrCat(name, ":x:", uid, ":", gid, ":kvnode VMI identity:",
+                                          dir, ":/usr/sbin/nologin\nroot:x:0:0:root:/root:",
+                                          "/usr/sbin/nologin\n");
+  // Made again at every start: whole or absent is all a crash needs (no fsync).
+  RETURN_IF_ERROR(WriteFileAtomically(dir + "/passwd", passwd, 0644, /*durable=*/false));
+  RETURN_IF_ERROR(WriteFileAtomically(dir + "/group", group_file, 0644, /*durable=*/false));
   return std::vector<std::string>{"LD_PRELOAD=" + wrapper, "NSS_WRAPPER_PASSWD=" + dir + "/passwd",
                                   "NSS_WRAPPER_GROUP=" + dir + "/group"};
 }
@@ -200,10 +191,12 @@ absl::Status SessionDaemon::Launch() {
     RETURN_IF_ERROR(MakeDirs(dir, 0700));
   }
   // No virtlogd per VMI: QEMU writes its log file itself. One daemon less per VMI.
-  RETURN_IF_ERROR(WriteFile(sockets + "/c/libvirt/qemu.conf", "stdio_handler = \"file\"\n"));
+  RETURN_IF_ERROR(WriteFileAtomically(sockets + "/c/libvirt/qemu.conf",
+                                      "stdio_handler = \"file\"\n", 0644, /*durable=*/false));
   std::string conf = "log_outputs = \"3:stderr\"\n";
   if (!options.host_uuid.empty()) absl::StrAppend(&conf, "host_uuid = \"", options.host_uuid, "\"\n");
-  RETURN_IF_ERROR(WriteFile(sockets + "/c/libvirt/libvirtd.conf", conf));
+  RETURN_IF_ERROR(
+      WriteFileAtomically(sockets + "/c/libvirt/libvirtd.conf", conf, 0644, /*durable=*/false));
   RETURN_IF_ERROR(LinkCapabilitiesCache(options.capabilities_cache, base + "/k"));
 
   socket_path_ = sockets + "/r/libvirt/libvirt-sock";

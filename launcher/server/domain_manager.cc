@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "agent/base/atomic_file.h"
 #include "agent/base/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -23,16 +24,7 @@ absl::Status WriteFinalStatus(const std::string& path, const DomainStatus& statu
   if (!google::protobuf::util::MessageToJsonString(status, &json, opts).ok()) {
     return absl::InternalError("encode final status");
   }
-  std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return absl::ErrnoToStatus(errno, "open " + tmp);
-  bool ok = write(fd, json.data(), json.size()) == static_cast<ssize_t>(json.size()) &&
-            fsync(fd) == 0;
-  close(fd);
-  if (!ok || rename(tmp.c_str(), path.c_str()) < 0) {
-    return absl::ErrnoToStatus(errno, "write " + path);
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, json, 0600);
 }
 
 DomainManager::DomainManager(DomainManagerOptions options, Hypervisor* hypervisor,

@@ -19,9 +19,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "agent/base/atomic_file.h"
 #include "agent/base/flags.h"
 #include "agent/base/helper_restarts.h"
 #include "agent/base/logging.h"
+#include "agent/base/node_stack.h"
 #include "agent/base/state_layout.h"
 #include "agent/base/subprocess.h"
 #include "grpcpp/grpcpp.h"
@@ -347,6 +349,22 @@ int RunPrimeCapabilities(const std::vector<std::string>& args) {
   char* caps = virConnectGetCapabilities(conn);
   int rc = caps != nullptr ? 0 : Fail(LibvirtError("capabilities"));
   free(caps);
+  // The stack the launchers will run on, for the handler (agent/base/node_stack.h).
+  unsigned long libvirt = 0, qemu = 0;  // NOLINT(runtime/int): libvirt's API
+  if (rc == 0 && virConnectGetLibVersion(conn, &libvirt) == 0 &&
+      virConnectGetVersion(conn, &qemu) == 0) {
+    NodeStack stack{libvirt, qemu};
+    absl::Status written = WriteFileAtomically(dir + "/" + kNodeStackFile,
+                                               SerializeNodeStack(stack), 0644);
+    if (written.ok()) {
+      spdlog::info("the node's stack: {}", DescribeNodeStack(stack));
+    } else {
+      spdlog::warn("cannot record the node's stack: {}", written.ToString());
+    }
+  } else if (rc == 0) {
+    spdlog::warn("cannot read libvirt's and QEMU's versions: {}",
+                 LibvirtError("version").ToString());
+  }
   virConnectClose(conn);
   (*daemon)->Stop();
   spdlog::info("capabilities cache primed in {}", absl::FormatDuration(absl::Now() - started));
