@@ -55,7 +55,7 @@ void VmiController::DhcpGoneLocked(Record* r, const std::string& how) {
                                      " times within a minute (last: ", how,
                                      "); the guest was stopped");
   if (FailVmi(&r->vmi, "DhcpServerCrashLoop", message, clock_->Now())) {
-    (void)Persist(r, "MODIFIED");
+    PersistOrRetryLocked(r, "MODIFIED");
     EventLocked(r->vmi, "Warning", "DhcpServerCrashLoop", message);
   }
   work_.Schedule([this, uid] { (void)cgroups_.KillAndRemove(uid, absl::Seconds(10)); });

@@ -280,8 +280,13 @@ absl::Status StartMetrics(Handler* h) {
   };
   routes["/healthz"] = [] { return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"}; };
   routes["/readyz"] = [h] {
-    return h->ready ? HttpResponse{200, "text/plain; charset=utf-8", "ready\n"}
-                    : HttpResponse{503, "text/plain; charset=utf-8", "starting\n"};
+    if (!h->ready) return HttpResponse{503, "text/plain; charset=utf-8", "starting\n"};
+    // Memory holds what the store lacks: a restart now would lose it.
+    std::string degraded = h->controller->Degraded();
+    if (!degraded.empty()) {
+      return HttpResponse{503, "text/plain; charset=utf-8", "degraded: " + degraded + "\n"};
+    }
+    return HttpResponse{200, "text/plain; charset=utf-8", "ready\n"};
   };
   ASSIGN_OR_RETURN(h->metrics_server, HttpServer::Start(h->options.metrics_addr, routes));
   spdlog::info("metrics on http://{} (port {})", h->options.metrics_addr, h->metrics_server->port());

@@ -127,6 +127,9 @@ void DeclareHandlerMetrics(MetricsRegistry* registry) {
                            "sender is not a process of the VMI they are about.");
   registry->DeclareCounter(kLaunchersReadopted,
                            "Live launchers taken over again after a handler restart.");
+  registry->DeclareCounter(kStoreWriteFailures,
+                           "Writes of a VMI that the store did not take; each is written again "
+                           "every 2 s until it is, and /readyz fails meanwhile.");
 }
 
 std::vector<CollectedFamily> VmiStatsFamilies(const VirtualMachineInstance& vmi,

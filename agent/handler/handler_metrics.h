@@ -23,6 +23,8 @@ inline constexpr char kLaunchersReadopted[] = "kvnode_launchers_readopted_total"
 inline constexpr char kHelperRestarts[] = "kvnode_vmi_helper_restarts_total";
 // Launcher notifications refused because their sender is not of the VMI they name.
 inline constexpr char kNotificationsRefused[] = "kvnode_launcher_notifications_refused_total";
+// VMI writes the store did not take (each is written again until it does).
+inline constexpr char kStoreWriteFailures[] = "kvnode_store_write_failures_total";
 
 void DeclareHandlerMetrics(MetricsRegistry* registry);
 

@@ -41,7 +41,7 @@ void VmiController::CheckLivenessLocked(Record* r, absl::Time now) {
                  absl::StrCat("The launcher has not answered for ",
                               absl::FormatDuration(absl::Trunc(silent, absl::Seconds(1)))),
                  now);
-    (void)Persist(r, "MODIFIED");
+    PersistOrRetryLocked(r, "MODIFIED");
     EventLocked(r->vmi, "Warning", "LauncherUnresponsive",
                 absl::StrCat("launcher pid ", r->launcher_pid, " does not answer"));
   }
@@ -51,7 +51,7 @@ void VmiController::CheckLivenessLocked(Record* r, absl::Time now) {
                          absl::FormatDuration(absl::Trunc(silent, absl::Seconds(1))),
                          "; it and its QEMU were stopped."),
             now);
-    (void)Persist(r, "MODIFIED");
+    PersistOrRetryLocked(r, "MODIFIED");
     EventLocked(r->vmi, "Warning", "LauncherUnresponsive",
                 "launcher gave no answer within the failure timeout; ending it");
     work_.Schedule([this, uid] { (void)cgroups_.KillAndRemove(uid, absl::Seconds(10)); });

@@ -78,14 +78,49 @@ VmiController::~VmiController() {
 
 absl::Status VmiController::Persist(Record* r, const std::string& type) {
   if (r->migration_target) return absl::OkStatus();  // not this node's VMI yet
-  auto rv = store_->Put(kVmiKind, &r->vmi, type);
+  // A VMI whose first write failed is still new to the store and its watchers.
+  const std::string& kind = r->unpersisted_type == "ADDED" ? r->unpersisted_type : type;
+  auto rv = store_->Put(kVmiKind, &r->vmi, kind);
   if (!rv.ok()) {
-    spdlog::error("persist VMI {}/{}: {}", r->vmi.metadata().namespace_(),
-                  r->vmi.metadata().name(), rv.status().ToString());
+    if (r->unpersisted_type.empty()) {
+      spdlog::error("VMI {}/{} uid={}: the store did not take its change ({}); written again "
+                    "every 2 s, the handler is not ready until then",
+                    r->vmi.metadata().namespace_(), r->vmi.metadata().name(),
+                    r->vmi.metadata().uid(), rv.status().ToString());
+      r->unpersisted_type = type;
+    }
+    r->unpersisted_error = rv.status().ToString();
+    Count(kStoreWriteFailures);
     return rv.status();
+  }
+  if (!r->unpersisted_type.empty()) {
+    spdlog::info("VMI {}/{} uid={}: stored again", r->vmi.metadata().namespace_(),
+                 r->vmi.metadata().name(), r->vmi.metadata().uid());
+    r->unpersisted_type.clear();
+    r->unpersisted_error.clear();
   }
   changed_.SignalAll();
   return absl::OkStatus();
+}
+
+void VmiController::PersistOrRetryLocked(Record* r, const std::string& type) {
+  // A failure is kept on the record (Persist), and the janitor writes it again.
+  Persist(r, type).IgnoreError();
+}
+
+std::string VmiController::Degraded() {
+  absl::MutexLock lock(&mu_);
+  int n = 0;
+  std::string first;
+  for (const auto& [uid, r] : by_uid_) {
+    if (r->unpersisted_type.empty()) continue;
+    if (n++ == 0) {
+      first = absl::StrCat(r->vmi.metadata().namespace_(), "/", r->vmi.metadata().name(), ": ",
+                           r->unpersisted_error);
+    }
+  }
+  if (n == 0) return "";
+  return absl::StrCat(n, n == 1 ? " VMI" : " VMIs", " not written to the store (", first, ")");
 }
 
 void VmiController::EventLocked(const VirtualMachineInstance& vmi, const std::string& type,
@@ -490,7 +525,7 @@ void VmiController::OnDomainEvent(const kvnode::v1::DomainEvent& event) {
   if (r->vmi.status().phase() == phase::kRunning && r->vmi.status().node_name().empty()) {
     r->vmi.mutable_status()->set_node_name(config_.node_name);
   }
-  (void)Persist(r, "MODIFIED");
+  PersistOrRetryLocked(r, "MODIFIED");
   const std::string& now_phase = r->vmi.status().phase();
   if (before != now_phase) {
     if (now_phase == phase::kRunning) {
@@ -528,7 +563,7 @@ void VmiController::OnLauncherEvent(const kvnode::v1::LauncherEvent& event) {
     if (r->vmi.status().phase() != phase::kRunning &&
         SetPhase(r->vmi.mutable_status(), phase::kScheduled, clock_->Now())) {
       r->vmi.mutable_status()->set_node_name(config_.node_name);
-      (void)Persist(r, "MODIFIED");
+      PersistOrRetryLocked(r, "MODIFIED");
     }
     std::string uid = event.vmi_uid();
     work_.Schedule([this, uid] { SyncLauncher(uid); });
@@ -571,6 +606,7 @@ void VmiController::JanitorLoop() {
     if (quit_) return;
     absl::Time now = clock_->Now();
     for (auto& [uid, r] : by_uid_) {
+      if (!r->unpersisted_type.empty()) PersistOrRetryLocked(r.get(), r->unpersisted_type);
       const std::string& p = r->vmi.status().phase();
       if (p == phase::kPending && !r->launcher_alive && !r->start_scheduled &&
           r->vmi.metadata().deletion_timestamp().empty()) {

@@ -160,6 +160,9 @@ class VmiController {
 
   // Counts for metrics and tests.
   std::map<std::string, int> PhaseCounts();
+  // Why the handler is degraded, or "": VMIs whose last change the store could not write
+  // (PersistOrRetryLocked); each is written again by the janitor until it succeeds.
+  std::string Degraded();
   // libvirt's statistics of the VMI's running domain, from its launcher (2 s at most).
   absl::StatusOr<kvnode::v1::DomainStats> DomainStatsOf(const std::string& uid);
 
@@ -290,6 +293,10 @@ class VmiController {
     // A re-adopted launcher that did not answer (its libvirtd restarting, say) is asked again
     // each second (vmi_recovery.cc); only the first failure is an event.
     bool refresh_failed = false;
+    // A store write of this VMI failed: the kind of the write to make again ("ADDED" or
+    // "MODIFIED") and why it failed; empty when the store has the VMI as memory has it.
+    std::string unpersisted_type;
+    std::string unpersisted_error;
   };
 
   void Count(const char* counter, const Labels& labels = {});
@@ -303,7 +310,14 @@ class VmiController {
   bool MigrationLauncherExitLocked(Record* r, const std::optional<kvnode::v1::DomainStatus>& final)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Writes the VMI to the store (and wakes watchers). A failure is returned, and also kept on
+  // the record, so that the janitor writes it again until the store takes it.
   absl::Status Persist(Record* r, const std::string& type) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Persist for a change that is made already (an event from the launcher, a probe, the
+  // janitor's own): nothing to undo and no caller to tell, so a failed write waits for the
+  // janitor's retry, and the handler reports itself degraded (Degraded) until it is written.
+  void PersistOrRetryLocked(Record* r, const std::string& type)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A migration target's record, as a kMigrationTargetKind object: the VMI with the target
   // launcher and pod, and the source's phase history (vmi_migration.cc).
   void PersistTargetLocked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -249,7 +249,7 @@ void VmiController::StartLauncher(const std::string& uid) {
     for (auto& i : InterfaceStatus(*launch->attachment)) *ifaces->Add() = std::move(i);
   }
   SetPhase(r->vmi.mutable_status(), phase::kScheduling, clock_->Now());
-  (void)Persist(r, "MODIFIED");
+  PersistOrRetryLocked(r, "MODIFIED");
   EventLocked(r->vmi, "Normal", "SuccessfulCreate",
               absl::StrCat("Created launcher pid ", launch->handle.pid,
                            launch->attachment ? " with pod IP " + launch->attachment->pod_ipv4
@@ -279,14 +279,14 @@ bool VmiController::HoldResourcesLocked(Record* r) {
     // another VMI ends and gives its share back.
     if (SetCondition(conds, "PodScheduled", "False", "Unschedulable", insufficient,
                      clock_->Now())) {
-      (void)Persist(r, "MODIFIED");
+      PersistOrRetryLocked(r, "MODIFIED");
       EventLocked(r->vmi, "Warning", "FailedScheduling", insufficient);
     }
     return false;
   }
   if (FindCondition(*conds, "PodScheduled") != nullptr) {
     RemoveCondition(conds, "PodScheduled");
-    (void)Persist(r, "MODIFIED");
+    PersistOrRetryLocked(r, "MODIFIED");
   }
   r->resources_held = true;
   return true;
@@ -303,13 +303,13 @@ void VmiController::OnStartFailedLocked(Record* r, const absl::Status& status, b
     bool changed = SetCondition(r->vmi.mutable_status()->mutable_conditions(), "Synchronized",
                                 "False", reason, message, clock_->Now());
     if (changed) {
-      (void)Persist(r, "MODIFIED");
+      PersistOrRetryLocked(r, "MODIFIED");
       EventLocked(r->vmi, "Warning", reason, message);
     }
     return;
   }
   FailVmi(&r->vmi, "LauncherStartFailed", message, clock_->Now());
-  (void)Persist(r, "MODIFIED");
+  PersistOrRetryLocked(r, "MODIFIED");
   EventLocked(r->vmi, "Warning", "FailedCreate", message);
 }
 
@@ -470,7 +470,7 @@ void VmiController::OnLauncherExit(const std::string& uid, pid_t pid,
   r->vmi.mutable_status()->mutable_launcher()->set_pid(0);
   r->vmi.mutable_status()->mutable_launcher()->set_qemu_pid(0);
   changed = true;
-  if (changed) (void)Persist(r, "MODIFIED");
+  if (changed) PersistOrRetryLocked(r, "MODIFIED");
   if (!r->vmi.metadata().deletion_timestamp().empty()) RemoveLocked(uid);
 }
 
@@ -585,7 +585,7 @@ bool VmiController::ReplaceLauncher(const std::string& uid, pid_t pid, const std
   auto* ls = r->vmi.mutable_status()->mutable_launcher();
   ls->set_pid(handle->pid);
   ls->set_start_time(std::to_string(handle->start_time));
-  (void)Persist(r, "MODIFIED");
+  PersistOrRetryLocked(r, "MODIFIED");
   EventLocked(r->vmi, "Warning", "LauncherReplaced",
               absl::StrCat("launcher ", how, "; a new launcher (pid ", handle->pid,
                            ") took over the running guest (QEMU pid ", qemu, ")"));

@@ -244,7 +244,7 @@ void VmiController::PromoteTargetLocked(Record* r, const kvnode::v1::DomainStatu
       r->vmi.metadata().uid();
   // The VMI is stored before the target record goes: a crash between the two leaves both,
   // and Recover keeps the VMI.
-  (void)Persist(r, "ADDED");
+  PersistOrRetryLocked(r, "ADDED");
   ForgetTargetLocked(r, /*keep_vm=*/true);
   EventLocked(r->vmi, "Normal", "Migrated",
               absl::StrCat("The VirtualMachineInstance migrated to node ", config_.node_name));

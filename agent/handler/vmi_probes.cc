@@ -124,7 +124,7 @@ void VmiController::RunProbe(const std::string& uid, bool readiness) {
                 absl::StrCat(Kind(readiness), " probe failed: ", message));
   }
   if (readiness) {
-    if (UpdateReadyLocked(r)) (void)Persist(r, "MODIFIED");
+    if (UpdateReadyLocked(r)) PersistOrRetryLocked(r, "MODIFIED");
     return;
   }
   if (!flipped) return;
@@ -133,7 +133,7 @@ void VmiController::RunProbe(const std::string& uid, bool readiness) {
             absl::StrCat("Liveness probe failed ", state->settings().failure_threshold,
                          " times: ", message),
             clock_->Now());
-    (void)Persist(r, "MODIFIED");
+    PersistOrRetryLocked(r, "MODIFIED");
     EventLocked(r->vmi, "Warning", "LivenessProbeFailed",
                 "Liveness probe failed; stopping the VirtualMachineInstance");
     std::string id = uid;

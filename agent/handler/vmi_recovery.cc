@@ -181,7 +181,7 @@ void VmiController::MarkLauncherLostLocked(Record* r, const std::string& message
   }
   r->vmi.mutable_status()->mutable_launcher()->set_pid(0);
   r->vmi.mutable_status()->mutable_launcher()->set_qemu_pid(0);
-  (void)Persist(r, "MODIFIED");
+  PersistOrRetryLocked(r, "MODIFIED");
 }
 
 grpc::Status VmiController::FetchDomain(const std::string& uid, kvnode::v1::DomainStatus* domain) {
@@ -273,7 +273,7 @@ void VmiController::RefreshLauncher(const std::string& uid) {
     if (domain.exists()) {
       if (ApplyDomainStatus(&r->vmi, domain, clock_->Now())) {
         UpdateReadyLocked(r);
-        (void)Persist(r, "MODIFIED");
+        PersistOrRetryLocked(r, "MODIFIED");
       }
     } else if (!IsFinalPhase(r->vmi.status().phase())) {
       // A domain that left in a migration is never started again here.

@@ -24,6 +24,7 @@ bench() {
 
 bench manifest "$bin/manifest_bench" --benchmark_min_time=0.05
 bench qmp python3 "$here/qmp-cpu-features.py" --runs 1
+bench qmp-per-start python3 "$here/qmp-per-start.py" --runs 1
 bench start "$bin/kvnode-bench-start" --runs 2
 bench watch "$bin/kvnode-bench-watch" --events 20
 bench density "$bin/kvnode-bench-density" --vmis 5 --idle 3s

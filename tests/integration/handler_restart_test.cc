@@ -2,12 +2,15 @@
 // every live launcher, learns what happened while it was down, and notices launchers that
 // stopped answering. No test here ever sees two QEMUs for one VMI.
 #include <signal.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <map>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "agent/base/subprocess.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -309,6 +312,60 @@ TEST_F(HandlerRestartTest, ALauncherAndItsQemuKilledWhileTheHandlerIsDownEndFail
   EXPECT_EQ(failed->status().reason(), "LauncherLost");
   EXPECT_TRUE(Eventually([&] { return handler_->VmiProcesses(vmi.metadata().uid()).empty(); },
                          absl::Seconds(10)));
+}
+
+// The state disk fills up while a guest runs, and the guest powers itself off meanwhile: the
+// store cannot take the VMI's end (SQLITE_FULL). Nothing is lost: the handler keeps it, says it
+// is degraded (/readyz 503 naming the VMI, a log line, a metric), writes it again once there is
+// room, and a handler killed afterwards finds the VMI Succeeded, not a guest that vanished.
+TEST_F(HandlerRestartTest, AFullStateDiskLosesNoChangeAndTheHandlerSaysItIsDegraded) {
+  HandlerProcess::Options o;
+  o.state_dir_size_mib = 128;
+  o.extra_args = {"--metrics-addr", "127.0.0.1:9464"};  // inside the test's node namespace
+  StartHandler(o);
+  if (HasFatalFailure() || IsSkipped()) return;
+  ASSERT_TRUE(handler_->PrepareDisk("default", "full-disk", "poweroff", /*delay=*/15).ok());
+  Sync(GuestVmi("full", "full-disk", 30));
+  auto running = WaitAllRunning({"full"});
+  ASSERT_EQ(running.size(), 1u);
+  ASSERT_EQ(running[0].status().phase(), "Running");
+  auto readyz = [&] {
+    return handler_->InNode({"/usr/bin/curl", "-sS", "--max-time", "5", "-w", " %{http_code}",
+                             "http://127.0.0.1:9464/readyz"}).out;
+  };
+  ASSERT_THAT(readyz(), ::testing::HasSubstr("ready\n 200"));
+  // Fill what is left of the state dir's filesystem.
+  struct statvfs fs;
+  ASSERT_EQ(statvfs(handler_->state_dir().c_str(), &fs), 0);
+  const std::string filler = handler_->state_dir() + "/filler";
+  auto filled = RunCommand({"/usr/bin/fallocate", "-l",
+                            std::to_string(static_cast<uint64_t>(fs.f_bavail) * fs.f_bsize),
+                            filler});
+  ASSERT_TRUE(filled.ok() && filled->success()) << (filled.ok() ? filled->output : "");
+  // The guest powers off: Succeeded in memory, not in the store.
+  auto done = WaitPhase("full", "Succeeded", absl::Seconds(120));
+  ASSERT_TRUE(done.ok()) << done.status() << "\n" << handler_->DiagnosticLogs();
+  std::string degraded;
+  EXPECT_TRUE(Eventually([&] {
+    degraded = readyz();
+    return absl::StrContains(degraded, " 503");
+  }, absl::Seconds(10))) << degraded;
+  EXPECT_THAT(degraded, ::testing::HasSubstr("degraded: 1 VMI not written to the store "
+                                             "(default/full: "));
+  EXPECT_THAT(handler_->Log(), ::testing::HasSubstr("the store did not take its change"));
+  auto metrics = handler_->InNode({"/usr/bin/curl", "-sS", "--max-time", "5",
+                                   "http://127.0.0.1:9464/metrics"}).out;
+  EXPECT_THAT(metrics, ::testing::ContainsRegex("kvnode_store_write_failures_total [1-9]"));
+  // Room again: the janitor writes it within its 2 s round, and the handler is ready.
+  ASSERT_EQ(unlink(filler.c_str()), 0);
+  EXPECT_TRUE(Eventually([&] { return absl::StrContains(readyz(), "ready\n 200"); },
+                         absl::Seconds(10))) << readyz();
+  EXPECT_THAT(handler_->Log(), ::testing::HasSubstr("stored again"));
+  // What the store holds is what the handler said: after a kill -9, still Succeeded.
+  ASSERT_TRUE(handler_->KillAndRestart().ok());
+  auto after = VmiNow("full");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->status().phase(), "Succeeded") << after->status().reason();
 }
 
 TEST_F(HandlerRestartTest, AStoppedLauncherGoesUnknownThenFailedAndNeverGetsASecondQemu) {
