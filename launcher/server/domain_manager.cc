@@ -218,6 +218,12 @@ DomainStatus DomainManager::StatusLocked(const DomainStatus& base) {
 
 void DomainManager::PublishLocked(const std::string& type, const DomainStatus& status,
                                   const std::string& libvirt_event) {
+  if (!status.state().empty()) {
+    last_.set_exists(status.exists());
+    last_.set_state(status.state());
+    last_.set_reason(status.reason());
+    last_.set_qemu_pid(status.qemu_pid());
+  }
   kvnode::v1::DomainEvent e;
   e.set_vmi_uid(options_.vmi_uid);
   e.set_type(type);
@@ -285,9 +291,12 @@ void DomainManager::OnEvent(const DomainLifecycleEvent& event) {
     base.set_state("Shutdown");
     base.set_reason(event.detail);
   } else {
-    // Reboot, agent lifecycle: the state is unchanged; say Running when the domain runs.
-    base.set_state("Running");
-    base.set_reason("Unknown");
+    // Reboot, agent lifecycle: the state is unchanged, so they restate the last one. Before the
+    // domain has started they say nothing: libvirt reports the agent channel (disconnected,
+    // "domain started") while it is still starting the domain, before Started, and taking that
+    // for Running once let a VMI run without its QEMU's pid.
+    if (last_.state().empty()) return;
+    base = last_;
   }
   PublishLocked("MODIFIED", StatusLocked(base), name);
 }

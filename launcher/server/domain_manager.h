@@ -126,6 +126,9 @@ class DomainManager {
   // Set by the Stopped event; the worker then undefines and finishes.
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::string stop_detail_ ABSL_GUARDED_BY(mu_);
+  // What the handler was last told of the domain (existence, state, reason, QEMU pid); no
+  // state before the domain has started.
+  kvnode::v1::DomainStatus last_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
   std::thread worker_;

@@ -212,6 +212,30 @@ TEST_F(DomainManagerTest, SyncStartsTheDomainOnceAndEventsArePublished) {
   EXPECT_FALSE(manager_->Done());
 }
 
+// libvirt reports the guest agent's channel (disconnected, "domain started") while it still
+// starts the domain, before Started. That once became "Running" without a QEMU pid, and a
+// launcher killed in that window was not replaced: its guest was lost.
+TEST_F(DomainManagerTest, AgentAndRebootEventsOnlyRestateTheLastState) {
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  hv_.Emit("AgentDisconnected", "");
+  hv_.Emit("Reboot", "");
+  EXPECT_TRUE(sink_.domain_events().empty()) << "a state before the domain started";
+  hv_.Emit("Started", "Booted");
+  hv_.Emit("AgentConnected", "");
+  auto events = sink_.domain_events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].status().state(), "Running");
+  EXPECT_EQ(events[1].status().qemu_pid(), 4242);
+  EXPECT_EQ(events[1].status().reason(), "Booted");
+  EXPECT_EQ(events[1].libvirt_event(), "AgentConnected");
+  hv_.Emit("Suspended", "Paused");
+  hv_.Emit("AgentDisconnected", "");
+  events = sink_.domain_events();
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[3].status().state(), "Paused") << "an agent event unpaused the domain";
+  EXPECT_EQ(events[3].status().reason(), "User");
+}
+
 TEST_F(DomainManagerTest, GracefulShutdownByAcpiEndsWithShutdownReason) {
   ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
   ASSERT_TRUE(manager_->Shutdown(30).ok());
