@@ -74,9 +74,15 @@ for p in "${packages[@]}"; do
   done
 done
 if [ "$stack" = stock ]; then
-  # Back to Debian 12's stack: every installed backport of the pinned set, at once.
+  # Back to Debian 12's stack: every installed backport of the pinned set, at once; those
+  # that bookworm does not have (libvirt 11 split some packages out) go.
   while read -r p version status; do
-    if [ "$status" = installed ] && is_backport "$version"; then missing+=("$p/bookworm"); fi
+    [ "$status" = installed ] && is_backport "$version" || continue
+    if apt-cache madison "${p%%:*}" | grep -v backports | grep -q .; then
+      missing+=("${p%%:*}/bookworm")
+    else
+      missing+=("${p%%:*}-")
+    fi
   done < <(dpkg-query -W -f='${Package} ${Version} ${db:Status-Status}\n' 'libvirt*' 'qemu-*' \
              seabios 2>/dev/null)
 fi
