@@ -86,10 +86,15 @@ void CheckTools(const HandlerOptions& o, std::vector<ConfigFinding>* out) {
                     o.virt_type_reason.empty() ? "TCG (software emulation)"
                                                : "TCG: " + o.virt_type_reason});
   }
-  out->push_back({true, "--free-page-reporting",
-                  o.config.free_page_reporting ? "on for VMIs that do not opt out"
-                                               : "off (the default under TCG, where live "
-                                                 "migrations damaged guests more often with it on)"});
+  out->push_back(
+      {true, "--free-page-reporting",
+       !o.config.free_page_reporting.has_value()
+           ? (o.config.virt_type == "qemu"
+                  ? "auto: on for VMIs that do not opt out if the node's QEMU is 9.0 or later, "
+                    "off before (its TCG migrations damaged guests more often with it on)"
+                  : "auto: on for VMIs that do not opt out")
+       : *o.config.free_page_reporting ? "on for VMIs that do not opt out"
+                                       : "off"});
   out->push_back(
       {true, "--migration-guest-pause", DescribeGuestPause(o.migration.policy.guest_pause)});
   out->push_back({true, "--cpu-allocation-ratio",

@@ -195,6 +195,11 @@ void StartCapabilitiesPrimer(Handler* h) {
   HandlerConfig& c = h->options.config;
   c.capabilities_cache = NodePaths::CapabilitiesCacheIn(h->options.capabilities_dir);
   c.capabilities_ready = std::make_shared<absl::Notification>();
+  // Launchers start after the primer (capabilities_ready), so their options see its versions.
+  c.qemu_version = [h]() -> uint64_t {
+    absl::MutexLock lock(&h->stack_mu);
+    return h->stack.has_value() ? h->stack->qemu : 0;
+  };
   h->primer = std::thread([h, dir = h->options.capabilities_dir, launcher = c.launcher_binary,
                            sockets = c.run_dir + "/primer", identity = c.ids->Primer(),
                            ready = c.capabilities_ready] {
@@ -202,16 +207,16 @@ void StartCapabilitiesPrimer(Handler* h) {
     if (lock >= 0) flock(lock, LOCK_EX);
     absl::StatusOr<NodeStack> stack = PrimeCapabilities(launcher, dir, sockets, identity);
     if (lock >= 0) close(lock);
-    ready->Notify();
-    if (!stack.ok()) {
+    if (stack.ok()) {
+      spdlog::info("the node's stack: {} (as the launchers' libvirtd reports it)",
+                   DescribeNodeStack(*stack));
+      absl::MutexLock lock_stack(&h->stack_mu);
+      h->stack = *stack;
+    } else {
       spdlog::warn("the node's libvirt and QEMU versions are unknown: {}",
                    stack.status().ToString());
-      return;
     }
-    spdlog::info("the node's stack: {} (as the launchers' libvirtd reports it)",
-                 DescribeNodeStack(*stack));
-    absl::MutexLock lock_stack(&h->stack_mu);
-    h->stack = *stack;
+    ready->Notify();  // after the stack: launchers' options read it
   });
 }
 

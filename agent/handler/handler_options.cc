@@ -264,8 +264,7 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
     return absl::InvalidArgumentError(
         "--free-page-reporting: expected on, off or auto, got \"" + reporting + "\"");
   }
-  c.free_page_reporting =
-      reporting == "auto" ? FreePageReportingByDefault(virt) : reporting == "on";
+  if (reporting != "auto") c.free_page_reporting = reporting == "on";
   RETURN_IF_ERROR(ParseDurations(flags, &c));
   RETURN_IF_ERROR(ParseBackoff(flags, &o.vm));
   c.launcher_binary = LauncherBinary(flags, argv0);

@@ -18,8 +18,9 @@
 //                          otherwise qemu (TCG). Default auto.
 //   --free-page-reporting on|off|auto   the memory balloon's free page reporting for VMIs that
 //                          do not opt out (annotation kubevirt.io/free-page-reporting-disabled);
-//                          auto (default): on for kvm, off for qemu (TCG: slow live
-//                          migrations damaged guests more often with it, docs/DESIGN.md)
+//                          auto (default): on for kvm; for qemu (TCG) on with QEMU 9.0 or
+//                          later, off before (whose TCG migrations damaged guests more often
+//                          with it, docs/DESIGN.md)
 //   --launcher PATH        kvnode-launcher binary (default: beside this binary)
 //   --launcher-id-range FIRST:COUNT   uids/gids for launchers, libvirtd and QEMU, one per VMI
 //                          (default 200000:65536; agent/supervisor/launcher_ids.h); the old

@@ -63,9 +63,13 @@ struct HandlerConfig {
   // (agent/base/state_layout.h). Set by the options from --run-dir.
   std::string run_dir = NodePaths::DefaultRunDir("/var/lib/kvnode");
   std::string virt_type = "kvm";  // resolved: kvm or qemu
-  // The memory balloon's free page reporting for VMIs that do not opt out (resolved from
-  // --free-page-reporting; launcher/converter/domain_options.h says why TCG nodes default off).
-  bool free_page_reporting = true;
+  // The memory balloon's free page reporting for VMIs that do not opt out (--free-page-reporting
+  // on/off); unset (auto) it follows FreePageReportingByDefault with the node's QEMU version
+  // (launcher/converter/domain_options.h says why old QEMU under TCG stays off).
+  std::optional<bool> free_page_reporting;
+  // The node's QEMU version as the capabilities primer found it (libvirt's encoding), 0 until
+  // then or when unknown. May be null.
+  std::function<uint64_t()> qemu_version;
   std::string launcher_binary;
   std::string capabilities_cache;
   // Notified once the capabilities cache is primed; launchers wait for it (briefly) so that

@@ -326,7 +326,12 @@ kvnode::v1::DomainOptions VmiController::DomainOptionsFor(const VirtualMachineIn
     claims = config_.volumes->ClaimLayoutOf(vmi.metadata().namespace_());
   }
   kvnode::v1::DomainOptions options = BuildDomainOptions(vmi, paths_, config_.virt_type, claims);
-  options.set_disable_free_page_reporting(!config_.free_page_reporting);
+  const bool reporting =
+      config_.free_page_reporting.has_value()
+          ? *config_.free_page_reporting
+          : FreePageReportingByDefault(config_.virt_type,
+                                       config_.qemu_version ? config_.qemu_version() : 0);
+  options.set_disable_free_page_reporting(!reporting);
   return options;
 }
 

@@ -59,10 +59,14 @@ struct ClaimLayout {
 inline constexpr char kFreePageReportingDisabledAnnotation[] =
     "kubevirt.io/free-page-reporting-disabled";
 
-// Whether a node of this virt type turns free page reporting on when not told: on for kvm (as
-// KubeVirt), off for qemu (TCG), where pre-copy migrations that ran for minutes delivered
-// guests whose memory arrived damaged far more often with it on (docs/DESIGN.md, section 6).
-inline bool FreePageReportingByDefault(absl::string_view virt_type) { return virt_type != "qemu"; }
+// Whether a node turns free page reporting on when not told: on for kvm (as KubeVirt); under
+// TCG (qemu) only with QEMU 9.0 or later (`qemu_version` as libvirt encodes it, 0 when
+// unknown). Before 9.0, TCG's dirty tracking lost guest writes during live migrations, and
+// pre-copy migrations that ran for minutes delivered damaged guests far more often with it on
+// (docs/DESIGN.md, section 6).
+inline bool FreePageReportingByDefault(absl::string_view virt_type, uint64_t qemu_version = 0) {
+  return virt_type != "qemu" || qemu_version >= 9'000'000;
+}
 
 // The options for `vmi` (defaulted) on a node whose state dir is `node`, with virt type "kvm"
 // or "qemu". The VMI's metadata.uid names its state dir, so it must be set. `claims` is the

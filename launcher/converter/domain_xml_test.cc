@@ -308,6 +308,15 @@ TEST(ConvertTest, FreePageReportingFollowsKubeVirtsRuleAndIsOffUnderTcg) {
   EXPECT_EQ(Xpath(Convert(vmi, Options(vmi)), kFpr), "off");
   (*vmi.mutable_metadata()->mutable_annotations())[kFreePageReportingDisabledAnnotation] = "yes";
   EXPECT_EQ(Xpath(Convert(vmi, Options(vmi)), kFpr), "on");
+  // The node default under TCG follows QEMU's version: on from 9.0, whose dirty tracking no
+  // longer loses a live migration's writes; unknown (0) counts as older.
+  EXPECT_FALSE(FreePageReportingByDefault("qemu"));
+  EXPECT_FALSE(FreePageReportingByDefault("qemu", 7'002'022));
+  EXPECT_FALSE(FreePageReportingByDefault("qemu", 8'002'999));
+  EXPECT_TRUE(FreePageReportingByDefault("qemu", 9'000'000));
+  EXPECT_TRUE(FreePageReportingByDefault("qemu", 10'000'002));
+  EXPECT_TRUE(FreePageReportingByDefault("kvm"));
+  EXPECT_TRUE(FreePageReportingByDefault("kvm", 7'002'022));
   // The node turns it off (kvnode-handler --free-page-reporting off), or on under TCG.
   DomainOptions options = Options(vmi);
   options.set_disable_free_page_reporting(true);

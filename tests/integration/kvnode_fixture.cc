@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <regex>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -66,6 +67,17 @@ std::string ReadFile(const std::string& path) {
 
 std::string SourceDir() { return Env("KVNODE_SOURCE_DIR", KVNODE_SOURCE_DIR_DEFAULT); }
 std::string BinaryDir() { return Env("KVNODE_BINARY_DIR", KVNODE_BINARY_DIR_DEFAULT) + "/bin"; }
+
+int QemuMajorVersion() {
+  auto r = RunCommand({"/usr/bin/qemu-system-x86_64", "--version"});
+  std::smatch m;
+  if (!r.ok() || !std::regex_search(r->output, m, std::regex("version ([0-9]+)\\."))) {
+    ADD_FAILURE() << "qemu-system-x86_64 --version: "
+                  << (r.ok() ? r->output : r.status().ToString());
+    return 0;
+  }
+  return std::stoi(m[1]);
+}
 
 const std::string& GuestImage() {
   static std::once_flag once;

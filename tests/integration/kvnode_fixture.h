@@ -25,6 +25,10 @@ const std::string& GuestImage();
 // Paths of this build.
 std::string BinaryDir();  // build/bin
 std::string SourceDir();
+// The major version of the machine's QEMU (`qemu-system-x86_64 --version`); a test failure and
+// 0 when it cannot be read. What kvnode chooses by QEMU's version (a migration's guest pause,
+// free page reporting under TCG), the tests expect by it.
+int QemuMajorVersion();
 
 class HandlerProcess {
  public:
