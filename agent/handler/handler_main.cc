@@ -42,6 +42,7 @@
 #include "agent/network/importer_egress.h"
 #include "agent/network/linux_netns.h"
 #include "agent/network/pod_network.h"
+#include "launcher/converter/domain_options.h"
 
 namespace kvnode {
 namespace {
@@ -210,6 +211,13 @@ void StartCapabilitiesPrimer(Handler* h) {
     if (stack.ok()) {
       spdlog::info("the node's stack: {} (as the launchers' libvirtd reports it)",
                    DescribeNodeStack(*stack));
+      const HandlerConfig& c = h->options.config;
+      if (!c.free_page_reporting.has_value() && c.virt_type == "qemu") {
+        spdlog::info("free page reporting under TCG (--free-page-reporting auto): {}",
+                     FreePageReportingByDefault(c.virt_type, stack->qemu)
+                         ? "on, as KubeVirt (QEMU 9.0 or later)"
+                         : "off (QEMU before 9.0 loses live migrations' writes under TCG)");
+      }
       absl::MutexLock lock_stack(&h->stack_mu);
       h->stack = *stack;
     } else {
