@@ -22,6 +22,7 @@
 #include "agent/base/subprocess.h"
 #include "agent/supervisor/cgroup.h"
 #include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
 
 extern char** environ;
 
