@@ -617,8 +617,10 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(ok->success()) << ok->output;
   EXPECT_THAT(ok->output, HasSubstr("configuration is valid"));
-  // Free page reporting: off by default under TCG, on when asked; a bad value names the flag.
-  EXPECT_THAT(ok->output, HasSubstr("--free-page-reporting: off (the default under TCG"));
+  // Free page reporting: under TCG by QEMU's version by default, on when asked; a bad value
+  // names the flag.
+  EXPECT_THAT(ok->output, HasSubstr("--free-page-reporting: auto: on for VMIs that do not opt "
+                                    "out if the node's QEMU is 9.0 or later, off before"));
   EXPECT_THAT(ok->output, HasSubstr("--migration-guest-pause: auto: the guest is paused for the "
                                     "copy under TCG on QEMU before 9.0"));
   auto on = RunCommand({BinaryDir() + "/kvnode-handler", "--validate-config", "--virt-type", "qemu",
