@@ -84,7 +84,7 @@ bool GuestTest::SerialShows(const std::string& uid, const std::string& marker,
 
 std::vector<std::string> GuestTest::BootIds(const std::string& uid) {
   std::string log = handler_->SerialLog(uid);
-  std::regex re("KVNODE-GUEST-BOOTED boot_id=([0-9a-f-]+)");
+  std::regex re(std::string("KVNODE-GUEST-BOOTED boot_id=(") + kBootIdPattern + ")");
   std::vector<std::string> ids;
   for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator();
        ++it) {

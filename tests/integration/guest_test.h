@@ -20,6 +20,10 @@
 namespace kvnode::testing {
 
 inline constexpr absl::Duration kBoot = absl::Seconds(90);
+// A whole boot id in the guest's console lines (a UUID): a line still being written when the
+// log is read never matches with half an id.
+inline constexpr char kBootIdPattern[] =
+    "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
 
 class GuestTest : public ::testing::Test {
  protected:

@@ -48,7 +48,9 @@ struct Tick {
 };
 
 std::vector<Tick> Ticks(const std::string& serial) {
-  std::regex re("KVNODE-GUEST-TICK n=([0-9]+) boot_id=([0-9a-f-]+)");
+  // Whole ticks only: the last line may be half written (a number cut short, half an id).
+  std::regex re(std::string("KVNODE-GUEST-TICK n=([0-9]+) boot_id=(") + kBootIdPattern +
+                ")\\r?\\n");
   std::vector<Tick> out;
   for (auto it = std::sregex_iterator(serial.begin(), serial.end(), re);
        it != std::sregex_iterator(); ++it) {
