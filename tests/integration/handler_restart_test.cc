@@ -119,7 +119,11 @@ TEST_F(HandlerRestartTest, KillingThePodsDhcpServerIsRepairedBeforeTheGuestNeeds
   ASSERT_TRUE(Eventually([&] { pid_t p = dnsmasq(); return p > 0 && p != first; },
                          absl::Seconds(30)))
       << "the DHCP server was not started again\n" << handler_->DiagnosticLogs();
-  EXPECT_THAT(Events("leases"), ::testing::HasSubstr("DhcpServerRestarted"));
+  // The new dnsmasq is in the cgroup a moment before the handler records the event.
+  EXPECT_TRUE(Eventually(
+      [&] { return absl::StrContains(Events("leases"), "DhcpServerRestarted"); },
+      absl::Seconds(10)))
+      << Events("leases");
   EXPECT_THAT(Events("leases"), ::testing::HasSubstr("killed by signal 9"));
   // The guest boots again and asks for its address: it gets it, and serves its page.
   const size_t boots = BootIds(uid).size();
