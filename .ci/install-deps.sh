@@ -67,11 +67,11 @@ for p in "${packages[@]}"; do
     missing+=("$p")
     continue
   fi
-  for s in "${stack_packages[@]}"; do
-    [ "$p" = "$s" ] || continue
-    version=$(dpkg-query -W -f='${Version}' "$p")
-    if [ "$stack" = backports ] && ! is_backport "$version"; then missing+=("$p"); fi
-  done
+  case " ${stack_packages[*]} " in *" $p "*)
+    if [ "$stack" = backports ] && ! is_backport "$(dpkg-query -W -f='${Version}' "$p")"; then
+      missing+=("$p")
+    fi
+  esac
 done
 if [ "$stack" = stock ]; then
   # Back to Debian 12's stack: every installed backport of the pinned set, at once; those

@@ -52,6 +52,15 @@ ConfigFinding CheckDir(const std::string& subject, const std::string& path, bool
   return {true, subject, path + " will be created (under " + ancestor + ")"};
 }
 
+std::string DescribeFreePageReporting(const HandlerConfig& c) {
+  if (c.free_page_reporting.has_value()) {
+    return *c.free_page_reporting ? "on for VMIs that do not opt out" : "off";
+  }
+  if (c.virt_type != "qemu") return "auto: on for VMIs that do not opt out";
+  return "auto: on for VMIs that do not opt out if the node's QEMU is 9.0 or later, off before "
+         "(its TCG migrations damaged guests more often with it on)";
+}
+
 ConfigFinding CheckExecutable(const std::string& subject, const std::string& path) {
   if (access(path.c_str(), X_OK) < 0) return {false, subject, path + " is not executable"};
   return {true, subject, path};
@@ -86,15 +95,7 @@ void CheckTools(const HandlerOptions& o, std::vector<ConfigFinding>* out) {
                     o.virt_type_reason.empty() ? "TCG (software emulation)"
                                                : "TCG: " + o.virt_type_reason});
   }
-  out->push_back(
-      {true, "--free-page-reporting",
-       !o.config.free_page_reporting.has_value()
-           ? (o.config.virt_type == "qemu"
-                  ? "auto: on for VMIs that do not opt out if the node's QEMU is 9.0 or later, "
-                    "off before (its TCG migrations damaged guests more often with it on)"
-                  : "auto: on for VMIs that do not opt out")
-       : *o.config.free_page_reporting ? "on for VMIs that do not opt out"
-                                       : "off"});
+  out->push_back({true, "--free-page-reporting", DescribeFreePageReporting(o.config)});
   out->push_back(
       {true, "--migration-guest-pause", DescribeGuestPause(o.migration.policy.guest_pause)});
   out->push_back({true, "--cpu-allocation-ratio",

@@ -218,12 +218,7 @@ DomainStatus DomainManager::StatusLocked(const DomainStatus& base) {
 
 void DomainManager::PublishLocked(const std::string& type, const DomainStatus& status,
                                   const std::string& libvirt_event) {
-  if (!status.state().empty()) {
-    last_.set_exists(status.exists());
-    last_.set_state(status.state());
-    last_.set_reason(status.reason());
-    last_.set_qemu_pid(status.qemu_pid());
-  }
+  if (!status.state().empty()) last_ = status;  // StatusLocked refreshes the rest on reuse
   kvnode::v1::DomainEvent e;
   e.set_vmi_uid(options_.vmi_uid);
   e.set_type(type);

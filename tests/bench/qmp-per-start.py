@@ -80,6 +80,7 @@ def one_run(user, xml_path, name, base):
     daemon = subprocess.Popen(["/usr/sbin/libvirtd", "--timeout", "0"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **as_user)
     uri = f"qemu+unix:///session?socket={base}/r/libvirt/libvirt-sock"
+    created = False
     try:
         deadline = time.monotonic() + 60
         while not os.path.exists(f"{base}/r/libvirt/libvirt-sock"):
@@ -96,6 +97,7 @@ def one_run(user, xml_path, name, base):
         subprocess.run(["virsh", "-c", uri, "create", xml_path], check=True,
                        stdout=subprocess.DEVNULL, **as_user)
         create_ms = (time.monotonic() - t0) * 1000
+        created = True
         pidfile = f"{base}/r/libvirt/qemu/run/{name}.pid"
         with open(pidfile) as f:
             qemu_pid = int(f.read().strip())
@@ -108,10 +110,12 @@ def one_run(user, xml_path, name, base):
                 commands[json.loads(m.group(1)).get("execute", "?")] += 1
             except json.JSONDecodeError:
                 commands["?"] += 1
-        subprocess.run(["virsh", "-c", uri, "destroy", name], stdout=subprocess.DEVNULL,
-                       **as_user)
         return create_ms, cpu, commands
     finally:
+        # QEMU outlives its libvirtd: the domain goes first, also when a step above failed.
+        if created:
+            subprocess.run(["virsh", "-c", uri, "destroy", name], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, **as_user)
         daemon.send_signal(signal.SIGTERM)
         try:
             daemon.wait(10)
