@@ -19,10 +19,12 @@ packages=(
   libnss-wrapper
   # networking
   iproute2 nftables dnsmasq-base
+  # containerDisk and DataVolume images from registries (skopeo speaks the registry protocol)
+  skopeo tar
   # test guest
   busybox-static cpio dosfstools mtools syslinux syslinux-common genisoimage
-  # tests
-  python3 curl procps psmisc openssl
+  # tests (a registry on the test's own address, with htpasswd users)
+  python3 curl procps psmisc openssl apache2-utils
 )
 
 # The virtualization stack: libvirt 11.3 and QEMU 10.0 from Debian's bookworm-backports, and only
@@ -108,18 +110,24 @@ if ! getent passwd kvnode >/dev/null; then
   useradd --system --gid kvnode --groups kvm --home-dir /nonexistent --shell /usr/sbin/nologin kvnode
 fi
 
-# promtool, which the tests use to check /metrics: taken out of Debian's prometheus package
-# (apt-get download, dpkg -x) without installing or starting the Prometheus server.
+# Tools the tests run, taken out of Debian's packages (apt-get download, dpkg -x) without
+# installing the packages, whose services would start: promtool (prometheus), which checks
+# /metrics, and the registry (docker-registry) that the image pull tests run on their own
+# address.
 tools=/var/cache/kvnode-tools
-if [ ! -x "$tools/promtool" ]; then
+extract_tool() {  # PACKAGE PATH-IN-PACKAGE NAME
+  [ -x "$tools/$3" ] && return 0
+  local work
   work=$(mktemp -d)
   chmod 0755 "$work"  # apt downloads as _apt
-  if ! (cd "$work" && apt-get download -qq prometheus); then
+  if ! (cd "$work" && apt-get download -qq "$1"); then
     apt-get update -qq
-    (cd "$work" && apt-get download -qq prometheus)
+    (cd "$work" && apt-get download -qq "$1")
   fi
-  dpkg -x "$work"/prometheus_*.deb "$work/x"
+  dpkg -x "$work"/"$1"_*.deb "$work/x"
   mkdir -p "$tools"
-  install -m 0755 "$work/x/usr/bin/promtool" "$tools/promtool"
+  install -m 0755 "$work/x/$2" "$tools/$3"
   rm -rf "$work"
-fi
+}
+extract_tool prometheus usr/bin/promtool promtool
+extract_tool docker-registry usr/bin/docker-registry docker-registry

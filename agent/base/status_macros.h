@@ -30,9 +30,13 @@
 namespace kvnode {
 
 // Prefixes the message of a non-OK status with `context`: "define domain apps_app01: ...".
+// `status` with `context` before its message; its payloads are kept.
 inline absl::Status Annotate(const absl::Status& status, absl::string_view context) {
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
+  absl::Status out(status.code(), absl::StrCat(context, ": ", status.message()));
+  status.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
 }
 
 }  // namespace kvnode

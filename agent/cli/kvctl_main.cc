@@ -49,8 +49,12 @@ Commands:
   image-upload dv NAME --image-path FILE [--size 2Gi] [--storage-class CLASS]
                                         into a DataVolume with an upload source (made
                                         with --size when it does not exist); then Succeeded
-  image import REF --from-file DISK | image list   the node's containerDisk image cache
+  image import REF --from-file DISK     put a disk into the node's containerDisk image cache
+  image list | image prune [--dry-run]  cached images (pulled or imported), who runs on each;
+                                        prune removes those no VMI runs on
   create secret generic NAME --from-file=[KEY=]FILE [--from-literal=KEY=VALUE]
+  create secret docker-registry NAME --docker-server=REGISTRY --docker-username=USER
+                                        --docker-password=PASSWORD   an imagePullSecret
   get secret | delete secret NAME       node-local secrets (values are never shown)
   migrate vm|vmi NAME --target NODE [--bandwidth MiB] [--watch]
                                         live-migrate to another node (a --peer of this
@@ -70,7 +74,9 @@ int Run(int argc, char** argv) {
       .Value("grace-period").Value("for").Value("timeout").Value("tail").Bool("console").Bool("dry-run")
       .Bool("wait").Bool("help", "-h").Bool("force").Bool("paused").Value("cascade")
       .Value("owner-label").Value("image-path").Value("size").Value("storage-class")
-      .Value("from-file").Value("from-literal").Value("target").Value("bandwidth").Bool("watch");
+      .Value("from-file").Value("from-literal").Value("target").Value("bandwidth").Bool("watch")
+      .Value("docker-server").Value("docker-username").Value("docker-password")
+      .Value("docker-email");
   absl::Status parsed = cli.flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
   if (!parsed.ok()) return cli.Usage(std::string(parsed.message()));
   if (cli.flags.GetBool("help") || cli.flags.positional().empty()) {

@@ -15,6 +15,7 @@
 #include "agent/cli/cli.h"
 #include "agent/cli/output.h"
 #include "agent/manifest/quantity.h"
+#include "agent/storage/image_puller.h"
 #include "grpcpp/grpcpp.h"
 #include "kvnode/v1/storage_service.grpc.pb.h"
 
@@ -386,23 +387,58 @@ int CmdImageUpload(Cli& cli) {
   return 0;
 }
 
+namespace {
+
+// One row per cached image: what it is known as (the references that pulled it, or the one it
+// was imported as), its digest (short, as crictl shows image IDs), its disk, who runs on it.
+void PrintImages(Cli& cli, const kvnode::v1::ListImagesResponse& resp) {
+  absl::Time now = absl::Now();
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& i : resp.items()) {
+    std::string refs = i.refs().empty() ? i.ref() : absl::StrJoin(i.refs(), ",");
+    if (refs.empty()) refs = "<none>";  // a tag that moved on to another image
+    std::string digest = i.digest().empty() ? "<imported>" : i.digest().substr(7, 12);
+    std::string users = i.users().empty() ? "<none>" : absl::StrJoin(i.users(), ",");
+    rows.push_back({refs, digest, i.source_format(), HumanBytes(i.virtual_size()),
+                    i.disk_bytes() > 0 ? HumanBytes(i.disk_bytes()) : "-", users,
+                    Age(i.last_used().empty() ? i.imported() : i.last_used(), now),
+                    i.metadata().name()});
+  }
+  PrintTable(*cli.out,
+             {"REFERENCE", "DIGEST", "SOURCE FORMAT", "VIRTUAL SIZE", "ON DISK", "USED BY",
+              "LAST USED", "CACHE ENTRY"},
+             rows);
+}
+
+}  // namespace
+
 int CmdImage(Cli& cli) {
-  if (!cli.args.empty() && cli.args[0] == "list") {
+  if (cli.args.size() == 1 && cli.args[0] == "list") {
     kvnode::v1::ListImagesResponse resp;
     grpc::ClientContext ctx;
     grpc::Status s = StorageStub(cli)->ListImages(Deadline(&ctx), kvnode::v1::Empty(), &resp);
     if (!s.ok()) return cli.RpcError(s);
-    absl::Time now = absl::Now();
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& i : resp.items()) {
-      rows.push_back({i.ref(), i.source_format(), HumanBytes(i.virtual_size()),
-                      Age(i.imported(), now), i.metadata().name()});
-    }
-    PrintTable(*cli.out, {"REFERENCE", "SOURCE FORMAT", "VIRTUAL SIZE", "AGE", "CACHE KEY"}, rows);
+    PrintImages(cli, resp);
+    return 0;
+  }
+  if (cli.args.size() == 1 && cli.args[0] == "prune") {
+    kvnode::v1::PruneImagesRequest req;
+    req.set_dry_run(cli.flags.GetBool("dry-run"));
+    kvnode::v1::ListImagesResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status s = StorageStub(cli)->PruneImages(Deadline(&ctx), req, &resp);
+    if (!s.ok()) return cli.RpcError(s);
+    int64_t freed = 0;
+    for (const auto& i : resp.items()) freed += i.disk_bytes();
+    *cli.out << (req.dry_run() ? "would remove " : "removed ") << resp.items_size()
+             << " image(s) no VMI runs on, " << HumanBytes(freed) << "\n";
+    if (resp.items_size() > 0) PrintImages(cli, resp);
     return 0;
   }
   if (cli.args.size() != 2 || cli.args[0] != "import") {
-    return cli.Usage("usage: kvctl image import REF --from-file DISK | kvctl image list");
+    return cli.Usage(
+        "usage: kvctl image import REF --from-file DISK | kvctl image list | kvctl image prune "
+        "[--dry-run]");
   }
   std::string file = cli.flags.GetOr("from-file", "");
   if (file.empty()) return cli.Usage("--from-file: required (a raw or qcow2 disk image)");
@@ -517,13 +553,28 @@ int PrintVolumeReview(Cli& cli, const std::string& vm, const std::string& propag
 
 int CmdCreate(Cli& cli) {
   // kvctl create secret generic NAME --from-file=[KEY=]FILE --from-literal=KEY=VALUE
-  if (cli.args.size() != 3 || cli.args[0] != "secret" || cli.args[1] != "generic") {
+  // kvctl create secret docker-registry NAME --docker-server=S --docker-username=U
+  //   --docker-password=P (kubectl's: a .dockerconfigjson key)
+  const bool registry = cli.args.size() == 3 && cli.args[1] == "docker-registry";
+  if (cli.args.size() != 3 || cli.args[0] != "secret" ||
+      (cli.args[1] != "generic" && !registry)) {
     return cli.Usage("usage: kvctl create secret generic NAME --from-file=[KEY=]FILE "
-                     "[--from-literal=KEY=VALUE]");
+                     "[--from-literal=KEY=VALUE] | kvctl create secret docker-registry NAME "
+                     "--docker-server=REGISTRY --docker-username=USER --docker-password=PASSWORD");
   }
   kvnode::v1::CreateSecretRequest req;
   *req.mutable_ref() = cli.Ref(cli.args[2]);
   auto& data = *req.mutable_data();
+  if (registry) {
+    for (const char* flag : {"docker-server", "docker-username", "docker-password"}) {
+      if (cli.flags.GetOr(flag, "").empty()) {
+        return cli.Usage(absl::StrCat("--", flag, ": required for a docker-registry secret"));
+      }
+    }
+    data[".dockerconfigjson"] = DockerConfigJson(cli.flags.GetOr("docker-server", ""),
+                                                 cli.flags.GetOr("docker-username", ""),
+                                                 cli.flags.GetOr("docker-password", ""));
+  }
   for (const std::string& spec : cli.flags.GetAll("from-file")) {
     size_t eq = spec.find('=');
     std::string file = eq == std::string::npos ? spec : spec.substr(eq + 1);
@@ -541,6 +592,9 @@ int CmdCreate(Cli& cli) {
     data[spec.substr(0, eq)] = spec.substr(eq + 1);
   }
   if (data.empty()) return cli.Usage("give --from-file=[KEY=]FILE or --from-literal=KEY=VALUE");
+  if (registry && data.size() > 1) {
+    return cli.Usage("a docker-registry secret takes no --from-file or --from-literal");
+  }
   kvnode::v1::SecretInfo info;
   grpc::ClientContext ctx;
   grpc::Status s = StorageStub(cli)->CreateSecret(Deadline(&ctx), req, &info);

@@ -85,6 +85,23 @@ void CheckTools(const HandlerOptions& o, std::vector<ConfigFinding>* out) {
   out->push_back(CheckExecutable("qemu-img", "/usr/bin/qemu-img"));
   out->push_back(CheckExecutable("genisoimage", "/usr/bin/genisoimage"));
   out->push_back(CheckExecutable("curl", "/usr/bin/curl"));
+  // containerDisks and DataVolumes from registries.
+  out->push_back(CheckExecutable("skopeo", "/usr/bin/skopeo"));
+  out->push_back(CheckExecutable("tar", "/bin/tar"));
+  for (const std::string& host : o.registries.insecure) {
+    out->push_back({true, "--insecure-registry", host + ": plain HTTP or unverified TLS"});
+  }
+  for (const auto& [registry, mirror] : o.registries.mirrors) {
+    out->push_back({true, "--registry-mirror", registry + " is pulled from " + mirror + " first"});
+  }
+  if (!o.registries.ca_file.empty()) {
+    out->push_back(CheckPemFile("--registry-ca", o.registries.ca_file, "BEGIN CERTIFICATE"));
+  }
+  out->push_back({true, "--image-cache-size",
+                  o.image_cache_limit_bytes > 0
+                      ? absl::StrCat(FormatBinaryQuantity(o.image_cache_limit_bytes),
+                                     ": least recently used images no VMI runs on are evicted")
+                      : std::string("no limit (kvctl image prune removes unused images)")});
   if (o.config.virt_type == "kvm") {
     int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
     out->push_back(fd >= 0 ? ConfigFinding{true, "--virt-type kvm", "/dev/kvm opens"}

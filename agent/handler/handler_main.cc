@@ -363,7 +363,7 @@ int Serve(Handler* h, const sigset_t& mask) {
   }
   h->volumes = std::make_unique<VolumeManager>(
       VolumeConfig{c.state_dir, c.ids->Importer().fs(), opt.storage_classes,
-                   c.limits.host_disk_roots},
+                   c.limits.host_disk_roots, 0, 0, opt.registries, opt.image_cache_limit_bytes},
       h->store.get(), Clock::Real());
   if (absl::Status s = h->volumes->Recover(); !s.ok()) return Fail(Annotate(s, "recover volumes"));
   c.volumes = h->volumes.get();

@@ -6,6 +6,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 
@@ -173,6 +174,55 @@ absl::Status ParseStorageClasses(const FlagSet& flags, StorageClasses* classes) 
   return absl::OkStatus();
 }
 
+// A registry as a reference names it: host[:port], no path, no scheme.
+bool IsRegistryName(absl::string_view s) {
+  return !s.empty() && s.size() <= 255 &&
+         std::all_of(s.begin(), s.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
+                  c == ':' || c == '[' || c == ']';
+         });
+}
+
+absl::Status ParseRegistries(const FlagSet& flags, HandlerOptions* o) {
+  for (const std::string& host : flags.GetAll("insecure-registry")) {
+    if (!IsRegistryName(host)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--insecure-registry: expected a registry as an image names it (HOST or HOST:PORT, no "
+          "scheme or path), got \"", host, "\""));
+    }
+    o->registries.insecure.push_back(host);
+  }
+  for (const std::string& spec : flags.GetAll("registry-mirror")) {
+    size_t eq = spec.find('=');
+    std::string registry = spec.substr(0, eq);
+    std::string mirror = eq == std::string::npos ? "" : spec.substr(eq + 1);
+    if (eq == std::string::npos || !IsRegistryName(registry) ||
+        !IsRegistryName(mirror.substr(0, mirror.find('/'))) ||
+        mirror.find_first_of(" \t\"\\") != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--registry-mirror: expected REGISTRY=MIRROR (quay.io=10.0.0.5:5000 or "
+          "docker.io=mirror.example/hub), got \"", spec, "\""));
+    }
+    o->registries.mirrors.emplace_back(registry, mirror);
+  }
+  if (auto ca = flags.Get("registry-ca")) {
+    if (ca->empty() || (*ca)[0] != '/') {
+      return absl::InvalidArgumentError("--registry-ca: an absolute path to a PEM bundle, got \"" +
+                                        *ca + "\"");
+    }
+    o->registries.ca_file = *ca;
+  }
+  if (auto size = flags.Get("image-cache-size")) {
+    auto q = Quantity::Parse(*size);
+    if (!q.ok() || q->Value() < 0) {
+      return absl::InvalidArgumentError(
+          "--image-cache-size: expected a size (50Gi; 0 for no limit), got \"" + *size + "\"");
+    }
+    o->image_cache_limit_bytes = q->Value();
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string DetectVirtType(std::string* why) {
@@ -213,7 +263,9 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
       .Value("tls-key").Value("tls-ca").Value("metrics-addr").Value("api-group")
       .Value("vm-start-backoff-base").Value("vm-start-backoff-max").Bool("validate-config")
       .Value("storage-class").Value("storage-class-file").Value("free-page-reporting")
-      .Value("cpu-allocation-ratio").Value("memory-overcommit").Value("vmi-memory-overhead");
+      .Value("cpu-allocation-ratio").Value("memory-overcommit").Value("vmi-memory-overhead")
+      .Value("insecure-registry").Value("registry-mirror").Value("registry-ca")
+      .Value("image-cache-size");
   DeclareMigrationFlags(&flags);
   RETURN_IF_ERROR(flags.Parse(args));
   if (!flags.positional().empty()) {
@@ -315,6 +367,7 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
   RETURN_IF_ERROR(ParseMigrationFlags(flags, &o.migration));
   RETURN_IF_ERROR(ParseApi(flags, &o));
   RETURN_IF_ERROR(ParseStorageClasses(flags, &o.storage_classes));
+  RETURN_IF_ERROR(ParseRegistries(flags, &o));
   o.migration.node_name = c.node_name;
   o.migration.tls_cert = o.tls_cert;
   o.migration.tls_key = o.tls_key;

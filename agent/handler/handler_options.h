@@ -59,6 +59,7 @@
 #include "agent/handler/vmi_controller.h"
 #include "agent/migration/migration_config.h"
 #include "agent/network/pod_network_plan.h"
+#include "agent/storage/image_puller.h"
 #include "agent/storage/storage_class.h"
 #include "launcher/converter/convert_command.h"
 
@@ -81,6 +82,9 @@ struct HandlerOptions {
   bool validate_only = false;
   std::string virt_type_reason;  // why --virt-type auto chose what it chose
   StorageClasses storage_classes;
+  // containerDisk registries (agent/storage/image_puller.h) and the image cache's size.
+  RegistryOptions registries;
+  int64_t image_cache_limit_bytes = 0;
   MigrationConfig migration;     // agent/migration/migration_config.h lists its flags
 };
 

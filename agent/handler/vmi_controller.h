@@ -448,8 +448,10 @@ class VmiController {
   absl::Status PrepareVmiDir(const kvnode::v1::VirtualMachineInstance& vmi,
                              const LauncherIdentity& id);
   // `migration_target`: the claims keep the source's group until the VMI is this node's.
+  // `images`: the image each containerDisk runs on (for status.launcher.containerDisks).
   absl::Status PrepareVolumes(const kvnode::v1::VirtualMachineInstance& vmi,
-                              const LauncherIdentity& id, bool migration_target);
+                              const LauncherIdentity& id, bool migration_target,
+                              std::vector<kvnode::v1::ContainerDiskStatus>* images);
   // Hands the VMI's claims to its identity alone (after a migration ended either way), on the
   // work queue.
   void TakeClaimsLocked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -125,12 +125,13 @@ absl::Status VmiController::PrepareVmiDir(const VirtualMachineInstance& vmi,
   return absl::OkStatus();
 }
 
-absl::Status VmiController::PrepareVolumes(const VirtualMachineInstance& vmi,
-                                           const LauncherIdentity& id, bool migration_target) {
+absl::Status VmiController::PrepareVolumes(
+    const VirtualMachineInstance& vmi, const LauncherIdentity& id, bool migration_target,
+    std::vector<kvnode::v1::ContainerDiskStatus>* images) {
   if (config_.volumes == nullptr) return absl::OkStatus();
   // Per-VMI disks (overlays, emptyDisks, the NoCloud ISO) live in the VMI's dir.
   RETURN_IF_ERROR(PrepareVmiDir(vmi, id));
-  return config_.volumes->PrepareVmi(vmi, id.fs(), migration_target);
+  return config_.volumes->PrepareVmi(vmi, id.fs(), migration_target, images);
 }
 
 void VmiController::TakeClaimsLocked(Record* r) {
@@ -211,7 +212,9 @@ void VmiController::StartLauncher(const std::string& uid) {
   bool retry = true;
   // The VMI's own identity, held until its processes, dirs and claims are given back.
   absl::StatusOr<LauncherIdentity> id = IdentityFor(uid);
-  absl::Status volumes = id.ok() ? PrepareVolumes(vmi, *id, migration_target) : id.status();
+  std::vector<kvnode::v1::ContainerDiskStatus> images;
+  absl::Status volumes =
+      id.ok() ? PrepareVolumes(vmi, *id, migration_target, &images) : id.status();
   absl::StatusOr<PodLaunch> launch =
       volumes.ok() ? LaunchPod(vmi, *id, &retry) : absl::StatusOr<PodLaunch>(volumes);
   absl::MutexLock lock(&mu_);
@@ -243,6 +246,8 @@ void VmiController::StartLauncher(const std::string& uid) {
   ls->set_start_time(std::to_string(launch->handle.start_time));
   ls->set_socket(vp.launcher_socket());
   ls->set_log_file(vp.log_file());
+  ls->clear_container_disks();
+  for (auto& image : images) *ls->add_container_disks() = std::move(image);
   if (launch->attachment.has_value()) {
     auto* ifaces = r->vmi.mutable_status()->mutable_interfaces();
     ifaces->Clear();
@@ -300,10 +305,16 @@ void VmiController::OnStartFailedLocked(Record* r, const absl::Status& status, b
     // disk, a pod IP) is there; the janitor tries again.
     std::string reason = VolumeFailureReason(status);
     if (reason.empty()) reason = "FailedCreate";
+    const auto* before = FindCondition(r->vmi.status().conditions(), "Synchronized");
+    const bool new_reason = before == nullptr || before->reason() != reason;
     bool changed = SetCondition(r->vmi.mutable_status()->mutable_conditions(), "Synchronized",
                                 "False", reason, message, clock_->Now());
-    if (changed) {
-      PersistOrRetryLocked(r, "MODIFIED");
+    if (changed) PersistOrRetryLocked(r, "MODIFIED");
+    // An image being pulled says how far it got at every try; its event (the kubelet's
+    // "Pulling") comes once.
+    if (reason == "ContainerCreating") {
+      if (new_reason) EventLocked(r->vmi, "Normal", "Pulling", message);
+    } else if (changed) {
       EventLocked(r->vmi, "Warning", reason, message);
     }
     return;
@@ -324,6 +335,11 @@ kvnode::v1::DomainOptions VmiController::DomainOptionsFor(const VirtualMachineIn
   ClaimLayout claims;
   if (config_.volumes != nullptr) {
     claims = config_.volumes->ClaimLayoutOf(vmi.metadata().namespace_());
+  }
+  // The image cache entry each containerDisk was resolved to at its start.
+  for (const auto& image : vmi.status().launcher().container_disks()) {
+    claims.container_disks[image.volume()] =
+        absl::StrCat(paths_.images_dir(), "/", image.cache_entry(), "/disk.img");
   }
   kvnode::v1::DomainOptions options = BuildDomainOptions(vmi, paths_, config_.virt_type, claims);
   const bool reporting =

@@ -1133,8 +1133,8 @@ bool IsRegistryHost(absl::string_view host) {
   return true;
 }
 
-// Why `ref` is not an image reference in docker's grammar ([host[:port]/]name[:tag][@digest]),
-// or "".
+}  // namespace
+
 std::string ImageReferenceProblem(absl::string_view ref) {
   if (std::any_of(ref.begin(), ref.end(), absl::ascii_isspace)) return "it contains whitespace";
   absl::string_view rest = ref;
@@ -1182,6 +1182,8 @@ std::string ImageReferenceProblem(absl::string_view ref) {
   }
   return "";
 }
+
+namespace {
 
 // KubeVirt's validatePath for containerDisk.path: absolute, no relative components, not "/".
 void CheckContainerDisk(const kvnode::v1::ContainerDiskSource& cd, const FieldPath& path,

@@ -105,6 +105,10 @@ enum class NameRule { kLabel, kSubdomain };
 void AdmitObjectMeta(const kvnode::v1::ObjectMeta& meta, const FieldPath& path,
                      AdmissionReview* review, NameRule rule = NameRule::kLabel);
 
+// Why `ref` is not an image reference in docker's grammar ([host[:port]/]name[:tag][@digest]),
+// or "".
+std::string ImageReferenceProblem(absl::string_view ref);
+
 // True when `s` is a DNS-1123 label: at most 63 of [a-z0-9-], starting and ending alphanumeric.
 bool IsDns1123Label(absl::string_view s);
 // DNS-1123 subdomain: dot-separated labels, at most 253 characters.

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/uuid.h"
 #include "agent/manifest/instancetype.h"
@@ -105,6 +106,24 @@ void DefaultNetworking(VirtualMachineInstanceSpec* spec) {
 
 }  // namespace
 
+std::string DefaultImagePullPolicy(absl::string_view image) {
+  return absl::EndsWith(image, ":latest") || image.find_first_of(":@") == absl::string_view::npos
+             ? "Always"
+             : "IfNotPresent";
+}
+
+namespace {
+
+void DefaultPullPolicies(VirtualMachineInstanceSpec* spec) {
+  for (auto& volume : *spec->mutable_volumes()) {
+    if (!volume.has_container_disk()) continue;
+    auto* cd = volume.mutable_container_disk();
+    if (cd->image_pull_policy().empty()) cd->set_image_pull_policy(DefaultImagePullPolicy(cd->image()));
+  }
+}
+
+}  // namespace
+
 std::string DefaultFirmwareUuid(absl::string_view ns, absl::string_view name) {
   return NameBasedUuid(kFirmwareUuidNamespace, absl::StrCat(ns, "/", name));
 }
@@ -120,6 +139,7 @@ void ApplyVmiSpecDefaults(absl::string_view ns, absl::string_view name,
   DefaultCpuAndMemory(spec);
   DefaultVolumeDisks(spec);
   DefaultDisks(spec);
+  DefaultPullPolicies(spec);
   DefaultNetworking(spec);
   if (!spec->has_termination_grace_period_seconds()) {
     spec->set_termination_grace_period_seconds(kDefaultGracePeriodSeconds);

@@ -54,6 +54,12 @@ void ApplyVmiDefaults(kvnode::v1::VirtualMachineInstance* vmi);
 // the VM names an instancetype or a preference (then its VMIs are defaulted after expansion).
 void ApplyVmDefaults(kvnode::v1::VirtualMachine* vm);
 
+// A containerDisk's imagePullPolicy when it names none, as KubeVirt defaults it
+// (pkg/defaults/defaults.go, setDefaultPullPoliciesOnContainerDisks): Always for an image
+// tagged ":latest" or written with neither a tag nor a digest (no ':' or '@' at all),
+// IfNotPresent otherwise.
+std::string DefaultImagePullPolicy(absl::string_view image);
+
 // The run strategy a VM means: spec.running maps true→Always, false→Halted.
 std::string EffectiveRunStrategy(const kvnode::v1::VirtualMachineSpec& spec);
 

@@ -83,3 +83,33 @@ spec:
 
 }  // namespace
 }  // namespace kvnode
+
+namespace kvnode {
+namespace {
+
+// KubeVirt's setDefaultPullPoliciesOnContainerDisks: Always for ":latest" and for an image
+// with no ':' or '@' at all; IfNotPresent otherwise (also for "registry:5000/disk", whose only
+// ':' is the port's, as KubeVirt's string test reads it).
+TEST(DefaultsTest, ContainerDisksGetKubeVirtsPullPolicy) {
+  EXPECT_EQ(DefaultImagePullPolicy("quay.io/containerdisks/fedora:latest"), "Always");
+  EXPECT_EQ(DefaultImagePullPolicy("kubevirt/cirros-container-disk-demo"), "Always");
+  EXPECT_EQ(DefaultImagePullPolicy("quay.io/containerdisks/fedora:39"), "IfNotPresent");
+  EXPECT_EQ(DefaultImagePullPolicy("registry:5000/disk"), "IfNotPresent");
+  EXPECT_EQ(DefaultImagePullPolicy(
+                "quay.io/a@sha256:4ea516fac82a0cabd1dfc83ddf26fe32d3af12ca663e37966eff3d41593ccb71"),
+            "IfNotPresent");
+  VirtualMachineInstance vmi;
+  auto* written = vmi.mutable_spec()->add_volumes();
+  written->set_name("a");
+  written->mutable_container_disk()->set_image("quay.io/x/y:latest");
+  written->mutable_container_disk()->set_image_pull_policy("Never");
+  auto* unset = vmi.mutable_spec()->add_volumes();
+  unset->set_name("b");
+  unset->mutable_container_disk()->set_image("quay.io/x/y");
+  ApplyVmiDefaults(&vmi);
+  EXPECT_EQ(vmi.spec().volumes(0).container_disk().image_pull_policy(), "Never");
+  EXPECT_EQ(vmi.spec().volumes(1).container_disk().image_pull_policy(), "Always");
+}
+
+}  // namespace
+}  // namespace kvnode

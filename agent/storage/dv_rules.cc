@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "agent/base/clock.h"
 #include "agent/storage/pvc_rules.h"
 
@@ -46,7 +47,8 @@ AdmissionReview AdmitDataVolume(const DataVolume& dv, const StorageClasses& clas
   const auto& src = dv.spec().source();
   switch (src.kind_case()) {
     case kvnode::v1::DataVolumeSourceSpec::KIND_NOT_SET:
-      review.errors.Add(source, "must have exactly one source (http, blank, pvc, upload)");
+      review.errors.Add(source,
+                        "must have exactly one source (http, blank, pvc, upload, registry)");
       break;
     case kvnode::v1::DataVolumeSourceSpec::kHttp: {
       const auto& http = src.http();
@@ -67,11 +69,34 @@ AdmissionReview AdmitDataVolume(const DataVolume& dv, const StorageClasses& clas
                           "cloning from another namespace is not supported on this node");
       }
       break;
-    case kvnode::v1::DataVolumeSourceSpec::kRegistry:
-      review.errors.Add(source.Child("registry"),
-                        "not supported on this node (import the disk with kvctl image import and "
-                        "use a containerDisk, or use an http source)");
+    case kvnode::v1::DataVolumeSourceSpec::kRegistry: {
+      const auto& registry = src.registry();
+      FieldPath path = source.Child("registry");
+      absl::string_view ref = registry.url();
+      if (!registry.image_stream().empty()) {
+        review.errors.Add(path.Child("imageStream"),
+                          "OpenShift image streams are not supported on this node (give url)");
+      } else if (!absl::ConsumePrefix(&ref, "docker://")) {
+        review.errors.Add(path.Child("url"),
+                          absl::StrCat("must be a docker:// URL (got \"", registry.url(),
+                                       "\"; oci-archive sources are not supported)"));
+      } else if (std::string problem = ImageReferenceProblem(ref); !problem.empty()) {
+        review.errors.Add(path.Child("url"), absl::StrCat("\"", registry.url(),
+                                                          "\" is not a valid image reference: ",
+                                                          problem));
+      }
+      if (!registry.cert_config_map().empty()) {
+        review.errors.Add(path.Child("certConfigMap"),
+                          "ConfigMaps are not supported on this node (the handler's "
+                          "--registry-ca trusts a CA for every registry)");
+      }
+      if (!registry.secret_ref().empty() && !IsDns1123Subdomain(registry.secret_ref())) {
+        review.errors.Add(path.Child("secretRef"),
+                          absl::StrCat("\"", registry.secret_ref(),
+                                       "\" is not a secret name (a DNS-1123 subdomain)"));
+      }
       break;
+    }
     case kvnode::v1::DataVolumeSourceSpec::kUpload:  // UploadReady until kvctl image-upload dv
     case kvnode::v1::DataVolumeSourceSpec::kBlank:
       break;

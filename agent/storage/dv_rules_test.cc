@@ -30,13 +30,24 @@ TEST(DvRules, AcceptsBlankHttpAndClone) {
   EXPECT_EQ(Errors(Dv("    http:\n      url: http://127.0.0.1:8080/disk.qcow2\n")), "");
   EXPECT_EQ(Errors(Dv("    pvc:\n      name: golden\n")), "");
   EXPECT_EQ(Errors(Dv("    upload: {}\n")), "");
+  EXPECT_EQ(Errors(Dv("    registry:\n      url: docker://quay.io/containerdisks/fedora:39\n"
+                      "      pullMethod: node\n      secretRef: quay-creds\n")),
+            "");
 }
 
 TEST(DvRules, RefusalsNameTheField) {
   EXPECT_THAT(Errors(Dv("    http:\n      url: ftp://x/disk\n")),
               HasSubstr("spec.source.http.url: must be an http:// or https:// URL"));
-  EXPECT_THAT(Errors(Dv("    registry:\n      url: docker://x\n")),
-              HasSubstr("spec.source.registry: not supported on this node"));
+  EXPECT_THAT(Errors(Dv("    registry:\n      url: oci-archive:///tmp/disk.tar\n")),
+              HasSubstr("spec.source.registry.url: must be a docker:// URL"));
+  EXPECT_THAT(Errors(Dv("    registry:\n      url: \"docker://Quay.io/UPPER:tag\"\n")),
+              HasSubstr("spec.source.registry.url: \"docker://Quay.io/UPPER:tag\" is not a valid "
+                        "image reference"));
+  EXPECT_THAT(Errors(Dv("    registry:\n      url: docker://x/y\n      certConfigMap: ca\n")),
+              HasSubstr("spec.source.registry.certConfigMap: ConfigMaps are not supported"));
+  EXPECT_THAT(Errors(Dv("    registry:\n      imageStream: fedora\n")),
+              HasSubstr("spec.source.registry.imageStream: OpenShift image streams are not "
+                        "supported"));
   EXPECT_THAT(Errors(Dv("    blank: {}\n", "0")),
               HasSubstr("spec.storage.resources.requests.storage: must be greater than zero"));
   DataVolume none = Dv("    blank: {}\n");

@@ -108,6 +108,13 @@ grpc::Status StorageService::ListImages(grpc::ServerContext*, const kvnode::v1::
   return grpc::Status::OK;
 }
 
+grpc::Status StorageService::PruneImages(grpc::ServerContext*,
+                                         const kvnode::v1::PruneImagesRequest* req,
+                                         kvnode::v1::ListImagesResponse* resp) {
+  for (auto& i : volumes_->PruneImages(req->dry_run())) *resp->add_items() = std::move(i);
+  return grpc::Status::OK;
+}
+
 grpc::Status StorageService::CreateSecret(grpc::ServerContext*,
                                           const kvnode::v1::CreateSecretRequest* req,
                                           kvnode::v1::SecretInfo* resp) {

@@ -30,6 +30,8 @@ class StorageService final : public kvnode::v1::Storage::Service {
                       kvnode::v1::UploadResult* resp) override;
   grpc::Status ListImages(grpc::ServerContext*, const kvnode::v1::Empty*,
                           kvnode::v1::ListImagesResponse* resp) override;
+  grpc::Status PruneImages(grpc::ServerContext*, const kvnode::v1::PruneImagesRequest* req,
+                           kvnode::v1::ListImagesResponse* resp) override;
   grpc::Status CreateSecret(grpc::ServerContext*, const kvnode::v1::CreateSecretRequest* req,
                             kvnode::v1::SecretInfo* resp) override;
   grpc::Status ListSecrets(grpc::ServerContext*, const kvnode::v1::ListRequest* req,

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
+#include "agent/manifest/defaults.h"
 #include "agent/manifest/quantity.h"
 #include "agent/storage/disk_image.h"
 #include "agent/storage/host_path.h"
@@ -160,8 +161,60 @@ absl::Status VolumeManager::PrepareCloudInit(const kvnode::v1::VirtualMachineIns
                   "volume " + vol.name() + ": cloudInitNoCloud");
 }
 
+absl::StatusOr<std::string> VolumeManager::PullSecret(const std::string& ns,
+                                                      const std::string& name) {
+  // A kubernetes.io/dockerconfigjson Secret, or the older kubernetes.io/dockercfg one (its
+  // value is what "auths" holds in the newer).
+  auto json = secrets_.Read(ns, name, ".dockerconfigjson");
+  if (json.ok()) return *json;
+  auto cfg = secrets_.Read(ns, name, ".dockercfg");
+  if (cfg.ok()) return absl::StrCat("{\"auths\": ", *cfg, "}");
+  return absl::NotFoundError(absl::StrCat(
+      "imagePullSecret \"", name, "\" in namespace \"", ns,
+      "\": no such secret with a .dockerconfigjson key (make it with: kvctl create secret "
+      "docker-registry ", name, " --docker-server=REGISTRY --docker-username=USER "
+      "--docker-password=PASSWORD)"));
+}
+
+absl::StatusOr<CachedDisk> VolumeManager::ContainerDiskImage(
+    const kvnode::v1::VirtualMachineInstance& vmi, const Volume& volume) {
+  const auto& cd = volume.container_disk();
+  ImageRequest req;
+  req.image = cd.image();
+  req.path = cd.path();
+  req.policy = cd.image_pull_policy().empty() ? DefaultImagePullPolicy(cd.image())
+                                              : cd.image_pull_policy();
+  // The image this VMI already runs on (a launcher started again, a migration target).
+  for (const auto& bound : vmi.status().launcher().container_disks()) {
+    if (bound.volume() != volume.name() || bound.image() != cd.image()) continue;
+    if (bound.image_id().empty()) {
+      // Imported by hand: only that entry will do.
+      std::string disk = absl::StrCat(paths_.images_dir(), "/", bound.cache_entry(), "/disk.img");
+      struct stat st;
+      if (lstat(disk.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+        return CachedDisk{bound.cache_entry(), "", disk};
+      }
+      break;  // gone: resolved again by its policy
+    }
+    req.image_id = bound.image_id();
+  }
+  if (!cd.image_pull_secret().empty()) {
+    auto auth = PullSecret(vmi.metadata().namespace_(), cd.image_pull_secret());
+    if (!auth.ok()) return WithReason(auth.status(), "ErrImagePull");
+    req.auth_json = *auth;
+  }
+  // A pull that takes longer leaves the VMI Pending (ContainerCreating); the handler asks
+  // again every few seconds.
+  auto image = puller_->Ensure(req, absl::Seconds(5));
+  if (!image.ok()) {
+    return Annotate(image.status(), absl::StrCat("containerDisk of volume ", volume.name()));
+  }
+  return image;
+}
+
 absl::Status VolumeManager::PrepareVmi(const kvnode::v1::VirtualMachineInstance& vmi,
-                                       const FsIdentity& user, bool share_group) {
+                                       const FsIdentity& user, bool share_group,
+                                       std::vector<kvnode::v1::ContainerDiskStatus>* images) {
   const std::string& ns = vmi.metadata().namespace_();
   const VmiPaths vp = paths_.vmi(vmi.metadata().uid());
   for (const Volume& vol : vmi.spec().volumes()) {
@@ -184,19 +237,24 @@ absl::Status VolumeManager::PrepareVmi(const kvnode::v1::VirtualMachineInstance&
         break;
       }
       case Volume::kContainerDisk: {
-        const auto& cd = vol.container_disk();
-        std::string backing = ContainerDiskImagePath(paths_, cd.image(), cd.path());
-        struct stat st;
-        if (lstat(backing.c_str(), &st) < 0 || !S_ISREG(st.st_mode)) {
-          return WithReason(
-              absl::NotFoundError(absl::StrCat(
-                  "containerDisk \"", cd.image(), "\" (volume ", vol.name(),
-                  ") is not in the node image cache; import it with: kvctl image import ",
-                  cd.image(), " --from-file DISK")),
-              "ErrImagePull");
+        ASSIGN_OR_RETURN(CachedDisk image, ContainerDiskImage(vmi, vol));
+        {
+          absl::MutexLock lock(&mu_);
+          held_images_[vmi.metadata().uid()].insert(image.entry);
+        }
+        puller_->Touch(image.entry);
+        if (images != nullptr) {
+          kvnode::v1::ContainerDiskStatus status;
+          status.set_volume(vol.name());
+          status.set_image(vol.container_disk().image());
+          status.set_image_id(image.image_id);
+          status.set_cache_entry(image.entry);
+          images->push_back(std::move(status));
         }
         RETURN_IF_ERROR(MakeDiskDir(user, vp, vol.name()));
-        if (!ExistsAs(user, overlay)) RETURN_IF_ERROR(CreateOverlayAs(user, overlay, backing, "raw"));
+        if (!ExistsAs(user, overlay)) {
+          RETURN_IF_ERROR(CreateOverlayAs(user, overlay, image.disk, "raw"));
+        }
         break;
       }
       case Volume::kEmptyDisk:
@@ -257,6 +315,10 @@ absl::Status VolumeManager::ReturnToRoot(
     RETURN_IF_ERROR(s);
   }
   if (!vmi.has_value()) return absl::OkStatus();
+  {
+    absl::MutexLock lock(&mu_);
+    held_images_.erase(vmi->metadata().uid());
+  }
   for (const Volume& vol : vmi->spec().volumes()) {
     if (!vol.has_host_disk()) continue;
     absl::StatusOr<BeneathRoot> where =

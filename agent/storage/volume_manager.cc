@@ -66,7 +66,60 @@ VolumeManager::VolumeManager(VolumeConfig config, Store* store, Clock* clock)
       paths_(config_.state_dir),
       store_(store),
       clock_(clock),
-      secrets_(config_.state_dir) {}
+      secrets_(config_.state_dir) {
+  ImagePullerConfig images;
+  images.state_dir = config_.state_dir;
+  images.importer = config_.importer;
+  images.registries = config_.registries;
+  images.cache_limit_bytes = config_.image_cache_limit_bytes;
+  puller_ = std::make_unique<ImagePuller>(std::move(images), store_, clock_,
+                                          [this] { return ImagesInUse(); });
+}
+
+std::set<std::string> VolumeManager::ImagesInUse() {
+  VmiLister lister;
+  std::map<std::string, std::set<std::string>> held;
+  {
+    absl::MutexLock lock(&mu_);
+    lister = lister_;
+    held = held_images_;
+  }
+  std::set<std::string> used;
+  if (!lister) return used;
+  // A live VMI's images: those its status names, and those held for its start (PrepareVmi)
+  // before its status names them. A hold of a VMI that is gone counts for nothing.
+  for (const auto& vmi : lister()) {
+    if (IsFinal(vmi)) continue;
+    for (const auto& cd : vmi.status().launcher().container_disks()) used.insert(cd.cache_entry());
+    if (auto it = held.find(vmi.metadata().uid()); it != held.end()) {
+      used.insert(it->second.begin(), it->second.end());
+    }
+  }
+  return used;
+}
+
+std::vector<kvnode::v1::CachedImage> VolumeManager::ListImages() {
+  VmiLister lister;
+  {
+    absl::MutexLock lock(&mu_);
+    lister = lister_;
+  }
+  std::map<std::string, std::vector<std::string>> users;
+  if (lister) {
+    for (const auto& vmi : lister()) {
+      if (IsFinal(vmi)) continue;
+      for (const auto& cd : vmi.status().launcher().container_disks()) {
+        users[cd.cache_entry()].push_back(
+            absl::StrCat(vmi.metadata().namespace_(), "/", vmi.metadata().name()));
+      }
+    }
+  }
+  return puller_->List(users);
+}
+
+std::vector<kvnode::v1::CachedImage> VolumeManager::PruneImages(bool dry_run) {
+  return puller_->Prune(dry_run);
+}
 
 VolumeManager::~VolumeManager() {
   {
@@ -383,6 +436,7 @@ absl::StatusOr<PersistentVolumeClaim> VolumeManager::AdoptLocked(const std::stri
 }
 
 absl::Status VolumeManager::Recover() {
+  RETURN_IF_ERROR(Annotate(puller_->Init(), "image cache"));
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(auto objects, store_->List(kPvcKind));
   for (const StoredObject& o : objects) {

@@ -35,6 +35,7 @@
 #include "agent/base/state_layout.h"
 #include "agent/base/user_fs.h"
 #include "agent/controller/vm_volumes.h"
+#include "agent/storage/image_puller.h"
 #include "agent/storage/secret_store.h"
 #include "agent/storage/storage_class.h"
 #include "agent/store/store.h"
@@ -44,8 +45,6 @@
 #include "kvnode/v1/storage_service.pb.h"
 
 namespace kvnode {
-
-inline constexpr char kCachedImageKind[] = "CachedImage";
 
 struct VolumeConfig {
   std::string state_dir;
@@ -58,11 +57,12 @@ struct VolumeConfig {
   // Who owns a claim's disk.img while no VMI uses it: root (tests without root: themselves).
   uid_t rest_uid = 0;
   gid_t rest_gid = 0;
+  // containerDisk images from registries (image_puller.h): --insecure-registry,
+  // --registry-mirror, --registry-ca, --image-cache-size.
+  RegistryOptions registries;
+  int64_t image_cache_limit_bytes = 0;
 };
 
-// A status payload that carries the VMI condition reason for a start that waits on storage
-// (FailedPvcNotFound, ErrImagePull, ...).
-inline constexpr char kVolumeReasonPayload[] = "kvnode.io/volume-reason";
 // The reason carried by `status`, or "" when it carries none.
 std::string VolumeFailureReason(const absl::Status& status);
 
@@ -185,7 +185,12 @@ class VolumeManager : public VmVolumes {
   // A DataVolume target must have an upload source and be UploadReady, one upload at a time;
   // a failed upload leaves it UploadReady.
   absl::StatusOr<std::unique_ptr<VolumeUpload>> BeginUpload(const kvnode::v1::UploadTarget& target);
+
+  // --- The containerDisk image cache (image_puller.h) ---
+  // Every cached image, with the live VMIs that run on it.
   std::vector<kvnode::v1::CachedImage> ListImages();
+  // Removes the cached images no live VMI uses (kvctl image prune).
+  std::vector<kvnode::v1::CachedImage> PruneImages(bool dry_run);
 
   // --- A VMI's disks (vmi_volumes.cc) ---
   // Checks every volume of `vmi`, makes its per-VMI disks in the VMI's dir (which must exist)
@@ -195,8 +200,14 @@ class VolumeManager : public VmVolumes {
   // `share_group`: the claims and hostDisks keep their group (a migration target's QEMU opens
   // them while the source's, whose group they have, may still reopen them: QEMU does when it
   // hands its disks over at the end of a migration).
+  // A containerDisk runs on the image its VMI's status.launcher.containerDisks names when it
+  // names one (a re-started launcher, a migration target: the same image by digest);
+  // otherwise the image cache resolves it by its pull policy, pulling it when needed. Each
+  // containerDisk's image is appended to `images` (for the VMI's status) and held for the VMI
+  // (never pruned) until ReturnToRoot.
   absl::Status PrepareVmi(const kvnode::v1::VirtualMachineInstance& vmi, const FsIdentity& id,
-                          bool share_group = false);
+                          bool share_group = false,
+                          std::vector<kvnode::v1::ContainerDiskStatus>* images = nullptr);
   // The claims and hostDisks `vmi` names (when known), and every claim of the node, that `uid`
   // (an identity being given back) still owns become root's again (0600). An error when one
   // could not be: the identity must then stay held.
@@ -271,6 +282,15 @@ class VolumeManager : public VmVolumes {
                                 const kvnode::v1::Volume& volume, const FsIdentity& id);
   absl::Status PrepareHostDisk(const kvnode::v1::HostDisk& disk, const std::string& volume,
                                const FsIdentity& id, bool share_group);
+  // The cached disk of a containerDisk volume of `vmi` (pulled when its policy says so).
+  absl::StatusOr<CachedDisk> ContainerDiskImage(const kvnode::v1::VirtualMachineInstance& vmi,
+                                                const kvnode::v1::Volume& volume);
+  // A registry DataVolume's image, pulled into the cache (waiting for the pull): its disk.
+  absl::StatusOr<std::string> PullForDataVolume(const kvnode::v1::DataVolume& dv);
+  // The registry credentials of imagePullSecret `name` in `ns` (a docker config JSON).
+  absl::StatusOr<std::string> PullSecret(const std::string& ns, const std::string& name);
+  // Cache entries live VMIs run on, and those held for VMIs being started.
+  std::set<std::string> ImagesInUse();
   void CollectLoop();
   // A deleted owner (VirtualMachine or DataVolume): its claims and DataVolumes are deleted, or
   // orphaned when it went with propagation Orphan.
@@ -312,6 +332,9 @@ class VolumeManager : public VmVolumes {
   std::map<std::string, absl::Time> retry_at_;
   // DataVolumes (by UID) an upload is filling now.
   std::set<std::string> uploading_ ABSL_GUARDED_BY(mu_);
+  // Cache entries held for a VMI (by its UID) from PrepareVmi to ReturnToRoot.
+  std::map<std::string, std::set<std::string>> held_images_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<ImagePuller> puller_;
 };
 
 // One upload in progress: the client's bytes go to a temp file in the target's dir; Finish

@@ -223,7 +223,11 @@ absl::StatusOr<kvnode::v1::UploadResult> VolumeUpload::Finish() {
     image.set_source_format(info.format);
     image.set_virtual_size(info.virtual_size);
     image.set_imported(FormatTimestamp(m->clock_->Now()));
-    RETURN_IF_ERROR(m->store_->Put(kCachedImageKind, &image, "ADDED").status());
+    struct stat st;
+    if (stat((dir_ + "/disk.img").c_str(), &st) == 0) {
+      image.set_disk_bytes(static_cast<int64_t>(st.st_blocks) * 512);
+    }
+    RETURN_IF_ERROR(m->puller_->RecordImported(image));
     *result.mutable_image() = image;
     spdlog::info("image cache: {} imported ({}, {} bytes virtual)", image.ref(), info.format,
                  info.virtual_size);
@@ -258,17 +262,6 @@ absl::Status VolumeUpload::BindUploadedClaim(kvnode::v1::UploadResult* result) {
     if (dv.ok()) *result->mutable_data_volume() = *dv;
   }
   return absl::OkStatus();
-}
-
-std::vector<kvnode::v1::CachedImage> VolumeManager::ListImages() {
-  std::vector<kvnode::v1::CachedImage> images;
-  auto objects = store_->List(kCachedImageKind);
-  if (!objects.ok()) return images;
-  for (const StoredObject& o : *objects) {
-    kvnode::v1::CachedImage image;
-    if (FromJson(o.json, &image).ok()) images.push_back(image);
-  }
-  return images;
 }
 
 }  // namespace kvnode

@@ -223,7 +223,7 @@ int RunConvertCommand(int argc, char** argv, std::ostream& out, std::ostream& er
       meta->set_uid(kPlaceholderVmiUid);
     }
     auto options = BuildDomainOptions(c.vmi, node, flags.virt_type,
-                                      ClaimLayout{BlockClaimNames(claims, meta->namespace_()), {}});
+                                      ClaimLayout{BlockClaimNames(claims, meta->namespace_()), {}, {}});
     auto xml = ConvertToDomainXml(c.vmi, options);
     if (!xml.ok()) {
       std::string message(xml.status().message());

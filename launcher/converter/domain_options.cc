@@ -65,11 +65,15 @@ bool LayOutVolume(const Volume& vol, const Layout& l, VolumeSource* src) {
     case Volume::kDataVolume:
       SetClaim(l, vol.data_volume().name(), src);
       return true;
-    case Volume::kContainerDisk:
+    case Volume::kContainerDisk: {
+      auto pulled = l.claims.container_disks.find(vol.name());
       SetOverlay(src, disk_dir + "/disk.qcow2",
-                 ContainerDiskImagePath(node, vol.container_disk().image(),
-                                        vol.container_disk().path()));
+                 pulled != l.claims.container_disks.end()
+                     ? pulled->second
+                     : ContainerDiskImagePath(node, vol.container_disk().image(),
+                                              vol.container_disk().path()));
       return true;
+    }
     case Volume::kCloudInitNoCloud:
       SetFile(src, disk_dir + "/noCloud.iso", kRaw);
       return true;

@@ -53,6 +53,9 @@ inline constexpr uint32_t kDefaultInterfaceMtu = 1500;
 struct ClaimLayout {
   std::set<std::string> block;               // volumeMode Block: disk.img is a device node
   std::map<std::string, std::string> dirs;   // claim → its dir, when not under <state>/volumes
+  // containerDisk volume → the image cache's disk it was resolved to (by digest); a volume
+  // not named here backs onto ContainerDiskImagePath (an image imported under its reference).
+  std::map<std::string, std::string> container_disks;
 };
 
 // The VMI annotation that opts a VMI out of the balloon's free page reporting (KubeVirt's).

@@ -104,7 +104,7 @@ TEST(BuildDomainOptionsTest, BlockClaimsAreBlockDevicesAlsoUnderAnEphemeralOverl
       "  - {name: c, ephemeral: {persistentVolumeClaim: {claimName: san}}}\n"
       "  - {name: d, persistentVolumeClaim: {claimName: plain}}\n");
   DomainOptions o =
-      BuildDomainOptions(vmi, NodePaths("/var/lib/kvnode"), "kvm", ClaimLayout{{"san"}, {}});
+      BuildDomainOptions(vmi, NodePaths("/var/lib/kvnode"), "kvm", ClaimLayout{{"san"}, {}, {}});
   ASSERT_THAT(o.volumes(), SizeIs(4));
   EXPECT_EQ(o.volumes(0).type(), "block");
   EXPECT_EQ(o.volumes(0).path(), "/var/lib/kvnode/volumes/ns1/san/disk.img");

@@ -259,7 +259,7 @@ TEST(ConvertTest, BlockClaimIsABlockDiskOnItsDeviceNode) {
       "    devices:\n      disks: [{name: d, disk: {bus: virtio}}]\n"
       "  volumes: [{name: d, persistentVolumeClaim: {claimName: san}}]\n");
   auto doc = Convert(vmi, BuildDomainOptions(vmi, NodePaths("/var/lib/kvnode"), "kvm",
-                                             ClaimLayout{{"san"}, {}}));
+                                             ClaimLayout{{"san"}, {}, {}}));
   EXPECT_EQ(Xpath(doc, "//disk/@type"), "block");
   EXPECT_EQ(Xpath(doc, "//disk/@device"), "disk");
   EXPECT_EQ(Xpath(doc, "//disk/source/@dev"), "/var/lib/kvnode/volumes/ns1/san/disk.img");
@@ -271,7 +271,7 @@ TEST(ConvertTest, OverlayOverABlockDeviceHasABlockBackingStore) {
       "    devices:\n      disks: [{name: e, disk: {bus: virtio}}]\n"
       "  volumes: [{name: e, ephemeral: {persistentVolumeClaim: {claimName: san}}}]\n");
   auto doc = Convert(vmi, BuildDomainOptions(vmi, NodePaths("/var/lib/kvnode"), "kvm",
-                                             ClaimLayout{{"san"}, {}}));
+                                             ClaimLayout{{"san"}, {}, {}}));
   EXPECT_EQ(Xpath(doc, "//disk/@type"), "file");
   EXPECT_EQ(Xpath(doc, "//disk/driver/@type"), "qcow2");
   EXPECT_EQ(Xpath(doc, "//disk/backingStore/@type"), "block");

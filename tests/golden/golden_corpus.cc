@@ -91,7 +91,7 @@ absl::StatusOr<std::string> ConvertGolden(absl::string_view yaml, absl::string_v
   return ConvertToDomainXml(
       vmi, BuildDomainOptions(vmi, NodePaths(kGoldenStateDir), virt_type,
                               ClaimLayout{BlockClaimNames(claims, vmi.metadata().namespace_()),
-                                          {}}));
+                                          {}, {}}));
 }
 
 }  // namespace kvnode
