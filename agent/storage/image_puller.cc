@@ -334,10 +334,11 @@ absl::StatusOr<CachedDisk> ImagePuller::Ensure(const ImageRequest& req, absl::Du
   absl::MutexLock lock(&mu_);
   if (quit_) return absl::UnavailableError("the handler is stopping");
   auto it = jobs_.find(key);
-  // A finished pull answers those that asked while it ran (and for a moment after); a later
-  // request asks again.
+  // A failed pull answers those that asked while it ran and come back for its result (for a
+  // moment after it ended; then the back-off answers). After a pull that succeeded, a request
+  // asks again: the cache has the image now, and Always must see where the tag points now.
   if (it != jobs_.end() && it->second->done &&
-      clock_->Now() - it->second->finished > absl::Seconds(5)) {
+      (it->second->result.ok() || clock_->Now() - it->second->finished > absl::Seconds(5))) {
     if (it->second->thread.joinable()) it->second->thread.join();
     jobs_.erase(it);
     it = jobs_.end();
