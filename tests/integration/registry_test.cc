@@ -21,11 +21,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "agent/base/sha256.h"
 #include "agent/base/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/guest_test.h"
+#include "tests/integration/test_registry.h"
 #include "tests/integration/vm_test_util.h"
 
 namespace kvnode::testing {
@@ -33,20 +33,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-constexpr char kRegistryAddress[] = "10.244.0.1";
-constexpr int kOpenPort = 5000;   // anyone may pull
-constexpr int kLockedPort = 5001;  // htpasswd: kvnode / s3cret
-
-std::string Registry(int port) { return absl::StrCat(kRegistryAddress, ":", port); }
-
-std::string Sha256OfFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  auto hex = Sha256HexOfFd(fd);
-  close(fd);
-  return hex.ok() ? *hex : "";
-}
 
 class RegistryTest : public GuestTest {
  protected:
@@ -57,144 +43,45 @@ class RegistryTest : public GuestTest {
     work_ = tmpl;
     chmod(work_.c_str(), 0755);
     HandlerProcess::Options options;
-    options.extra_args = {"--insecure-registry", Registry(kOpenPort), "--insecure-registry",
-                          Registry(kLockedPort)};
+    options.extra_args = {"--insecure-registry", "10.244.0.1:5000", "--insecure-registry",
+                          "10.244.0.1:5001"};
     StartHandler(options);
     if (IsSkipped() || HasFatalFailure()) return;
-    ASSERT_FALSE(handler_->node_netns().empty());
-    auto htpasswd = RunCommand({"/usr/bin/htpasswd", "-Bbc", work_ + "/htpasswd", "kvnode",
-                                "s3cret"});
-    ASSERT_TRUE(htpasswd.ok() && htpasswd->success()) << (htpasswd.ok() ? htpasswd->output : "");
-    StartRegistry(kOpenPort, false);
-    StartRegistry(kLockedPort, true);
+    auto open = TestRegistry::Start(*handler_, work_, 5000);
+    ASSERT_TRUE(open.ok()) << open.status();
+    open_ = std::move(*open);
+    auto locked = TestRegistry::Start(*handler_, work_, 5001, "kvnode:s3cret");
+    ASSERT_TRUE(locked.ok()) << locked.status();
+    locked_ = std::move(*locked);
   }
   void TearDown() override {
-    for (pid_t pid : registries_) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
+    open_.reset();
+    locked_.reset();
     GuestTest::TearDown();
     if (!work_.empty()) (void)RunCommand({"/bin/rm", "-rf", "--one-file-system", work_});
   }
 
-  // A registry on kRegistryAddress:`port` in the handler's node namespace, its log in
-  // <work>/registry-<port>.log.
-  void StartRegistry(int port, bool locked) {
-    std::string dir = absl::StrCat(work_, "/registry-", port);
-    ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
-    std::string config = absl::StrCat(
-        "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: ", dir,
-        "\n  delete:\n    enabled: true\nhttp:\n  addr: ", Registry(port), "\n",
-        locked ? absl::StrCat("auth:\n  htpasswd:\n    realm: kvnode-test\n    path: ", work_,
-                              "/htpasswd\n")
-               : "");
-    std::string config_file = absl::StrCat(dir, ".yml");
-    std::ofstream(config_file) << config;
-    int log = open(absl::StrCat(dir, ".log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                   0644);
-    ASSERT_GE(log, 0);
-    int netns = open(("/run/netns/" + handler_->node_netns()).c_str(), O_RDONLY | O_CLOEXEC);
-    SpawnOptions o;
-    o.argv = {"/var/cache/kvnode-tools/docker-registry", "serve", config_file};
-    o.env = {"PATH=/usr/bin:/bin", "HOME=" + work_};
-    o.stdout_fd = log;
-    o.pdeath_signal = SIGKILL;
-    o.netns_fd = netns;
-    auto pid = Spawn(o);
-    close(log);
-    if (netns >= 0) close(netns);
-    ASSERT_TRUE(pid.ok()) << pid.status();
-    registries_.push_back(*pid);
-    ASSERT_TRUE(Eventually(
-        [&] { return absl::StrContains(RegistryLog(port), "listening on"); },
-        absl::Seconds(20), absl::Milliseconds(100)))
-        << RegistryLog(port);
+  OciImage Build(const std::string& name,
+                 const std::vector<std::pair<std::string, std::string>>& files) {
+    auto image = BuildOciImage(work_, name, files);
+    EXPECT_TRUE(image.ok()) << image.status();
+    return image.ok() ? *image : OciImage();
   }
-  std::string RegistryLog(int port) {
-    std::ifstream in(absl::StrCat(work_, "/registry-", port, ".log"));
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The test guest as a compressed qcow2 in KubeVirt's containerDisk layout.
+  OciImage GuestImageInRegistryLayout() {
+    std::string qcow2 = work_ + "/guest.qcow2";
+    auto conv = RunCommand(
+        {"/usr/bin/qemu-img", "convert", "-c", "-O", "qcow2", GuestImage(), qcow2},
+        absl::Minutes(2));
+    EXPECT_TRUE(conv.ok() && conv->success());
+    return Build("guest", {{"disk/guest.qcow2", qcow2}});
   }
-  // How many times the registry sent blob `digest` (sha256:...).
-  int BlobDownloads(int port, const std::string& digest) {
-    int n = 0;
-    for (absl::string_view line : absl::StrSplit(RegistryLog(port), '\n')) {
-      if (absl::StrContains(line, "\"GET /v2/") && absl::StrContains(line, "/blobs/" + digest) &&
-          absl::StrContains(line, "\" 200 ")) {
-        ++n;
-      }
-    }
-    return n;
-  }
-
-  struct Image {
-    std::string layout;  // the OCI layout dir
-    std::string manifest_digest;
-    std::string layer_digest;
-  };
-  // An OCI layout with one gzip layer holding `files` (path in the image → file here).
-  Image BuildImage(const std::string& name,
-                   const std::vector<std::pair<std::string, std::string>>& files) {
-    Image image;
-    std::string root = absl::StrCat(work_, "/", name, "-root");
-    image.layout = absl::StrCat(work_, "/", name, "-oci");
-    EXPECT_TRUE(RunCommand({"/bin/mkdir", "-p", root, image.layout + "/blobs/sha256"})->success());
-    std::vector<std::string> members;
-    for (const auto& [path, from] : files) {
-      std::string dest = root + "/" + path;
-      EXPECT_TRUE(RunCommand({"/bin/mkdir", "-p", dest.substr(0, dest.rfind('/'))})->success());
-      auto cp = RunCommand({"/bin/cp", "--sparse=always", from, dest});
-      EXPECT_TRUE(cp.ok() && cp->success()) << (cp.ok() ? cp->output : "");
-      members.push_back(path.substr(0, path.find('/')));
-    }
-    // KubeVirt's containerDisk images own their disk as 107:107 (qemu).
-    std::string layer = absl::StrCat(work_, "/", name, "-layer.tar.gz");
-    std::vector<std::string> tar = {"/bin/tar", "--owner=107", "--group=107", "-C", root, "-czf",
-                                    layer};
-    tar.insert(tar.end(), members.begin(), members.end());
-    auto t = RunCommand(tar, absl::Minutes(2));
-    EXPECT_TRUE(t.ok() && t->success()) << (t.ok() ? t->output : "");
-    image.layer_digest = "sha256:" + Sha256OfFile(layer);
-    auto unzipped = RunCommand({"/bin/sh", "-c", "gzip -dc '" + layer + "' | sha256sum"});
-    std::string diff_id = "sha256:" + unzipped->output.substr(0, 64);
-    struct stat st;
-    stat(layer.c_str(), &st);
-    std::string blobs = image.layout + "/blobs/sha256/";
-    EXPECT_EQ(rename(layer.c_str(), (blobs + image.layer_digest.substr(7)).c_str()), 0);
-    std::string config = absl::StrCat(
-        R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[")",
-        diff_id, R"("]},"config":{}})");
-    std::string config_digest = "sha256:" + Sha256Hex(config);
-    std::ofstream(blobs + config_digest.substr(7)) << config;
-    std::string manifest = absl::StrCat(
-        R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json",)",
-        R"("config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":")",
-        config_digest, R"(","size":)", config.size(), R"(},"layers":[{"mediaType":)",
-        R"("application/vnd.oci.image.layer.v1.tar+gzip","digest":")", image.layer_digest,
-        R"(","size":)", st.st_size, "}]}");
-    image.manifest_digest = "sha256:" + Sha256Hex(manifest);
-    std::ofstream(blobs + image.manifest_digest.substr(7)) << manifest;
-    std::ofstream(image.layout + "/index.json") << absl::StrCat(
-        R"({"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":")",
-        image.manifest_digest, R"(","size":)", manifest.size(), "}]}");
-    std::ofstream(image.layout + "/oci-layout") << R"({"imageLayoutVersion":"1.0.0"})";
-    return image;
-  }
-  // skopeo copy of `image` to `ref` (registry/repository:tag), run in the node namespace.
-  void Push(const Image& image, const std::string& ref, bool locked = false) {
-    int netns = open(("/run/netns/" + handler_->node_netns()).c_str(), O_RDONLY | O_CLOEXEC);
-    SpawnOptions o;
-    o.argv = {"/usr/bin/skopeo", "copy", "--dest-tls-verify=false"};
-    if (locked) {
-      o.argv.push_back("--dest-creds");
-      o.argv.push_back("kvnode:s3cret");
-    }
-    o.argv.push_back("oci:" + image.layout);
-    o.argv.push_back("docker://" + ref);
-    o.env = {"PATH=/usr/bin:/bin", "HOME=" + work_};
-    o.netns_fd = netns;
-    auto r = RunCommand(o, absl::Minutes(2));
-    if (netns >= 0) close(netns);
-    ASSERT_TRUE(r.ok() && r->success()) << ref << ": " << (r.ok() ? r->output : r.status().ToString());
+  // A 1 MiB blank disk in the containerDisk layout (for guests that never run).
+  OciImage BlankImage(const std::string& name) {
+    std::string blank = work_ + "/" + name + ".qcow2";
+    EXPECT_TRUE(
+        RunCommand({"/usr/bin/qemu-img", "create", "-f", "qcow2", blank, "1M"})->success());
+    return Build(name, {{"disk/" + name + ".qcow2", blank}});
   }
 
   // A VMI booting from the containerDisk `image` (policy as given, "" for KubeVirt's default);
@@ -242,17 +129,14 @@ class RegistryTest : public GuestTest {
   }
 
   std::string work_;
-  std::vector<pid_t> registries_;
+  std::unique_ptr<TestRegistry> open_;    // anyone may pull
+  std::unique_ptr<TestRegistry> locked_;  // kvnode / s3cret
 };
 
 TEST_F(RegistryTest, AContainerDiskIsPulledOnceByDigestAndTheTagsPolicyDecidesWhenAgain) {
-  std::string qcow2 = work_ + "/guest.qcow2";
-  auto conv = RunCommand({"/usr/bin/qemu-img", "convert", "-c", "-O", "qcow2", GuestImage(), qcow2},
-                         absl::Minutes(2));
-  ASSERT_TRUE(conv.ok() && conv->success());
-  Image guest = BuildImage("guest", {{"disk/guest.qcow2", qcow2}});
-  const std::string repo = Registry(kOpenPort) + "/kvnode/guest";
-  Push(guest, repo + ":v1");
+  OciImage guest = GuestImageInRegistryLayout();
+  const std::string repo = open_->address() + "/kvnode/guest";
+  ASSERT_TRUE(open_->Push(guest, "kvnode/guest:v1").ok());
 
   // A VMI boots from it: the guest's own console says so.
   Sync(ImageVmi("reg-a", repo + ":v1", "", false));
@@ -261,7 +145,7 @@ TEST_F(RegistryTest, AContainerDiskIsPulledOnceByDigestAndTheTagsPolicyDecidesWh
   EXPECT_EQ(ImageId(running[0]), repo + "@" + guest.manifest_digest);
   EXPECT_EQ(running[0].spec().volumes(0).container_disk().image_pull_policy(), "IfNotPresent");
   ASSERT_TRUE(SerialShows(running[0].metadata().uid(), "KVNODE-GUEST-READY"));
-  EXPECT_EQ(BlobDownloads(kOpenPort, guest.layer_digest), 1);
+  EXPECT_EQ(open_->BlobDownloads(guest.layer_digest), 1);
 
   // A second VMI of the image (Always, so the registry is asked which digest the tag names):
   // no second download.
@@ -269,7 +153,7 @@ TEST_F(RegistryTest, AContainerDiskIsPulledOnceByDigestAndTheTagsPolicyDecidesWh
   auto second = WaitAllRunning({"reg-b"});
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(ImageId(second[0]), repo + "@" + guest.manifest_digest);
-  EXPECT_EQ(BlobDownloads(kOpenPort, guest.layer_digest), 1) << RegistryLog(kOpenPort);
+  EXPECT_EQ(open_->BlobDownloads(guest.layer_digest), 1) << open_->Log();
   auto list = Kvctl({"image", "list"});
   EXPECT_THAT(list.out, HasSubstr(repo + ":v1"));
   EXPECT_THAT(list.out, HasSubstr(guest.manifest_digest.substr(7, 12)));
@@ -279,24 +163,22 @@ TEST_F(RegistryTest, AContainerDiskIsPulledOnceByDigestAndTheTagsPolicyDecidesWh
 
   // A tag that moves to another image: IfNotPresent keeps what the node has, Always pulls the
   // new one.
-  std::string blank = work_ + "/blank.qcow2";
-  ASSERT_TRUE(RunCommand({"/usr/bin/qemu-img", "create", "-f", "qcow2", blank, "1M"})->success());
-  Image other = BuildImage("other", {{"disk/other.qcow2", blank}});
-  Push(guest, repo + ":moving");
+  OciImage other = BlankImage("other");
+  ASSERT_TRUE(open_->Push(guest, "kvnode/guest:moving").ok());
   Sync(ImageVmi("reg-c", repo + ":moving", "IfNotPresent", true));
   ASSERT_EQ(WaitAllRunning({"reg-c"}).size(), 1u);
-  Push(other, repo + ":moving");
+  ASSERT_TRUE(open_->Push(other, "kvnode/guest:moving").ok());
   Sync(ImageVmi("reg-d", repo + ":moving", "IfNotPresent", true));
   auto kept = WaitAllRunning({"reg-d"});
   ASSERT_EQ(kept.size(), 1u);
   EXPECT_EQ(ImageId(kept[0]), repo + "@" + guest.manifest_digest);
-  EXPECT_EQ(BlobDownloads(kOpenPort, other.layer_digest), 0);
+  EXPECT_EQ(open_->BlobDownloads(other.layer_digest), 0);
   Sync(ImageVmi("reg-e", repo + ":moving", "Always", true));
   auto moved = WaitAllRunning({"reg-e"});
   ASSERT_EQ(moved.size(), 1u);
   EXPECT_EQ(ImageId(moved[0]), repo + "@" + other.manifest_digest);
-  EXPECT_EQ(BlobDownloads(kOpenPort, other.layer_digest), 1);
-  EXPECT_EQ(BlobDownloads(kOpenPort, guest.layer_digest), 1);
+  EXPECT_EQ(open_->BlobDownloads(other.layer_digest), 1);
+  EXPECT_EQ(open_->BlobDownloads(guest.layer_digest), 1);
 
   // Nothing runs on them any more: prune removes both images and their disks.
   for (const char* name : {"reg-a", "reg-b", "reg-c", "reg-d", "reg-e"}) Delete(name, 0);
@@ -314,14 +196,12 @@ TEST_F(RegistryTest, AContainerDiskIsPulledOnceByDigestAndTheTagsPolicyDecidesWh
 }
 
 TEST_F(RegistryTest, PullsThatCannotSucceedSayWhyAndCredentialsOpenTheLockedRegistry) {
-  std::string blank = work_ + "/blank.qcow2";
-  ASSERT_TRUE(RunCommand({"/usr/bin/qemu-img", "create", "-f", "qcow2", blank, "1M"})->success());
-  Image disk = BuildImage("disk", {{"disk/disk.qcow2", blank}});
-  Image no_disk = BuildImage("nodisk", {{"etc/hostname", Write("hostname", "guest\n")}});
-  const std::string open_repo = Registry(kOpenPort) + "/kvnode/disk";
-  Push(disk, open_repo + ":v1");
-  Push(no_disk, Registry(kOpenPort) + "/kvnode/nodisk:v1");
-  Push(disk, Registry(kLockedPort) + "/kvnode/private:v1", true);
+  OciImage disk = BlankImage("disk");
+  OciImage no_disk = Build("nodisk", {{"etc/hostname", Write("hostname", "guest\n")}});
+  const std::string open_repo = open_->address() + "/kvnode/disk";
+  ASSERT_TRUE(open_->Push(disk, "kvnode/disk:v1").ok());
+  ASSERT_TRUE(open_->Push(no_disk, "kvnode/nodisk:v1").ok());
+  ASSERT_TRUE(locked_->Push(disk, "kvnode/private:v1").ok());
 
   Sync(ImageVmi("bad-tag", open_repo + ":nope", "", true));
   EXPECT_THAT(WaitReason("bad-tag", "ErrImagePull"), HasSubstr("manifest unknown"));
@@ -334,10 +214,10 @@ TEST_F(RegistryTest, PullsThatCannotSucceedSayWhyAndCredentialsOpenTheLockedRegi
   Sync(ImageVmi("bad-digest", open_repo + "@sha256:" + std::string(64, '0'), "", true));
   EXPECT_THAT(WaitReason("bad-digest", "ErrImagePull"), HasSubstr("manifest unknown"));
 
-  Sync(ImageVmi("no-disk", Registry(kOpenPort) + "/kvnode/nodisk:v1", "", true));
+  Sync(ImageVmi("no-disk", open_->address() + "/kvnode/nodisk:v1", "", true));
   EXPECT_THAT(WaitReason("no-disk", "ErrImagePull"), HasSubstr("has no disk: no file found in /disk/"));
 
-  const std::string locked = Registry(kLockedPort) + "/kvnode/private:v1";
+  const std::string locked = locked_->address() + "/kvnode/private:v1";
   Sync(ImageVmi("no-creds", locked, "", true));
   EXPECT_THAT(WaitReason("no-creds", "ErrImagePull"), HasSubstr("authentication required"));
   // Never pulls: what the node lacks, it does not fetch.
@@ -353,24 +233,20 @@ TEST_F(RegistryTest, PullsThatCannotSucceedSayWhyAndCredentialsOpenTheLockedRegi
 
   // The credentials as an imagePullSecret (kubectl's docker-registry secret).
   auto secret = Kvctl({"create", "secret", "docker-registry", "regcred",
-                       "--docker-server=" + Registry(kLockedPort), "--docker-username=kvnode",
+                       "--docker-server=" + locked_->address(), "--docker-username=kvnode",
                        "--docker-password=s3cret"});
   ASSERT_EQ(secret.exit_code, 0) << secret.out;
   Sync(ImageVmi("with-creds", locked, "", true, "regcred"));
   auto opened = WaitAllRunning({"with-creds"});
   ASSERT_EQ(opened.size(), 1u);
-  EXPECT_EQ(ImageId(opened[0]), Registry(kLockedPort) + "/kvnode/private@" + disk.manifest_digest);
+  EXPECT_EQ(ImageId(opened[0]), locked_->address() + "/kvnode/private@" + disk.manifest_digest);
   auto yaml = Kvctl({"get", "vmi", "with-creds", "-o", "yaml"});
   EXPECT_THAT(yaml.out, Not(HasSubstr("s3cret")));
 }
 
 TEST_F(RegistryTest, ADataVolumeFromARegistryFillsItsClaimAndItsVmBoots) {
-  std::string qcow2 = work_ + "/guest.qcow2";
-  auto conv = RunCommand({"/usr/bin/qemu-img", "convert", "-c", "-O", "qcow2", GuestImage(), qcow2},
-                         absl::Minutes(2));
-  ASSERT_TRUE(conv.ok() && conv->success());
-  Image guest = BuildImage("guest", {{"disk/guest.qcow2", qcow2}});
-  Push(guest, Registry(kOpenPort) + "/kvnode/guest:v1");
+  OciImage guest = GuestImageInRegistryLayout();
+  ASSERT_TRUE(open_->Push(guest, "kvnode/guest:v1").ok());
   std::string vm = absl::StrCat(R"(apiVersion: kubevirt.io/v1
 kind: VirtualMachine
 metadata:
@@ -383,7 +259,7 @@ spec:
       spec:
         source:
           registry:
-            url: "docker://)", Registry(kOpenPort), R"(/kvnode/guest:v1"
+            url: "docker://)", open_->address(), R"(/kvnode/guest:v1"
             pullMethod: node
         storage:
           resources:
@@ -413,7 +289,7 @@ spec:
   ASSERT_TRUE(SerialShows(running->metadata().uid(), "KVNODE-GUEST-READY"));
   auto dv = Kvctl({"get", "dv", "regvm-root"});
   EXPECT_THAT(dv.out, HasSubstr("Succeeded"));
-  EXPECT_EQ(BlobDownloads(kOpenPort, guest.layer_digest), 1);
+  EXPECT_EQ(open_->BlobDownloads(guest.layer_digest), 1);
 }
 
 }  // namespace
