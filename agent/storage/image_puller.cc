@@ -267,6 +267,7 @@ absl::Status ImagePuller::Init() {
   for (const std::string& name : recorded) {
     unlink(absl::StrCat(images_dir_, "/", name, "/", kDiskTempFile).c_str());
   }
+  EnforceLimit();  // the limit may be smaller than at the last start
   return absl::OkStatus();
 }
 

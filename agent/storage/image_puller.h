@@ -147,6 +147,9 @@ class ImagePuller {
   absl::Status RecordImported(kvnode::v1::CachedImage image);
   // A VMI or DataVolume starts on `entry` now (for least-recently-used eviction).
   void Touch(const std::string& entry);
+  // --image-cache-size: removes least recently used entries no VMI uses while the cache's
+  // disks take more (after every pull, and at Init).
+  void EnforceLimit() { Evict(""); }
 
  private:
   struct Job;

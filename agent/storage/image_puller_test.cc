@@ -1,5 +1,12 @@
 #include "agent/storage/image_puller.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "agent/base/clock.h"
 #include "agent/storage/image_reference.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -121,6 +128,108 @@ TEST(PulledImageEntryTest, DigestNamesTheEntryAndAPathMakesItsOwn) {
   EXPECT_NE(a, b);
   EXPECT_EQ(a.rfind(PulledImageEntry(kDigest, "") + "-", 0), 0u) << a;
   EXPECT_LE(a.size(), 255u);
+}
+
+}  // namespace
+}  // namespace kvnode
+
+namespace kvnode {
+namespace {
+
+class ImageCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/kvnode-images-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    auto store = Store::Open(dir_ + "/kvnode.db");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+  }
+  void TearDown() override {
+    puller_.reset();
+    std::system(("rm -rf " + dir_).c_str());
+  }
+  void MakePuller(int64_t limit, std::set<std::string> in_use) {
+    ImagePullerConfig config;
+    config.state_dir = dir_;
+    config.importer = {getuid(), getgid(), {}};
+    config.cache_limit_bytes = limit;
+    puller_ = std::make_unique<ImagePuller>(config, store_.get(), &clock_,
+                                            [in_use] { return in_use; });
+    ASSERT_TRUE(puller_->Init().ok());
+  }
+  // A cached image `name` whose disk takes `mib` MiB, last used `minutes_ago`.
+  void Cache(const std::string& name, int mib, int minutes_ago) {
+    std::string entry = dir_ + "/images/" + name;
+    ASSERT_EQ(mkdir(entry.c_str(), 0755), 0);
+    std::ofstream(entry + "/disk.img") << "disk";
+    kvnode::v1::CachedImage image;
+    image.mutable_metadata()->set_name(name);
+    image.set_ref("example.org/" + name + ":1");
+    image.set_disk_bytes(int64_t{mib} << 20);
+    image.set_imported(FormatTimestamp(clock_.Now() - absl::Minutes(minutes_ago)));
+    ASSERT_TRUE(puller_->RecordImported(image).ok());
+  }
+  bool Cached(const std::string& name) {
+    struct stat st;
+    bool on_disk = stat((dir_ + "/images/" + name).c_str(), &st) == 0;
+    bool recorded = false;
+    for (const auto& i : puller_->List({})) recorded |= i.metadata().name() == name;
+    EXPECT_EQ(on_disk, recorded) << name;
+    return on_disk && recorded;
+  }
+
+  std::string dir_;
+  std::unique_ptr<Store> store_;
+  FakeClock clock_{absl::FromUnixSeconds(1800000000)};
+  std::unique_ptr<ImagePuller> puller_;
+};
+
+TEST_F(ImageCacheTest, OverTheLimitTheLeastRecentlyUsedUnusedImagesGoFirst) {
+  MakePuller(4 << 20, {"in-use"});
+  Cache("in-use", 2, 30);
+  Cache("older", 2, 20);
+  Cache("newest", 2, 10);
+  puller_->EnforceLimit();
+  EXPECT_TRUE(Cached("in-use"));   // the least recently used, but a VMI runs on it
+  EXPECT_FALSE(Cached("older"));   // 6 MiB > 4: the oldest unused one goes
+  EXPECT_TRUE(Cached("newest"));   // 4 MiB: within the limit again
+}
+
+TEST_F(ImageCacheTest, PruneRemovesWhatNoVmiUsesAndDryRunOnlySays) {
+  MakePuller(0, {"in-use"});
+  Cache("in-use", 1, 5);
+  Cache("unused", 1, 5);
+  puller_->EnforceLimit();  // no limit: nothing goes
+  EXPECT_TRUE(Cached("unused"));
+  auto would = puller_->Prune(true);
+  ASSERT_EQ(would.size(), 1u);
+  EXPECT_EQ(would[0].metadata().name(), "unused");
+  EXPECT_TRUE(Cached("unused"));
+  auto removed = puller_->Prune(false);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_FALSE(Cached("unused"));
+  EXPECT_TRUE(Cached("in-use"));
+}
+
+TEST_F(ImageCacheTest, InitRemovesWhatAnInterruptedPullLeft) {
+  MakePuller(0, {});
+  Cache("sha256-recorded", 1, 1);
+  // A crash in a pull: its staging dir, a disk being converted, an entry without a record.
+  for (const char* d : {"/images/.pull-1234", "/images/sha256-unrecorded"}) {
+    ASSERT_EQ(mkdir((dir_ + d).c_str(), 0755), 0);
+  }
+  std::ofstream(dir_ + "/images/sha256-recorded/disk.img.tmp") << "half";
+  MakePuller(0, {});
+  struct stat st;
+  EXPECT_NE(stat((dir_ + "/images/.pull-1234").c_str(), &st), 0);
+  EXPECT_NE(stat((dir_ + "/images/sha256-unrecorded").c_str(), &st), 0);
+  EXPECT_NE(stat((dir_ + "/images/sha256-recorded/disk.img.tmp").c_str(), &st), 0);
+  EXPECT_TRUE(Cached("sha256-recorded"));
+  // skopeo's configuration is written for the pulls to come.
+  EXPECT_EQ(stat((dir_ + "/images/.registries.conf").c_str(), &st), 0);
+  EXPECT_EQ(stat((dir_ + "/images/.policy.json").c_str(), &st), 0);
 }
 
 }  // namespace
