@@ -91,6 +91,14 @@ int64_t BytesUnder(const std::string& dir) {
   return absl::SimpleAtoi(r->output.substr(0, r->output.find_first_of(" \t")), &n) ? n : 0;
 }
 
+// One pull (and one back-off) per reference, path and credentials: a request with other
+// credentials (or none) neither waits for nor inherits another's failure, as the kubelet backs
+// off per pod and image.
+std::string JobKey(const ImageReference& ref, const ImageRequest& req) {
+  return absl::StrCat(ref.String(), "\n", req.path, "\n",
+                      req.auth_json.empty() ? "" : Sha256Hex(req.auth_json));
+}
+
 std::string ReadTail(const std::string& path, size_t limit) {
   int fd = open(path.c_str(), kUntrustedOpenFlags);
   if (fd < 0) return "";
@@ -271,7 +279,8 @@ absl::Status ImagePuller::Init() {
   return absl::OkStatus();
 }
 
-std::optional<CachedDisk> ImagePuller::FindEntry(const std::string& entry) {
+std::optional<CachedDisk> ImagePuller::FindEntry(const std::string& entry,
+                                                 const std::string& written) {
   auto stored = store_->List(kCachedImageKind);
   if (!stored.ok()) return std::nullopt;
   for (const StoredObject& o : *stored) {
@@ -281,9 +290,11 @@ std::optional<CachedDisk> ImagePuller::FindEntry(const std::string& entry) {
     std::string disk = absl::StrCat(images_dir_, "/", entry, "/disk.img");
     struct stat st;
     if (lstat(disk.c_str(), &st) < 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+    // The image ID names the repository as the VMI wrote it (one image may be cached for
+    // several repositories, or come from a mirror), pinned to the cached digest.
     std::string id;
     if (!image.digest().empty()) {
-      auto ref = ParseImageReference(image.ref());
+      auto ref = ParseImageReference(written);
       if (ref.ok()) id = ref->Pinned(image.digest());
     }
     return CachedDisk{entry, id, disk};
@@ -309,7 +320,7 @@ std::optional<CachedDisk> ImagePuller::FindCached(const std::string& written,
     if (match && (!best.has_value() || image.imported() > best->imported())) best = image;
   }
   if (!best.has_value()) return std::nullopt;
-  return FindEntry(best->metadata().name());
+  return FindEntry(best->metadata().name(), written);
 }
 
 absl::StatusOr<CachedDisk> ImagePuller::Ensure(const ImageRequest& req, absl::Duration wait) {
@@ -319,7 +330,7 @@ absl::StatusOr<CachedDisk> ImagePuller::Ensure(const ImageRequest& req, absl::Du
   if (!req.image_id.empty() || req.policy != "Always") {
     std::optional<CachedDisk> cached =
         req.image_id.empty() ? FindCached(req.image, req.path)
-                             : FindEntry(PulledImageEntry(ref->digest, req.path));
+                             : FindEntry(PulledImageEntry(ref->digest, req.path), req.image_id);
     if (cached.has_value()) return *cached;
     if (req.policy == "Never" && req.image_id.empty()) {
       return WithReason(
@@ -330,7 +341,7 @@ absl::StatusOr<CachedDisk> ImagePuller::Ensure(const ImageRequest& req, absl::Du
           "ErrImageNeverPull");
     }
   }
-  const std::string key = absl::StrCat(ref->String(), "\n", req.path);
+  const std::string key = JobKey(*ref, req);
   std::shared_ptr<Job> job;
   absl::MutexLock lock(&mu_);
   if (quit_) return absl::UnavailableError("the handler is stopping");
@@ -394,7 +405,7 @@ void ImagePuller::Run(std::shared_ptr<Job> job) {
   job->done = true;
   job->child = 0;
   job->finished = clock_->Now();
-  const std::string key = absl::StrCat(job->ref.String(), "\n", job->request.path);
+  const std::string key = JobKey(job->ref, job->request);
   if (!job->result.ok()) {
     Failure& f = failures_[key];
     f.backoff = f.backoff == absl::ZeroDuration()
@@ -565,7 +576,7 @@ absl::StatusOr<CachedDisk> ImagePuller::Pull(Job* job) {
     writing_.erase(entry);
     changed_.SignalAll();
   };
-  if (std::optional<CachedDisk> cached = FindEntry(entry); cached.has_value()) {
+  if (std::optional<CachedDisk> cached = FindEntry(entry, canonical); cached.has_value()) {
     // Cached under this digest already (another tag, or a tag that did not move).
     CachedImage record;
     record.mutable_metadata()->set_name(entry);

@@ -162,7 +162,8 @@ class ImagePuller {
                        absl::Duration timeout);
   std::vector<std::string> SkopeoArgs(Job* job, const std::string& command);
   std::optional<CachedDisk> FindCached(const std::string& ref, const std::string& path);
-  std::optional<CachedDisk> FindEntry(const std::string& entry);
+  // `written`: the reference the request named (for the image ID).
+  std::optional<CachedDisk> FindEntry(const std::string& entry, const std::string& written);
   absl::Status Record(const kvnode::v1::CachedImage& image, const std::string& ref);
   // Removes least recently used entries no VMI uses (never `keep`) while over the limit.
   void Evict(const std::string& keep);

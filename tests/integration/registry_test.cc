@@ -6,7 +6,8 @@
 // (the registry's log); a tag that moves is pulled anew under Always and not under
 // IfNotPresent; a missing tag, a wrong digest, an image without a disk and a registry that
 // wants credentials end with the registry's reason on the VMI (ErrImagePull, then
-// ImagePullBackOff), and the credentials as an imagePullSecret make it start; a DataVolume with
+// ImagePullBackOff), and the credentials as an imagePullSecret make it start; a registry with a
+// mirror (--registry-mirror) is pulled from the mirror; a DataVolume with
 // a registry source fills its claim and its VM boots from it. Guests that only need to exist
 // start paused (their QEMU runs, the guest does not).
 #include <fcntl.h>
@@ -43,8 +44,10 @@ class RegistryTest : public GuestTest {
     work_ = tmpl;
     chmod(work_.c_str(), 0755);
     HandlerProcess::Options options;
+    // 10.244.0.1:5002 has no registry: its images come from its mirror.
     options.extra_args = {"--insecure-registry", "10.244.0.1:5000", "--insecure-registry",
-                          "10.244.0.1:5001"};
+                          "10.244.0.1:5001", "--registry-mirror",
+                          "10.244.0.1:5002=10.244.0.1:5000"};
     StartHandler(options);
     if (IsSkipped() || HasFatalFailure()) return;
     auto open = TestRegistry::Start(*handler_, work_, 5000);
@@ -242,6 +245,12 @@ TEST_F(RegistryTest, PullsThatCannotSucceedSayWhyAndCredentialsOpenTheLockedRegi
   EXPECT_EQ(ImageId(opened[0]), locked_->address() + "/kvnode/private@" + disk.manifest_digest);
   auto yaml = Kvctl({"get", "vmi", "with-creds", "-o", "yaml"});
   EXPECT_THAT(yaml.out, Not(HasSubstr("s3cret")));
+
+  // A registry configured with a mirror (--registry-mirror) is pulled from the mirror.
+  Sync(ImageVmi("mirrored", "10.244.0.1:5002/kvnode/disk:v1", "", true));
+  auto mirrored = WaitAllRunning({"mirrored"});
+  ASSERT_EQ(mirrored.size(), 1u);
+  EXPECT_EQ(ImageId(mirrored[0]), "10.244.0.1:5002/kvnode/disk@" + disk.manifest_digest);
 }
 
 TEST_F(RegistryTest, ADataVolumeFromARegistryFillsItsClaimAndItsVmBoots) {
