@@ -626,6 +626,8 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
   auto on = RunCommand({BinaryDir() + "/kvnode-handler", "--validate-config", "--virt-type", "qemu",
                         "--free-page-reporting", "on", "--cpu-allocation-ratio", "4",
                         "--memory-overcommit", "150", "--vmi-memory-overhead", "32Mi",
+                        "--insecure-registry", "10.0.0.5:5000", "--registry-mirror",
+                        "docker.io=10.0.0.5:5000/hub", "--image-cache-size", "20Gi",
                         "--state-dir", state, "--socket", "/tmp/kvit-validate-sock/x.sock"});
   ASSERT_TRUE(on.ok());
   EXPECT_THAT(on->output, HasSubstr("--free-page-reporting: on for VMIs that do not opt out"));
@@ -633,6 +635,11 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
                                     "requests its vCPUs / 4"));
   EXPECT_THAT(on->output, HasSubstr("--memory-overcommit: 150%: a VMI without a memory request "
                                     "requests its guest memory x 100 / 150, plus 32Mi"));
+  EXPECT_THAT(on->output, HasSubstr("--insecure-registry: 10.0.0.5:5000: plain HTTP"));
+  EXPECT_THAT(on->output,
+              HasSubstr("--registry-mirror: docker.io is pulled from 10.0.0.5:5000/hub first"));
+  EXPECT_THAT(on->output, HasSubstr("--image-cache-size: 20Gi: least recently used images"));
+  EXPECT_THAT(on->output, HasSubstr("ok    skopeo: /usr/bin/skopeo"));
   // A bad value is refused with the flag named.
   auto expect_refused = [&](const std::string& flag, const std::string& value,
                             const std::string& message) {
@@ -652,6 +659,12 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
                  "--memory-overcommit: expected a percentage from 10 to 1000");
   expect_refused("--vmi-memory-overhead", "lots",
                  "--vmi-memory-overhead: expected a memory quantity from 0 to 1Ti");
+  expect_refused("--insecure-registry", "http://10.0.0.5:5000",
+                 "--insecure-registry: expected a registry as an image names it");
+  expect_refused("--registry-mirror", "docker.io",
+                 "--registry-mirror: expected REGISTRY=MIRROR");
+  expect_refused("--registry-ca", "ca.pem", "--registry-ca: an absolute path to a PEM bundle");
+  expect_refused("--image-cache-size", "big", "--image-cache-size: expected a size");
   struct stat st;
   EXPECT_NE(stat(absl::StrCat("/tmp/kvit-validate-", getpid()).c_str(), &st), 0)
       << "--validate-config created the state dir";
