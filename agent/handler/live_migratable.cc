@@ -16,7 +16,7 @@ MigratableVerdict No(const char* reason, std::string message) {
 MigratableVerdict LocalDisk(const std::string& volume, const char* kind) {
   return No(kDisks, absl::StrCat("cannot migrate VMI: volume ", volume, " (", kind,
                                  ") is local to this node, and block migration copies only "
-                                 "PersistentVolumeClaims and emptyDisks"));
+                                 "PersistentVolumeClaims, emptyDisks and containerDisks"));
 }
 
 // KubeVirt's words ("cannot migrate VMI: PVC %v is not shared, live migration requires that
@@ -60,11 +60,14 @@ MigratableVerdict EvaluateLiveMigratable(const kvnode::v1::VirtualMachineInstanc
         }
         break;
       // An emptyDisk is copied by block migration into the one the target makes; the NoCloud
-      // ISO is made again from the spec on the target (KubeVirt does both).
+      // ISO is made again from the spec on the target (KubeVirt does both). A containerDisk's
+      // overlay is copied too, its top layer only: the target runs the same image (by digest,
+      // status.launcher.containerDisks) under an overlay of its own (KubeVirt's target pod
+      // pulls the source's image ID; libvirt's incremental block copy).
       case kvnode::v1::Volume::kEmptyDisk:
+      case kvnode::v1::Volume::kContainerDisk:
       case kvnode::v1::Volume::kCloudInitNoCloud: break;
-      // Overlays over a backing file of the node (an image in its cache, a claim).
-      case kvnode::v1::Volume::kContainerDisk: return LocalDisk(v.name(), "containerDisk");
+      // An overlay over a claim of the node.
       case kvnode::v1::Volume::kEphemeral: return LocalDisk(v.name(), "ephemeral");
       default: break;
     }

@@ -106,17 +106,19 @@ TEST(LiveMigratable, HostDiskOnlyWhenShared) {
   EXPECT_TRUE(EvaluateLiveMigratable(spec, kClaims).migratable);
 }
 
-TEST(LiveMigratable, OverlaysOverTheNodesOwnFilesAreNotCopied) {
-  auto spec = WithVolume([](kvnode::v1::Volume* v) { v->mutable_container_disk(); });
-  MigratableVerdict no = EvaluateLiveMigratable(spec, kClaims);
-  EXPECT_FALSE(no.migratable);
-  EXPECT_EQ(no.message, "cannot migrate VMI: volume disk0 (containerDisk) is local to this "
-                        "node, and block migration copies only PersistentVolumeClaims and "
-                        "emptyDisks");
+TEST(LiveMigratable, AnOverlayOverAClaimIsNotCopiedOneOverAnImageIs) {
   auto ephemeral = WithVolume([](kvnode::v1::Volume* v) {
     v->mutable_ephemeral()->mutable_persistent_volume_claim()->set_claim_name("root");
   });
-  EXPECT_FALSE(EvaluateLiveMigratable(ephemeral, kClaims).migratable);
+  MigratableVerdict no = EvaluateLiveMigratable(ephemeral, kClaims);
+  EXPECT_FALSE(no.migratable);
+  EXPECT_EQ(no.message, "cannot migrate VMI: volume disk0 (ephemeral) is local to this "
+                        "node, and block migration copies only PersistentVolumeClaims, "
+                        "emptyDisks and containerDisks");
+  auto spec = WithVolume([](kvnode::v1::Volume* v) {
+    v->mutable_container_disk()->set_image("quay.io/containerdisks/fedora:39");
+  });
+  EXPECT_TRUE(EvaluateLiveMigratable(spec, kClaims).migratable);
 }
 
 TEST(LiveMigratable, EmptyDiskIsCopiedAndCloudInitMadeAgain) {

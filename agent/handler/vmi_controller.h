@@ -210,9 +210,10 @@ class VmiController {
       const kvnode::v1::VirtualMachineInstance& vmi,
       const std::vector<VolumeManager::MigratingClaim>& claims,
       const kvnode::v1::VirtualMachine* owner_vm, absl::Duration timeout);
-  // Source: the per-VMI disks a block migration copies (each emptyDisk's image in the VMI's
-  // dir; the target makes its own empty one when it prepares the VMI's volumes).
-  std::vector<std::string> EmptyDisksOf(const kvnode::v1::VirtualMachineInstance& vmi);
+  // Source: the per-VMI disks a block migration copies (each emptyDisk's image and each
+  // containerDisk's overlay in the VMI's dir; the target makes its own, empty or over the same
+  // image, when it prepares the VMI's volumes).
+  std::vector<std::string> CopiedVmiDisksOf(const kvnode::v1::VirtualMachineInstance& vmi);
   // Source: the VMI's claims as the target needs them (none without a VolumeManager).
   std::vector<VolumeManager::MigratingClaim> MigratingClaimsOf(
       const kvnode::v1::VirtualMachineInstance& vmi);

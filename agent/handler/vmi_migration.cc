@@ -61,7 +61,7 @@ absl::StatusOr<VirtualMachineInstance> VmiController::BeginMigrationOut(
   r->migrating_out = true;
   *r->vmi.mutable_status()->mutable_migration_state() = state;
   // KubeVirt's words: BlockMigration when disks were copied, LiveMigration otherwise.
-  bool copied = !r->copied_claims.empty() || !EmptyDisksOf(r->vmi).empty();
+  bool copied = !r->copied_claims.empty() || !CopiedVmiDisksOf(r->vmi).empty();
   r->vmi.mutable_status()->set_migration_method(copied ? "BlockMigration" : "LiveMigration");
   r->vmi.mutable_status()->set_migration_transport("Unix");
   RETURN_IF_ERROR(Persist(r, "MODIFIED"));
@@ -212,10 +212,10 @@ bool VmiController::MigrationLauncherExitLocked(Record* r,
   return true;
 }
 
-std::vector<std::string> VmiController::EmptyDisksOf(const VirtualMachineInstance& vmi) {
+std::vector<std::string> VmiController::CopiedVmiDisksOf(const VirtualMachineInstance& vmi) {
   std::vector<std::string> disks;
   for (const auto& v : vmi.spec().volumes()) {
-    if (v.has_empty_disk()) {
+    if (v.has_empty_disk() || v.has_container_disk()) {
       disks.push_back(paths_.vmi(vmi.metadata().uid()).disk_dir(v.name()) + "/disk.qcow2");
     }
   }
@@ -491,7 +491,10 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
     record->copied_claims = std::move(copied);
     if (owner_vm != nullptr) record->owner_vm = *owner_vm;
     record->source_status = vmi.status();
+    // The target runs each containerDisk on the image the source runs (by digest).
+    auto images = vmi.status().launcher().container_disks();
     record->vmi.mutable_status()->clear_launcher();
+    *record->vmi.mutable_status()->mutable_launcher()->mutable_container_disks() = images;
     record->vmi.mutable_status()->clear_interfaces();
     Record* r = record.get();
     by_uid_[uid] = std::move(record);
@@ -502,9 +505,11 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
     auto it = by_uid_.find(uid);
     if (it == by_uid_.end()) return true;
     const Record* r = it->second.get();
-    // Synchronized=False: the pod could not be made (no pod IP, no disk).
+    // Synchronized=False: the pod could not be made (no pod IP, no disk); an image still
+    // being pulled is waited for.
+    const auto* sync = FindCondition(r->vmi.status().conditions(), "Synchronized");
     return r->incoming_ready || IsFinalPhase(r->vmi.status().phase()) ||
-           FindCondition(r->vmi.status().conditions(), "Synchronized") != nullptr;
+           (sync != nullptr && sync->reason() != "ContainerCreating");
   };
   absl::Time deadline = absl::Now() + timeout;
   while (!settled() && absl::Now() < deadline) changed_.WaitWithDeadline(&mu_, deadline);
@@ -610,7 +615,7 @@ absl::StatusOr<VirtualMachineInstance> VmiController::CompleteMigrationTarget(
   ms->set_target_node_domain_detected(detected);
   ms->set_target_node_domain_ready_timestamp(ready);
   // KubeVirt's words: BlockMigration when disks were copied, LiveMigration otherwise.
-  bool copied = !r->copied_claims.empty() || !EmptyDisksOf(r->vmi).empty();
+  bool copied = !r->copied_claims.empty() || !CopiedVmiDisksOf(r->vmi).empty();
   r->vmi.mutable_status()->set_migration_method(copied ? "BlockMigration" : "LiveMigration");
   r->vmi.mutable_status()->set_migration_transport("Unix");
   SetLiveMigratableCondition(&r->vmi, ClaimClassesOf(r->vmi), clock_->Now());

@@ -323,7 +323,7 @@ std::string MigrationController::PrepareTarget(Outbound* m, kvnode::v1::Migratio
   // The target records the claims it lacks, as claims of its own shared class of that name.
   // Node-local claims (disk_bytes > 0) are made on the target and copied by block migration,
   // as are emptyDisks.
-  m->empty_disks = vmis_->EmptyDisksOf(*vmi);
+  m->vmi_disks = vmis_->CopiedVmiDisksOf(*vmi);
   for (auto& c : vmis_->MigratingClaimsOf(*vmi)) {
     if (c.disk_bytes > 0) m->local_disks[c.pvc.metadata().name()] = c.image;
     auto* claim = req.add_claims();
@@ -375,7 +375,7 @@ std::string MigrationController::StartLauncherMigration(
     disk->set_from(local->second);
     disk->set_to(d.target_path());
   }
-  for (const std::string& disk : m->empty_disks) req.add_copy_disks(disk);
+  for (const std::string& disk : m->vmi_disks) req.add_copy_disks(disk);
   req.set_direct(m->direct);
   req.set_guest_pause(m->policy.guest_pause);
   const std::string& policy_name = m->vmim.status().migration_state().migration_policy_name();

@@ -75,8 +75,8 @@ class MigrationController {
     // Block migration: the source's disk of each node-local claim, by claim name, and the
     // VMI's emptyDisks (under its dir, which the target has too).
     std::map<std::string, std::string> local_disks;
-    std::vector<std::string> empty_disks;
-    bool block_migration() const { return !local_disks.empty() || !empty_disks.empty(); }
+    std::vector<std::string> vmi_disks;
+    bool block_migration() const { return !local_disks.empty() || !vmi_disks.empty(); }
     // QEMU's stream over the pods' loopback (not through libvirt's connection).
     bool direct = false;
     bool abort_requested = false;

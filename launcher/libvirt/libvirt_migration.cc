@@ -79,7 +79,10 @@ absl::Status LibvirtHypervisor::Migrate(const MigrationCall& call) {
   }
   if (!call.copy_disks.empty()) {
     // Block migration: only the listed disks are copied; shared ones stay where they are.
-    flags |= VIR_MIGRATE_NON_SHARED_DISK;
+    // Incremental: each listed disk's top image only (QEMU's mirror with sync=top). A
+    // containerDisk's overlay goes over the target's own copy of its image (the same digest);
+    // a claim or an emptyDisk has no backing image, so its top image is all of it.
+    flags |= VIR_MIGRATE_NON_SHARED_INC;
     const std::string disks_uri = absl::StrCat("tcp://127.0.0.1:", kBlockMigrationPort);
     if (virTypedParamsAddString(&p.params, &p.count, &p.max, VIR_MIGRATE_PARAM_DISKS_URI,
                                 disks_uri.c_str()) < 0) {

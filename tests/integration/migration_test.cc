@@ -611,7 +611,9 @@ TEST_F(MigrationTest, HostDiskVmiIsRefusedWithItsLiveMigratableReason) {
 
 // Block migration: a VMI whose data disk is a claim of the node-local class "local" (under
 // each node's own state dir) migrates with that disk copied to B by QEMU's NBD mirror, over
-// the pods' loopback and the handlers' tunnel; its root disk (a shared claim) is not copied.
+// the pods' loopback and the handlers' tunnel; its root disk (a shared claim) is not copied;
+// its emptyDisk is, and its containerDisk's overlay (the top layer only: B runs it over its own
+// cached copy of the image).
 // A block migration cancelled midway leaves nothing on B, not even the claim it made there.
 TEST_F(MigrationTest, NodeLocalClaimIsCopiedToTheTargetByBlockMigration) {
   std::string manifest = a()->state_dir() + "/scratch-claim.yaml";
@@ -621,6 +623,14 @@ TEST_F(MigrationTest, NodeLocalClaimIsCopiedToTheTargetByBlockMigration) {
                              "      storage: 8Mi\n";
   auto applied = a()->Kvctl({"apply", "-f", manifest});
   ASSERT_EQ(applied.exit_code, 0) << applied.out;
+  // A containerDisk of an image both nodes have in their caches (imported under one
+  // reference): its overlay moves, the image stays.
+  const std::string blank = a()->state_dir() + "/blank.qcow2";
+  ASSERT_TRUE(RunCommand({"/usr/bin/qemu-img", "create", "-f", "qcow2", blank, "8M"})->success());
+  for (HandlerProcess* node : {a(), b()}) {
+    auto imported = node->Kvctl({"image", "import", "example.io/scratch:1", "--from-file", blank});
+    ASSERT_EQ(imported.exit_code, 0) << imported.out;
+  }
   VirtualMachineInstance vmi = StartGuest(kName, "normal", 30, [](VirtualMachineInstance* v) {
     *v = WithPodNetwork(*v);
     v->mutable_spec()->mutable_domain()->mutable_devices()->mutable_disks(0)->set_boot_order(1);
@@ -637,12 +647,14 @@ TEST_F(MigrationTest, NodeLocalClaimIsCopiedToTheTargetByBlockMigration) {
     // An emptyDisk is copied too; the NoCloud disk is made again on B.
     add("empty")->mutable_empty_disk()->set_capacity("8Mi");
     add("cloudinit")->mutable_cloud_init_no_cloud()->set_user_data("#kvnode-marker: block\n");
+    add("cd")->mutable_container_disk()->set_image("example.io/scratch:1");
   });
   const std::string uid = vmi.metadata().uid();
   ASSERT_FALSE(uid.empty());
   // The guest wrote its first count into the node-local disk and the emptyDisk on A.
   ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-DATA counter=1 dev=vdb"));
   ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-DATA counter=1 dev=vdc"));
+  ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-DATA counter=1 dev=vde"));  // the containerDisk
   ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-USERDATA #kvnode-marker: block"));
   ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-TICK n=2"));
   const std::string boot_id = Ticks(a()->SerialLog(uid)).back().boot_id;
@@ -731,6 +743,18 @@ TEST_F(MigrationTest, NodeLocalClaimIsCopiedToTheTargetByBlockMigration) {
   ASSERT_TRUE(converted.ok() && converted->success())
       << (converted.ok() ? converted->output : converted.status().ToString());
   EXPECT_EQ(head(empty_raw), "KVNODE-DATA counter=1") << "the emptyDisk was not copied";
+  // The containerDisk's overlay on B, read through B's own cached image beneath it: the
+  // guest's write came with the overlay's top layer.
+  const std::string cd_raw = b()->state_dir() + "/cd-copy.raw";
+  auto cd = RunCommand({"/usr/bin/qemu-img", "convert", "-U", "-O", "raw",
+                        b()->VmiDir(uid) + "/disks/cd/disk.qcow2", cd_raw});
+  ASSERT_TRUE(cd.ok() && cd->success()) << (cd.ok() ? cd->output : cd.status().ToString());
+  EXPECT_EQ(head(cd_raw), "KVNODE-DATA counter=1") << "the containerDisk overlay was not copied";
+  auto backing = RunCommand({"/usr/bin/qemu-img", "info", "-U",
+                             b()->VmiDir(uid) + "/disks/cd/disk.qcow2"});
+  ASSERT_TRUE(backing.ok());
+  EXPECT_THAT(backing->output, ::testing::HasSubstr(b()->state_dir() + "/images/"))
+      << "B's overlay is not over B's own image";
   auto claim_b = b()->Kvctl({"get", "pvc", "scratch"});
   EXPECT_EQ(claim_b.exit_code, 0) << claim_b.out;
   EXPECT_THAT(claim_b.out, ::testing::HasSubstr("Bound"));
