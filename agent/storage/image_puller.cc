@@ -13,7 +13,6 @@
 #include <optional>
 #include <thread>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -23,7 +22,6 @@
 #include "agent/base/atomic_file.h"
 #include "agent/base/file_tree.h"
 #include "agent/base/logging.h"
-#include "agent/base/sha1.h"
 #include "agent/base/sha256.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
@@ -48,15 +46,6 @@ constexpr size_t kMaxManifestBytes = 4 << 20;
 // tar's listing of one layer: names only.
 constexpr size_t kMaxListingBytes = 64 << 20;
 constexpr size_t kMaxErrorBytes = 64 << 10;
-
-std::string Toml(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out.push_back('\\');
-    out.push_back(c);
-  }
-  return out + "\"";
-}
 
 // A layer member's name as a path below the image's root: "./disk/a.img" and "/disk/a.img"
 // are "disk/a.img".
@@ -109,82 +98,6 @@ std::string ReadTail(const std::string& path, size_t limit) {
 
 }  // namespace
 
-std::string RegistriesConf(const RegistryOptions& options) {
-  std::string out =
-      "# Written by kvnode-handler from its --insecure-registry and --registry-mirror flags.\n"
-      "unqualified-search-registries = []\n";
-  std::set<std::string> done;
-  auto insecure = [&](const std::string& host) {
-    return std::any_of(options.insecure.begin(), options.insecure.end(),
-                       [&](const std::string& i) { return RegistryMatches(host, i); });
-  };
-  for (const auto& [registry, mirror] : options.mirrors) {
-    if (!done.insert(registry).second) continue;
-    absl::StrAppend(&out, "\n[[registry]]\nprefix = ", Toml(registry), "\nlocation = ",
-                    Toml(registry), "\ninsecure = ", insecure(registry) ? "true" : "false", "\n");
-    for (const auto& [r, m] : options.mirrors) {
-      if (r != registry) continue;
-      std::string host = m.substr(0, m.find('/'));
-      absl::StrAppend(&out, "[[registry.mirror]]\nlocation = ", Toml(m),
-                      "\ninsecure = ", insecure(host) ? "true" : "false", "\n");
-    }
-  }
-  for (const std::string& host : options.insecure) {
-    if (!done.insert(host).second) continue;
-    absl::StrAppend(&out, "\n[[registry]]\nlocation = ", Toml(host), "\ninsecure = true\n");
-  }
-  return out;
-}
-
-std::string SkopeoErrorMessage(const std::string& stderr_text) {
-  std::string message;
-  size_t at = stderr_text.rfind("msg=\"");
-  if (at == std::string::npos) {
-    message = stderr_text;
-  } else {
-    for (size_t i = at + 5; i < stderr_text.size(); ++i) {
-      char c = stderr_text[i];
-      if (c == '\\' && i + 1 < stderr_text.size()) {
-        message.push_back(stderr_text[++i]);
-      } else if (c == '"') {
-        break;
-      } else {
-        message.push_back(c);
-      }
-    }
-  }
-  // "Error parsing image name "docker://x": ..." and "initializing source docker://x: ..."
-  // repeat the reference the caller names already.
-  for (absl::string_view prefix : {"Error parsing image name \"", "initializing source "}) {
-    if (!absl::StartsWith(message, prefix)) continue;
-    size_t colon = message.find(": ", prefix.size());
-    if (colon != std::string::npos) message = message.substr(colon + 2);
-  }
-  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) {
-    message.pop_back();
-  }
-  return message;
-}
-
-std::string DockerConfigJson(const std::string& registry, const std::string& username,
-                             const std::string& password) {
-  google::protobuf::Struct root;
-  auto& entry = *(*root.mutable_fields())["auths"].mutable_struct_value()->mutable_fields();
-  auto& creds = *entry[registry].mutable_struct_value()->mutable_fields();
-  creds["auth"].set_string_value(absl::Base64Escape(username + ":" + password));
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(root, &json);  // a Struct always converts
-  return json;
-}
-
-std::string PulledImageEntry(const std::string& digest, const std::string& path) {
-  std::string entry = absl::StrCat("sha256-", absl::StripPrefix(digest, "sha256:"));
-  if (path.empty()) return entry;
-  auto h = Sha1(path);
-  char hash[9];
-  std::snprintf(hash, sizeof(hash), "%02x%02x%02x%02x", h[0], h[1], h[2], h[3]);
-  return absl::StrCat(entry, "-", hash);
-}
 
 struct ImagePuller::Job {
   ImageRequest request;
@@ -277,50 +190,6 @@ absl::Status ImagePuller::Init() {
   }
   EnforceLimit();  // the limit may be smaller than at the last start
   return absl::OkStatus();
-}
-
-std::optional<CachedDisk> ImagePuller::FindEntry(const std::string& entry,
-                                                 const std::string& written) {
-  auto stored = store_->List(kCachedImageKind);
-  if (!stored.ok()) return std::nullopt;
-  for (const StoredObject& o : *stored) {
-    if (o.name != entry) continue;
-    CachedImage image;
-    if (!FromJson(o.json, &image).ok()) return std::nullopt;
-    std::string disk = absl::StrCat(images_dir_, "/", entry, "/disk.img");
-    struct stat st;
-    if (lstat(disk.c_str(), &st) < 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-    // The image ID names the repository as the VMI wrote it (one image may be cached for
-    // several repositories, or come from a mirror), pinned to the cached digest.
-    std::string id;
-    if (!image.digest().empty()) {
-      auto ref = ParseImageReference(written);
-      if (ref.ok()) id = ref->Pinned(image.digest());
-    }
-    return CachedDisk{entry, id, disk};
-  }
-  return std::nullopt;
-}
-
-std::optional<CachedDisk> ImagePuller::FindCached(const std::string& written,
-                                                  const std::string& path) {
-  auto ref = ParseImageReference(written);
-  auto stored = store_->List(kCachedImageKind);
-  if (!stored.ok()) return std::nullopt;
-  std::optional<CachedImage> best;
-  for (const StoredObject& o : *stored) {
-    CachedImage image;
-    if (!FromJson(o.json, &image).ok() || image.path() != path) continue;
-    bool match = image.digest().empty() && image.ref() == written;  // imported by hand
-    if (ref.ok() && !image.digest().empty()) {
-      match = ref->digest.empty()
-                  ? std::count(image.refs().begin(), image.refs().end(), ref->String()) > 0
-                  : ref->digest == image.digest();
-    }
-    if (match && (!best.has_value() || image.imported() > best->imported())) best = image;
-  }
-  if (!best.has_value()) return std::nullopt;
-  return FindEntry(best->metadata().name(), written);
 }
 
 absl::StatusOr<CachedDisk> ImagePuller::Ensure(const ImageRequest& req, absl::Duration wait) {
@@ -739,125 +608,6 @@ absl::StatusOr<std::string> ImagePuller::Extract(Job* job, const std::string& im
                            "disk)"));
   }
   return root + "/" + path;
-}
-
-absl::Status ImagePuller::Record(const CachedImage& image, const std::string& ref) {
-  absl::MutexLock lock(&records_mu_);
-  auto stored = store_->List(kCachedImageKind);
-  if (!stored.ok()) return stored.status();
-  std::optional<CachedImage> current;
-  for (const StoredObject& o : *stored) {
-    CachedImage other;
-    if (!FromJson(o.json, &other).ok()) continue;
-    if (o.name == image.metadata().name()) {
-      current = other;
-      continue;
-    }
-    // A tag names one image at a time: the one it was last pulled as.
-    auto it = std::find(other.refs().begin(), other.refs().end(), ref);
-    if (it == other.refs().end() || other.path() != image.path()) continue;
-    other.mutable_refs()->erase(it);
-    RETURN_IF_ERROR(store_->Put(kCachedImageKind, &other, "MODIFIED").status());
-  }
-  CachedImage next = current.has_value() ? *current : image;
-  if (std::find(next.refs().begin(), next.refs().end(), ref) == next.refs().end()) {
-    next.add_refs(ref);
-  }
-  next.set_last_used(FormatTimestamp(clock_->Now()));
-  return store_->Put(kCachedImageKind, &next, current.has_value() ? "MODIFIED" : "ADDED")
-      .status();
-}
-
-absl::Status ImagePuller::RecordImported(CachedImage image) {
-  absl::MutexLock lock(&records_mu_);
-  image.set_last_used(image.imported());
-  auto stored = store_->List(kCachedImageKind);
-  bool exists = stored.ok() && std::any_of(stored->begin(), stored->end(), [&](const auto& o) {
-                  return o.name == image.metadata().name();
-                });
-  return store_->Put(kCachedImageKind, &image, exists ? "MODIFIED" : "ADDED").status();
-}
-
-void ImagePuller::Touch(const std::string& entry) {
-  absl::MutexLock lock(&records_mu_);
-  auto stored = store_->List(kCachedImageKind);
-  if (!stored.ok()) return;
-  for (const StoredObject& o : *stored) {
-    CachedImage image;
-    if (o.name != entry || !FromJson(o.json, &image).ok()) continue;
-    image.set_last_used(FormatTimestamp(clock_->Now()));
-    if (absl::Status s = store_->Put(kCachedImageKind, &image, "MODIFIED").status(); !s.ok()) {
-      // Only eviction's order depends on it.
-      spdlog::warn("image cache: recording the use of {}: {}", entry, s.ToString());
-    }
-  }
-}
-
-std::vector<CachedImage> ImagePuller::List(
-    const std::map<std::string, std::vector<std::string>>& users) {
-  std::vector<CachedImage> images;
-  auto stored = store_->List(kCachedImageKind);
-  if (!stored.ok()) return images;
-  for (const StoredObject& o : *stored) {
-    CachedImage image;
-    if (!FromJson(o.json, &image).ok()) continue;
-    if (auto it = users.find(o.name); it != users.end()) {
-      for (const std::string& u : it->second) image.add_users(u);
-    }
-    images.push_back(std::move(image));
-  }
-  return images;
-}
-
-void ImagePuller::Remove(const CachedImage& image) {
-  {
-    absl::MutexLock lock(&records_mu_);
-    CachedImage copy = image;
-    if (absl::Status s = store_->Delete(kCachedImageKind, &copy).status(); !s.ok()) {
-      spdlog::warn("image cache: removing the record of {}: {}", image.metadata().name(),
-                   s.ToString());
-      return;  // the disk stays with its record
-    }
-  }
-  RemoveTreeUnder(images_dir_, image.metadata().name());
-  spdlog::info("image cache: removed {} ({})", image.metadata().name(), image.ref());
-}
-
-std::vector<CachedImage> ImagePuller::Prune(bool dry_run) {
-  std::set<std::string> used = in_use_ ? in_use_() : std::set<std::string>();
-  std::vector<CachedImage> removed;
-  std::set<std::string> writing;
-  {
-    absl::MutexLock lock(&mu_);
-    writing = writing_;
-  }
-  for (const CachedImage& image : List({})) {
-    const std::string& name = image.metadata().name();
-    if (used.count(name) || writing.count(name)) continue;
-    if (!dry_run) Remove(image);
-    removed.push_back(image);
-  }
-  return removed;
-}
-
-void ImagePuller::Evict(const std::string& keep) {
-  if (config_.cache_limit_bytes <= 0) return;
-  std::vector<CachedImage> images = List({});
-  int64_t total = 0;
-  for (const CachedImage& image : images) total += image.disk_bytes();
-  if (total <= config_.cache_limit_bytes) return;
-  std::set<std::string> used = in_use_ ? in_use_() : std::set<std::string>();
-  std::sort(images.begin(), images.end(), [](const CachedImage& a, const CachedImage& b) {
-    return a.last_used() < b.last_used();
-  });
-  for (const CachedImage& image : images) {
-    if (total <= config_.cache_limit_bytes) break;
-    if (used.count(image.metadata().name()) || image.metadata().name() == keep) continue;
-    spdlog::info("image cache: over --image-cache-size ({} > {} bytes): evicting {}", total,
-                 config_.cache_limit_bytes, image.metadata().name());
-    Remove(image);
-    total -= image.disk_bytes();
-  }
 }
 
 }  // namespace kvnode

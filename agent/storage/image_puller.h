@@ -24,7 +24,8 @@
 // short while and otherwise stays Pending while it runs (KubeVirt's reasons: the pod's
 // ContainerCreating, then ErrImagePull / ImagePullBackOff with the kubelet's back-off).
 //
-// Thread-safe. Each pull runs on a thread of its own.
+// Thread-safe. Each pull runs on a thread of its own. image_puller.cc holds the pulls,
+// image_cache.cc the cache's records and disks, image_pull_rules.cc the pure rules.
 #ifndef KVNODE_AGENT_STORAGE_IMAGE_PULLER_H_
 #define KVNODE_AGENT_STORAGE_IMAGE_PULLER_H_
 
