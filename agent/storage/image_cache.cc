@@ -8,6 +8,7 @@
 #include "agent/base/clock.h"
 #include "agent/base/file_tree.h"
 #include "agent/base/logging.h"
+#include "agent/base/status_macros.h"
 #include "agent/storage/image_puller.h"
 #include "agent/storage/image_reference.h"
 
