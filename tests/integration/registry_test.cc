@@ -6,8 +6,9 @@
 // (the registry's log); a tag that moves is pulled anew under Always and not under
 // IfNotPresent; a missing tag, a wrong digest, an image without a disk and a registry that
 // wants credentials end with the registry's reason on the VMI (ErrImagePull, then
-// ImagePullBackOff), and the credentials as an imagePullSecret make it start; a registry with a
-// mirror (--registry-mirror) is pulled from the mirror; a DataVolume with
+// ImagePullBackOff), and the credentials as an imagePullSecret make it start; an HTTPS registry
+// is trusted through --registry-ca; a registry with a mirror (--registry-mirror) is pulled from
+// the mirror; a DataVolume with
 // a registry source fills its claim and its VM boots from it. Guests that only need to exist
 // start paused (their QEMU runs, the guest does not).
 #include <fcntl.h>
@@ -26,6 +27,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/guest_test.h"
+#include "tests/integration/pki.h"
 #include "tests/integration/test_registry.h"
 #include "tests/integration/vm_test_util.h"
 
@@ -43,11 +45,16 @@ class RegistryTest : public GuestTest {
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     work_ = tmpl;
     chmod(work_.c_str(), 0755);
+    // A CA of the test's own for the HTTPS registry (the handler trusts it: --registry-ca).
+    Pki pki(work_);
+    ASSERT_TRUE(pki.Ca("registry-ca").ok());
+    ASSERT_TRUE(pki.Leaf("registry-tls", "registry-ca", true, "IP:10.244.0.1").ok());
     HandlerProcess::Options options;
     // 10.244.0.1:5002 has no registry: its images come from its mirror.
     options.extra_args = {"--insecure-registry", "10.244.0.1:5000", "--insecure-registry",
                           "10.244.0.1:5001", "--registry-mirror",
-                          "10.244.0.1:5002=10.244.0.1:5000"};
+                          "10.244.0.1:5002=10.244.0.1:5000", "--registry-ca",
+                          pki.Path("registry-ca.crt")};
     StartHandler(options);
     if (IsSkipped() || HasFatalFailure()) return;
     auto open = TestRegistry::Start(*handler_, work_, 5000);
@@ -56,10 +63,15 @@ class RegistryTest : public GuestTest {
     auto locked = TestRegistry::Start(*handler_, work_, 5001, "kvnode:s3cret");
     ASSERT_TRUE(locked.ok()) << locked.status();
     locked_ = std::move(*locked);
+    auto tls = TestRegistry::Start(*handler_, work_, 5003, "", pki.Path("registry-tls.crt"),
+                                   pki.Path("registry-tls.key"));
+    ASSERT_TRUE(tls.ok()) << tls.status();
+    tls_ = std::move(*tls);
   }
   void TearDown() override {
     open_.reset();
     locked_.reset();
+    tls_.reset();
     GuestTest::TearDown();
     if (!work_.empty()) (void)RunCommand({"/bin/rm", "-rf", "--one-file-system", work_});
   }
@@ -134,6 +146,7 @@ class RegistryTest : public GuestTest {
   std::string work_;
   std::unique_ptr<TestRegistry> open_;    // anyone may pull
   std::unique_ptr<TestRegistry> locked_;  // kvnode / s3cret
+  std::unique_ptr<TestRegistry> tls_;     // HTTPS, its certificate from the test's CA
 };
 
 TEST_F(RegistryTest, AContainerDiskIsPulledOnceByDigestAndTheTagsPolicyDecidesWhenAgain) {
@@ -248,6 +261,13 @@ TEST_F(RegistryTest, PullsThatCannotSucceedSayWhyAndCredentialsOpenTheLockedRegi
   EXPECT_EQ(ImageId(opened[0]), locked_->address() + "/kvnode/private@" + disk.manifest_digest);
   auto yaml = Kvctl({"get", "vmi", "with-creds", "-o", "yaml"});
   EXPECT_THAT(yaml.out, Not(HasSubstr("s3cret")));
+
+  // An HTTPS registry whose certificate only the test's CA signed: --registry-ca trusts it.
+  ASSERT_TRUE(tls_->Push(disk, "kvnode/disk:v1").ok());
+  Sync(ImageVmi("over-tls", tls_->address() + "/kvnode/disk:v1", "", true));
+  auto verified = WaitAllRunning({"over-tls"});
+  ASSERT_EQ(verified.size(), 1u);
+  EXPECT_EQ(ImageId(verified[0]), tls_->address() + "/kvnode/disk@" + disk.manifest_digest);
 
   // A registry configured with a mirror (--registry-mirror) is pulled from the mirror.
   Sync(ImageVmi("mirrored", "10.244.0.1:5002/kvnode/disk:v1", "", true));

@@ -91,7 +91,9 @@ absl::StatusOr<OciImage> BuildOciImage(
 absl::StatusOr<std::unique_ptr<TestRegistry>> TestRegistry::Start(const HandlerProcess& handler,
                                                                   const std::string& work,
                                                                   int port,
-                                                                  const std::string& user) {
+                                                                  const std::string& user,
+                                                                  const std::string& tls_cert,
+                                                                  const std::string& tls_key) {
   if (handler.node_netns().empty()) {
     return absl::FailedPreconditionError("the handler has no node namespace to run a registry in");
   }
@@ -109,11 +111,15 @@ absl::StatusOr<std::unique_ptr<TestRegistry>> TestRegistry::Start(const HandlerP
     auth = absl::StrCat("auth:\n  htpasswd:\n    realm: kvnode-test\n    path: ", registry->dir_,
                         "/htpasswd\n");
   }
+  const std::string tls =
+      tls_cert.empty()
+          ? ""
+          : absl::StrCat("  tls:\n    certificate: ", tls_cert, "\n    key: ", tls_key, "\n");
   const std::string config = registry->dir_ + "/config.yml";
   std::ofstream(config) << absl::StrCat(
       "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: ",
       registry->dir_, "/data\n  delete:\n    enabled: true\nhttp:\n  addr: ", registry->address(),
-      "\n", auth);
+      "\n", tls, auth);
   int log = open((registry->dir_ + "/log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
                  0644);
   if (log < 0) return absl::ErrnoToStatus(errno, "create the registry's log");

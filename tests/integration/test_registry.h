@@ -34,10 +34,13 @@ absl::StatusOr<OciImage> BuildOciImage(const std::string& work, const std::strin
 class TestRegistry {
  public:
   // A registry on 10.244.0.1:`port` in `handler`'s node namespace, its data and log in
-  // `work`; with `user` ("name:password"), pulls and pushes need those credentials.
+  // `work`; with `user` ("name:password"), pulls and pushes need those credentials; with
+  // `tls_cert` and `tls_key` (PEM files), it serves HTTPS only.
   static absl::StatusOr<std::unique_ptr<TestRegistry>> Start(const HandlerProcess& handler,
                                                               const std::string& work, int port,
-                                                              const std::string& user = "");
+                                                              const std::string& user = "",
+                                                              const std::string& tls_cert = "",
+                                                              const std::string& tls_key = "");
   ~TestRegistry();  // kills it
 
   std::string address() const;  // 10.244.0.1:PORT
