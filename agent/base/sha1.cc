@@ -1,5 +1,6 @@
 #include "agent/base/sha1.h"
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -65,6 +66,14 @@ std::array<uint8_t, 20> Sha1(absl::string_view data) {
     out[4 * i + 3] = static_cast<uint8_t>(h[i]);
   }
   return out;
+}
+
+std::string Sha1ShortHex(absl::string_view data) {
+  auto digest = Sha1(data);
+  char hex[9];
+  std::snprintf(hex, sizeof(hex), "%02x%02x%02x%02x", digest[0], digest[1], digest[2],
+                digest[3]);
+  return hex;
 }
 
 }  // namespace kvnode

@@ -5,12 +5,17 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 
 #include "absl/strings/string_view.h"
 
 namespace kvnode {
 
 std::array<uint8_t, 20> Sha1(absl::string_view data);
+
+// The first 4 bytes of Sha1(data) in lower-case hex ("1a2b3c4d"): a short name that tells
+// apart strings whose readable forms collide (cache keys, entry names).
+std::string Sha1ShortHex(absl::string_view data);
 
 }  // namespace kvnode
 

@@ -99,6 +99,10 @@ class NodePaths {
   std::string notify_socket() const { return run_dir_ + "/notify.sock"; }
   std::string vmis_dir() const { return state_dir_ + "/vmis"; }
   std::string images_dir() const { return state_dir_ + "/images"; }
+  // The raw disk of the image cache's entry `entry` (ImageCacheKey, PulledImageEntry).
+  std::string image_disk(absl::string_view entry) const {
+    return absl::StrCat(images_dir(), "/", entry, "/disk.img");
+  }
   std::string volume_dir(absl::string_view ns, absl::string_view claim) const {
     return absl::StrCat(state_dir_, "/volumes/", ns, "/", claim);
   }

@@ -17,6 +17,7 @@
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/uuid.h"
+#include "agent/manifest/admission.h"
 #include "agent/manifest/quantity.h"
 
 namespace kvnode {
@@ -174,18 +175,9 @@ absl::Status ParseStorageClasses(const FlagSet& flags, StorageClasses* classes) 
   return absl::OkStatus();
 }
 
-// A registry as a reference names it: host[:port], no path, no scheme.
-bool IsRegistryName(absl::string_view s) {
-  return !s.empty() && s.size() <= 255 &&
-         std::all_of(s.begin(), s.end(), [](char c) {
-           return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
-                  c == ':' || c == '[' || c == ']';
-         });
-}
-
 absl::Status ParseRegistries(const FlagSet& flags, HandlerOptions* o) {
   for (const std::string& host : flags.GetAll("insecure-registry")) {
-    if (!IsRegistryName(host)) {
+    if (!IsRegistryHost(host)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--insecure-registry: expected a registry as an image names it (HOST or HOST:PORT, no "
           "scheme or path), got \"", host, "\""));
@@ -196,8 +188,8 @@ absl::Status ParseRegistries(const FlagSet& flags, HandlerOptions* o) {
     size_t eq = spec.find('=');
     std::string registry = spec.substr(0, eq);
     std::string mirror = eq == std::string::npos ? "" : spec.substr(eq + 1);
-    if (eq == std::string::npos || !IsRegistryName(registry) ||
-        !IsRegistryName(mirror.substr(0, mirror.find('/'))) ||
+    if (eq == std::string::npos || !IsRegistryHost(registry) ||
+        !IsRegistryHost(mirror.substr(0, mirror.find('/'))) ||
         mirror.find_first_of(" \t\"\\") != std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--registry-mirror: expected REGISTRY=MIRROR (quay.io=10.0.0.5:5000 or "

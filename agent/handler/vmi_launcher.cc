@@ -312,7 +312,7 @@ void VmiController::OnStartFailedLocked(Record* r, const absl::Status& status, b
     if (changed) PersistOrRetryLocked(r, "MODIFIED");
     // An image being pulled says how far it got at every try; its event (the kubelet's
     // "Pulling") comes once.
-    if (reason == "ContainerCreating") {
+    if (reason == kImagePullingReason) {
       if (new_reason) EventLocked(r->vmi, "Normal", "Pulling", message);
     } else if (changed) {
       EventLocked(r->vmi, "Warning", reason, message);
@@ -338,8 +338,7 @@ kvnode::v1::DomainOptions VmiController::DomainOptionsFor(const VirtualMachineIn
   }
   // The image cache entry each containerDisk was resolved to at its start.
   for (const auto& image : vmi.status().launcher().container_disks()) {
-    claims.container_disks[image.volume()] =
-        absl::StrCat(paths_.images_dir(), "/", image.cache_entry(), "/disk.img");
+    claims.container_disks[image.volume()] = paths_.image_disk(image.cache_entry());
   }
   kvnode::v1::DomainOptions options = BuildDomainOptions(vmi, paths_, config_.virt_type, claims);
   const bool reporting =

@@ -509,7 +509,7 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
     // being pulled is waited for.
     const auto* sync = FindCondition(r->vmi.status().conditions(), "Synchronized");
     return r->incoming_ready || IsFinalPhase(r->vmi.status().phase()) ||
-           (sync != nullptr && sync->reason() != "ContainerCreating");
+           (sync != nullptr && sync->reason() != kImagePullingReason);
   };
   absl::Time deadline = absl::Now() + timeout;
   while (!settled() && absl::Now() < deadline) changed_.WaitWithDeadline(&mu_, deadline);

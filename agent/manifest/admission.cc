@@ -1114,7 +1114,8 @@ bool IsRepositoryComponent(absl::string_view c) {
   return true;
 }
 
-// A registry host: DNS labels joined by '.', with an optional :port.
+}  // namespace
+
 bool IsRegistryHost(absl::string_view host) {
   std::pair<absl::string_view, absl::string_view> hp = absl::StrSplit(host, absl::MaxSplits(':', 1));
   if (host.find(':') != absl::string_view::npos) {
@@ -1132,8 +1133,6 @@ bool IsRegistryHost(absl::string_view host) {
   }
   return true;
 }
-
-}  // namespace
 
 std::string ImageReferenceProblem(absl::string_view ref) {
   if (std::any_of(ref.begin(), ref.end(), absl::ascii_isspace)) return "it contains whitespace";

@@ -105,6 +105,10 @@ enum class NameRule { kLabel, kSubdomain };
 void AdmitObjectMeta(const kvnode::v1::ObjectMeta& meta, const FieldPath& path,
                      AdmissionReview* review, NameRule rule = NameRule::kLabel);
 
+// A registry host as an image reference names it: DNS labels joined by '.', with an optional
+// :port.
+bool IsRegistryHost(absl::string_view host);
+
 // Why `ref` is not an image reference in docker's grammar ([host[:port]/]name[:tag][@digest]),
 // or "".
 std::string ImageReferenceProblem(absl::string_view ref);

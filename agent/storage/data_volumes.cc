@@ -449,7 +449,7 @@ absl::StatusOr<std::string> VolumeManager::PullForDataVolume(const DataVolume& d
       return image->disk;
     }
     const std::string reason = VolumeFailureReason(image.status());
-    if (reason != "ContainerCreating") return image.status();
+    if (reason != kImagePullingReason) return image.status();
     bool quit;
     {
       absl::MutexLock lock(&mu_);

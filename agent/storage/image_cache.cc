@@ -24,7 +24,7 @@ std::optional<CachedDisk> ImagePuller::FindEntry(const std::string& entry,
     if (o.name != entry) continue;
     CachedImage image;
     if (!FromJson(o.json, &image).ok()) return std::nullopt;
-    std::string disk = absl::StrCat(images_dir_, "/", entry, "/disk.img");
+    std::string disk = paths_.image_disk(entry);
     struct stat st;
     if (lstat(disk.c_str(), &st) < 0 || !S_ISREG(st.st_mode)) return std::nullopt;
     // The image ID names the repository as the VMI wrote it (one image may be cached for

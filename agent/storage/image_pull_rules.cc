@@ -100,10 +100,7 @@ std::string DockerConfigJson(const std::string& registry, const std::string& use
 std::string PulledImageEntry(const std::string& digest, const std::string& path) {
   std::string entry = absl::StrCat("sha256-", absl::StripPrefix(digest, "sha256:"));
   if (path.empty()) return entry;
-  auto h = Sha1(path);
-  char hash[9];
-  std::snprintf(hash, sizeof(hash), "%02x%02x%02x%02x", h[0], h[1], h[2], h[3]);
-  return absl::StrCat(entry, "-", hash);
+  return absl::StrCat(entry, "-", Sha1ShortHex(path));
 }
 
 }  // namespace kvnode

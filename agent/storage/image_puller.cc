@@ -114,7 +114,8 @@ struct ImagePuller::Job {
 
 ImagePuller::ImagePuller(ImagePullerConfig config, Store* store, Clock* clock, InUse in_use)
     : config_(std::move(config)),
-      images_dir_(config_.state_dir + "/images"),
+      paths_(config_.state_dir),
+      images_dir_(paths_.images_dir()),
       store_(store),
       clock_(clock),
       in_use_(std::move(in_use)) {}
@@ -134,7 +135,7 @@ ImagePuller::~ImagePuller() {
   }
 }
 
-absl::Status ImagePuller::WithReason(absl::Status status, const char* reason) const {
+absl::Status WithVolumeReason(absl::Status status, const char* reason) {
   status.SetPayload(kVolumeReasonPayload, absl::Cord(reason));
   return status;
 }
@@ -195,14 +196,14 @@ absl::Status ImagePuller::Init() {
 absl::StatusOr<CachedDisk> ImagePuller::Ensure(const ImageRequest& req, absl::Duration wait) {
   const std::string what = absl::StrCat("image \"", req.image, "\"");
   auto ref = ParseImageReference(req.image_id.empty() ? req.image : req.image_id);
-  if (!ref.ok()) return WithReason(ref.status(), "InvalidImageName");
+  if (!ref.ok()) return WithVolumeReason(ref.status(), "InvalidImageName");
   if (!req.image_id.empty() || req.policy != "Always") {
     std::optional<CachedDisk> cached =
         req.image_id.empty() ? FindCached(req.image, req.path)
                              : FindEntry(PulledImageEntry(ref->digest, req.path), req.image_id);
     if (cached.has_value()) return *cached;
     if (req.policy == "Never" && req.image_id.empty()) {
-      return WithReason(
+      return WithVolumeReason(
           absl::FailedPreconditionError(absl::StrCat(
               "Container image \"", req.image,
               "\" is not present with pull policy of Never (import it with: kvctl image import ",
@@ -226,7 +227,7 @@ absl::StatusOr<CachedDisk> ImagePuller::Ensure(const ImageRequest& req, absl::Du
   }
   if (it == jobs_.end()) {
     if (auto f = failures_.find(key); f != failures_.end() && clock_->Now() < f->second.retry_at) {
-      return WithReason(absl::UnavailableError(absl::StrCat("Back-off pulling image \"",
+      return WithVolumeReason(absl::UnavailableError(absl::StrCat("Back-off pulling image \"",
                                                             req.image, "\": ",
                                                             f->second.message)),
                         "ImagePullBackOff");
@@ -245,16 +246,16 @@ absl::StatusOr<CachedDisk> ImagePuller::Ensure(const ImageRequest& req, absl::Du
     if (changed_.WaitWithDeadline(&mu_, deadline)) break;
   }
   if (!job->done) {
-    return WithReason(absl::UnavailableError(absl::StrCat("pulling ", what, ": ",
+    return WithVolumeReason(absl::UnavailableError(absl::StrCat("pulling ", what, ": ",
                                                           FormatBytes(job->received),
                                                           " received")),
-                      "ContainerCreating");
+                      kImagePullingReason);
   }
   if (job->result.ok()) {
     failures_.erase(key);
     return job->result;
   }
-  return WithReason(job->result.status(), "ErrImagePull");
+  return WithVolumeReason(job->result.status(), "ErrImagePull");
 }
 
 void ImagePuller::Run(std::shared_ptr<Job> job) {
@@ -472,7 +473,7 @@ absl::StatusOr<CachedDisk> ImagePuller::Pull(Job* job) {
         ConvertToRaw(disk, info, entry_dir + "/" + kDiskTempFile, 0, config_.importer));
     RETURN_IF_ERROR(PublishDisk(entry_dir, 0, 0, 0644));
     struct stat st;
-    int64_t on_disk = stat((entry_dir + "/disk.img").c_str(), &st) == 0
+    int64_t on_disk = stat(paths_.image_disk(entry).c_str(), &st) == 0
                           ? static_cast<int64_t>(st.st_blocks) * 512
                           : 0;
     CachedImage record;
@@ -487,7 +488,7 @@ absl::StatusOr<CachedDisk> ImagePuller::Pull(Job* job) {
     record.set_download_bytes(downloaded);
     record.set_imported(FormatTimestamp(clock_->Now()));
     RETURN_IF_ERROR(Record(record, canonical));
-    return CachedDisk{entry, pinned, entry_dir + "/disk.img"};
+    return CachedDisk{entry, pinned, paths_.image_disk(entry)};
   }();
   if (!result.ok()) RemoveTreeUnder(images_dir_, entry);
   release();

@@ -44,6 +44,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/base/clock.h"
+#include "agent/base/state_layout.h"
 #include "agent/base/user_fs.h"
 #include "agent/store/store.h"
 #include "kvnode/v1/storage_service.pb.h"
@@ -55,6 +56,11 @@ inline constexpr char kCachedImageKind[] = "CachedImage";
 // A status payload that carries the VMI condition reason for a start that waits on storage
 // (FailedPvcNotFound, ErrImagePull, ContainerCreating, ...).
 inline constexpr char kVolumeReasonPayload[] = "kvnode.io/volume-reason";
+// `status` carrying `reason` (kVolumeReasonPayload).
+absl::Status WithVolumeReason(absl::Status status, const char* reason);
+// The reason while a containerDisk's image is being pulled (the kubelet's waiting reason for a
+// pod whose image it pulls): a wait that makes progress, not a failure.
+inline constexpr char kImagePullingReason[] = "ContainerCreating";
 
 // Registries as the operator configured them (handler flags).
 struct RegistryOptions {
@@ -169,10 +175,10 @@ class ImagePuller {
   // Removes least recently used entries no VMI uses (never `keep`) while over the limit.
   void Evict(const std::string& keep);
   void Remove(const kvnode::v1::CachedImage& image);
-  absl::Status WithReason(absl::Status status, const char* reason) const;
 
   const ImagePullerConfig config_;
-  const std::string images_dir_;
+  const NodePaths paths_;
+  const std::string images_dir_;  // paths_.images_dir()
   Store* const store_;
   Clock* const clock_;
   const InUse in_use_;

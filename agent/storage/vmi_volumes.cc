@@ -23,11 +23,6 @@ namespace {
 
 using kvnode::v1::Volume;
 
-absl::Status WithReason(absl::Status status, const char* reason) {
-  status.SetPayload(kVolumeReasonPayload, absl::Cord(reason));
-  return status;
-}
-
 // mkdir <vmi>/disks/<volume> as the VMI's identity (the VMI dir is that user's).
 absl::Status MakeDiskDir(const FsIdentity& user, const VmiPaths& vmi, const std::string& volume) {
   return RunWithFsIdentity(user, [&]() -> absl::Status {
@@ -61,13 +56,13 @@ absl::Status VolumeManager::PrepareClaim(const std::string& ns, const std::strin
   auto pvc = LoadPvcLocked(ns, claim);
   if (absl::IsNotFound(pvc.status())) pvc = AdoptLocked(ns, claim);
   if (!pvc.ok()) {
-    return WithReason(absl::NotFoundError(absl::StrCat("PersistentVolumeClaim \"", claim,
+    return WithVolumeReason(absl::NotFoundError(absl::StrCat("PersistentVolumeClaim \"", claim,
                                                        "\" not found")),
                       "FailedPvcNotFound");
   }
   const std::string& phase = pvc->status().phase();
   if (phase != "Bound") {
-    return WithReason(absl::UnavailableError(absl::StrCat("PersistentVolumeClaim \"", claim,
+    return WithVolumeReason(absl::UnavailableError(absl::StrCat("PersistentVolumeClaim \"", claim,
                                                           "\" is ", phase, ", not Bound")),
                       phase == "Lost" ? "FailedPvcLost" : "PvcNotBound");
   }
@@ -75,7 +70,7 @@ absl::Status VolumeManager::PrepareClaim(const std::string& ns, const std::strin
   if (image_out != nullptr) *image_out = image;
   struct stat st;
   if (lstat(image.c_str(), &st) < 0) {
-    return WithReason(absl::NotFoundError(absl::StrCat("PersistentVolumeClaim \"", claim,
+    return WithVolumeReason(absl::NotFoundError(absl::StrCat("PersistentVolumeClaim \"", claim,
                                                        "\": no disk image at ", image)),
                       "FailedPvcNotFound");
   }
@@ -86,7 +81,7 @@ absl::Status VolumeManager::PrepareClaim(const std::string& ns, const std::strin
   }
   if (S_ISBLK(st.st_mode)) {
     absl::Status device = RefreshDeviceNodeLocked(*pvc, st.st_rdev);
-    if (!device.ok()) return WithReason(device, "FailedPvcLost");
+    if (!device.ok()) return WithVolumeReason(device, "FailedPvcLost");
   }
   // The VMI's identity must be able to open it (and no other VMI's); never follow a link while
   // handing it over.
@@ -154,7 +149,7 @@ absl::Status VolumeManager::PrepareCloudInit(const kvnode::v1::VirtualMachineIns
   };
   auto files = BuildNoCloudFiles(vmi, vol.cloud_init_no_cloud(), secrets);
   if (!files.ok()) {
-    return WithReason(Annotate(files.status(), "volume " + vol.name() + ": cloudInitNoCloud"),
+    return WithVolumeReason(Annotate(files.status(), "volume " + vol.name() + ": cloudInitNoCloud"),
                       "FailedCloudInit");
   }
   return Annotate(MakeNoCloudIso(id, dir, *files),
@@ -189,7 +184,7 @@ absl::StatusOr<CachedDisk> VolumeManager::ContainerDiskImage(
     if (bound.volume() != volume.name() || bound.image() != cd.image()) continue;
     if (bound.image_id().empty()) {
       // Imported by hand: only that entry will do.
-      std::string disk = absl::StrCat(paths_.images_dir(), "/", bound.cache_entry(), "/disk.img");
+      std::string disk = paths_.image_disk(bound.cache_entry());
       struct stat st;
       if (lstat(disk.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
         return CachedDisk{bound.cache_entry(), "", disk};
@@ -200,7 +195,7 @@ absl::StatusOr<CachedDisk> VolumeManager::ContainerDiskImage(
   }
   if (!cd.image_pull_secret().empty()) {
     auto auth = PullSecret(vmi.metadata().namespace_(), cd.image_pull_secret());
-    if (!auth.ok()) return WithReason(auth.status(), "ErrImagePull");
+    if (!auth.ok()) return WithVolumeReason(auth.status(), "ErrImagePull");
     req.auth_json = *auth;
   }
   // A pull that takes longer leaves the VMI Pending (ContainerCreating); the handler asks

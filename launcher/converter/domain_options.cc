@@ -114,16 +114,14 @@ std::string ImageCacheKey(absl::string_view image, absl::string_view path) {
   }
   // Path components are at most 255 bytes; keep room for the hash.
   if (readable.size() > 200) readable.resize(200);
-  auto digest = Sha1(path.empty() ? std::string(image) : absl::StrCat(image, "\n", path));
-  char hash[9];
-  std::snprintf(hash, sizeof(hash), "%02x%02x%02x%02x", digest[0], digest[1], digest[2],
-                digest[3]);
-  return absl::StrCat(readable, "-", hash);
+  return absl::StrCat(readable, "-",
+                      Sha1ShortHex(path.empty() ? std::string(image)
+                                                : absl::StrCat(image, "\n", path)));
 }
 
 std::string ContainerDiskImagePath(const NodePaths& node, absl::string_view image,
                                    absl::string_view path) {
-  return absl::StrCat(node.images_dir(), "/", ImageCacheKey(image, path), "/disk.img");
+  return node.image_disk(ImageCacheKey(image, path));
 }
 
 std::string DefaultMacAddress(absl::string_view ns, absl::string_view name,
