@@ -13,6 +13,7 @@
 #include "agent/base/flags.h"
 #include "kvnode/v1/node.grpc.pb.h"
 #include "kvnode/v1/storage.pb.h"
+#include "kvnode/v1/storage_service.grpc.pb.h"
 
 namespace kvnode {
 
@@ -59,6 +60,7 @@ int WaitVm(Cli& cli, const std::string& name, const std::string& condition,
            absl::Duration timeout);
 
 // Storage (storage_commands.cc).
+std::unique_ptr<kvnode::v1::Storage::Stub> StorageStub(const Cli& cli);
 int ApplyPvc(Cli& cli, const kvnode::v1::PersistentVolumeClaim& pvc, bool dry_run);
 int GetPvcs(Cli& cli, const std::string& name, const std::string& output, bool prefix);
 int GetStorageClasses(Cli& cli);
@@ -77,6 +79,15 @@ int CmdCreate(Cli& cli);  // create secret generic
 int PrintVolumeReview(Cli& cli, const std::string& vm, const std::string& propagation,
                       const std::string& title);
 int GetSecrets(Cli& cli);
+// CDI's golden images (golden_image_commands.cc): DataSources and DataImportCrons.
+int ApplyDataSource(Cli& cli, const kvnode::v1::DataSource& ds, bool dry_run);
+int ApplyDataImportCron(Cli& cli, const kvnode::v1::DataImportCron& cron, bool dry_run);
+int GetDataSources(Cli& cli, const std::string& name, const std::string& output);
+int GetDataImportCrons(Cli& cli, const std::string& name, const std::string& output);
+int DescribeDataSource(Cli& cli, const std::string& name);
+int DescribeDataImportCron(Cli& cli, const std::string& name);
+int DeleteDataSource(Cli& cli, const std::string& name);
+int DeleteDataImportCron(Cli& cli, const std::string& name);
 int DeleteSecret(Cli& cli, const std::string& name);
 
 // Instancetypes and preferences (instancetype_commands.cc); `kind` is one of the four

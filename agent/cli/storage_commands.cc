@@ -20,17 +20,18 @@
 #include "kvnode/v1/storage_service.grpc.pb.h"
 
 namespace kvnode {
+
+std::unique_ptr<kvnode::v1::Storage::Stub> StorageStub(const Cli& cli) {
+  return kvnode::v1::Storage::NewStub(
+      grpc::CreateChannel("unix:" + cli.socket, grpc::InsecureChannelCredentials()));
+}
+
 namespace {
 
 using kvnode::v1::PersistentVolumeClaim;
 using kvnode::v1::PVCView;
 
 constexpr size_t kChunkBytes = 1 << 20;
-
-std::unique_ptr<kvnode::v1::Storage::Stub> StorageStub(const Cli& cli) {
-  return kvnode::v1::Storage::NewStub(
-      grpc::CreateChannel("unix:" + cli.socket, grpc::InsecureChannelCredentials()));
-}
 
 std::string Capacity(const PersistentVolumeClaim& pvc) {
   auto it = pvc.status().capacity().find("storage");

@@ -61,6 +61,8 @@ std::string CanonicalResource(const std::string& r) {
   if (l == "secret" || l == "secrets") return "secret";
   if (absl::EndsWith(l, ".cdi.kubevirt.io")) l = l.substr(0, l.size() - 16);
   if (l == "dv" || l == "dvs" || l == "datavolume" || l == "datavolumes") return "dv";
+  if (l == "das" || l == "datasource" || l == "datasources") return "das";
+  if (l == "dic" || l == "dics" || l == "dataimportcron" || l == "dataimportcrons") return "dic";
   return InstancetypeKindForResource(r);
 }
 
@@ -160,7 +162,8 @@ int CmdApply(Cli& cli) {
     bool migration = obj.kind == "VirtualMachineInstanceMigration";
     bool policy = obj.kind == "MigrationPolicy";
     if (obj.kind != "VirtualMachineInstance" && obj.kind != "VirtualMachine" &&
-        obj.kind != "PersistentVolumeClaim" && obj.kind != "DataVolume" && !instancetype &&
+        obj.kind != "PersistentVolumeClaim" && obj.kind != "DataVolume" &&
+        obj.kind != "DataSource" && obj.kind != "DataImportCron" && !instancetype &&
         !migration && !policy) {
       *cli.err << "error: document " << obj.document << ": kind " << obj.kind
                << " is not supported by this handler yet\n";
@@ -194,6 +197,16 @@ int CmdApply(Cli& cli) {
       if (pref != nullptr) pref->set_kind(obj.kind);
       int r = it != nullptr ? ApplyInstancetype(cli, *it, dry_run) : ApplyPreference(cli, *pref, dry_run);
       if (r != 0) rc = 1;
+      continue;
+    }
+    if (obj.kind == "DataSource") {
+      auto& ds = static_cast<kvnode::v1::DataSource&>(*obj.object);
+      if (ApplyDataSource(cli, ds, dry_run) != 0) rc = 1;
+      continue;
+    }
+    if (obj.kind == "DataImportCron") {
+      auto& cron = static_cast<kvnode::v1::DataImportCron&>(*obj.object);
+      if (ApplyDataImportCron(cli, cron, dry_run) != 0) rc = 1;
       continue;
     }
     if (obj.kind == "DataVolume") {
@@ -343,6 +356,8 @@ int CmdGet(Cli& cli) {
             : kinds[i] == "pv"  ? GetPvs(cli, output)
             : kinds[i] == "secret" ? GetSecrets(cli)
             : kinds[i] == "dv"  ? GetDvs(cli, name, output, prefix)
+            : kinds[i] == "das" ? GetDataSources(cli, name, output)
+            : kinds[i] == "dic" ? GetDataImportCrons(cli, name, output)
             : kinds[i] == "vmi" ? GetVmis(cli, name, output, prefix)
                                 : GetInstancetypes(cli, kinds[i], name, output, prefix);
     if (r != 0) rc = r;
@@ -356,6 +371,8 @@ int CmdDescribe(Cli& cli) {
   if (!ResourceAndName(cli, &resource, &name, &rc)) return rc;
   if (resource == "vm") return DescribeVm(cli, name);
   if (resource == "pvc") return DescribePvc(cli, name);
+  if (resource == "das") return DescribeDataSource(cli, name);
+  if (resource == "dic") return DescribeDataImportCron(cli, name);
   if (!InstancetypeKindForResource(resource).empty()) return DescribeInstancetype(cli, resource, name);
   VirtualMachineInstance vmi;
   grpc::ClientContext ctx;
@@ -464,6 +481,8 @@ int CmdDelete(Cli& cli) {
   if (resource == "pv") return DeletePv(cli, name);
   if (resource == "secret") return DeleteSecret(cli, name);
   if (resource == "dv") return DeleteDv(cli, name);
+  if (resource == "das") return DeleteDataSource(cli, name);
+  if (resource == "dic") return DeleteDataImportCron(cli, name);
   if (!InstancetypeKindForResource(resource).empty()) return DeleteInstancetype(cli, resource, name);
   kvnode::v1::DeleteRequest req;
   *req.mutable_ref() = cli.Ref(name);

@@ -137,6 +137,7 @@ struct Handler {
   std::unique_ptr<ProcessWatcher> watcher;
   std::thread primer;
   std::unique_ptr<VolumeManager> volumes;
+  std::unique_ptr<GoldenImages> golden_images;  // DataSources and DataImportCrons
   std::unique_ptr<StorageService> storage_service;
   std::unique_ptr<VmiController> controller;
   std::unique_ptr<VmiControllerClient> vmi_client;
@@ -261,7 +262,8 @@ absl::Status StartApi(Handler* h) {
   o.policy.description = "handler API";
   o.tcp_address = opt.listen;
   o.tls = {opt.tls_cert, opt.tls_key, opt.tls_ca};
-  h->storage_service = std::make_unique<StorageService>(h->volumes.get());
+  h->storage_service =
+      std::make_unique<StorageService>(h->volumes.get(), h->golden_images.get());
   o.services = {h->node_service.get(), h->storage_service.get(), h->migration->api_service()};
   o.health_names = {"kvnode.v1.Node", "kvnode.v1.Storage"};
   o.interceptors = CallMetricsInterceptors(MetricsRegistry::Default());
@@ -392,6 +394,9 @@ int Serve(Handler* h, const sigset_t& mask) {
   h->vm_controller->Run();
   h->volumes->StartCollector();  // deletes or orphans what deleted VMs owned
   h->volumes->StartImporter();   // populates DataVolumes
+  h->golden_images = std::make_unique<GoldenImages>(h->store.get(), h->volumes.get(),
+                                                    Clock::Real());
+  h->golden_images->Start();  // DataSources' readiness, DataImportCrons' polls and imports
   auto migration = MigrationNode::Start(opt.migration, c.state_dir, h->controller.get(),
                                         h->store.get());
   if (!migration.ok()) return Fail(Annotate(migration.status(), "--migration-listen"));

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "agent/manifest/conditions.h"
 #include "google/protobuf/repeated_field.h"
 #include "kvnode/v1/kubevirt.pb.h"
 #include "kvnode/v1/launcher.pb.h"
@@ -32,15 +33,6 @@ bool IsFinalPhase(const std::string& phase);
 // never left. Returns true when the phase changed.
 bool SetPhase(kvnode::v1::VirtualMachineInstanceStatus* status, const std::string& phase,
               absl::Time now);
-
-using Conditions = google::protobuf::RepeatedPtrField<kvnode::v1::Condition>;
-
-// Sets a condition; lastTransitionTime changes only when status changes. Returns true when
-// anything changed.
-bool SetCondition(Conditions* conditions, const std::string& type, const std::string& status,
-                  const std::string& reason, const std::string& message, absl::Time now);
-bool RemoveCondition(Conditions* conditions, const std::string& type);
-const kvnode::v1::Condition* FindCondition(const Conditions& conditions, const std::string& type);
 
 // What a domain status means for the VMI.
 struct DomainOutcome {

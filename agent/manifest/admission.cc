@@ -1803,7 +1803,8 @@ void CheckDataVolumeSource(const kvnode::v1::DataVolumeSourceSpec& source, const
   using kvnode::v1::DataVolumeSourceSpec;
   switch (source.kind_case()) {
     case DataVolumeSourceSpec::KIND_NOT_SET:
-      review->errors.Add(path, "must have exactly one source (http, blank, pvc, upload, registry)");
+      review->errors.Add(path, "must have exactly one source (http, blank, pvc, upload, "
+                               "registry), or give a sourceRef");
       return;
     case DataVolumeSourceSpec::kHttp:
       if (source.http().url().empty()) {
@@ -1862,16 +1863,41 @@ void CheckStorageRequest(const kvnode::v1::VolumeResourceRequirements& res, cons
   }
 }
 
+// CDI's sourceRef: a DataSource (the only kind), in the DataVolume's namespace or another.
+void CheckDataVolumeSourceRef(const kvnode::v1::DataVolumeSourceRef& ref, const FieldPath& path,
+                              AdmissionReview* review) {
+  if (ref.kind() != "DataSource") {
+    review->errors.Add(path.Child("kind"),
+                       absl::StrCat("Unsupported sourceRef kind ", Quote(ref.kind()),
+                                    ", currently only DataSource is supported"));
+  }
+  CheckSubdomainName(ref.name(), "DataSource name", path.Child("name"), review);
+  if (!ref.namespace_().empty()) {
+    AddInvalid(ref.namespace_(), "namespace", LabelProblem(ref.namespace_()),
+               path.Child("namespace"), review);
+  }
+}
+
 void CheckDataVolumeSpec(const kvnode::v1::DataVolumeSpec& spec, const FieldPath& path,
                          AdmissionReview* review) {
-  CheckDataVolumeSource(spec.source(), path.Child("source"), review);
+  const bool source_set =
+      spec.source().kind_case() != kvnode::v1::DataVolumeSourceSpec::KIND_NOT_SET;
+  if (spec.has_source_ref()) {
+    CheckDataVolumeSourceRef(spec.source_ref(), path.Child("sourceRef"), review);
+    if (source_set) {
+      review->errors.Add(path.Child("sourceRef"),
+                         "may not be combined with source (give one of them)");
+    }
+  } else {
+    CheckDataVolumeSource(spec.source(), path.Child("source"), review);
+  }
   if (spec.has_pvc() && spec.has_storage()) {
     review->errors.Add(path.Child("storage"), "may not be combined with pvc (only one may be set)");
   } else if (spec.has_pvc()) {
     CheckStorageRequest(spec.pvc().resources(), path.Child("pvc"), false, review);
   } else if (spec.has_storage()) {
-    CheckStorageRequest(spec.storage().resources(), path.Child("storage"), spec.source().has_pvc(),
-                        review);
+    CheckStorageRequest(spec.storage().resources(), path.Child("storage"),
+                        spec.source().has_pvc() || spec.has_source_ref(), review);
   } else {
     review->errors.Add(path, "one of pvc or storage is required");
   }

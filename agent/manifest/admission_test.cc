@@ -410,7 +410,7 @@ TEST(AdmissionVmTest, DataVolumeTemplatesNeedOneSourceAndAStorageSize) {
   dv->mutable_storage()->mutable_resources()->mutable_requests()->clear();
   EXPECT_THAT(VmErrors(vm),
               ElementsAre("spec.dataVolumeTemplates[0].spec.source: must have exactly one source "
-                          "(http, blank, pvc, upload, registry)",
+                          "(http, blank, pvc, upload, registry), or give a sourceRef",
                           "spec.dataVolumeTemplates[0].spec.storage.resources.requests[storage]: "
                           "required"));
   (*dv->mutable_storage()->mutable_resources()->mutable_requests())["storage"] = "0";

@@ -81,15 +81,10 @@ int64_t ContentLength(const std::string& url, const FsIdentity& importer) {
 
 absl::StatusOr<DataVolume> VolumeManager::LoadDvLocked(const std::string& ns,
                                                       const std::string& name) {
-  ASSIGN_OR_RETURN(auto objects, store_->List(kDataVolumeKind));
-  for (const StoredObject& o : objects) {
-    if (o.ns != ns || o.name != name) continue;
-    DataVolume dv;
-    RETURN_IF_ERROR(FromJson(o.json, &dv));
-    return dv;
-  }
-  return absl::NotFoundError(absl::StrCat("datavolumes.cdi.kubevirt.io \"", name,
-                                          "\" not found in namespace \"", ns, "\""));
+  DataVolume dv;
+  RETURN_IF_ERROR(
+      LoadObject(store_, kDataVolumeKind, ns, name, &dv, "datavolumes.cdi.kubevirt.io"));
+  return dv;
 }
 
 absl::StatusOr<DataVolume> VolumeManager::CreateDataVolumeLocked(DataVolume dv) {
@@ -103,7 +98,7 @@ absl::StatusOr<DataVolume> VolumeManager::CreateDataVolumeLocked(DataVolume dv) 
   meta->set_creation_timestamp(FormatTimestamp(clock_->Now()));
   dv.clear_status();
   SetDataVolumePhase(&dv, FirstPhase(dv), "N/A", "", clock_->Now());
-  kvnode::v1::PersistentVolumeClaim claim = ClaimForDataVolume(dv);
+  kvnode::v1::PersistentVolumeClaim claim = ClaimForDataVolume(dv, CloneSourceSizeLocked(dv));
   DefaultPvc(&claim, config_.classes);
   ASSIGN_OR_RETURN(StorageClass sc, config_.classes.Find(claim.spec().storage_class_name()));
   claim.mutable_metadata()->set_uid(NewRandomUuid());
@@ -117,21 +112,22 @@ absl::StatusOr<DataVolume> VolumeManager::CreateDataVolumeLocked(DataVolume dv) 
   RETURN_IF_ERROR(store_->Put(kDataVolumeKind, &dv, "ADDED").status());
   RETURN_IF_ERROR(store_->Put(kPvcKind, &claim, "ADDED").status());
   spdlog::info("DataVolume {}/{} created ({} source)", meta->namespace_(), meta->name(),
-               dv.spec().source().has_http()    ? "http"
-               : dv.spec().source().has_blank() ? "blank"
-               : dv.spec().source().has_pvc()   ? "pvc"
+               dv.spec().has_source_ref()          ? "DataSource"
+               : dv.spec().source().has_http()     ? "http"
+               : dv.spec().source().has_blank()    ? "blank"
+               : dv.spec().source().has_pvc()      ? "pvc"
                : dv.spec().source().has_registry() ? "registry"
-                                                : "upload");
+                                                   : "upload");
   return dv;
 }
 
 absl::StatusOr<VolumeManager::ApplyDvResult> VolumeManager::ApplyDataVolume(DataVolume dv,
                                                                            bool dry_run) {
   DefaultDataVolume(&dv);
-  AdmissionReview review = AdmitDataVolume(dv, config_.classes);
-  if (!review.allowed()) return review.errors.ToStatus();
   ApplyDvResult result;
   absl::MutexLock lock(&mu_);
+  AdmissionReview review = AdmitDataVolume(dv, config_.classes, CloneSourceSizeLocked(dv));
+  if (!review.allowed()) return review.errors.ToStatus();
   auto stored = LoadDvLocked(dv.metadata().namespace_(), dv.metadata().name());
   if (stored.ok()) {
     if (!google::protobuf::util::MessageDifferencer::Equals(stored->spec(), dv.spec())) {
@@ -224,7 +220,8 @@ VolumeFacts VolumeManager::EnsureDataVolumes(const kvnode::v1::VirtualMachine& v
     owner->set_uid(vm.metadata().uid());
     owner->set_controller(true);
     owner->set_block_owner_deletion(true);
-    absl::Status s = AdmitDataVolume(dv, config_.classes).errors.ToStatus();
+    absl::Status s =
+        AdmitDataVolume(dv, config_.classes, CloneSourceSizeLocked(dv)).errors.ToStatus();
     if (s.ok()) s = CreateDataVolumeLocked(dv).status();
     if (!s.ok()) {
       spdlog::warn("VM {}/{}: DataVolume {}: {}", ns, vm.metadata().name(), t.metadata().name(),
@@ -267,8 +264,15 @@ bool VolumeManager::UpdateDv(const DataVolume& dv, const std::string& phase,
   bool failed_now = phase == dv_phase::kFailed && next.status().phase() != dv_phase::kFailed;
   SetDataVolumePhase(&next, phase, progress, message, clock_->Now());
   if (failed_now) next.mutable_status()->set_restart_count(next.status().restart_count() + 1);
+  auto running_message = [](const DataVolume& d) {
+    for (const auto& c : d.status().conditions()) {
+      if (c.type() == "Running") return c.message();
+    }
+    return std::string();
+  };
   if (next.status().phase() == current->status().phase() &&
-      next.status().progress() == current->status().progress() && phase != dv_phase::kFailed) {
+      next.status().progress() == current->status().progress() &&
+      running_message(next) == running_message(*current) && phase != dv_phase::kFailed) {
     return true;
   }
   (void)store_->Put(kDataVolumeKind, &next, "MODIFIED");
@@ -314,6 +318,18 @@ void VolumeManager::ImportLoop() {
 void VolumeManager::Import(DataVolume dv) {
   const std::string& ns = dv.metadata().namespace_();
   const std::string& name = dv.metadata().name();
+  if (dv.spec().has_source_ref()) {
+    // CDI waits, Pending, until the DataSource is there and Ready.
+    absl::Status source;
+    {
+      absl::MutexLock lock(&mu_);
+      source = CloneSourceLocked(dv).status();
+    }
+    if (!source.ok()) {
+      UpdateDv(dv, dv_phase::kPending, "N/A", std::string(source.message()));
+      return;
+    }
+  }
   if (!UpdateDv(dv, dv_phase::kImportScheduled, "N/A", "")) return;
   int64_t size = 0;
   std::string dir;
@@ -375,14 +391,15 @@ absl::Status VolumeManager::Populate(const DataVolume& dv, const std::string& di
   // a raw claim of this node that qemu-img copies without parsing (and the importer may not
   // read).
   FsIdentity converter = config_.importer;
-  if (src.has_pvc()) {
-    const std::string& ns = dv.metadata().namespace_();
+  if (src.has_pvc() || dv.spec().has_source_ref()) {
     {
       absl::MutexLock lock(&mu_);
-      auto source = LoadPvcLocked(ns, src.pvc().name());
+      ASSIGN_OR_RETURN(kvnode::v1::DataVolumeSourcePVC from, CloneSourceLocked(dv));
+      auto source = LoadPvcLocked(from.namespace_(), from.name());
       if (!source.ok() || source->status().phase() != "Bound") {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "source claim \"", src.pvc().name(), "\" ", source.ok() ? "is not Bound" : "not found"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("source claim \"", from.namespace_(), "/", from.name(), "\" ",
+                         source.ok() ? "is not Bound" : "not found"));
       }
       input = ClaimImage(*source);
     }
@@ -423,14 +440,13 @@ absl::Status VolumeManager::Populate(const DataVolume& dv, const std::string& di
   return PublishDisk(dir, config_.rest_uid, config_.rest_gid, 0600);
 }
 
-absl::StatusOr<std::string> VolumeManager::PullForDataVolume(const DataVolume& dv) {
-  const auto& registry = dv.spec().source().registry();
+absl::StatusOr<ImageRequest> VolumeManager::RegistryImageRequest(
+    const kvnode::v1::DataVolumeSourceRegistry& registry, const std::string& ns) {
   ImageRequest req;
   req.image = std::string(absl::StripPrefix(registry.url(), "docker://"));
   req.policy = "Always";  // CDI pulls a registry source for each import
   if (!registry.secret_ref().empty()) {
     // CDI's registry secret: accessKeyId and secretKey.
-    const std::string& ns = dv.metadata().namespace_();
     auto user = secrets_.Read(ns, registry.secret_ref(), "accessKeyId");
     auto password = secrets_.Read(ns, registry.secret_ref(), "secretKey");
     if (!user.ok() || !password.ok()) {
@@ -442,12 +458,23 @@ absl::StatusOr<std::string> VolumeManager::PullForDataVolume(const DataVolume& d
     if (!ref.ok()) return ref.status();
     req.auth_json = DockerConfigJson(ref->registry, *user, *password);
   }
+  return req;
+}
+
+absl::StatusOr<CachedDisk> VolumeManager::EnsureRegistryImage(
+    const kvnode::v1::DataVolumeSourceRegistry& registry, const std::string& ns,
+    absl::Duration wait) {
+  ASSIGN_OR_RETURN(ImageRequest req, RegistryImageRequest(registry, ns));
+  auto image = puller_->Ensure(req, wait);
+  if (image.ok()) puller_->Touch(image->entry);
+  return image;
+}
+
+absl::StatusOr<std::string> VolumeManager::PullForDataVolume(const DataVolume& dv) {
   while (true) {
-    auto image = puller_->Ensure(req, absl::Seconds(2));
-    if (image.ok()) {
-      puller_->Touch(image->entry);
-      return image->disk;
-    }
+    auto image = EnsureRegistryImage(dv.spec().source().registry(), dv.metadata().namespace_(),
+                                     absl::Seconds(2));
+    if (image.ok()) return image->disk;
     const std::string reason = VolumeFailureReason(image.status());
     if (reason != kImagePullingReason) return image.status();
     bool quit;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "agent/base/clock.h"
+#include "agent/manifest/conditions.h"
 #include "agent/storage/pvc_rules.h"
 
 namespace kvnode {
@@ -13,23 +14,10 @@ namespace {
 
 using kvnode::v1::DataVolume;
 
-void SetCondition(DataVolume* dv, const std::string& type, bool status, const std::string& reason,
+void SetDvCondition(DataVolume* dv, const std::string& type, bool status, const std::string& reason,
                   const std::string& message, absl::Time now) {
-  auto* conds = dv->mutable_status()->mutable_conditions();
-  kvnode::v1::Condition* c = nullptr;
-  for (auto& x : *conds) {
-    if (x.type() == type) c = &x;
-  }
-  if (c == nullptr) {
-    c = conds->Add();
-    c->set_type(type);
-  }
-  std::string s = status ? "True" : "False";
-  if (c->status() != s) c->set_last_transition_time(FormatTimestamp(now));
-  c->set_status(s);
-  c->set_last_probe_time(FormatTimestamp(now));
-  c->set_reason(reason);
-  c->set_message(message);
+  SetCondition(dv->mutable_status()->mutable_conditions(), type, status ? "True" : "False", reason,
+               message, now);
 }
 
 }  // namespace
@@ -40,15 +28,36 @@ void DefaultDataVolume(DataVolume* dv) {
   if (dv->kind().empty()) dv->set_kind(kDataVolumeKind);
 }
 
-AdmissionReview AdmitDataVolume(const DataVolume& dv, const StorageClasses& classes) {
+AdmissionReview AdmitDataVolume(const DataVolume& dv, const StorageClasses& classes,
+                                const std::string& source_size) {
   AdmissionReview review;
   AdmitObjectMeta(dv.metadata(), FieldPath("metadata"), &review);
   FieldPath source("spec.source");
   const auto& src = dv.spec().source();
+  if (dv.spec().has_source_ref()) {
+    // CDI: a sourceRef names a DataSource whose claim is cloned; it resolves at import.
+    const auto& ref = dv.spec().source_ref();
+    FieldPath path("spec.sourceRef");
+    if (src.kind_case() != kvnode::v1::DataVolumeSourceSpec::KIND_NOT_SET) {
+      review.errors.Add(path, "may not be combined with spec.source (give one of them)");
+    }
+    if (ref.kind() != "DataSource") {
+      review.errors.Add(path.Child("kind"),
+                        absl::StrCat("Unsupported sourceRef kind \"", ref.kind(),
+                                     "\", currently only DataSource is supported"));
+    }
+    if (ref.name().empty()) review.errors.Add(path.Child("name"), "required");
+    if (!ref.namespace_().empty() && !IsDns1123Label(ref.namespace_())) {
+      review.errors.Add(path.Child("namespace"),
+                        absl::StrCat("\"", ref.namespace_(), "\" is not a namespace name"));
+    }
+  }
   switch (src.kind_case()) {
     case kvnode::v1::DataVolumeSourceSpec::KIND_NOT_SET:
-      review.errors.Add(source,
-                        "must have exactly one source (http, blank, pvc, upload, registry)");
+      if (!dv.spec().has_source_ref()) {
+        review.errors.Add(source, "must have exactly one source (http, blank, pvc, upload, "
+                                  "registry) or a spec.sourceRef");
+      }
       break;
     case kvnode::v1::DataVolumeSourceSpec::kHttp: {
       const auto& http = src.http();
@@ -64,9 +73,9 @@ AdmissionReview AdmitDataVolume(const DataVolume& dv, const StorageClasses& clas
     }
     case kvnode::v1::DataVolumeSourceSpec::kPvc:
       if (src.pvc().name().empty()) review.errors.Add(source.Child("pvc").Child("name"), "required");
-      if (!src.pvc().namespace_().empty() && src.pvc().namespace_() != dv.metadata().namespace_()) {
+      if (!src.pvc().namespace_().empty() && !IsDns1123Label(src.pvc().namespace_())) {
         review.errors.Add(source.Child("pvc").Child("namespace"),
-                          "cloning from another namespace is not supported on this node");
+                          absl::StrCat("\"", src.pvc().namespace_(), "\" is not a namespace name"));
       }
       break;
     case kvnode::v1::DataVolumeSourceSpec::kRegistry: {
@@ -110,7 +119,7 @@ AdmissionReview AdmitDataVolume(const DataVolume& dv, const StorageClasses& clas
   }
   // The claim it makes must pass the claim's own admission; its paths are under spec.pvc or
   // spec.storage.
-  kvnode::v1::PersistentVolumeClaim claim = ClaimForDataVolume(dv);
+  kvnode::v1::PersistentVolumeClaim claim = ClaimForDataVolume(dv, source_size);
   DefaultPvc(&claim, classes);
   std::string prefix = dv.spec().has_pvc() ? "spec.pvc" : "spec.storage";
   if (claim.spec().volume_mode() == kVolumeModeBlock) {
@@ -128,7 +137,8 @@ AdmissionReview AdmitDataVolume(const DataVolume& dv, const StorageClasses& clas
   return review;
 }
 
-kvnode::v1::PersistentVolumeClaim ClaimForDataVolume(const DataVolume& dv) {
+kvnode::v1::PersistentVolumeClaim ClaimForDataVolume(const DataVolume& dv,
+                                                     const std::string& source_size) {
   kvnode::v1::PersistentVolumeClaim pvc;
   pvc.set_api_version("v1");
   pvc.set_kind(kPvcKind);
@@ -153,6 +163,10 @@ kvnode::v1::PersistentVolumeClaim ClaimForDataVolume(const DataVolume& dv) {
     spec->set_volume_mode(st.volume_mode());
     spec->set_storage_class_name(st.storage_class_name());
   }
+  auto* requests = spec->mutable_resources()->mutable_requests();
+  if (!source_size.empty() && requests->find("storage") == requests->end()) {
+    (*requests)["storage"] = source_size;  // CDI: a clone without a size takes its source's
+  }
   return pvc;
 }
 
@@ -174,10 +188,10 @@ void SetDataVolumePhase(DataVolume* dv, const std::string& phase, const std::str
   bool done = phase == dv_phase::kSucceeded;
   bool failed = phase == dv_phase::kFailed;
   bool running = phase == dv_phase::kImportInProgress;
-  SetCondition(dv, "Bound", done, done ? "Bound" : "Pending",
+  SetDvCondition(dv, "Bound", done, done ? "Bound" : "Pending",
                done ? claim + " Bound" : claim + " Pending (being populated)", now);
-  SetCondition(dv, "Ready", done, done ? "" : phase, "", now);
-  SetCondition(dv, "Running", running,
+  SetDvCondition(dv, "Ready", done, done ? "" : phase, "", now);
+  SetDvCondition(dv, "Running", running,
                failed  ? "Error"
                : done  ? "Completed"
                : running ? "Pod is running"

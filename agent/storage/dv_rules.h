@@ -30,11 +30,16 @@ inline constexpr char kFailed[] = "Failed";
 void DefaultDataVolume(kvnode::v1::DataVolume* dv);
 
 // Validates a defaulted DataVolume; errors name the field (spec.source.http.url, ...).
-AdmissionReview AdmitDataVolume(const kvnode::v1::DataVolume& dv, const StorageClasses& classes);
+// `source_size`: the size of the claim a clone copies (its source claim's, or the claim its
+// sourceRef's DataSource names), for a clone that gives none.
+AdmissionReview AdmitDataVolume(const kvnode::v1::DataVolume& dv, const StorageClasses& classes,
+                                const std::string& source_size = "");
 
 // The claim the DataVolume populates: its name and namespace, its spec from spec.pvc or
-// spec.storage (accessModes ReadWriteOnce by default), owned by the DataVolume.
-kvnode::v1::PersistentVolumeClaim ClaimForDataVolume(const kvnode::v1::DataVolume& dv);
+// spec.storage (accessModes ReadWriteOnce by default), owned by the DataVolume; a clone that
+// gives no size gets `source_size`.
+kvnode::v1::PersistentVolumeClaim ClaimForDataVolume(const kvnode::v1::DataVolume& dv,
+                                                     const std::string& source_size = "");
 
 // Sets phase, progress ("45.2%", "N/A" when unknown) and the conditions Bound, Ready and
 // Running for that phase; `message` explains a failure. lastTransitionTime moves only when a

@@ -55,6 +55,47 @@ TEST(DvRules, RefusalsNameTheField) {
   EXPECT_THAT(Errors(none), HasSubstr("spec.source: must have exactly one source"));
 }
 
+DataVolume WithSourceRef(const std::string& ref_yaml, const std::string& size_yaml) {
+  std::string text = "apiVersion: cdi.kubevirt.io/v1beta1\nkind: DataVolume\nmetadata:\n  name: d\n"
+                     "spec:\n  sourceRef:\n" + ref_yaml + "  storage:\n" + size_yaml;
+  DataVolume dv;
+  EXPECT_TRUE(LoadMessageFromText(text, &dv).ok()) << text;
+  DefaultDataVolume(&dv);
+  return dv;
+}
+
+TEST(DvRules, ASourceRefNamesADataSourceAndMayLeaveTheSizeToItsClaim) {
+  const std::string ref = "    kind: DataSource\n    name: fedora\n    namespace: golden\n";
+  const std::string sized = "    resources:\n      requests:\n        storage: 5Gi\n";
+  EXPECT_EQ(Errors(WithSourceRef(ref, sized)), "");
+  // No size: the source claim's, when the DataSource resolves (else the claim's rule says so).
+  DataVolume unsized = WithSourceRef(ref, "    storageClassName: \"\"\n");
+  EXPECT_EQ(std::string(AdmitDataVolume(unsized, StorageClasses(), "8Gi").errors.ToStatus().message()),
+            "");
+  EXPECT_EQ(ClaimForDataVolume(unsized, "8Gi").spec().resources().requests().at("storage"), "8Gi");
+  EXPECT_THAT(Errors(unsized), HasSubstr("spec.storage.resources.requests.storage: required"));
+  // A size given wins over the source's.
+  EXPECT_EQ(ClaimForDataVolume(WithSourceRef(ref, sized), "8Gi")
+                .spec().resources().requests().at("storage"),
+            "5Gi");
+  DataVolume pvc_kind = WithSourceRef(ref, sized);  // the loader refuses it; the rule too
+  pvc_kind.mutable_spec()->mutable_source_ref()->set_kind("PersistentVolumeClaim");
+  EXPECT_THAT(Errors(pvc_kind),
+              HasSubstr("spec.sourceRef.kind: Unsupported sourceRef kind \"PersistentVolumeClaim\", "
+                        "currently only DataSource is supported"));
+  EXPECT_THAT(Errors(WithSourceRef("    kind: DataSource\n", sized)),
+              HasSubstr("spec.sourceRef.name: required"));
+  DataVolume both = WithSourceRef(ref, sized);
+  both.mutable_spec()->mutable_source()->mutable_blank();
+  EXPECT_THAT(Errors(both), HasSubstr("spec.sourceRef: may not be combined with spec.source"));
+}
+
+TEST(DvRules, AClaimOfAnotherNamespaceMayBeCloned) {
+  EXPECT_EQ(Errors(Dv("    pvc:\n      name: golden\n      namespace: os-images\n")), "");
+  EXPECT_THAT(Errors(Dv("    pvc:\n      name: golden\n      namespace: Os_Images\n")),
+              HasSubstr("spec.source.pvc.namespace: \"Os_Images\" is not a namespace name"));
+}
+
 TEST(DvRules, BlockDataVolumesAreRefused) {
   DataVolume dv = Dv("    blank: {}\n");
   dv.mutable_spec()->mutable_storage()->set_volume_mode("Block");

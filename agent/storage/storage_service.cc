@@ -182,4 +182,73 @@ grpc::Status StorageService::DeleteSecret(grpc::ServerContext*, const kvnode::v1
   return grpc::Status::OK;
 }
 
+namespace {
+
+// One answer from a StatusOr: the value into `resp`, or the error mapped.
+template <typename T>
+grpc::Status Answer(absl::StatusOr<T> r, T* resp) {
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *resp = *std::move(r);
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::Status StorageService::ApplyDataSource(grpc::ServerContext*,
+                                             const kvnode::v1::ApplyDataSourceRequest* req,
+                                             kvnode::v1::ApplyDataSourceResponse* resp) {
+  auto r = golden_->ApplyDataSource(req->data_source(), req->dry_run());
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *resp->mutable_data_source() = std::move(r->object);
+  resp->set_result(r->result);
+  return grpc::Status::OK;
+}
+
+grpc::Status StorageService::GetDataSource(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                                           kvnode::v1::DataSource* resp) {
+  return Answer(golden_->GetDataSource(Namespace(req->namespace_()), req->name()), resp);
+}
+
+grpc::Status StorageService::ListDataSources(grpc::ServerContext*,
+                                             const kvnode::v1::ListRequest* req,
+                                             kvnode::v1::ListDataSourcesResponse* resp) {
+  for (auto& ds : golden_->ListDataSources(req->namespace_())) *resp->add_items() = std::move(ds);
+  return grpc::Status::OK;
+}
+
+grpc::Status StorageService::DeleteDataSource(grpc::ServerContext*,
+                                              const kvnode::v1::ObjectRef* req,
+                                              kvnode::v1::DataSource* resp) {
+  return Answer(golden_->DeleteDataSource(Namespace(req->namespace_()), req->name()), resp);
+}
+
+grpc::Status StorageService::ApplyDataImportCron(
+    grpc::ServerContext*, const kvnode::v1::ApplyDataImportCronRequest* req,
+    kvnode::v1::ApplyDataImportCronResponse* resp) {
+  auto r = golden_->ApplyDataImportCron(req->cron(), req->dry_run());
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *resp->mutable_cron() = std::move(r->object);
+  resp->set_result(r->result);
+  return grpc::Status::OK;
+}
+
+grpc::Status StorageService::GetDataImportCron(grpc::ServerContext*,
+                                               const kvnode::v1::ObjectRef* req,
+                                               kvnode::v1::DataImportCron* resp) {
+  return Answer(golden_->GetDataImportCron(Namespace(req->namespace_()), req->name()), resp);
+}
+
+grpc::Status StorageService::ListDataImportCrons(grpc::ServerContext*,
+                                                 const kvnode::v1::ListRequest* req,
+                                                 kvnode::v1::ListDataImportCronsResponse* resp) {
+  for (auto& c : golden_->ListDataImportCrons(req->namespace_())) *resp->add_items() = std::move(c);
+  return grpc::Status::OK;
+}
+
+grpc::Status StorageService::DeleteDataImportCron(grpc::ServerContext*,
+                                                  const kvnode::v1::ObjectRef* req,
+                                                  kvnode::v1::DataImportCron* resp) {
+  return Answer(golden_->DeleteDataImportCron(Namespace(req->namespace_()), req->name()), resp);
+}
+
 }  // namespace kvnode

@@ -3,6 +3,7 @@
 #ifndef KVNODE_AGENT_STORAGE_STORAGE_SERVICE_H_
 #define KVNODE_AGENT_STORAGE_STORAGE_SERVICE_H_
 
+#include "agent/storage/golden_images.h"
 #include "agent/storage/volume_manager.h"
 #include "kvnode/v1/storage_service.grpc.pb.h"
 
@@ -10,7 +11,8 @@ namespace kvnode {
 
 class StorageService final : public kvnode::v1::Storage::Service {
  public:
-  explicit StorageService(VolumeManager* volumes) : volumes_(volumes) {}
+  StorageService(VolumeManager* volumes, GoldenImages* golden)
+      : volumes_(volumes), golden_(golden) {}
 
   grpc::Status ApplyPVC(grpc::ServerContext*, const kvnode::v1::ApplyPVCRequest* req,
                         kvnode::v1::ApplyPVCResponse* resp) override;
@@ -48,9 +50,27 @@ class StorageService final : public kvnode::v1::Storage::Service {
                                 kvnode::v1::ReviewVMDeletionResponse* resp) override;
   grpc::Status DeleteSecret(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
                             kvnode::v1::SecretInfo* resp) override;
+  grpc::Status ApplyDataSource(grpc::ServerContext*, const kvnode::v1::ApplyDataSourceRequest* req,
+                               kvnode::v1::ApplyDataSourceResponse* resp) override;
+  grpc::Status GetDataSource(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                             kvnode::v1::DataSource* resp) override;
+  grpc::Status ListDataSources(grpc::ServerContext*, const kvnode::v1::ListRequest* req,
+                               kvnode::v1::ListDataSourcesResponse* resp) override;
+  grpc::Status DeleteDataSource(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                                kvnode::v1::DataSource* resp) override;
+  grpc::Status ApplyDataImportCron(grpc::ServerContext*,
+                                   const kvnode::v1::ApplyDataImportCronRequest* req,
+                                   kvnode::v1::ApplyDataImportCronResponse* resp) override;
+  grpc::Status GetDataImportCron(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                                 kvnode::v1::DataImportCron* resp) override;
+  grpc::Status ListDataImportCrons(grpc::ServerContext*, const kvnode::v1::ListRequest* req,
+                                   kvnode::v1::ListDataImportCronsResponse* resp) override;
+  grpc::Status DeleteDataImportCron(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                                    kvnode::v1::DataImportCron* resp) override;
 
  private:
   VolumeManager* const volumes_;
+  GoldenImages* const golden_;
 };
 
 }  // namespace kvnode

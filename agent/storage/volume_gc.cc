@@ -19,14 +19,9 @@ constexpr char kCursorSetting[] = "volumes.gc.resource_version";
 
 absl::StatusOr<std::vector<kvnode::v1::VolumeReviewItem>> VolumeManager::ReviewVmDeletion(
     const std::string& ns, const std::string& name, const std::string& propagation) {
-  ASSIGN_OR_RETURN(auto objects, store_->List(kVmKind));
-  for (const StoredObject& o : objects) {
-    if (o.ns != ns || o.name != name) continue;
-    kvnode::v1::VirtualMachine vm;
-    RETURN_IF_ERROR(FromJson(o.json, &vm));
-    return kvnode::ReviewVmDeletion(vm, ListPvcs(ns), ListDataVolumes(ns), propagation);
-  }
-  return absl::NotFoundError(absl::StrCat("virtualmachines.kubevirt.io \"", name, "\" not found"));
+  kvnode::v1::VirtualMachine vm;
+  RETURN_IF_ERROR(LoadObject(store_, kVmKind, ns, name, &vm, "virtualmachines.kubevirt.io"));
+  return kvnode::ReviewVmDeletion(vm, ListPvcs(ns), ListDataVolumes(ns), propagation);
 }
 
 void VolumeManager::StartCollector() {

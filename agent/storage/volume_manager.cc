@@ -137,15 +137,9 @@ void VolumeManager::SetVmiLister(VmiLister lister) {
 
 absl::StatusOr<PersistentVolumeClaim> VolumeManager::LoadPvcLocked(const std::string& ns,
                                                                   const std::string& name) {
-  ASSIGN_OR_RETURN(auto objects, store_->List(kPvcKind));
-  for (const StoredObject& o : objects) {
-    if (o.ns != ns || o.name != name) continue;
-    PersistentVolumeClaim pvc;
-    RETURN_IF_ERROR(FromJson(o.json, &pvc));
-    return pvc;
-  }
-  return absl::NotFoundError(
-      absl::StrCat("persistentvolumeclaims \"", name, "\" not found in namespace \"", ns, "\""));
+  PersistentVolumeClaim pvc;
+  RETURN_IF_ERROR(LoadObject(store_, kPvcKind, ns, name, &pvc, "persistentvolumeclaims"));
+  return pvc;
 }
 
 std::vector<std::string> VolumeManager::UsersOf(const std::string& ns, const std::string& claim) {

@@ -35,6 +35,7 @@
 #include "agent/base/state_layout.h"
 #include "agent/base/user_fs.h"
 #include "agent/controller/vm_volumes.h"
+#include "agent/storage/data_source_rules.h"
 #include "agent/storage/image_puller.h"
 #include "agent/storage/secret_store.h"
 #include "agent/storage/storage_class.h"
@@ -181,6 +182,11 @@ class VolumeManager : public VmVolumes {
   // with a growing delay). An import a crash interrupted starts again from the beginning.
   void StartImporter();
 
+  // --- Clone sources and DataSources (clone_sources.cc) ---
+  // A DataSource's readiness now (its claim, the DataVolume filling it, the DataSource it
+  // refers to).
+  DataSourceVerdict EvaluateDataSource(const kvnode::v1::DataSource& ds);
+
   // --- Uploads (volume_upload.cc) ---
   // A DataVolume target must have an upload source and be UploadReady, one upload at a time;
   // a failed upload leaves it UploadReady.
@@ -191,6 +197,12 @@ class VolumeManager : public VmVolumes {
   std::vector<kvnode::v1::CachedImage> ListImages();
   // Removes the cached images no live VMI uses (kvctl image prune).
   std::vector<kvnode::v1::CachedImage> PruneImages(bool dry_run);
+  // A registry source's image in the cache (pulled when the registry names a digest the cache
+  // lacks; CDI pulls a registry source each time), waiting up to `wait`: a DataImportCron's
+  // poll. Its image ID names the digest. While it pulls: the reason ContainerCreating.
+  absl::StatusOr<CachedDisk> EnsureRegistryImage(
+      const kvnode::v1::DataVolumeSourceRegistry& registry, const std::string& ns,
+      absl::Duration wait);
 
   // --- A VMI's disks (vmi_volumes.cc) ---
   // Checks every volume of `vmi`, makes its per-VMI disks in the VMI's dir (which must exist)
@@ -285,6 +297,9 @@ class VolumeManager : public VmVolumes {
   // The cached disk of a containerDisk volume of `vmi` (pulled when its policy says so).
   absl::StatusOr<CachedDisk> ContainerDiskImage(const kvnode::v1::VirtualMachineInstance& vmi,
                                                 const kvnode::v1::Volume& volume);
+  // The pull of a registry source: its reference, policy Always, the secretRef's credentials.
+  absl::StatusOr<ImageRequest> RegistryImageRequest(
+      const kvnode::v1::DataVolumeSourceRegistry& registry, const std::string& ns);
   // A registry DataVolume's image, pulled into the cache (waiting for the pull): its disk.
   absl::StatusOr<std::string> PullForDataVolume(const kvnode::v1::DataVolume& dv);
   // The registry credentials of imagePullSecret `name` in `ns` (a docker config JSON).
@@ -300,6 +315,18 @@ class VolumeManager : public VmVolumes {
                                                       const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<kvnode::v1::DataVolume> CreateDataVolumeLocked(kvnode::v1::DataVolume dv)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ClaimState ClaimStateLocked(const std::string& ns, const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  DataSourceVerdict EvaluateDataSourceLocked(const kvnode::v1::DataSource& ds)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The claim a clone copies: spec.source.pvc (its namespace defaulting to the DataVolume's),
+  // or the claim of the Ready DataSource its sourceRef names (FailedPrecondition while there is
+  // none or it is not Ready).
+  absl::StatusOr<kvnode::v1::DataVolumeSourcePVC> CloneSourceLocked(
+      const kvnode::v1::DataVolume& dv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The requested size of that claim ("" when not a clone or not resolvable now).
+  std::string CloneSourceSizeLocked(const kvnode::v1::DataVolume& dv)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ImportLoop();
   // Populates the claim of `dv`; the DataVolume's status follows.

@@ -344,4 +344,16 @@ absl::StatusOr<std::string> Store::GetSetting(const std::string& key) {
   return absl::NotFoundError("setting " + key);
 }
 
+absl::Status LoadObject(Store* store, const std::string& kind, const std::string& ns,
+                        const std::string& name, google::protobuf::Message* object,
+                        const std::string& resource) {
+  auto objects = store->List(kind);
+  if (!objects.ok()) return objects.status();
+  for (const StoredObject& o : *objects) {
+    if (o.ns == ns && o.name == name) return FromJson(o.json, object);
+  }
+  return absl::NotFoundError(
+      absl::StrCat(resource, " \"", name, "\" not found in namespace \"", ns, "\""));
+}
+
 }  // namespace kvnode

@@ -106,6 +106,13 @@ const kvnode::v1::ObjectMeta* Metadata(const google::protobuf::Message& object);
 // and no resourceVersion, deletion or finalizers.
 absl::Status InitNewObjectMeta(kvnode::v1::ObjectMeta* meta, absl::Time now);
 
+// The stored object of `kind` named ns/name, parsed into `object`; NotFound when there is
+// none, as the API server says it: `<resource> "<name>" not found in namespace "<ns>"`
+// (`resource`: "persistentvolumeclaims", "datavolumes.cdi.kubevirt.io", ...).
+absl::Status LoadObject(Store* store, const std::string& kind, const std::string& ns,
+                        const std::string& name, google::protobuf::Message* object,
+                        const std::string& resource);
+
 // proto3 JSON with KubeVirt's names, and back.
 std::string ToJson(const google::protobuf::Message& message, bool pretty = false);
 absl::Status FromJson(const std::string& json, google::protobuf::Message* message);

@@ -5,6 +5,7 @@
 #include "agent/manifest/defaults.h"
 #include "agent/manifest/instancetype.h"
 #include "agent/manifest/loader.h"
+#include "agent/storage/data_source_rules.h"
 #include "agent/storage/dv_rules.h"
 #include "agent/storage/pvc_rules.h"
 #include "kvnode/v1/kubevirt.pb.h"
@@ -41,6 +42,16 @@ AdmissionReview AdmitObject(LoadedObject& object, const std::vector<LoadedObject
     auto* dv = static_cast<kvnode::v1::DataVolume*>(object.object.get());
     DefaultDataVolume(dv);
     return AdmitDataVolume(*dv, StorageClasses());
+  }
+  if (object.kind == "DataSource") {
+    auto* ds = static_cast<kvnode::v1::DataSource*>(object.object.get());
+    DefaultDataSource(ds);
+    return AdmitDataSource(*ds);
+  }
+  if (object.kind == "DataImportCron") {
+    auto* cron = static_cast<kvnode::v1::DataImportCron*>(object.object.get());
+    DefaultDataImportCron(cron);
+    return AdmitDataImportCron(*cron, StorageClasses());
   }
   *admitted = false;
   return AdmissionReview();

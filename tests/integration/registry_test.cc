@@ -9,7 +9,11 @@
 // ImagePullBackOff), and the credentials as an imagePullSecret make it start; an HTTPS registry
 // is trusted through --registry-ca; a registry with a mirror (--registry-mirror) is pulled from
 // the mirror; a DataVolume with
-// a registry source fills its claim and its VM boots from it. Guests that only need to exist
+// a registry source fills its claim and its VM boots from it; a DataImportCron imports its
+// registry source into a DataVolume of the digest's name, points its DataSource at it, a VM in
+// another namespace clones it through a dataVolumeTemplate's sourceRef (no size given) and
+// boots, and when the tag moves the next scheduled poll imports the new digest, re-points the
+// DataSource and collects the import beyond importsToKeep. Guests that only need to exist
 // start paused (their QEMU runs, the guest does not).
 #include <fcntl.h>
 #include <signal.h>
@@ -322,6 +326,118 @@ spec:
   auto dv = Kvctl({"get", "dv", "regvm-root"});
   EXPECT_THAT(dv.out, HasSubstr("Succeeded"));
   EXPECT_EQ(open_->BlobDownloads(guest.layer_digest), 1);
+}
+
+// CDI's golden-image pipeline: DataImportCron → DataVolume per digest → DataSource → a VM's
+// dataVolumeTemplate with a sourceRef (cloned across namespaces, its size the source's).
+TEST_F(RegistryTest, ADataImportCronKeepsADataSourceCurrentAndAVmClonesItThroughSourceRef) {
+  OciImage v1 = GuestImageInRegistryLayout();
+  ASSERT_TRUE(open_->Push(v1, "golden/guest:latest").ok());
+  std::string cron = absl::StrCat(R"(apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataImportCron
+metadata:
+  name: guest-image-cron
+  namespace: os-images
+spec:
+  template:
+    spec:
+      source:
+        registry:
+          url: "docker://)", open_->address(), R"(/golden/guest:latest"
+          pullMethod: node
+      storage:
+        resources:
+          requests:
+            storage: 256Mi
+  schedule: "* * * * *"
+  garbageCollect: Outdated
+  importsToKeep: 1
+  managedDataSource: guest
+)");
+  auto applied = Kvctl({"apply", "-f", Write("cron.yaml", cron)});
+  ASSERT_EQ(applied.exit_code, 0) << applied.out;
+  EXPECT_THAT(applied.out, HasSubstr("dataimportcron.cdi.kubevirt.io/guest-image-cron created"));
+  // The first poll is at once; the DataSource resolves to the import of v1's digest.
+  const std::string first = "guest-" + v1.manifest_digest.substr(7, 12);
+  std::string described;
+  bool ready = Eventually(
+      [&] {
+        described = Kvctl({"describe", "das", "guest", "-n", "os-images"}).out;
+        return absl::StrContains(described, "Resolves to:  os-images/" + first) &&
+               absl::StrContains(described, "DataSource is ready to be consumed");
+      },
+      absl::Seconds(120), absl::Milliseconds(500));
+  ASSERT_TRUE(ready) << described << Kvctl({"describe", "dic", "guest-image-cron", "-n",
+                                            "os-images"}).out
+                     << Kvctl({"get", "dv", "-n", "os-images", "-o", "yaml"}).out;
+  auto crons = Kvctl({"get", "dic", "-n", "os-images"});
+  EXPECT_THAT(crons.out, HasSubstr("os-images/" + first));
+
+  // A VM elsewhere clones it by reference, giving no size.
+  std::string vm = R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: goldvm
+spec:
+  runStrategy: Always
+  dataVolumeTemplates:
+    - metadata:
+        name: goldvm-root
+      spec:
+        sourceRef:
+          kind: DataSource
+          name: guest
+          namespace: os-images
+        storage: {}
+  template:
+    spec:
+      domain:
+        resources:
+          requests:
+            memory: 128Mi
+        devices:
+          autoattachPodInterface: false
+          autoattachGraphicsDevice: false
+          disks:
+            - name: root
+              disk: {bus: virtio}
+      volumes:
+        - name: root
+          dataVolume: {name: goldvm-root}
+)";
+  applied = Kvctl({"apply", "-f", Write("goldvm.yaml", vm)});
+  ASSERT_EQ(applied.exit_code, 0) << applied.out;
+  // Meanwhile the tag moves: the next minute's poll finds the new digest.
+  std::string note = Write("version", "v2\n");
+  OciImage v2 = Build("guest-v2", {{"disk/guest.qcow2", work_ + "/guest.qcow2"},
+                                   {"etc/kvnode-image-version", note}});
+  ASSERT_NE(v2.manifest_digest, v1.manifest_digest);
+  ASSERT_TRUE(open_->Push(v2, "golden/guest:latest").ok());
+
+  VmApi api(handler_.get());
+  auto running = api.WaitRunning("goldvm", "", absl::Seconds(180));
+  ASSERT_TRUE(running.ok()) << running.status() << "\n" << Kvctl({"get", "dv", "-o", "yaml"}).out;
+  ASSERT_TRUE(SerialShows(running->metadata().uid(), "KVNODE-GUEST-READY"));
+  auto claim = Kvctl({"get", "pvc", "goldvm-root"});
+  EXPECT_THAT(claim.out, HasSubstr("256Mi"));  // the source claim's size
+
+  const std::string second = "guest-" + v2.manifest_digest.substr(7, 12);
+  bool moved = Eventually(
+      [&] {
+        described = Kvctl({"describe", "das", "guest", "-n", "os-images"}).out;
+        return absl::StrContains(described, "Resolves to:  os-images/" + second);
+      },
+      absl::Seconds(150), absl::Seconds(1));
+  ASSERT_TRUE(moved) << described
+                     << Kvctl({"describe", "dic", "guest-image-cron", "-n", "os-images"}).out;
+  // importsToKeep: 1 — the first import goes; the VM's clone is its own.
+  bool collected = Eventually(
+      [&] { return !absl::StrContains(Kvctl({"get", "dv", "-n", "os-images"}).out, first); },
+      absl::Seconds(30), absl::Milliseconds(500));
+  EXPECT_TRUE(collected) << Kvctl({"get", "dv", "-n", "os-images"}).out;
+  auto status = Kvctl({"describe", "dic", "guest-image-cron", "-n", "os-images"});
+  EXPECT_THAT(status.out, HasSubstr("Latest import is up to date"));
+  EXPECT_THAT(Kvctl({"get", "vm", "goldvm"}).out, HasSubstr("Running"));
 }
 
 }  // namespace
