@@ -79,6 +79,9 @@ int CmdCreate(Cli& cli);  // create secret generic
 int PrintVolumeReview(Cli& cli, const std::string& vm, const std::string& propagation,
                       const std::string& title);
 int GetSecrets(Cli& cli);
+int ApplyConfigMap(Cli& cli, const kvnode::v1::ConfigMap& cm, bool dry_run);
+int GetConfigMaps(Cli& cli, const std::string& name, const std::string& output);
+int DeleteConfigMap(Cli& cli, const std::string& name);
 // CDI's golden images (golden_image_commands.cc): DataSources and DataImportCrons.
 int ApplyDataSource(Cli& cli, const kvnode::v1::DataSource& ds, bool dry_run);
 int ApplyDataImportCron(Cli& cli, const kvnode::v1::DataImportCron& cron, bool dry_run);

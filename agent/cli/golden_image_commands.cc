@@ -1,9 +1,8 @@
 // kvctl for CDI's golden images: DataSources (das) and DataImportCrons (dic): apply, get,
 // describe, delete.
-#include <functional>
-
 #include "absl/strings/str_cat.h"
 #include "agent/cli/cli.h"
+#include "agent/cli/get_objects.h"
 #include "agent/cli/output.h"
 #include "grpcpp/grpcpp.h"
 #include "kvnode/v1/storage_service.grpc.pb.h"
@@ -38,43 +37,6 @@ void PrintConditions(std::ostream& o,
     rows.push_back({"  " + c.type(), c.status(), c.reason(), c.message()});
   }
   PrintTable(o, {"  TYPE", "STATUS", "REASON", "MESSAGE"}, rows);
-}
-
-// One object by name, or the namespace's list; as JSON/YAML, or as rows of a table.
-template <typename T, typename List>
-int GetObjects(Cli& cli, const std::string& name, const std::string& output,
-               std::function<grpc::Status(grpc::ClientContext*, T*)> get,
-               std::function<grpc::Status(grpc::ClientContext*, List*)> list,
-               const std::vector<std::string>& header,
-               std::function<std::vector<std::string>(const T&)> row) {
-  List items;
-  grpc::ClientContext ctx;
-  Deadline(&ctx);
-  if (!name.empty()) {
-    T one;
-    grpc::Status s = get(&ctx, &one);
-    if (!s.ok()) return cli.RpcError(s);
-    if (output == "json" || output == "yaml") {
-      *cli.out << (output == "json" ? MessageToJson(one) : MessageToYaml(one));
-      return 0;
-    }
-    *items.add_items() = one;
-  } else {
-    grpc::Status s = list(&ctx, &items);
-    if (!s.ok()) return cli.RpcError(s);
-    if (output == "json" || output == "yaml") {
-      *cli.out << (output == "json" ? MessageToJson(items) : MessageToYaml(items));
-      return 0;
-    }
-  }
-  if (items.items().empty()) {
-    *cli.err << "No resources found in " << cli.ns << " namespace.\n";
-    return 0;
-  }
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& item : items.items()) rows.push_back(row(item));
-  PrintTable(*cli.out, header, rows);
-  return 0;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/cli/cli.h"
+#include "agent/cli/get_objects.h"
 #include "agent/cli/output.h"
 #include "agent/manifest/quantity.h"
 #include "agent/storage/image_puller.h"
@@ -552,16 +553,77 @@ int PrintVolumeReview(Cli& cli, const std::string& vm, const std::string& propag
   return 0;
 }
 
+namespace {
+
+// kubectl's --from-file=[KEY=]FILE and --from-literal=KEY=VALUE into `data`; false (with the
+// exit code in `rc`) on a bad flag or an unreadable file.
+template <typename Map>
+bool DataFromFlags(Cli& cli, Map* data, int* rc) {
+  for (const std::string& spec : cli.flags.GetAll("from-file")) {
+    size_t eq = spec.find('=');
+    std::string file = eq == std::string::npos ? spec : spec.substr(eq + 1);
+    std::string key = eq == std::string::npos ? file.substr(file.rfind('/') + 1) : spec.substr(0, eq);
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      *cli.err << "error: --from-file: cannot read \"" << file << "\"\n";
+      *rc = 1;
+      return false;
+    }
+    (*data)[key].assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  for (const std::string& spec : cli.flags.GetAll("from-literal")) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos) {
+      *rc = cli.Usage("--from-literal: expected KEY=VALUE");
+      return false;
+    }
+    (*data)[spec.substr(0, eq)] = spec.substr(eq + 1);
+  }
+  return true;
+}
+
+// kvctl create configmap NAME --from-file=[KEY=]FILE --from-literal=KEY=VALUE
+int CreateConfigMap(Cli& cli) {
+  kvnode::v1::ApplyConfigMapRequest req;
+  auto* cm = req.mutable_config_map();
+  cm->mutable_metadata()->set_name(cli.args[1]);
+  cm->mutable_metadata()->set_namespace_(cli.ns);
+  int rc = 0;
+  if (!DataFromFlags(cli, cm->mutable_data(), &rc)) return rc;
+  kvnode::v1::ConfigMap existing;
+  {
+    grpc::ClientContext ctx;
+    if (StorageStub(cli)->GetConfigMap(Deadline(&ctx), cli.Ref(cli.args[1]), &existing).ok()) {
+      *cli.err << "error: configmaps \"" << cli.args[1] << "\" already exists\n";
+      return 1;
+    }
+  }
+  kvnode::v1::ApplyConfigMapResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->ApplyConfigMap(Deadline(&ctx), req, &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  *cli.out << "configmap/" << resp.config_map().metadata().name() << " created\n";
+  return 0;
+}
+
+}  // namespace
+
 int CmdCreate(Cli& cli) {
   // kvctl create secret generic NAME --from-file=[KEY=]FILE --from-literal=KEY=VALUE
   // kvctl create secret docker-registry NAME --docker-server=S --docker-username=U
   //   --docker-password=P (kubectl's: a .dockerconfigjson key)
+  // kvctl create configmap NAME --from-file=[KEY=]FILE --from-literal=KEY=VALUE
+  if (cli.args.size() == 2 && (cli.args[0] == "configmap" || cli.args[0] == "cm")) {
+    return CreateConfigMap(cli);
+  }
   const bool registry = cli.args.size() == 3 && cli.args[1] == "docker-registry";
   if (cli.args.size() != 3 || cli.args[0] != "secret" ||
       (cli.args[1] != "generic" && !registry)) {
     return cli.Usage("usage: kvctl create secret generic NAME --from-file=[KEY=]FILE "
                      "[--from-literal=KEY=VALUE] | kvctl create secret docker-registry NAME "
-                     "--docker-server=REGISTRY --docker-username=USER --docker-password=PASSWORD");
+                     "--docker-server=REGISTRY --docker-username=USER --docker-password=PASSWORD "
+                     "| kvctl create configmap NAME --from-file=[KEY=]FILE "
+                     "[--from-literal=KEY=VALUE]");
   }
   kvnode::v1::CreateSecretRequest req;
   *req.mutable_ref() = cli.Ref(cli.args[2]);
@@ -576,22 +638,8 @@ int CmdCreate(Cli& cli) {
                                                  cli.flags.GetOr("docker-username", ""),
                                                  cli.flags.GetOr("docker-password", ""));
   }
-  for (const std::string& spec : cli.flags.GetAll("from-file")) {
-    size_t eq = spec.find('=');
-    std::string file = eq == std::string::npos ? spec : spec.substr(eq + 1);
-    std::string key = eq == std::string::npos ? file.substr(file.rfind('/') + 1) : spec.substr(0, eq);
-    std::ifstream in(file, std::ios::binary);
-    if (!in) {
-      *cli.err << "error: --from-file: cannot read \"" << file << "\"\n";
-      return 1;
-    }
-    data[key].assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  for (const std::string& spec : cli.flags.GetAll("from-literal")) {
-    size_t eq = spec.find('=');
-    if (eq == std::string::npos) return cli.Usage("--from-literal: expected KEY=VALUE");
-    data[spec.substr(0, eq)] = spec.substr(eq + 1);
-  }
+  int rc = 0;
+  if (!DataFromFlags(cli, &data, &rc)) return rc;
   if (data.empty()) return cli.Usage("give --from-file=[KEY=]FILE or --from-literal=KEY=VALUE");
   if (registry && data.size() > 1) {
     return cli.Usage("a docker-registry secret takes no --from-file or --from-literal");
@@ -629,6 +677,52 @@ int DeleteSecret(Cli& cli, const std::string& name) {
   grpc::Status s = StorageStub(cli)->DeleteSecret(Deadline(&ctx), cli.Ref(name), &info);
   if (!s.ok()) return cli.RpcError(s);
   *cli.out << "secret \"" << name << "\" deleted\n";
+  return 0;
+}
+
+}  // namespace kvnode
+
+namespace kvnode {
+
+int ApplyConfigMap(Cli& cli, const kvnode::v1::ConfigMap& cm, bool dry_run) {
+  kvnode::v1::ApplyConfigMapRequest req;
+  *req.mutable_config_map() = cm;
+  req.set_dry_run(dry_run);
+  kvnode::v1::ApplyConfigMapResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->ApplyConfigMap(Deadline(&ctx), req, &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  *cli.out << "configmap/" << resp.config_map().metadata().name() << " "
+           << ApplyVerb(resp.result()) << (dry_run ? " (server dry run)" : "") << "\n";
+  return 0;
+}
+
+int GetConfigMaps(Cli& cli, const std::string& name, const std::string& output) {
+  auto stub = StorageStub(cli);
+  kvnode::v1::ListRequest req;
+  req.set_namespace_(cli.ns);
+  absl::Time now = absl::Now();
+  return GetObjects<kvnode::v1::ConfigMap, kvnode::v1::ListConfigMapsResponse>(
+      cli, name, output,
+      [&](grpc::ClientContext* ctx, kvnode::v1::ConfigMap* out) {
+        return stub->GetConfigMap(ctx, cli.Ref(name), out);
+      },
+      [&](grpc::ClientContext* ctx, kvnode::v1::ListConfigMapsResponse* out) {
+        return stub->ListConfigMaps(ctx, req, out);
+      },
+      {"NAME", "DATA", "AGE"},
+      [&](const kvnode::v1::ConfigMap& cm) -> std::vector<std::string> {
+        return {cm.metadata().name(), std::to_string(cm.data_size()),
+                Age(cm.metadata().creation_timestamp(), now)};
+      });
+}
+
+int DeleteConfigMap(Cli& cli, const std::string& name) {
+  kvnode::v1::ConfigMap cm;
+  grpc::ClientContext ctx;
+  grpc::Status s = StorageStub(cli)->DeleteConfigMap(Deadline(&ctx), cli.Ref(name), &cm);
+  if (!s.ok()) return cli.RpcError(s);
+  *cli.out << "configmap \"" << name << "\" deleted\n";
   return 0;
 }
 

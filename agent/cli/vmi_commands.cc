@@ -59,6 +59,7 @@ std::string CanonicalResource(const std::string& r) {
   if (l == "sc" || l == "storageclass" || l == "storageclasses") return "sc";
   if (l == "pv" || l == "pvs" || l == "persistentvolume" || l == "persistentvolumes") return "pv";
   if (l == "secret" || l == "secrets") return "secret";
+  if (l == "cm" || l == "configmap" || l == "configmaps") return "cm";
   if (absl::EndsWith(l, ".cdi.kubevirt.io")) l = l.substr(0, l.size() - 16);
   if (l == "dv" || l == "dvs" || l == "datavolume" || l == "datavolumes") return "dv";
   if (l == "das" || l == "datasource" || l == "datasources") return "das";
@@ -163,7 +164,8 @@ int CmdApply(Cli& cli) {
     bool policy = obj.kind == "MigrationPolicy";
     if (obj.kind != "VirtualMachineInstance" && obj.kind != "VirtualMachine" &&
         obj.kind != "PersistentVolumeClaim" && obj.kind != "DataVolume" &&
-        obj.kind != "DataSource" && obj.kind != "DataImportCron" && !instancetype &&
+        obj.kind != "DataSource" && obj.kind != "DataImportCron" && obj.kind != "ConfigMap" &&
+        !instancetype &&
         !migration && !policy) {
       *cli.err << "error: document " << obj.document << ": kind " << obj.kind
                << " is not supported by this handler yet\n";
@@ -197,6 +199,11 @@ int CmdApply(Cli& cli) {
       if (pref != nullptr) pref->set_kind(obj.kind);
       int r = it != nullptr ? ApplyInstancetype(cli, *it, dry_run) : ApplyPreference(cli, *pref, dry_run);
       if (r != 0) rc = 1;
+      continue;
+    }
+    if (obj.kind == "ConfigMap") {
+      auto& cm = static_cast<kvnode::v1::ConfigMap&>(*obj.object);
+      if (ApplyConfigMap(cli, cm, dry_run) != 0) rc = 1;
       continue;
     }
     if (obj.kind == "DataSource") {
@@ -355,6 +362,7 @@ int CmdGet(Cli& cli) {
             : kinds[i] == "sc"  ? GetStorageClasses(cli)
             : kinds[i] == "pv"  ? GetPvs(cli, output)
             : kinds[i] == "secret" ? GetSecrets(cli)
+            : kinds[i] == "cm"  ? GetConfigMaps(cli, name, output)
             : kinds[i] == "dv"  ? GetDvs(cli, name, output, prefix)
             : kinds[i] == "das" ? GetDataSources(cli, name, output)
             : kinds[i] == "dic" ? GetDataImportCrons(cli, name, output)
@@ -480,6 +488,7 @@ int CmdDelete(Cli& cli) {
   if (resource == "pvc") return DeletePvc(cli, name);
   if (resource == "pv") return DeletePv(cli, name);
   if (resource == "secret") return DeleteSecret(cli, name);
+  if (resource == "cm") return DeleteConfigMap(cli, name);
   if (resource == "dv") return DeleteDv(cli, name);
   if (resource == "das") return DeleteDataSource(cli, name);
   if (resource == "dic") return DeleteDataImportCron(cli, name);

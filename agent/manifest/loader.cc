@@ -371,8 +371,8 @@ const char* UnsupportedKubeVirtField(const Descriptor* d, absl::string_view key)
       {"VirtualMachineInstanceSpec", "resourceClaims",
        "dynamic resource allocation (DRA) is not supported on this node"},
       {"Volume", "sysprep", "sysprep volumes are not supported on this node"},
-      {"Volume", "configMap", "ConfigMap volumes are not supported on this node (it keeps no "
-                              "ConfigMaps; use cloudInitNoCloud)"},
+      {"Volume", "configMap", "ConfigMap volumes are not supported on this node yet (use "
+                              "cloudInitNoCloud)"},
       {"Volume", "serviceAccount", "service account volumes are not supported on this node"},
       {"Volume", "downwardAPI", "downward API volumes are not supported on this node"},
       {"Volume", "cloudInitConfigDrive", "config drive cloud-init is not supported on this node "
@@ -480,6 +480,7 @@ const std::vector<KindInfo>& Kinds() {
        {"kubevirt.io/v1", "kubevirt.io/v1alpha3"},
        &kvnode::v1::VirtualMachineInstance::default_instance()},
       {"PersistentVolumeClaim", {"v1"}, &kvnode::v1::PersistentVolumeClaim::default_instance()},
+      {"ConfigMap", {"v1"}, &kvnode::v1::ConfigMap::default_instance()},
       {"DataVolume", {"cdi.kubevirt.io/v1beta1"}, &kvnode::v1::DataVolume::default_instance()},
       {"DataSource", {"cdi.kubevirt.io/v1beta1"}, &kvnode::v1::DataSource::default_instance()},
       {"DataImportCron",

@@ -458,6 +458,15 @@ absl::StatusOr<ImageRequest> VolumeManager::RegistryImageRequest(
     if (!ref.ok()) return ref.status();
     req.auth_json = DockerConfigJson(ref->registry, *user, *password);
   }
+  if (!registry.cert_config_map().empty()) {
+    // CDI mounts the ConfigMap into its importer and trusts the certificates in it.
+    auto cm = config_maps_.Get(ns, registry.cert_config_map());
+    if (!cm.ok()) {
+      return absl::NotFoundError(absl::StrCat("certConfigMap \"", registry.cert_config_map(),
+                                              "\": ", cm.status().message()));
+    }
+    ASSIGN_OR_RETURN(req.ca_pem, CaBundleOf(*cm));
+  }
   return req;
 }
 

@@ -94,10 +94,10 @@ AdmissionReview AdmitDataVolume(const DataVolume& dv, const StorageClasses& clas
                                                           "\" is not a valid image reference: ",
                                                           problem));
       }
-      if (!registry.cert_config_map().empty()) {
+      if (!registry.cert_config_map().empty() && !IsDns1123Subdomain(registry.cert_config_map())) {
         review.errors.Add(path.Child("certConfigMap"),
-                          "ConfigMaps are not supported on this node (the handler's "
-                          "--registry-ca trusts a CA for every registry)");
+                          absl::StrCat("\"", registry.cert_config_map(),
+                                       "\" is not a ConfigMap name (a DNS-1123 subdomain)"));
       }
       if (!registry.secret_ref().empty() && !IsDns1123Subdomain(registry.secret_ref())) {
         review.errors.Add(path.Child("secretRef"),

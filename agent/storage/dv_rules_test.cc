@@ -43,8 +43,9 @@ TEST(DvRules, RefusalsNameTheField) {
   EXPECT_THAT(Errors(Dv("    registry:\n      url: \"docker://Quay.io/UPPER:tag\"\n")),
               HasSubstr("spec.source.registry.url: \"docker://Quay.io/UPPER:tag\" is not a valid "
                         "image reference"));
-  EXPECT_THAT(Errors(Dv("    registry:\n      url: docker://x/y\n      certConfigMap: ca\n")),
-              HasSubstr("spec.source.registry.certConfigMap: ConfigMaps are not supported"));
+  EXPECT_EQ(Errors(Dv("    registry:\n      url: docker://x/y\n      certConfigMap: ca\n")), "");
+  EXPECT_THAT(Errors(Dv("    registry:\n      url: docker://x/y\n      certConfigMap: Bad_Name\n")),
+              HasSubstr("spec.source.registry.certConfigMap: \"Bad_Name\" is not a ConfigMap name"));
   EXPECT_THAT(Errors(Dv("    registry:\n      imageStream: fedora\n")),
               HasSubstr("spec.source.registry.imageStream: OpenShift image streams are not "
                         "supported"));

@@ -80,12 +80,13 @@ int64_t BytesUnder(const std::string& dir) {
   return absl::SimpleAtoi(r->output.substr(0, r->output.find_first_of(" \t")), &n) ? n : 0;
 }
 
-// One pull (and one back-off) per reference, path and credentials: a request with other
-// credentials (or none) neither waits for nor inherits another's failure, as the kubelet backs
-// off per pod and image.
+// One pull (and one back-off) per reference, path, credentials and trusted CAs: a request with
+// other credentials or CAs (or none) neither waits for nor inherits another's failure, as the
+// kubelet backs off per pod and image.
 std::string JobKey(const ImageReference& ref, const ImageRequest& req) {
   return absl::StrCat(ref.String(), "\n", req.path, "\n",
-                      req.auth_json.empty() ? "" : Sha256Hex(req.auth_json));
+                      req.auth_json.empty() ? "" : Sha256Hex(req.auth_json), "\n",
+                      req.ca_pem.empty() ? "" : Sha256Hex(req.ca_pem));
 }
 
 std::string ReadTail(const std::string& path, size_t limit) {
@@ -300,7 +301,11 @@ std::vector<std::string> ImagePuller::SkopeoArgs(Job* job, const std::string& co
     argv.push_back(copy ? "--src-authfile" : "--authfile");
     argv.push_back(job->staging + "/auth.json");
   }
-  if (!config_.registries.ca_file.empty()) {
+  if (!job->request.ca_pem.empty()) {
+    // The pull's own CAs and --registry-ca's, in its staging dir (skopeo takes one cert dir).
+    argv.push_back(copy ? "--src-cert-dir" : "--cert-dir");
+    argv.push_back(job->staging + "/certs");
+  } else if (!config_.registries.ca_file.empty()) {
     argv.push_back(copy ? "--src-cert-dir" : "--cert-dir");
     argv.push_back(images_dir_ + "/" + kCertsDir);
   }
@@ -421,6 +426,21 @@ absl::StatusOr<CachedDisk> ImagePuller::Pull(Job* job) {
                       static_cast<ssize_t>(req.auth_json.size()) ||
         fchown(fd, config_.importer.uid, config_.importer.gid) < 0) {
       made = absl::ErrnoToStatus(errno, "write the pull secret's credentials");
+    }
+    if (fd >= 0) close(fd);
+  }
+  if (made.ok() && !req.ca_pem.empty()) {
+    std::string bundle = req.ca_pem;
+    if (!config_.registries.ca_file.empty()) {
+      std::ifstream in(images_dir_ + "/" + kCertsDir + "/ca.crt");
+      bundle += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    }
+    int fd = -1;
+    if (mkdirat(sfd, "certs", 0755) < 0 ||
+        (fd = openat(sfd, "certs/ca.crt", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                     0644)) < 0 ||
+        write(fd, bundle.data(), bundle.size()) != static_cast<ssize_t>(bundle.size())) {
+      made = absl::ErrnoToStatus(errno, "write the certConfigMap's certificates");
     }
     if (fd >= 0) close(fd);
   }

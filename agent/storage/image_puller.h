@@ -113,6 +113,9 @@ struct ImageRequest {
   std::string policy;  // Always, IfNotPresent or Never
   // A docker config JSON with the registry's credentials (imagePullSecret), or "".
   std::string auth_json;
+  // PEM certificates this pull trusts beside the system's and --registry-ca's (a registry
+  // DataVolume's certConfigMap), or "".
+  std::string ca_pem;
   // Pull exactly this image (registry/repository@sha256:...), not what `image` names now: a
   // migration target's, so both nodes run one image.
   std::string image_id;

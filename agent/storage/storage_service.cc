@@ -251,4 +251,34 @@ grpc::Status StorageService::DeleteDataImportCron(grpc::ServerContext*,
   return Answer(golden_->DeleteDataImportCron(Namespace(req->namespace_()), req->name()), resp);
 }
 
+grpc::Status StorageService::ApplyConfigMap(grpc::ServerContext*,
+                                            const kvnode::v1::ApplyConfigMapRequest* req,
+                                            kvnode::v1::ApplyConfigMapResponse* resp) {
+  auto r = volumes_->config_maps().Apply(req->config_map(), req->dry_run());
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *resp->mutable_config_map() = std::move(r->object);
+  resp->set_result(r->result);
+  return grpc::Status::OK;
+}
+
+grpc::Status StorageService::GetConfigMap(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                                          kvnode::v1::ConfigMap* resp) {
+  return Answer(volumes_->config_maps().Get(Namespace(req->namespace_()), req->name()), resp);
+}
+
+grpc::Status StorageService::ListConfigMaps(grpc::ServerContext*,
+                                            const kvnode::v1::ListRequest* req,
+                                            kvnode::v1::ListConfigMapsResponse* resp) {
+  for (auto& cm : volumes_->config_maps().List(req->namespace_())) {
+    *resp->add_items() = std::move(cm);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status StorageService::DeleteConfigMap(grpc::ServerContext*,
+                                             const kvnode::v1::ObjectRef* req,
+                                             kvnode::v1::ConfigMap* resp) {
+  return Answer(volumes_->config_maps().Delete(Namespace(req->namespace_()), req->name()), resp);
+}
+
 }  // namespace kvnode

@@ -67,6 +67,14 @@ class StorageService final : public kvnode::v1::Storage::Service {
                                    kvnode::v1::ListDataImportCronsResponse* resp) override;
   grpc::Status DeleteDataImportCron(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
                                     kvnode::v1::DataImportCron* resp) override;
+  grpc::Status ApplyConfigMap(grpc::ServerContext*, const kvnode::v1::ApplyConfigMapRequest* req,
+                              kvnode::v1::ApplyConfigMapResponse* resp) override;
+  grpc::Status GetConfigMap(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                            kvnode::v1::ConfigMap* resp) override;
+  grpc::Status ListConfigMaps(grpc::ServerContext*, const kvnode::v1::ListRequest* req,
+                              kvnode::v1::ListConfigMapsResponse* resp) override;
+  grpc::Status DeleteConfigMap(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                               kvnode::v1::ConfigMap* resp) override;
 
  private:
   VolumeManager* const volumes_;

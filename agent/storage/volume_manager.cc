@@ -66,7 +66,8 @@ VolumeManager::VolumeManager(VolumeConfig config, Store* store, Clock* clock)
       paths_(config_.state_dir),
       store_(store),
       clock_(clock),
-      secrets_(config_.state_dir) {
+      secrets_(config_.state_dir),
+      config_maps_(store, clock) {
   ImagePullerConfig images;
   images.state_dir = config_.state_dir;
   images.importer = config_.importer;

@@ -35,6 +35,7 @@
 #include "agent/base/state_layout.h"
 #include "agent/base/user_fs.h"
 #include "agent/controller/vm_volumes.h"
+#include "agent/storage/config_maps.h"
 #include "agent/storage/data_source_rules.h"
 #include "agent/storage/image_puller.h"
 #include "agent/storage/secret_store.h"
@@ -148,6 +149,7 @@ class VolumeManager : public VmVolumes {
   // block migration (they hold a partial copy) that no live VMI uses.
   void DropCopiedClaims(const kvnode::v1::VirtualMachineInstance& vmi);
   SecretStore& secrets() { return secrets_; }
+  ConfigMaps& config_maps() { return config_maps_; }
 
   // --- Deleting VMs (volume_gc.cc) ---
   // What deleting the VM would do to each of its volumes.
@@ -349,6 +351,7 @@ class VolumeManager : public VmVolumes {
   Store* const store_;
   Clock* const clock_;
   SecretStore secrets_;
+  ConfigMaps config_maps_;
 
   absl::Mutex mu_;
   VmiLister lister_ ABSL_GUARDED_BY(mu_);

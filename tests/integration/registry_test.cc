@@ -13,7 +13,9 @@
 // registry source into a DataVolume of the digest's name, points its DataSource at it, a VM in
 // another namespace clones it through a dataVolumeTemplate's sourceRef (no size given) and
 // boots, and when the tag moves the next scheduled poll imports the new digest, re-points the
-// DataSource and collects the import beyond importsToKeep. Guests that only need to exist
+// DataSource and collects the import beyond importsToKeep; a registry DataVolume's
+// certConfigMap makes that one import trust an HTTPS registry whose CA the handler does not
+// know, and without it the import fails with the TLS error. Guests that only need to exist
 // start paused (their QEMU runs, the guest does not).
 #include <fcntl.h>
 #include <signal.h>
@@ -438,6 +440,70 @@ spec:
   auto status = Kvctl({"describe", "dic", "guest-image-cron", "-n", "os-images"});
   EXPECT_THAT(status.out, HasSubstr("Latest import is up to date"));
   EXPECT_THAT(Kvctl({"get", "vm", "goldvm"}).out, HasSubstr("Running"));
+}
+
+// A certConfigMap (CDI's): the CA in a ConfigMap is trusted for that DataVolume's import only.
+TEST_F(RegistryTest, ACertConfigMapTrustsItsRegistryForThatImportOnly) {
+  Pki pki(work_);
+  ASSERT_TRUE(pki.Ca("private-ca").ok());
+  ASSERT_TRUE(pki.Leaf("private-tls", "private-ca", true, "IP:10.244.0.1").ok());
+  auto started = TestRegistry::Start(*handler_, work_, 5004, "", pki.Path("private-tls.crt"),
+                                     pki.Path("private-tls.key"));
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<TestRegistry> private_registry = std::move(*started);
+  ASSERT_TRUE(private_registry->Push(BlankImage("private"), "kvnode/private:v1").ok());
+
+  auto created = Kvctl({"create", "configmap", "private-ca",
+                        "--from-file=ca.crt=" + pki.Path("private-ca.crt")});
+  ASSERT_EQ(created.exit_code, 0) << created.out;
+  EXPECT_THAT(created.out, HasSubstr("configmap/private-ca created"));
+  EXPECT_THAT(Kvctl({"get", "configmap"}).out, HasSubstr("private-ca"));
+  auto dv = [&](const std::string& name, const std::string& extra) {
+    return absl::StrCat(R"(apiVersion: cdi.kubevirt.io/v1beta1
+kind: DataVolume
+metadata:
+  name: )", name, R"(
+spec:
+  source:
+    registry:
+      url: "docker://)", private_registry->address(), R"(/kvnode/private:v1"
+)", extra, R"(  storage:
+    resources:
+      requests:
+        storage: 16Mi
+)");
+  };
+  auto applied = Kvctl({"apply", "-f", Write("trusted.yaml",
+                                              dv("trusted", "      certConfigMap: private-ca\n"))});
+  ASSERT_EQ(applied.exit_code, 0) << applied.out;
+  applied = Kvctl({"apply", "-f", Write("untrusted.yaml", dv("untrusted", ""))});
+  ASSERT_EQ(applied.exit_code, 0) << applied.out;
+  std::string listed;
+  bool settled = Eventually(
+      [&] {
+        listed = Kvctl({"get", "dv", "-o", "wide"}).out;
+        std::vector<std::string> lines = absl::StrSplit(listed, '\n');
+        bool trusted = false, untrusted = false;
+        for (const std::string& l : lines) {
+          if (absl::StartsWith(l, "trusted ")) trusted = absl::StrContains(l, "Succeeded");
+          if (absl::StartsWith(l, "untrusted ")) untrusted = absl::StrContains(l, "Failed");
+        }
+        return trusted && untrusted;
+      },
+      absl::Seconds(90), absl::Milliseconds(500));
+  ASSERT_TRUE(settled) << listed;
+  EXPECT_THAT(listed, HasSubstr("certificate signed by unknown authority"));
+  auto missing = Kvctl({"apply", "-f", Write("missing.yaml",
+                                              dv("missing-cm", "      certConfigMap: nope\n"))});
+  ASSERT_EQ(missing.exit_code, 0) << missing.out;
+  bool said = Eventually(
+      [&] {
+        listed = Kvctl({"get", "dv", "missing-cm", "-o", "wide"}).out;
+        return absl::StrContains(listed,
+                                 "certConfigMap \"nope\": configmaps \"nope\" not found");
+      },
+      absl::Seconds(30), absl::Milliseconds(500));
+  EXPECT_TRUE(said) << listed;
 }
 
 }  // namespace
