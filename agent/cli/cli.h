@@ -43,6 +43,8 @@ int CmdDelete(Cli& cli);
 int CmdWait(Cli& cli);
 int CmdLifecycle(Cli& cli, const std::string& verb);  // pause, unpause, softreboot, reset
 int CmdConsole(Cli& cli);
+// virtctl guestosinfo: what the guest agent says (status.launcher.guestAgent), as JSON.
+int CmdGuestOsInfo(Cli& cli);
 int CmdLogs(Cli& cli);
 int CmdEvents(Cli& cli);
 // VirtualMachines (vm_commands.cc).

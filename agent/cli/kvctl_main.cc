@@ -36,6 +36,7 @@ Commands:
                                         console, and what they likely mean
   pause vm|vmi NAME | unpause vm|vmi NAME
   softreboot NAME | reset NAME          ACPI reboot, or hard reset
+  guestosinfo NAME                      what the guest agent says of the guest (JSON)
   console NAME                          serial console (Ctrl+] detaches)
   logs vmi NAME [--tail N] [--console]  the launcher's log, or the guest's serial console log
   events [vm|vmi NAME]                  events, oldest first
@@ -110,6 +111,7 @@ int Run(int argc, char** argv) {
     return CmdLifecycle(cli, verb == "soft-reboot" ? "softreboot" : verb);
   }
   if (verb == "console") return CmdConsole(cli);
+  if (verb == "guestosinfo") return CmdGuestOsInfo(cli);
   if (verb == "logs") return CmdLogs(cli);
   if (verb == "events") return CmdEvents(cli);
   if (verb == "start") return CmdStart(cli);

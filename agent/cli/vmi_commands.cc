@@ -16,6 +16,8 @@
 #include "agent/handler/vmi_status.h"
 #include "agent/manifest/loader.h"
 #include "agent/store/store.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "kvnode/v1/kubevirt.pb.h"
 
@@ -609,6 +611,39 @@ int CmdLifecycle(Cli& cli, const std::string& verb) {
                      : verb == "softreboot" ? "was scheduled to softreboot"
                                             : "was reset";
   *cli.out << "VMI " << name << " " << done << "\n";
+  return 0;
+}
+
+int CmdGuestOsInfo(Cli& cli) {
+  if (cli.args.size() != 1) return cli.Usage("usage: kvctl guestosinfo NAME");
+  const std::string& name = cli.args[0];
+  VirtualMachineInstance vmi;
+  grpc::ClientContext ctx;
+  grpc::Status s = cli.stub->GetVMI(Deadline(&ctx), cli.Ref(name), &vmi);
+  if (!s.ok()) return cli.RpcError(s);
+  const kvnode::v1::GuestAgentInfo& agent = vmi.status().launcher().guest_agent();
+  if (!agent.connected()) {
+    *cli.err << "error: virtualmachineinstance \"" << name
+             << "\": guest agent is not connected (the guest runs none, or it has not started)\n";
+    return 1;
+  }
+  // virtctl's shape (KubeVirt's VirtualMachineInstanceGuestAgentInfo).
+  google::protobuf::Struct out;
+  auto& f = *out.mutable_fields();
+  f["guestAgentVersion"].set_string_value(agent.version());
+  f["hostname"].set_string_value(agent.hostname());
+  std::string os_json = ToJson(agent.os());
+  google::protobuf::Struct os;
+  if (google::protobuf::util::JsonStringToMessage(os_json, &os).ok()) {
+    *f["os"].mutable_struct_value() = os;
+  }
+  auto* commands = f["supportedCommands"].mutable_list_value();
+  for (const std::string& c : agent.supported_commands()) {
+    auto* cmd = commands->add_values()->mutable_struct_value()->mutable_fields();
+    (*cmd)["name"].set_string_value(c);
+    (*cmd)["enabled"].set_bool_value(true);
+  }
+  *cli.out << MessageToJson(out);
   return 0;
 }
 

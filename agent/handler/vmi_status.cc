@@ -1,5 +1,6 @@
 #include "agent/handler/vmi_status.h"
 
+#include "absl/strings/ascii.h"
 #include "agent/base/clock.h"
 
 namespace kvnode {
@@ -98,11 +99,47 @@ void SetReadyAndPaused(kvnode::v1::VirtualMachineInstance* vmi, const DomainStat
 
 }  // namespace
 
+bool ApplyGuestAgent(kvnode::v1::VirtualMachineInstance* vmi,
+                     const kvnode::v1::GuestAgentInfo& agent, absl::Time now) {
+  auto* status = vmi->mutable_status();
+  bool changed = false;
+  if (status->launcher().guest_agent().SerializeAsString() != agent.SerializeAsString()) {
+    *status->mutable_launcher()->mutable_guest_agent() = agent;
+    changed = true;
+  }
+  if (agent.connected()) {
+    if (FindCondition(status->conditions(), "AgentConnected") == nullptr) {
+      changed |= SetCondition(status->mutable_conditions(), "AgentConnected", "True", "", "", now);
+    }
+    if (agent.has_os() && status->guest_os_info().SerializeAsString() !=
+                              agent.os().SerializeAsString()) {
+      *status->mutable_guest_os_info() = agent.os();
+      changed = true;
+    }
+  } else {
+    changed |= RemoveCondition(status->mutable_conditions(), "AgentConnected");
+  }
+  for (auto& iface : *status->mutable_interfaces()) {
+    const kvnode::v1::GuestAgentInterface* seen = nullptr;
+    for (const auto& a : agent.interfaces()) {
+      if (agent.connected() && absl::AsciiStrToLower(iface.mac()) == a.mac()) seen = &a;
+    }
+    const std::string name = seen == nullptr ? "" : seen->name();
+    const char* source = seen == nullptr ? kInfoSourceDomain : kInfoSourceDomainAndAgent;
+    if (iface.interface_name() != name || iface.info_source() != source) {
+      iface.set_interface_name(name);
+      iface.set_info_source(source);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
 bool ApplyDomainStatus(kvnode::v1::VirtualMachineInstance* vmi, const DomainStatus& d,
                        absl::Time now) {
   auto* status = vmi->mutable_status();
   if (IsFinalPhase(status->phase())) return false;
-  bool changed = false;
+  bool changed = ApplyGuestAgent(vmi, d.guest_agent(), now);
   if (d.qemu_pid() > 0 && status->launcher().qemu_pid() != d.qemu_pid()) {
     status->mutable_launcher()->set_qemu_pid(d.qemu_pid());
     changed = true;

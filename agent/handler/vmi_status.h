@@ -34,6 +34,20 @@ bool IsFinalPhase(const std::string& phase);
 bool SetPhase(kvnode::v1::VirtualMachineInstanceStatus* status, const std::string& phase,
               absl::Time now);
 
+// KubeVirt's interface info sources (pkg/network/netbinding status).
+inline constexpr char kInfoSourceDomain[] = "domain";
+inline constexpr char kInfoSourceDomainAndAgent[] = "domain, guest-agent";
+
+// What the launcher's agent poller says, applied as KubeVirt's virt-handler does
+// (pkg/virt-handler/vm.go updateGuestAgentConditions, pkg/network/domainspec netstat): the
+// condition AgentConnected True while the agent answers, removed otherwise;
+// status.guestOSInfo from the agent; each interface of the domain whose MAC the agent lists
+// gets the guest's name for it (interfaceName) and infoSource "domain, guest-agent"
+// (masquerade keeps reporting the pod's addresses); the whole answer in
+// status.launcher.guestAgent (kvctl guestosinfo). Returns true when anything changed.
+bool ApplyGuestAgent(kvnode::v1::VirtualMachineInstance* vmi,
+                     const kvnode::v1::GuestAgentInfo& agent, absl::Time now);
+
 // What a domain status means for the VMI.
 struct DomainOutcome {
   std::string phase;    // empty: no change

@@ -139,5 +139,40 @@ TEST(VmiStatusTest, AMigrationOutIsInFlightOnlyOnItsSourceUntilItEnds) {
   EXPECT_FALSE(IsMigratingOutFrom(status, "node-a"));
 }
 
+TEST(VmiStatusTest, TheGuestAgentSetsAgentConnectedOsInfoAndInterfaceNames) {
+  kvnode::v1::VirtualMachineInstance vmi;
+  auto* iface = vmi.mutable_status()->add_interfaces();
+  iface->set_name("default");
+  iface->set_mac("02:7E:5A:00:00:01");
+  iface->set_ip_address("10.244.0.5");
+  iface->set_info_source("domain");
+  kvnode::v1::GuestAgentInfo agent;
+  agent.set_connected(true);
+  agent.set_version("10.0.2");
+  agent.mutable_os()->set_kernel_release("6.1.0-57-cloud-amd64");
+  auto* eth0 = agent.add_interfaces();
+  eth0->set_name("eth0");
+  eth0->set_mac("02:7e:5a:00:00:01");
+  eth0->add_ip_addresses("10.0.2.2");
+  absl::Time t0 = absl::FromUnixSeconds(1800000000);
+  EXPECT_TRUE(ApplyGuestAgent(&vmi, agent, t0));
+  const auto* c = FindCondition(vmi.status().conditions(), "AgentConnected");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->status(), "True");
+  EXPECT_EQ(vmi.status().guest_os_info().kernel_release(), "6.1.0-57-cloud-amd64");
+  EXPECT_EQ(vmi.status().interfaces(0).interface_name(), "eth0");
+  EXPECT_EQ(vmi.status().interfaces(0).info_source(), "domain, guest-agent");
+  EXPECT_EQ(vmi.status().interfaces(0).ip_address(), "10.244.0.5") << "masquerade: the pod's";
+  EXPECT_EQ(vmi.status().launcher().guest_agent().version(), "10.0.2");
+  EXPECT_FALSE(ApplyGuestAgent(&vmi, agent, t0 + absl::Seconds(10))) << "nothing new";
+
+  // The agent goes: the condition goes (as in KubeVirt), the OS info stays as last seen.
+  EXPECT_TRUE(ApplyGuestAgent(&vmi, kvnode::v1::GuestAgentInfo(), t0 + absl::Seconds(20)));
+  EXPECT_EQ(FindCondition(vmi.status().conditions(), "AgentConnected"), nullptr);
+  EXPECT_EQ(vmi.status().interfaces(0).interface_name(), "");
+  EXPECT_EQ(vmi.status().interfaces(0).info_source(), "domain");
+  EXPECT_EQ(vmi.status().guest_os_info().kernel_release(), "6.1.0-57-cloud-amd64");
+}
+
 }  // namespace
 }  // namespace kvnode

@@ -34,12 +34,27 @@ DomainManager::DomainManager(DomainManagerOptions options, Hypervisor* hyperviso
       converter_(std::move(converter)),
       sink_(sink),
       clock_(clock) {
-  hypervisor_->SetEventCallback([this](const DomainLifecycleEvent& e) { OnEvent(e); });
   worker_ = std::thread([this] { WorkerLoop(); });
+  poller_ = std::make_unique<AgentPoller>(
+      hypervisor_,
+      [this] {
+        absl::MutexLock lock(&mu_);
+        return !done_ && !stopped_ && last_.state() == "Running";
+      },
+      [this](const kvnode::v1::GuestAgentInfo& info) {
+        absl::MutexLock lock(&mu_);
+        agent_ = info;
+        if (!done_ && !last_.state().empty()) {
+          PublishLocked("MODIFIED", StatusLocked(last_), "AgentInfo");
+        }
+      });
+  // Events last: OnEvent uses the poller.
+  hypervisor_->SetEventCallback([this](const DomainLifecycleEvent& e) { OnEvent(e); });
 }
 
 DomainManager::~DomainManager() {
   hypervisor_->SetEventCallback(nullptr);
+  poller_.reset();
   {
     absl::MutexLock lock(&mu_);
     quit_ = true;
@@ -212,6 +227,7 @@ DomainStatus DomainManager::StatusLocked(const DomainStatus& base) {
   s.set_destroyed_after_grace(destroyed_after_grace_);
   s.set_acpi_enabled(acpi_enabled_);
   s.set_guest_panicked(guest_panicked_);
+  *s.mutable_guest_agent() = agent_;
   s.set_observed_at_unix_nano(absl::ToUnixNanos(clock_->Now()));
   return s;
 }
@@ -268,6 +284,9 @@ void DomainManager::OnEvent(const DomainLifecycleEvent& event) {
     return;
   }
   if (event.event == "Defined" || event.event == "Undefined") return;
+  if (event.event == "AgentConnected" || event.event == "AgentDisconnected") {
+    poller_->ChannelChanged(event.event == "AgentConnected");
+  }
   DomainStatus base;
   base.set_exists(true);
   // The state itself is read by the worker-free path below; events carry enough to map the

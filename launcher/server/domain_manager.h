@@ -6,7 +6,8 @@
 //     counts as synced from its first Started/Resumed event.
 //   - Shutdown(grace) presses the ACPI power button now and every 5 s, and destroys the domain
 //     when the grace period ends; grace 0 destroys at once. The final status says which.
-//   - Every libvirt event is pushed to the handler at once through the EventSink.
+//   - Every libvirt event is pushed to the handler at once through the EventSink, and so is
+//     each change of what the guest agent says (AgentPoller).
 //   - When the domain stops, the manager undefines it, records the final status in a file
 //     (so a handler that was down still learns how the VMI ended), pushes the final event, and
 //     reports Done() so the launcher can exit.
@@ -27,6 +28,7 @@
 #include "agent/base/clock.h"
 #include "kvnode/v1/launcher.pb.h"
 #include "launcher/libvirt/hypervisor.h"
+#include "launcher/server/agent_poller.h"
 
 namespace kvnode {
 
@@ -129,9 +131,13 @@ class DomainManager {
   // What the handler was last told of the domain (existence, state, reason, QEMU pid); no
   // state before the domain has started.
   kvnode::v1::DomainStatus last_ ABSL_GUARDED_BY(mu_);
+  // What the agent poller reported last; part of every status published.
+  kvnode::v1::GuestAgentInfo agent_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
   std::thread worker_;
+  // Last: made after, and stopped before, everything it calls into.
+  std::unique_ptr<AgentPoller> poller_;
 };
 
 // Writes `status` as JSON to `path` atomically (temp file, fsync, rename).

@@ -1,6 +1,10 @@
 #include "launcher/server/guest_agent.h"
 
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
 #include "google/protobuf/struct.pb.h"
@@ -22,17 +26,31 @@ std::string JsonString(const std::string& s) {
   return out;
 }
 
-// The "return" object of an agent reply.
-absl::StatusOr<Struct> ReturnOf(const std::string& reply) {
+// The "return" value of an agent reply.
+absl::StatusOr<Value> ReturnValueOf(const std::string& reply) {
   Struct parsed;
   if (!google::protobuf::util::JsonStringToMessage(reply, &parsed).ok()) {
     return absl::InternalError("guest agent reply is not JSON: " + reply.substr(0, 200));
   }
   auto it = parsed.fields().find("return");
-  if (it == parsed.fields().end() || !it->second.has_struct_value()) {
+  if (it == parsed.fields().end()) {
+    return absl::InternalError("guest agent reply has no return: " + reply.substr(0, 200));
+  }
+  return it->second;
+}
+
+// The "return" object of an agent reply.
+absl::StatusOr<Struct> ReturnOf(const std::string& reply) {
+  ASSIGN_OR_RETURN(Value v, ReturnValueOf(reply));
+  if (!v.has_struct_value()) {
     return absl::InternalError("guest agent reply has no return object: " + reply.substr(0, 200));
   }
-  return it->second.struct_value();
+  return v.struct_value();
+}
+
+std::string Field(const Struct& s, const std::string& key) {
+  auto it = s.fields().find(key);
+  return it == s.fields().end() ? "" : it->second.string_value();
 }
 
 }  // namespace
@@ -83,6 +101,100 @@ absl::Status GuestExec(Hypervisor* hypervisor, const std::vector<std::string>& c
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
+}
+
+absl::Status ParseGuestInfo(const std::string& reply, kvnode::v1::GuestAgentInfo* info) {
+  ASSIGN_OR_RETURN(Struct ret, ReturnOf(reply));
+  info->set_version(Field(ret, "version"));
+  info->clear_supported_commands();
+  auto commands = ret.fields().find("supported_commands");
+  if (commands != ret.fields().end()) {
+    for (const Value& c : commands->second.list_value().values()) {
+      const Struct& cmd = c.struct_value();
+      auto enabled = cmd.fields().find("enabled");
+      if (enabled == cmd.fields().end() || enabled->second.bool_value()) {
+        info->add_supported_commands(Field(cmd, "name"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseOsInfo(const std::string& reply, kvnode::v1::GuestAgentInfo* info) {
+  ASSIGN_OR_RETURN(Struct ret, ReturnOf(reply));
+  auto* os = info->mutable_os();
+  os->set_name(Field(ret, "name"));
+  os->set_kernel_release(Field(ret, "kernel-release"));
+  os->set_version(Field(ret, "version"));
+  os->set_pretty_name(Field(ret, "pretty-name"));
+  os->set_version_id(Field(ret, "version-id"));
+  os->set_kernel_version(Field(ret, "kernel-version"));
+  os->set_machine(Field(ret, "machine"));
+  os->set_id(Field(ret, "id"));
+  return absl::OkStatus();
+}
+
+absl::Status ParseHostName(const std::string& reply, kvnode::v1::GuestAgentInfo* info) {
+  ASSIGN_OR_RETURN(Struct ret, ReturnOf(reply));
+  info->set_hostname(Field(ret, "host-name"));
+  return absl::OkStatus();
+}
+
+absl::Status ParseInterfaces(const std::string& reply, kvnode::v1::GuestAgentInfo* info) {
+  ASSIGN_OR_RETURN(Value ret, ReturnValueOf(reply));
+  if (!ret.has_list_value()) {
+    return absl::InternalError("guest-network-get-interfaces returned no list");
+  }
+  info->clear_interfaces();
+  for (const Value& v : ret.list_value().values()) {
+    const Struct& iface = v.struct_value();
+    const std::string mac = absl::AsciiStrToLower(Field(iface, "hardware-address"));
+    // The loopback has no hardware address worth reporting (KubeVirt leaves it out too).
+    if (mac.empty() || mac == "00:00:00:00:00:00") continue;
+    auto* out = info->add_interfaces();
+    out->set_name(Field(iface, "name"));
+    out->set_mac(mac);
+    auto addrs = iface.fields().find("ip-addresses");
+    if (addrs == iface.fields().end()) continue;
+    for (const Value& a : addrs->second.list_value().values()) {
+      std::string ip = Field(a.struct_value(), "ip-address");
+      // KubeVirt drops IPv6 link-local addresses of the guest.
+      if (!ip.empty() && !absl::StartsWith(absl::AsciiStrToLower(ip), "fe80:")) {
+        out->add_ip_addresses(ip);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kvnode::v1::GuestAgentInfo> QueryGuestAgent(Hypervisor* hypervisor,
+                                                           absl::Duration timeout) {
+  kvnode::v1::GuestAgentInfo info;
+  const int seconds = Seconds(timeout);
+  ASSIGN_OR_RETURN(std::string reply,
+                   hypervisor->AgentCommand(R"({"execute":"guest-info"})", seconds));
+  RETURN_IF_ERROR(ParseGuestInfo(reply, &info));
+  info.set_connected(true);
+  const auto& supported = info.supported_commands();
+  auto has = [&supported](const char* name) {
+    return supported.empty() ||
+           std::find(supported.begin(), supported.end(), name) != supported.end();
+  };
+  struct Query {
+    const char* command;
+    absl::Status (*parse)(const std::string&, kvnode::v1::GuestAgentInfo*);
+  };
+  for (const Query& q : {Query{"guest-get-osinfo", ParseOsInfo},
+                         Query{"guest-get-host-name", ParseHostName},
+                         Query{"guest-network-get-interfaces", ParseInterfaces}}) {
+    if (!has(q.command)) continue;
+    auto r = hypervisor->AgentCommand(absl::StrCat(R"({"execute":")", q.command, R"("})"),
+                                      seconds);
+    // An agent that stops answering half-way is reported by the next poll; what it said
+    // before stays.
+    if (r.ok()) (void)q.parse(*r, &info);
+  }
+  return info;
 }
 
 }  // namespace kvnode

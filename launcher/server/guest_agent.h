@@ -1,7 +1,8 @@
-// Probes that go through the QEMU guest agent, as KubeVirt's guestAgentPing and exec probes do
-// (virt-launcher runs them with the agent's guest-ping and guest-exec commands): a probe
+// The QEMU guest agent from the launcher: probes, as KubeVirt's guestAgentPing and exec probes
+// do (virt-launcher runs them with the agent's guest-ping and guest-exec commands: a probe
 // passes when the agent answers the ping, or when the command it ran in the guest exited 0
-// within the timeout.
+// within the timeout), and the guest's own view of itself that the agent poller reports
+// (guest-info, guest-get-osinfo, guest-get-host-name, guest-network-get-interfaces).
 //
 // Thread-compatible; the Hypervisor serialises agent commands itself.
 #ifndef KVNODE_LAUNCHER_SERVER_GUEST_AGENT_H_
@@ -25,6 +26,18 @@ absl::Status GuestExec(Hypervisor* hypervisor, const std::vector<std::string>& c
 
 // The guest-exec request for `command` (exposed for tests).
 std::string GuestExecRequest(const std::vector<std::string>& command);
+
+// What the agent says now: its version and commands, and (each when the agent has the
+// command) the OS, host name and interfaces, with `connected` set. An error when guest-info
+// gets no answer (no agent on the channel).
+absl::StatusOr<kvnode::v1::GuestAgentInfo> QueryGuestAgent(Hypervisor* hypervisor,
+                                                           absl::Duration timeout);
+
+// The replies' parts into `info` (exposed for tests); an error names the command.
+absl::Status ParseGuestInfo(const std::string& reply, kvnode::v1::GuestAgentInfo* info);
+absl::Status ParseOsInfo(const std::string& reply, kvnode::v1::GuestAgentInfo* info);
+absl::Status ParseHostName(const std::string& reply, kvnode::v1::GuestAgentInfo* info);
+absl::Status ParseInterfaces(const std::string& reply, kvnode::v1::GuestAgentInfo* info);
 
 }  // namespace kvnode
 

@@ -15,6 +15,7 @@
 #   KVNODE_GUEST_KERNEL_FLAVOUR    cloud (default) or generic (linux-image-amd64: bigger, but has
 #                                  the AHCI driver, i.e. SATA cdroms on q35)
 #   KVNODE_GUEST_KERNEL_DEB        use this kernel .deb instead of asking apt
+#   KVNODE_GUEST_AGENT_DEB         use this qemu-guest-agent .deb instead of asking apt
 #   KVNODE_GUEST_IMAGE_MB          size of the image (default 64)
 #   KVNODE_GUEST_CMDLINE_EXTRA     appended to the kernel command line
 #   KVNODE_GUEST_FORCE=1           rebuild even if the image is up to date
@@ -36,7 +37,7 @@ busybox=/bin/busybox
 cmdline="console=ttyS0,115200 panic=0 quiet ${KVNODE_GUEST_CMDLINE_EXTRA:-}"
 cmdline=${cmdline% }
 
-for tool in apt-cache apt-get dpkg-deb cpio gzip mkfs.vfat mcopy syslinux flock; do
+for tool in apt-cache apt-get dpkg-deb cpio gzip mkfs.vfat mcopy syslinux flock ldd; do
 	command -v "$tool" >/dev/null || die "missing $tool (apt-get install busybox-static cpio dosfstools mtools syslinux syslinux-common)"
 done
 # Read the whole list first: `--list | grep -q` lets busybox die of SIGPIPE, which pipefail
@@ -56,6 +57,17 @@ generic) meta=linux-image-amd64; pattern='linux-image-[0-9]*[0-9]-amd64_*_amd64.
 *) die "KVNODE_GUEST_KERNEL_FLAVOUR must be cloud or generic, not '$flavour'" ;;
 esac
 mkdir -p "$cache/debs"
+# fetch_deb PACKAGE VERSION: the package's .deb in the cache (downloaded when missing), or
+# nothing when apt cannot get it.
+fetch_deb() {
+	local file="${1}_${2//:/%3a}_amd64.deb"
+	if [ ! -s "$cache/debs/$file" ]; then
+		log "downloading $1 $2"
+		(cd "$cache/debs" && apt-get download -q -o APT::Sandbox::User=root "$1=$2" >&2) ||
+			log "apt-get download $1 failed; trying the cache"
+	fi
+	if [ -s "$cache/debs/$file" ]; then echo "$cache/debs/$file"; fi
+}
 deb=${KVNODE_GUEST_KERNEL_DEB:-}
 if [ -z "$deb" ]; then
 	# The metapackage depends on exactly one real kernel package at one version, e.g.
@@ -63,15 +75,7 @@ if [ -z "$deb" ]; then
 	# pkgcache.bin each call costs half a second.)
 	read -r pkg ver < <(apt-cache show --no-all-versions "$meta" 2>/dev/null |
 		sed -n 's/^Depends:.*\(linux-image-[0-9][^ ,]*\) (= \([^)]*\)).*/\1 \2/p' | head -n 1) || true
-	if [ -n "${pkg:-}" ]; then
-		file="${pkg}_${ver//:/%3a}_amd64.deb"
-		if [ ! -s "$cache/debs/$file" ]; then
-			log "downloading $pkg $ver"
-			(cd "$cache/debs" && apt-get download -q -o APT::Sandbox::User=root "$pkg=$ver" >&2) ||
-				log "apt-get download $pkg failed; trying the cache"
-		fi
-		if [ -s "$cache/debs/$file" ]; then deb="$cache/debs/$file"; fi
-	fi
+	if [ -n "${pkg:-}" ]; then deb=$(fetch_deb "$pkg" "$ver"); fi
 	if [ -z "$deb" ]; then
 		# No apt lists, or no mirror: the newest cached kernel of this flavour.
 		# shellcheck disable=SC2086,SC2012 # $pattern is a glob; names are Debian package names
@@ -84,9 +88,23 @@ if [ -z "$deb" ]; then
 fi
 [ -s "$deb" ] || die "kernel package $deb is missing"
 
+# --- the guest agent .deb: Debian's qemu-guest-agent, its qemu-ga with the host's libraries ---------
+agent_deb=${KVNODE_GUEST_AGENT_DEB:-}
+if [ -z "$agent_deb" ]; then
+	ver=$(apt-cache show --no-all-versions qemu-guest-agent 2>/dev/null | sed -n 's/^Version: //p' | head -n 1)
+	if [ -n "$ver" ]; then agent_deb=$(fetch_deb qemu-guest-agent "$ver"); fi
+	if [ -z "$agent_deb" ]; then
+		# shellcheck disable=SC2012 # Debian package names
+		agent_deb=$(cd "$cache/debs" && ls -t qemu-guest-agent_*_amd64.deb 2>/dev/null | head -n 1 || true)
+		[ -n "$agent_deb" ] || die "no qemu-guest-agent: apt cannot get it (run apt-get update) and $cache/debs has none"
+		agent_deb="$cache/debs/$agent_deb"
+	fi
+fi
+[ -s "$agent_deb" ] || die "guest agent package $agent_deb is missing"
+
 # --- up to date? -----------------------------------------------------------------------------------
-stamp="flavour=$flavour deb=$(basename "$deb") size_mb=$img_mb busybox=$(dpkg-query -W -f='${Version}' busybox-static 2>/dev/null || echo unknown) cmdline=$cmdline"
-inputs=("$self" "$here/rootfs" "$busybox" "$deb")
+stamp="flavour=$flavour deb=$(basename "$deb") agent=$(basename "$agent_deb") size_mb=$img_mb busybox=$(dpkg-query -W -f='${Version}' busybox-static 2>/dev/null || echo unknown) cmdline=$cmdline"
+inputs=("$self" "$here/rootfs" "$busybox" "$deb" "$agent_deb")
 if [ -z "${KVNODE_GUEST_FORCE:-}" ] && [ -s "$img" ] && [ -f "$img.stamp" ] &&
 	[ "$(cat "$img.stamp")" = "$stamp" ] &&
 	[ -z "$(find -L "${inputs[@]}" -newer "$img" -print -quit)" ]; then
@@ -188,6 +206,27 @@ for n in "${order[@]}"; do
 	esac
 	echo "$n${modargs[$n]:+ ${modargs[$n]}}" >> "$root/etc/kvnode/modules"
 done
+# The guest agent: qemu-ga from its .deb, and the shared libraries it needs (with the loader) as
+# the host has them (Debian's, the same release the package was built for).
+dpkg-deb -x "$agent_deb" "$work/qga"
+install -m 0755 "$work/qga/usr/sbin/qemu-ga" "$root/usr/sbin/qemu-ga"
+missing=$(ldd "$work/qga/usr/sbin/qemu-ga" | awk '/not found/ {print $1}')
+[ -z "$missing" ] || die "qemu-ga needs libraries this host lacks: $missing (apt-get install qemu-guest-agent's dependencies)"
+ldd "$work/qga/usr/sbin/qemu-ga" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' |
+	while read -r lib; do
+		mkdir -p "$root$(dirname "$lib")"
+		cp -L "$lib" "$root$lib"
+	done
+# What the agent reports as the guest's OS (guest-get-osinfo reads it).
+debian_version=$(cat /etc/debian_version 2>/dev/null || echo unknown)
+cat > "$root/etc/os-release" <<EOF
+PRETTY_NAME="kvnode test guest (Debian ${debian_version} kernel and busybox)"
+NAME="kvnode test guest"
+ID=kvnode-guest
+ID_LIKE=debian
+VERSION_ID="${debian_version}"
+VERSION="${debian_version}"
+EOF
 echo "root:x:0:0:root:/:/bin/sh" > "$root/etc/passwd"
 echo "root:x:0:" > "$root/etc/group"
 echo "127.0.0.1 localhost" > "$root/etc/hosts"
@@ -220,6 +259,7 @@ cp "$work/initrd.gz" "$out/initrd.gz"
 echo "$cmdline" > "$out/cmdline"
 {
 	echo "kernel: $(basename "$deb") ($kver)"
+	echo "guest agent: $(basename "$agent_deb")"
 	echo "cmdline: $cmdline"
 	echo "modules (load order):"
 	sed 's/^/  /' "$root/etc/kvnode/modules"

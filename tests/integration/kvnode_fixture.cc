@@ -97,6 +97,18 @@ const std::string& GuestImage() {
   return image;
 }
 
+std::string GuestKernelRelease() {
+  const std::string& image = GuestImage();
+  if (image.empty()) return "";
+  std::ifstream manifest(image.substr(0, image.rfind('/')) + "/guest.manifest");
+  std::string line;
+  std::smatch m;
+  while (std::getline(manifest, line)) {
+    if (std::regex_search(line, m, std::regex("^kernel: .* \\((.+)\\)$"))) return m[1];
+  }
+  return "";
+}
+
 bool CanRunGuests(std::string* why) {
   if (geteuid() != 0) {
     *why = "integration tests need root (they start the handler)";
@@ -355,13 +367,24 @@ absl::Status HandlerProcess::PrepareDisk(const std::string& ns, const std::strin
   return absl::OkStatus();
 }
 
+absl::Status HandlerProcess::SetGuestBootFile(const std::string& ns, const std::string& claim,
+                                              const std::string& script,
+                                              const std::string& value) {
+  std::string image = absl::StrCat(volumes_dir_, "/", ns, "/", claim, "/disk.img");
+  auto r = RunCommand({"/bin/bash", SourceDir() + "/tests/guest/" + script + ".sh", image, value});
+  RETURN_IF_ERROR(r.status());
+  if (!r->success()) return absl::InternalError(script + ": " + r->output);
+  return absl::OkStatus();
+}
+
 absl::Status HandlerProcess::SetGuestConnect(const std::string& ns, const std::string& claim,
                                              const std::string& target) {
-  std::string image = absl::StrCat(volumes_dir_, "/", ns, "/", claim, "/disk.img");
-  auto r = RunCommand({"/bin/bash", SourceDir() + "/tests/guest/set-connect.sh", image, target});
-  RETURN_IF_ERROR(r.status());
-  if (!r->success()) return absl::InternalError("set-connect: " + r->output);
-  return absl::OkStatus();
+  return SetGuestBootFile(ns, claim, "set-connect", target);
+}
+
+absl::Status HandlerProcess::SetGuestAgent(const std::string& ns, const std::string& claim,
+                                           bool on) {
+  return SetGuestBootFile(ns, claim, "set-agent", on ? "on" : "off");
 }
 
 HandlerProcess::CommandOutput HandlerProcess::Kvctl(const std::vector<std::string>& args,

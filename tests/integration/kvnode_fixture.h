@@ -21,6 +21,8 @@ namespace kvnode::testing {
 
 // The test guest image, built once per machine by tests/guest/build-guest.sh.
 const std::string& GuestImage();
+// The kernel release the test guest runs (from its guest.manifest), "" when unknown.
+std::string GuestKernelRelease();
 
 // Paths of this build.
 std::string BinaryDir();  // build/bin
@@ -101,6 +103,12 @@ class HandlerProcess {
   // Makes the guest on PVC `claim` connect to `target` ("HOST:PORT") once it has an address.
   absl::Status SetGuestConnect(const std::string& ns, const std::string& claim,
                                const std::string& target);
+  // Whether the guest on PVC `claim` starts its QEMU guest agent (it does by default).
+  absl::Status SetGuestAgent(const std::string& ns, const std::string& claim, bool on);
+
+  // tests/guest/<script>.sh on the guest image of PVC `claim`, with `value`.
+  absl::Status SetGuestBootFile(const std::string& ns, const std::string& claim,
+                                const std::string& script, const std::string& value);
 
   // Runs kvctl against this handler; returns exit status and output.
   CommandOutput Kvctl(const std::vector<std::string>& args, absl::Duration timeout = absl::Seconds(60));

@@ -1,7 +1,7 @@
 // Readiness and liveness probes against real guests: the test guest's web server on port 80
 // makes a tcpSocket or httpGet probe pass; a port nothing listens on keeps a running VMI not
-// Ready; a guestAgentPing probe fails without a guest agent (the test guest has none); a
-// failing liveness probe ends the VMI.
+// Ready; a guestAgentPing probe passes against the test guest's real qemu-ga and fails in a
+// guest that runs no agent (set-agent.sh off); a failing liveness probe ends the VMI.
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -26,9 +26,14 @@ std::string ReadyOf(const VirtualMachineInstance& v, std::string* reason = nullp
 class VmiProbeTest : public GuestTest {
  protected:
   // A guest on the pod network with `probe` as its readiness (or liveness) probe, synced.
-  void SyncProbed(const std::string& name, const kvnode::v1::Probe& probe, bool liveness = false) {
+  void SyncProbed(const std::string& name, const kvnode::v1::Probe& probe, bool liveness = false,
+                  bool agent = true) {
     ASSERT_TRUE(handler_->PrepareDisk("default", name + "-disk").ok());
+    if (!agent) {
+      ASSERT_TRUE(handler_->SetGuestAgent("default", name + "-disk", false).ok());
+    }
     VirtualMachineInstance vmi = GuestVmi(name, name + "-disk");
+    // The pod interface (GuestVmi leaves it out): probes reach the guest at the pod IP.
     vmi.mutable_spec()->mutable_domain()->mutable_devices()->clear_autoattach_pod_interface();
     *(liveness ? vmi.mutable_spec()->mutable_liveness_probe()
                : vmi.mutable_spec()->mutable_readiness_probe()) = probe;
@@ -84,7 +89,7 @@ TEST_F(VmiProbeTest, ReadyFollowsATcpProbeAndAProbeOnADeadPortKeepsTheVmiRunning
   EXPECT_THAT(events.out, HasSubstr("Readiness probe failed"));
 }
 
-TEST_F(VmiProbeTest, AnHttpProbePassesAndAGuestAgentPingFailsWithoutAnAgent) {
+TEST_F(VmiProbeTest, HttpAndGuestAgentPingProbesPassAndAPingFailsWithoutAnAgent) {
   kvnode::v1::Probe http;
   http.mutable_http_get()->set_port("80");
   http.mutable_http_get()->set_path("/");
@@ -93,9 +98,13 @@ TEST_F(VmiProbeTest, AnHttpProbePassesAndAGuestAgentPingFailsWithoutAnAgent) {
   ping.mutable_guest_agent_ping();
   ping.set_period_seconds(1);
   SyncProbed("http", http);
-  SyncProbed("agentless", ping);
-  auto ready = WaitFor("http", [](const VirtualMachineInstance& v) { return ReadyOf(v) == "True"; });
-  ASSERT_TRUE(ready.ok()) << ready.status();
+  SyncProbed("pinged", ping);  // the guest's own qemu-ga answers
+  SyncProbed("agentless", ping, /*liveness=*/false, /*agent=*/false);
+  for (const char* name : {"http", "pinged"}) {
+    auto ready =
+        WaitFor(name, [](const VirtualMachineInstance& v) { return ReadyOf(v) == "True"; });
+    ASSERT_TRUE(ready.ok()) << name << ": " << ready.status();
+  }
   auto failing = WaitFor("agentless", [](const VirtualMachineInstance& v) {
     std::string reason;
     ReadyOf(v, &reason);
@@ -106,6 +115,48 @@ TEST_F(VmiProbeTest, AnHttpProbePassesAndAGuestAgentPingFailsWithoutAnAgent) {
   ReadyOf(*failing, nullptr, &message);
   EXPECT_THAT(absl::AsciiStrToLower(message), HasSubstr("agent"));
   EXPECT_EQ(failing->status().phase(), "Running");
+}
+
+// The guest's own qemu-ga, polled by the launcher: AgentConnected, status.guestOSInfo with the
+// kernel the guest runs, the guest's name for its NIC, and kvctl guestosinfo; a guest without
+// an agent has none of it and guestosinfo says so.
+TEST_F(VmiProbeTest, TheGuestAgentTellsTheGuestsOwnViewAndItsAbsenceIsSaid) {
+  kvnode::v1::Probe ping;
+  ping.mutable_guest_agent_ping();
+  ping.set_period_seconds(1);
+  SyncProbed("seen", ping);
+  SyncProbed("unseen", ping, /*liveness=*/false, /*agent=*/false);
+  const std::string kernel = GuestKernelRelease();
+  ASSERT_FALSE(kernel.empty());
+  auto seen = WaitFor("seen", [&](const VirtualMachineInstance& v) {
+    bool connected = false;
+    for (const auto& c : v.status().conditions()) {
+      connected |= c.type() == "AgentConnected" && c.status() == "True";
+    }
+    return connected && v.status().guest_os_info().kernel_release() == kernel &&
+           v.status().interfaces_size() == 1 &&
+           v.status().interfaces(0).interface_name() == "eth0" &&
+           v.status().launcher().guest_agent().hostname() == "seen";  // after DHCP named it
+  });
+  ASSERT_TRUE(seen.ok()) << seen.status() << "\n"
+                         << handler_->Kvctl({"get", "vmi", "seen", "-o", "yaml"}).out;
+  EXPECT_EQ(seen->status().interfaces(0).info_source(), "domain, guest-agent");
+  EXPECT_EQ(seen->status().guest_os_info().id(), "kvnode-guest");
+  auto info = handler_->Kvctl({"guestosinfo", "seen"});
+  EXPECT_EQ(info.exit_code, 0) << info.out;
+  EXPECT_THAT(info.out, HasSubstr("\"kernelRelease\": \"" + kernel + "\""));
+  EXPECT_THAT(info.out, HasSubstr("\"hostname\": \"seen\""));
+
+  auto unseen = WaitFor("unseen", [](const VirtualMachineInstance& v) {
+    std::string reason;
+    ReadyOf(v, &reason);
+    return reason == "ReadinessProbeFailed";
+  });
+  ASSERT_TRUE(unseen.ok()) << unseen.status();
+  for (const auto& c : unseen->status().conditions()) EXPECT_NE(c.type(), "AgentConnected");
+  auto none = handler_->Kvctl({"guestosinfo", "unseen"});
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_THAT(none.out, HasSubstr("guest agent is not connected"));
 }
 
 TEST_F(VmiProbeTest, AFailingLivenessProbeEndsTheVmi) {

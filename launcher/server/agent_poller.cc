@@ -1,0 +1,55 @@
+#include "launcher/server/agent_poller.h"
+
+#include "google/protobuf/util/message_differencer.h"
+#include "launcher/server/guest_agent.h"
+
+namespace kvnode {
+
+AgentPoller::AgentPoller(Hypervisor* hypervisor, Running running, OnChange on_change,
+                         absl::Duration interval)
+    : hypervisor_(hypervisor),
+      running_(std::move(running)),
+      on_change_(std::move(on_change)),
+      interval_(interval) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+AgentPoller::~AgentPoller() {
+  {
+    absl::MutexLock lock(&mu_);
+    quit_ = true;
+  }
+  thread_.join();
+}
+
+void AgentPoller::ChannelChanged(bool connected) {
+  absl::MutexLock lock(&mu_);
+  poll_now_ = true;
+  channel_down_ = !connected;
+}
+
+void AgentPoller::Loop() {
+  while (true) {
+    bool channel_down;
+    {
+      absl::MutexLock lock(&mu_);
+      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return quit_ || poll_now_; };
+      mu_.AwaitWithTimeout(absl::Condition(&woken), interval_);
+      if (quit_) return;
+      poll_now_ = false;
+      channel_down = channel_down_;
+      channel_down_ = false;
+    }
+    kvnode::v1::GuestAgentInfo info;  // connected false: no agent answers
+    if (!channel_down && running_()) {
+      auto now = QueryGuestAgent(hypervisor_, absl::Seconds(5));
+      if (now.ok()) info = *std::move(now);
+    }
+    if (!google::protobuf::util::MessageDifferencer::Equals(info, last_)) {
+      last_ = info;
+      on_change_(info);
+    }
+  }
+}
+
+}  // namespace kvnode
