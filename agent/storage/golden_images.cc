@@ -96,13 +96,37 @@ void GoldenImages::Loop() {
 }
 
 void GoldenImages::SyncOnce() {
-  absl::MutexLock lock(&mu_);
-  for (DataImportCron& cron : ListKind<DataImportCron>(store_, kDataImportCronKind, "")) {
-    SyncCron(std::move(cron));
+  for (const DataImportCron& seen : ListKind<DataImportCron>(store_, kDataImportCronKind, "")) {
+    const absl::Time now = clock_->Now();
+    // The registry is asked without the lock: a pull may take its 5 s, and the API's calls
+    // must not wait for it.
+    Poll poll = PollIfDue(seen, now);
+    absl::MutexLock lock(&mu_);
+    auto cron = LoadKind<DataImportCron>(store_, kDataImportCronKind, "dataimportcrons",
+                                         seen.metadata().namespace_(), seen.metadata().name());
+    if (!cron.ok() || cron->metadata().uid() != seen.metadata().uid()) continue;  // deleted
+    SyncCron(*std::move(cron), poll, now);
   }
+  absl::MutexLock lock(&mu_);
   for (DataSource& ds : ListKind<DataSource>(store_, kDataSourceKind, "")) {
     RefreshDataSource(std::move(ds));
   }
+}
+
+GoldenImages::Poll GoldenImages::PollIfDue(const DataImportCron& cron, absl::Time now) {
+  // At the first sync, then at each time the schedule names. An empty schedule polls never
+  // (CDI: the digest is then set by hand, annotation sourceDesiredDigest). The pull is
+  // waited for 5 s; a longer one goes on and the next sync joins it.
+  Poll poll;
+  if (cron.spec().schedule().empty()) return poll;
+  absl::Time next = now;
+  const std::string next_text = Annotation(cron.metadata(), kAnnNextCronTime);
+  if (!next_text.empty()) (void)ParseTimestamp(next_text, &next);
+  if (next > now) return poll;
+  poll.due = true;
+  poll.image = volumes_->EnsureRegistryImage(cron.spec().template_().spec().source().registry(),
+                                             cron.metadata().namespace_(), absl::Seconds(5));
+  return poll;
 }
 
 void GoldenImages::RefreshDataSource(DataSource ds) {
@@ -254,9 +278,8 @@ std::vector<DataVolume> GoldenImages::ImportsOf(const DataImportCron& cron) {
   return imports;
 }
 
-void GoldenImages::SyncCron(DataImportCron cron) {
+void GoldenImages::SyncCron(DataImportCron cron, const Poll& poll, absl::Time now) {
   const DataImportCron before = cron;
-  const absl::Time now = clock_->Now();
   const std::string& ns = cron.metadata().namespace_();
   auto* status = cron.mutable_status();
   auto* conds = status->mutable_conditions();
@@ -305,26 +328,16 @@ void GoldenImages::SyncCron(DataImportCron cron) {
   }
   UpdateManagedDataSource(cron);
 
-  // The poll: at the first sync, then at each time the schedule names. An empty schedule
-  // polls never (CDI: the digest is then set by hand, annotation sourceDesiredDigest). The
-  // pull is waited for 5 s; a longer one goes on and the next sync joins it.
+  // The poll's answer (PollIfDue): the digest it found, and the next time to ask.
   std::string poll_error;
-  if (!cron.spec().schedule().empty()) {
-    auto schedule = CronSchedule::Parse(cron.spec().schedule());
-    absl::Time next = now;
-    const std::string next_text = Annotation(cron.metadata(), kAnnNextCronTime);
-    if (!next_text.empty()) (void)ParseTimestamp(next_text, &next);
-    if (schedule.ok() && next <= now) {
-      auto image =
-          volumes_->EnsureRegistryImage(cron.spec().template_().spec().source().registry(), ns,
-                                        absl::Seconds(5));
-      if (image.ok()) {
-        (*annotations)[kAnnLastCronTime] = FormatTimestamp(now);
-        (*annotations)[kAnnSourceDesiredDigest] = DigestOf(image->image_id);
-        (*annotations)[kAnnNextCronTime] = FormatTimestamp(schedule->Next(now));
-      } else if (VolumeFailureReason(image.status()) != kImagePullingReason) {
-        poll_error = std::string(image.status().message());  // tried again each second
-      }
+  auto schedule = CronSchedule::Parse(cron.spec().schedule());
+  if (poll.due && schedule.ok()) {
+    if (poll.image.ok()) {
+      (*annotations)[kAnnLastCronTime] = FormatTimestamp(now);
+      (*annotations)[kAnnSourceDesiredDigest] = DigestOf(poll.image->image_id);
+      (*annotations)[kAnnNextCronTime] = FormatTimestamp(schedule->Next(now));
+    } else if (VolumeFailureReason(poll.image.status()) != kImagePullingReason) {
+      poll_error = std::string(poll.image.status().message());  // tried again each second
     }
   }
 

@@ -8,7 +8,8 @@
 // (VolumeManager::EnsureRegistryImage): the digest it resolves is pulled once, and the
 // DataVolume's import then finds it in the cache.
 //
-// Thread-safe. One thread (Start) syncs every second and at once after an apply.
+// Thread-safe. One thread (Start) syncs every second and at once after an apply; the registry
+// is asked outside the lock, so the API never waits for a pull.
 #ifndef KVNODE_AGENT_STORAGE_GOLDEN_IMAGES_H_
 #define KVNODE_AGENT_STORAGE_GOLDEN_IMAGES_H_
 
@@ -65,7 +66,14 @@ class GoldenImages {
 
  private:
   void Loop();
-  void SyncCron(kvnode::v1::DataImportCron cron) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A cron's registry poll, when its time has come (due), and what the image cache answered.
+  struct Poll {
+    bool due = false;
+    absl::StatusOr<CachedDisk> image = absl::UnknownError("not polled");
+  };
+  Poll PollIfDue(const kvnode::v1::DataImportCron& cron, absl::Time now);
+  void SyncCron(kvnode::v1::DataImportCron cron, const Poll& poll, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The DataVolume that imports `digest` for `cron` (created unless its claim exists).
   absl::Status CreateImport(kvnode::v1::DataImportCron* cron, const std::string& digest)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
