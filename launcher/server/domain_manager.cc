@@ -35,7 +35,7 @@ DomainManager::DomainManager(DomainManagerOptions options, Hypervisor* hyperviso
       sink_(sink),
       clock_(clock) {
   worker_ = std::thread([this] { WorkerLoop(); });
-  poller_ = std::make_unique<AgentPoller>(
+  auto poller = std::make_unique<AgentPoller>(
       hypervisor_,
       [this] {
         absl::MutexLock lock(&mu_);
@@ -48,13 +48,27 @@ DomainManager::DomainManager(DomainManagerOptions options, Hypervisor* hyperviso
           PublishLocked("MODIFIED", StatusLocked(last_), "AgentInfo");
         }
       });
+  {
+    absl::MutexLock lock(&mu_);
+    poller_ = std::move(poller);
+  }
   // Events last: OnEvent uses the poller.
   hypervisor_->SetEventCallback([this](const DomainLifecycleEvent& e) { OnEvent(e); });
 }
 
-DomainManager::~DomainManager() {
+void DomainManager::DetachFromHypervisor() {
+  if (detached_.exchange(true)) return;
   hypervisor_->SetEventCallback(nullptr);
-  poller_.reset();
+  std::unique_ptr<AgentPoller> poller;
+  {
+    absl::MutexLock lock(&mu_);
+    poller = std::move(poller_);
+  }
+  poller.reset();  // joins, without the lock: a poll in flight reports under it
+}
+
+DomainManager::~DomainManager() {
+  DetachFromHypervisor();
   {
     absl::MutexLock lock(&mu_);
     quit_ = true;
@@ -285,7 +299,7 @@ void DomainManager::OnEvent(const DomainLifecycleEvent& event) {
   }
   if (event.event == "Defined" || event.event == "Undefined") return;
   if (event.event == "AgentConnected" || event.event == "AgentDisconnected") {
-    poller_->ChannelChanged(event.event == "AgentConnected");
+    if (poller_ != nullptr) poller_->ChannelChanged(event.event == "AgentConnected");
   }
   DomainStatus base;
   base.set_exists(true);

@@ -17,6 +17,7 @@
 #ifndef KVNODE_LAUNCHER_SERVER_DOMAIN_MANAGER_H_
 #define KVNODE_LAUNCHER_SERVER_DOMAIN_MANAGER_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -60,6 +61,11 @@ class DomainManager {
   DomainManager(DomainManagerOptions options, Hypervisor* hypervisor, DomainConverter converter,
                 EventSink* sink, Clock* clock);
   ~DomainManager();
+
+  // Lets go of the hypervisor before it is destroyed: no more events, and the agent poller
+  // stopped (waiting for a poll in flight). Idempotent; the destructor calls it when the
+  // owner did not.
+  void DetachFromHypervisor();
 
   absl::Status Sync(const kvnode::v1::VirtualMachineInstance& vmi,
                     const kvnode::v1::DomainOptions& options);
@@ -137,7 +143,8 @@ class DomainManager {
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
   std::thread worker_;
   // Last: made after, and stopped before, everything it calls into.
-  std::unique_ptr<AgentPoller> poller_;
+  std::unique_ptr<AgentPoller> poller_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> detached_{false};
 };
 
 // Writes `status` as JSON to `path` atomically (temp file, fsync, rename).

@@ -320,6 +320,7 @@ int RunLauncher(const std::vector<std::string>& args) {
     spdlog::warn("handler did not take the final event; it is in final-status.json");
   }
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  manager.DetachFromHypervisor();  // the hypervisor goes next
   hypervisor->reset();
   (*daemon)->Stop();
   KillRemainingChildren();
