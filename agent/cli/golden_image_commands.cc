@@ -4,6 +4,8 @@
 #include "agent/cli/cli.h"
 #include "agent/cli/get_objects.h"
 #include "agent/cli/output.h"
+#include "agent/manifest/conditions.h"
+#include "agent/storage/data_source_rules.h"
 #include "grpcpp/grpcpp.h"
 #include "kvnode/v1/storage_service.grpc.pb.h"
 
@@ -13,12 +15,9 @@ namespace {
 using kvnode::v1::DataImportCron;
 using kvnode::v1::DataSource;
 
-std::string ConditionStatus(const google::protobuf::RepeatedPtrField<kvnode::v1::Condition>& cs,
-                            const std::string& type) {
-  for (const auto& c : cs) {
-    if (c.type() == type) return c.status();
-  }
-  return "Unknown";
+std::string ConditionStatus(const Conditions& cs, const std::string& type) {
+  const kvnode::v1::Condition* c = FindCondition(cs, type);
+  return c == nullptr ? "Unknown" : c->status();
 }
 
 std::string PvcRef(const kvnode::v1::DataVolumeSourcePVC& pvc) {
@@ -125,7 +124,7 @@ int DescribeDataSource(Cli& cli, const std::string& name) {
                                 : "<none>")
     << "\n"
     << "Resolves to:  " << PvcRef(ds.status().source().pvc()) << "\n";
-  auto managed = ds.metadata().labels().find("cdi.kubevirt.io/dataImportCron");
+  auto managed = ds.metadata().labels().find(kDataImportCronLabel);
   o << "Managed by:   "
     << (managed == ds.metadata().labels().end() ? "<none>" : "DataImportCron/" + managed->second)
     << "\n";
@@ -149,9 +148,9 @@ int DescribeDataImportCron(Cli& cli, const std::string& name) {
     << "Schedule:            " << (c.spec().schedule().empty() ? "<none>" : c.spec().schedule())
     << "\n"
     << "Managed DataSource:  " << c.spec().managed_data_source() << "\n"
-    << "Desired digest:      " << ann("cdi.kubevirt.io/storage.import.sourceDesiredDigest") << "\n"
-    << "Last poll:           " << ann("cdi.kubevirt.io/storage.import.lastCronTime") << "\n"
-    << "Next poll:           " << ann("cdi.kubevirt.io/storage.import.nextCronTime") << "\n";
+    << "Desired digest:      " << ann(kAnnSourceDesiredDigest) << "\n"
+    << "Last poll:           " << ann(kAnnLastCronTime) << "\n"
+    << "Next poll:           " << ann(kAnnNextCronTime) << "\n";
   for (const auto& i : c.status().current_imports()) {
     o << "Current import:      " << i.data_volume_name() << " (" << i.digest() << ")\n";
   }

@@ -1863,31 +1863,10 @@ void CheckStorageRequest(const kvnode::v1::VolumeResourceRequirements& res, cons
   }
 }
 
-// CDI's sourceRef: a DataSource (the only kind), in the DataVolume's namespace or another.
-void CheckDataVolumeSourceRef(const kvnode::v1::DataVolumeSourceRef& ref, const FieldPath& path,
-                              AdmissionReview* review) {
-  if (ref.kind() != "DataSource") {
-    review->errors.Add(path.Child("kind"),
-                       absl::StrCat("Unsupported sourceRef kind ", Quote(ref.kind()),
-                                    ", currently only DataSource is supported"));
-  }
-  CheckSubdomainName(ref.name(), "DataSource name", path.Child("name"), review);
-  if (!ref.namespace_().empty()) {
-    AddInvalid(ref.namespace_(), "namespace", LabelProblem(ref.namespace_()),
-               path.Child("namespace"), review);
-  }
-}
-
 void CheckDataVolumeSpec(const kvnode::v1::DataVolumeSpec& spec, const FieldPath& path,
                          AdmissionReview* review) {
-  const bool source_set =
-      spec.source().kind_case() != kvnode::v1::DataVolumeSourceSpec::KIND_NOT_SET;
   if (spec.has_source_ref()) {
-    CheckDataVolumeSourceRef(spec.source_ref(), path.Child("sourceRef"), review);
-    if (source_set) {
-      review->errors.Add(path.Child("sourceRef"),
-                         "may not be combined with source (give one of them)");
-    }
+    AdmitDataVolumeSourceRef(spec, path, review);
   } else {
     CheckDataVolumeSource(spec.source(), path.Child("source"), review);
   }
@@ -1950,6 +1929,28 @@ void CheckDataVolumeTemplates(const kvnode::v1::VirtualMachine& vm, bool templat
 }
 
 }  // namespace
+
+void AdmitDataVolumeSourceRef(const kvnode::v1::DataVolumeSpec& spec, const FieldPath& spec_path,
+                              AdmissionReview* review) {
+  if (!spec.has_source_ref()) return;
+  const auto& ref = spec.source_ref();
+  FieldPath path = spec_path.Child("sourceRef");
+  if (spec.source().kind_case() != kvnode::v1::DataVolumeSourceSpec::KIND_NOT_SET) {
+    review->errors.Add(path, absl::StrCat("may not be combined with ",
+                                          spec_path.Child("source").str(),
+                                          " (give one of them)"));
+  }
+  if (ref.kind() != "DataSource") {
+    review->errors.Add(path.Child("kind"),
+                       absl::StrCat("Unsupported sourceRef kind ", Quote(ref.kind()),
+                                    ", currently only DataSource is supported"));
+  }
+  CheckSubdomainName(ref.name(), "DataSource name", path.Child("name"), review);
+  if (!ref.namespace_().empty()) {
+    AddInvalid(ref.namespace_(), "namespace", LabelProblem(ref.namespace_()),
+               path.Child("namespace"), review);
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Public entry points

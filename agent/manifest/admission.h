@@ -115,6 +115,12 @@ std::string ImageReferenceProblem(absl::string_view ref);
 
 // True when `s` is a DNS-1123 label: at most 63 of [a-z0-9-], starting and ending alphanumeric.
 bool IsDns1123Label(absl::string_view s);
+// CDI's sourceRef of a DataVolume spec at `spec_path` (a DataVolume's "spec", a VM's
+// "spec.dataVolumeTemplates[i].spec"): a DataSource (the only kind CDI takes) with a name,
+// never beside a source. Nothing when there is no sourceRef. One rule for both, so a VM's
+// template and a DataVolume say the same.
+void AdmitDataVolumeSourceRef(const kvnode::v1::DataVolumeSpec& spec, const FieldPath& spec_path,
+                              AdmissionReview* review);
 // DNS-1123 subdomain: dot-separated labels, at most 253 characters.
 bool IsDns1123Subdomain(absl::string_view s);
 

@@ -68,7 +68,7 @@ absl::StatusOr<std::string> CaBundleOf(const ConfigMap& cm) {
   return bundle;
 }
 
-absl::StatusOr<ConfigMaps::Applied<ConfigMap>> ConfigMaps::Apply(ConfigMap cm, bool dry_run) {
+absl::StatusOr<Applied<ConfigMap>> ConfigMaps::Apply(ConfigMap cm, bool dry_run) {
   DefaultConfigMap(&cm);
   RETURN_IF_ERROR(AdmitConfigMap(cm).errors.ToStatus());
   absl::MutexLock lock(&mu_);
@@ -111,17 +111,7 @@ absl::StatusOr<ConfigMap> ConfigMaps::Get(const std::string& ns, const std::stri
 }
 
 std::vector<ConfigMap> ConfigMaps::List(const std::string& ns) {
-  std::vector<ConfigMap> items;
-  auto objects = store_->List(kConfigMapKind);
-  if (!objects.ok()) return items;
-  for (const StoredObject& o : *objects) {
-    ConfigMap cm;
-    if ((ns.empty() || o.ns == ns) && FromJson(o.json, &cm).ok()) items.push_back(cm);
-  }
-  std::sort(items.begin(), items.end(), [](const ConfigMap& a, const ConfigMap& b) {
-    return a.metadata().name() < b.metadata().name();
-  });
-  return items;
+  return ListObjects<ConfigMap>(store_, kConfigMapKind, ns);
 }
 
 absl::StatusOr<ConfigMap> ConfigMaps::Delete(const std::string& ns, const std::string& name) {

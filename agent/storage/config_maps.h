@@ -35,11 +35,6 @@ class ConfigMaps {
  public:
   ConfigMaps(Store* store, Clock* clock) : store_(store), clock_(clock) {}
 
-  template <typename T>
-  struct Applied {
-    T object;
-    std::string result;  // ADDED, MODIFIED, UNCHANGED
-  };
   // Creates or replaces the data; an immutable ConfigMap refuses a change of its data.
   absl::StatusOr<Applied<kvnode::v1::ConfigMap>> Apply(kvnode::v1::ConfigMap cm, bool dry_run);
   absl::StatusOr<kvnode::v1::ConfigMap> Get(const std::string& ns, const std::string& name);

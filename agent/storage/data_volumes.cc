@@ -164,17 +164,7 @@ absl::StatusOr<DataVolume> VolumeManager::GetDataVolume(const std::string& ns,
 }
 
 std::vector<DataVolume> VolumeManager::ListDataVolumes(const std::string& ns) {
-  std::vector<DataVolume> dvs;
-  auto objects = store_->List(kDataVolumeKind);
-  if (!objects.ok()) return dvs;
-  for (const StoredObject& o : *objects) {
-    DataVolume dv;
-    if ((ns.empty() || o.ns == ns) && FromJson(o.json, &dv).ok()) dvs.push_back(dv);
-  }
-  std::sort(dvs.begin(), dvs.end(), [](const DataVolume& a, const DataVolume& b) {
-    return a.metadata().name() < b.metadata().name();
-  });
-  return dvs;
+  return ListObjects<DataVolume>(store_, kDataVolumeKind, ns);
 }
 
 absl::StatusOr<DataVolume> VolumeManager::DeleteDataVolume(const std::string& ns,

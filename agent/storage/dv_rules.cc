@@ -34,24 +34,8 @@ AdmissionReview AdmitDataVolume(const DataVolume& dv, const StorageClasses& clas
   AdmitObjectMeta(dv.metadata(), FieldPath("metadata"), &review);
   FieldPath source("spec.source");
   const auto& src = dv.spec().source();
-  if (dv.spec().has_source_ref()) {
-    // CDI: a sourceRef names a DataSource whose claim is cloned; it resolves at import.
-    const auto& ref = dv.spec().source_ref();
-    FieldPath path("spec.sourceRef");
-    if (src.kind_case() != kvnode::v1::DataVolumeSourceSpec::KIND_NOT_SET) {
-      review.errors.Add(path, "may not be combined with spec.source (give one of them)");
-    }
-    if (ref.kind() != "DataSource") {
-      review.errors.Add(path.Child("kind"),
-                        absl::StrCat("Unsupported sourceRef kind \"", ref.kind(),
-                                     "\", currently only DataSource is supported"));
-    }
-    if (ref.name().empty()) review.errors.Add(path.Child("name"), "required");
-    if (!ref.namespace_().empty() && !IsDns1123Label(ref.namespace_())) {
-      review.errors.Add(path.Child("namespace"),
-                        absl::StrCat("\"", ref.namespace_(), "\" is not a namespace name"));
-    }
-  }
+  // CDI: a sourceRef names a DataSource whose claim is cloned; it resolves at import.
+  AdmitDataVolumeSourceRef(dv.spec(), FieldPath("spec"), &review);
   switch (src.kind_case()) {
     case kvnode::v1::DataVolumeSourceSpec::KIND_NOT_SET:
       if (!dv.spec().has_source_ref()) {

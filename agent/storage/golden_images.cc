@@ -25,22 +25,6 @@ constexpr char kProgressing[] = "Progressing";
 constexpr char kUpToDate[] = "UpToDate";
 
 template <typename T>
-std::vector<T> ListKind(Store* store, const char* kind, const std::string& ns) {
-  std::vector<T> items;
-  auto objects = store->List(kind);
-  if (!objects.ok()) return items;
-  for (const StoredObject& o : *objects) {
-    T item;
-    if ((ns.empty() || o.ns == ns) && FromJson(o.json, &item).ok()) items.push_back(item);
-  }
-  std::sort(items.begin(), items.end(), [](const T& a, const T& b) {
-    return std::make_pair(a.metadata().namespace_(), a.metadata().name()) <
-           std::make_pair(b.metadata().namespace_(), b.metadata().name());
-  });
-  return items;
-}
-
-template <typename T>
 absl::StatusOr<T> LoadKind(Store* store, const char* kind, const char* resource,
                            const std::string& ns, const std::string& name) {
   T object;
@@ -84,19 +68,28 @@ void GoldenImages::Start() {
 
 void GoldenImages::Loop() {
   while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return quit_ || kick_; };
-      mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Seconds(1));
-      if (quit_) return;
-      kick_ = false;
+    const int64_t seen = store_->CurrentResourceVersion();
+    const absl::Time due = SyncOnce();
+    // Asleep until the store changes (a cron, DataSource, claim or DataVolume written: an
+    // apply, an import's progress) or a cron's poll is due; awake each second only to notice
+    // the end.
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (quit_) return;
+      }
+      const absl::Duration left = due - clock_->Now();
+      if (left <= absl::ZeroDuration()) break;
+      if (store_->WaitForVersionAbove(seen, absl::Now() + std::min(left, absl::Seconds(1)))) {
+        break;
+      }
     }
-    SyncOnce();
   }
 }
 
-void GoldenImages::SyncOnce() {
-  for (const DataImportCron& seen : ListKind<DataImportCron>(store_, kDataImportCronKind, "")) {
+absl::Time GoldenImages::SyncOnce() {
+  absl::Time due = absl::InfiniteFuture();
+  for (const DataImportCron& seen : ListObjects<DataImportCron>(store_, kDataImportCronKind, "")) {
     const absl::Time now = clock_->Now();
     // The registry is asked without the lock: a pull may take its 5 s, and the API's calls
     // must not wait for it.
@@ -105,12 +98,13 @@ void GoldenImages::SyncOnce() {
     auto cron = LoadKind<DataImportCron>(store_, kDataImportCronKind, "dataimportcrons",
                                          seen.metadata().namespace_(), seen.metadata().name());
     if (!cron.ok() || cron->metadata().uid() != seen.metadata().uid()) continue;  // deleted
-    SyncCron(*std::move(cron), poll, now);
+    due = std::min(due, SyncCron(*std::move(cron), poll, now));
   }
   absl::MutexLock lock(&mu_);
-  for (DataSource& ds : ListKind<DataSource>(store_, kDataSourceKind, "")) {
+  for (DataSource& ds : ListObjects<DataSource>(store_, kDataSourceKind, "")) {
     RefreshDataSource(std::move(ds));
   }
+  return due;
 }
 
 GoldenImages::Poll GoldenImages::PollIfDue(const DataImportCron& cron, absl::Time now) {
@@ -137,7 +131,7 @@ void GoldenImages::RefreshDataSource(DataSource ds) {
 
 // --- DataSources ---
 
-absl::StatusOr<GoldenImages::Applied<DataSource>> GoldenImages::ApplyDataSource(DataSource ds,
+absl::StatusOr<Applied<DataSource>> GoldenImages::ApplyDataSource(DataSource ds,
                                                                                bool dry_run) {
   DefaultDataSource(&ds);
   RETURN_IF_ERROR(AdmitDataSource(ds).errors.ToStatus());
@@ -175,7 +169,7 @@ absl::StatusOr<DataSource> GoldenImages::GetDataSource(const std::string& ns,
 }
 
 std::vector<DataSource> GoldenImages::ListDataSources(const std::string& ns) {
-  return ListKind<DataSource>(store_, kDataSourceKind, ns);
+  return ListObjects<DataSource>(store_, kDataSourceKind, ns);
 }
 
 absl::StatusOr<DataSource> GoldenImages::DeleteDataSource(const std::string& ns,
@@ -189,7 +183,7 @@ absl::StatusOr<DataSource> GoldenImages::DeleteDataSource(const std::string& ns,
 
 // --- DataImportCrons ---
 
-absl::StatusOr<GoldenImages::Applied<DataImportCron>> GoldenImages::ApplyDataImportCron(
+absl::StatusOr<Applied<DataImportCron>> GoldenImages::ApplyDataImportCron(
     DataImportCron cron, bool dry_run) {
   DefaultDataImportCron(&cron);
   RETURN_IF_ERROR(AdmitDataImportCron(cron, volumes_->classes()).errors.ToStatus());
@@ -218,7 +212,7 @@ absl::StatusOr<GoldenImages::Applied<DataImportCron>> GoldenImages::ApplyDataImp
       return applied;
     }
     if (!absl::IsNotFound(stored.status())) return stored.status();
-    for (const DataImportCron& other : ListKind<DataImportCron>(store_, kDataImportCronKind, ns)) {
+    for (const DataImportCron& other : ListObjects<DataImportCron>(store_, kDataImportCronKind, ns)) {
       if (other.spec().managed_data_source() == cron.spec().managed_data_source()) {
         return absl::AlreadyExistsError(absl::StrCat(
             "spec.managedDataSource: DataSource ", cron.spec().managed_data_source(),
@@ -227,10 +221,8 @@ absl::StatusOr<GoldenImages::Applied<DataImportCron>> GoldenImages::ApplyDataImp
     }
     RETURN_IF_ERROR(InitNewObjectMeta(cron.mutable_metadata(), clock_->Now()));
     cron.clear_status();
-    if (!dry_run) {
-      RETURN_IF_ERROR(store_->Put(kDataImportCronKind, &cron, "ADDED").status());
-      kick_ = true;  // the first poll now, as CDI's initial job
-    }
+    // Written, it wakes the controller: the first poll is at once, as CDI's initial job.
+    if (!dry_run) RETURN_IF_ERROR(store_->Put(kDataImportCronKind, &cron, "ADDED").status());
   }
   applied.result = "ADDED";
   applied.object = std::move(cron);
@@ -243,7 +235,7 @@ absl::StatusOr<DataImportCron> GoldenImages::GetDataImportCron(const std::string
 }
 
 std::vector<DataImportCron> GoldenImages::ListDataImportCrons(const std::string& ns) {
-  return ListKind<DataImportCron>(store_, kDataImportCronKind, ns);
+  return ListObjects<DataImportCron>(store_, kDataImportCronKind, ns);
 }
 
 absl::StatusOr<DataImportCron> GoldenImages::DeleteDataImportCron(const std::string& ns,
@@ -278,7 +270,7 @@ std::vector<DataVolume> GoldenImages::ImportsOf(const DataImportCron& cron) {
   return imports;
 }
 
-void GoldenImages::SyncCron(DataImportCron cron, const Poll& poll, absl::Time now) {
+absl::Time GoldenImages::SyncCron(DataImportCron cron, const Poll& poll, absl::Time now) {
   const DataImportCron before = cron;
   const std::string& ns = cron.metadata().namespace_();
   auto* status = cron.mutable_status();
@@ -369,6 +361,12 @@ void GoldenImages::SyncCron(DataImportCron cron, const Poll& poll, absl::Time no
   if (!MessageDifferencer::Equals(cron, before)) {
     (void)store_->Put(kDataImportCronKind, &cron, "MODIFIED");
   }
+  // The next poll: the schedule's time, or in a second while this one has not answered (a
+  // pull still running, a registry error: the image cache's back-off keeps that cheap).
+  if (cron.spec().schedule().empty() || !schedule.ok()) return absl::InfiniteFuture();
+  absl::Time next;
+  if (!ParseTimestamp(Annotation(cron.metadata(), kAnnNextCronTime), &next)) next = now;
+  return next > now ? next : now + absl::Seconds(1);
 }
 
 absl::Status GoldenImages::CreateImport(DataImportCron* cron, const std::string& digest) {
@@ -427,7 +425,7 @@ void GoldenImages::UpdateManagedDataSource(const DataImportCron& cron) {
     ds.mutable_spec()->mutable_source()->Clear();
     *ds.mutable_spec()->mutable_source()->mutable_pvc() = cron.status().last_imported_pvc();
   }
-  SetDataSourceStatus(&ds, volumes_->EvaluateDataSource(ds), clock_->Now());
+  // Its status follows in the same pass (RefreshDataSource, after every cron).
   if (type == "ADDED" || !MessageDifferencer::Equals(ds, before)) {
     (void)store_->Put(kDataSourceKind, &ds, type);
   }

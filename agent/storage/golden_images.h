@@ -8,8 +8,9 @@
 // (VolumeManager::EnsureRegistryImage): the digest it resolves is pulled once, and the
 // DataVolume's import then finds it in the cache.
 //
-// Thread-safe. One thread (Start) syncs every second and at once after an apply; the registry
-// is asked outside the lock, so the API never waits for a pull.
+// Thread-safe. One thread (Start) syncs when the store changes (an apply, a claim or DataVolume
+// that moved) and when a cron's poll is due, not on a timer; the registry is asked outside the
+// lock, so the API never waits for a pull.
 #ifndef KVNODE_AGENT_STORAGE_GOLDEN_IMAGES_H_
 #define KVNODE_AGENT_STORAGE_GOLDEN_IMAGES_H_
 
@@ -34,12 +35,6 @@ class GoldenImages {
 
   void Start();
 
-  template <typename T>
-  struct Applied {
-    T object;
-    std::string result;  // ADDED, MODIFIED, UNCHANGED
-  };
-
   // A DataSource's spec may change (a DataImportCron changes its managed one).
   absl::StatusOr<Applied<kvnode::v1::DataSource>> ApplyDataSource(kvnode::v1::DataSource ds,
                                                                   bool dry_run);
@@ -61,8 +56,9 @@ class GoldenImages {
   absl::StatusOr<kvnode::v1::DataImportCron> DeleteDataImportCron(const std::string& ns,
                                                                   const std::string& name);
 
-  // One pass: every DataImportCron, then every DataSource's status (the thread's work).
-  void SyncOnce();
+  // One pass: every DataImportCron, then every DataSource's status (the thread's work);
+  // returns when the next cron poll is due (InfiniteFuture: none).
+  absl::Time SyncOnce();
 
  private:
   void Loop();
@@ -72,7 +68,8 @@ class GoldenImages {
     absl::StatusOr<CachedDisk> image = absl::UnknownError("not polled");
   };
   Poll PollIfDue(const kvnode::v1::DataImportCron& cron, absl::Time now);
-  void SyncCron(kvnode::v1::DataImportCron cron, const Poll& poll, absl::Time now)
+  // Returns when this cron's next poll is due.
+  absl::Time SyncCron(kvnode::v1::DataImportCron cron, const Poll& poll, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The DataVolume that imports `digest` for `cron` (created unless its claim exists).
   absl::Status CreateImport(kvnode::v1::DataImportCron* cron, const std::string& digest)
@@ -93,7 +90,6 @@ class GoldenImages {
   // Serializes the API's writes and the sync passes.
   absl::Mutex mu_;
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
-  bool kick_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -13,9 +13,11 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -113,9 +115,39 @@ absl::Status LoadObject(Store* store, const std::string& kind, const std::string
                         const std::string& name, google::protobuf::Message* object,
                         const std::string& resource);
 
+// The stored objects of `kind` in namespace `ns` ("" for every namespace), ordered by
+// namespace and name; objects that do not parse are left out. T: a generated message with
+// `metadata`.
+template <typename T>
+std::vector<T> ListObjects(Store* store, const std::string& kind, const std::string& ns);
+
+// What an apply did to an object: the object as stored (or as it would be, on a dry run) and
+// ADDED, MODIFIED or UNCHANGED.
+template <typename T>
+struct Applied {
+  T object;
+  std::string result;
+};
+
 // proto3 JSON with KubeVirt's names, and back.
 std::string ToJson(const google::protobuf::Message& message, bool pretty = false);
 absl::Status FromJson(const std::string& json, google::protobuf::Message* message);
+
+template <typename T>
+std::vector<T> ListObjects(Store* store, const std::string& kind, const std::string& ns) {
+  std::vector<T> items;
+  auto objects = store->List(kind);
+  if (!objects.ok()) return items;
+  for (const StoredObject& o : *objects) {
+    T item;
+    if ((ns.empty() || o.ns == ns) && FromJson(o.json, &item).ok()) items.push_back(item);
+  }
+  std::sort(items.begin(), items.end(), [](const T& a, const T& b) {
+    return std::tie(a.metadata().namespace_(), a.metadata().name()) <
+           std::tie(b.metadata().namespace_(), b.metadata().name());
+  });
+  return items;
+}
 
 }  // namespace kvnode
 

@@ -38,8 +38,10 @@ void AgentPoller::Loop() {
       if (quit_) return;
       poll_now_ = false;
       channel_down = channel_down_;
-      channel_down_ = false;
     }
+    // While libvirt says the channel is down nothing is asked: an agentless guest costs no
+    // agent command every interval. Without word from libvirt (a launcher that adopted a
+    // running domain) the poll itself finds out.
     kvnode::v1::GuestAgentInfo info;  // connected false: no agent answers
     if (!channel_down && running_()) {
       auto now = QueryGuestAgent(hypervisor_, absl::Seconds(5));

@@ -3,7 +3,8 @@
 // OS, host name, interfaces) every `interval` (KubeVirt's first interval, 10 s) and at once
 // when libvirt says the agent's channel connected, and reports to `on_change` only when the
 // answer differs from the last one. A disconnected channel is reported at the next turn of
-// the poller's thread (never from the caller's), as an info with connected false.
+// the poller's thread (never from the caller's), as an info with connected false, and nothing
+// is asked until libvirt says the channel connected again.
 //
 // Thread-safe. One thread of its own; `running` and `on_change` are called from it without
 // the poller's lock, so they may take their own.
@@ -44,7 +45,7 @@ class AgentPoller {
   absl::Mutex mu_;
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
   bool poll_now_ ABSL_GUARDED_BY(mu_) = true;
-  bool channel_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool channel_down_ ABSL_GUARDED_BY(mu_) = false;  // libvirt's last word: disconnected
   kvnode::v1::GuestAgentInfo last_;  // the poller thread's own
   std::thread thread_;
 };

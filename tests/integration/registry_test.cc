@@ -143,6 +143,36 @@ class RegistryTest : public GuestTest {
   HandlerProcess::CommandOutput Kvctl(const std::vector<std::string>& args) {
     return handler_->Kvctl(args, absl::Seconds(120));
   }
+  // A VM (runStrategy Always, no NIC) booting from its dataVolumeTemplate "<name>-root", whose
+  // spec is `dv_spec` (YAML indented for its place).
+  static std::string RootDiskVm(const std::string& name, const std::string& dv_spec) {
+    return absl::StrCat(R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: )", name, R"(
+spec:
+  runStrategy: Always
+  dataVolumeTemplates:
+    - metadata:
+        name: )", name, R"(-root
+      spec:
+)", dv_spec, R"(  template:
+    spec:
+      domain:
+        resources:
+          requests:
+            memory: 128Mi
+        devices:
+          autoattachPodInterface: false
+          autoattachGraphicsDevice: false
+          disks:
+            - name: root
+              disk: {bus: virtio}
+      volumes:
+        - name: root
+          dataVolume: {name: )", name, R"(-root}
+)");
+  }
   std::string Write(const std::string& name, const std::string& text) {
     std::string path = work_ + "/" + name;
     std::ofstream(path) << text;
@@ -285,17 +315,7 @@ TEST_F(RegistryTest, PullsThatCannotSucceedSayWhyAndCredentialsOpenTheLockedRegi
 TEST_F(RegistryTest, ADataVolumeFromARegistryFillsItsClaimAndItsVmBoots) {
   OciImage guest = GuestImageInRegistryLayout();
   ASSERT_TRUE(open_->Push(guest, "kvnode/guest:v1").ok());
-  std::string vm = absl::StrCat(R"(apiVersion: kubevirt.io/v1
-kind: VirtualMachine
-metadata:
-  name: regvm
-spec:
-  runStrategy: Always
-  dataVolumeTemplates:
-    - metadata:
-        name: regvm-root
-      spec:
-        source:
+  std::string vm = RootDiskVm("regvm", absl::StrCat(R"(        source:
           registry:
             url: "docker://)", open_->address(), R"(/kvnode/guest:v1"
             pullMethod: node
@@ -303,22 +323,7 @@ spec:
           resources:
             requests:
               storage: 256Mi
-  template:
-    spec:
-      domain:
-        resources:
-          requests:
-            memory: 128Mi
-        devices:
-          autoattachPodInterface: false
-          autoattachGraphicsDevice: false
-          disks:
-            - name: root
-              disk: {bus: virtio}
-      volumes:
-        - name: root
-          dataVolume: {name: regvm-root}
-)");
+)"));
   auto applied = Kvctl({"apply", "-f", Write("vm.yaml", vm)});
   ASSERT_EQ(applied.exit_code, 0) << applied.out;
   VmApi api(handler_.get());
@@ -376,37 +381,12 @@ spec:
   EXPECT_THAT(crons.out, HasSubstr("os-images/" + first));
 
   // A VM elsewhere clones it by reference, giving no size.
-  std::string vm = R"(apiVersion: kubevirt.io/v1
-kind: VirtualMachine
-metadata:
-  name: goldvm
-spec:
-  runStrategy: Always
-  dataVolumeTemplates:
-    - metadata:
-        name: goldvm-root
-      spec:
-        sourceRef:
+  std::string vm = RootDiskVm("goldvm", R"(        sourceRef:
           kind: DataSource
           name: guest
           namespace: os-images
         storage: {}
-  template:
-    spec:
-      domain:
-        resources:
-          requests:
-            memory: 128Mi
-        devices:
-          autoattachPodInterface: false
-          autoattachGraphicsDevice: false
-          disks:
-            - name: root
-              disk: {bus: virtio}
-      volumes:
-        - name: root
-          dataVolume: {name: goldvm-root}
-)";
+)");
   applied = Kvctl({"apply", "-f", Write("goldvm.yaml", vm)});
   ASSERT_EQ(applied.exit_code, 0) << applied.out;
   // Meanwhile the tag moves: the next minute's poll finds the new digest.
