@@ -9,7 +9,7 @@ packages=(
   # libraries
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
   libspdlog-dev libfmt-dev libyaml-dev libyaml-cpp-dev libxml2-dev libsqlite3-dev libsystemd-dev
-  libvirt-dev libpugixml-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libvirt-dev libpugixml-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   # fuzzing (libFuzzer with ASan/UBSan)
   clang libclang-rt-14-dev
   # virtualization runtime
@@ -23,6 +23,8 @@ packages=(
   skopeo tar
   # test guest
   busybox-static cpio dosfstools mtools syslinux syslinux-common genisoimage
+  # kvctl ssh and scp run the system's OpenSSH client; the test guest's ext4 data disks
+  openssh-client e2fsprogs
   # tests (a registry on the test's own address, with htpasswd users)
   python3 curl procps psmisc openssl apache2-utils
 )

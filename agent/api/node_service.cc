@@ -21,13 +21,6 @@ namespace {
 
 using kvnode::v1::VirtualMachineInstance;
 
-template <typename T>
-grpc::Status Reply(absl::StatusOr<T> result, T* out) {
-  if (!result.ok()) return ToGrpcStatus(result.status());
-  *out = std::move(*result);
-  return grpc::Status::OK;
-}
-
 }  // namespace
 
 grpc::Status NodeService::SyncVMI(grpc::ServerContext*, const kvnode::v1::SyncVMIRequest* req,
@@ -42,7 +35,7 @@ grpc::Status NodeService::SyncVMI(grpc::ServerContext*, const kvnode::v1::SyncVM
 
 grpc::Status NodeService::GetVMI(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
                                  VirtualMachineInstance* resp) {
-  return Reply(vmis_->Get(*req), resp);
+  return ReplyWith(vmis_->Get(*req), resp);
 }
 
 grpc::Status NodeService::ListVMIs(grpc::ServerContext*, const kvnode::v1::ListRequest* req,
@@ -102,80 +95,22 @@ grpc::Status NodeService::DeleteVMI(grpc::ServerContext*, const kvnode::v1::Dele
 
 grpc::Status NodeService::PauseVMI(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
                                    VirtualMachineInstance* resp) {
-  return Reply(vmis_->Act(*req, "pause"), resp);
+  return ReplyWith(vmis_->Act(*req, "pause"), resp);
 }
 
 grpc::Status NodeService::UnpauseVMI(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
                                      VirtualMachineInstance* resp) {
-  return Reply(vmis_->Act(*req, "unpause"), resp);
+  return ReplyWith(vmis_->Act(*req, "unpause"), resp);
 }
 
 grpc::Status NodeService::SoftRebootVMI(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
                                         VirtualMachineInstance* resp) {
-  return Reply(vmis_->Act(*req, "softreboot"), resp);
+  return ReplyWith(vmis_->Act(*req, "softreboot"), resp);
 }
 
 grpc::Status NodeService::ResetVMI(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
                                    VirtualMachineInstance* resp) {
-  return Reply(vmis_->Act(*req, "reset"), resp);
-}
-
-grpc::Status NodeService::Console(
-    grpc::ServerContext* ctx,
-    grpc::ServerReaderWriter<kvnode::v1::ConsoleOutput, kvnode::v1::ConsoleInput>* stream) {
-  kvnode::v1::ConsoleInput first;
-  if (!stream->Read(&first)) return grpc::Status::OK;
-  auto paths = vmis_->PathsOf(first.ref());
-  if (!paths.ok()) return ToGrpcStatus(paths.status());
-  auto vmi = vmis_->Get(first.ref());
-  if (!vmi.ok()) return ToGrpcStatus(vmi.status());
-  if (vmi->status().phase() != "Running") {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "VMI " + first.ref().name() + " is not running (phase " +
-                            vmi->status().phase() + ")");
-  }
-  // The socket is in the VMI's dir, which its identity controls: connect with that
-  // user's rights, so a planted symlink can reach nothing the user could not (user_fs.h).
-  auto id = vmis_->FsIdentityOf(first.ref());
-  if (!id.ok()) return ToGrpcStatus(id.status());
-  auto fd_or = ConnectUnixAs(*id, paths->serial_socket());
-  if (!fd_or.ok()) return ToGrpcStatus(fd_or.status());
-  int fd = *fd_or;
-  if (!first.data().empty()) (void)!write(fd, first.data().data(), first.data().size());
-  std::atomic<bool> done{false};
-  // Keystrokes from the client to the guest.
-  std::thread input([&] {
-    kvnode::v1::ConsoleInput in;
-    while (!done && stream->Read(&in)) {
-      const std::string& d = in.data();
-      size_t off = 0;
-      while (off < d.size()) {
-        ssize_t n = write(fd, d.data() + off, d.size() - off);
-        if (n <= 0) break;
-        off += n;
-      }
-    }
-    done = true;
-    shutdown(fd, SHUT_WR);
-  });
-  char buf[4096];
-  while (!done && !ctx->IsCancelled()) {
-    struct pollfd p = {fd, POLLIN, 0};
-    int r = poll(&p, 1, 200);
-    if (r == 0) continue;
-    if (r < 0 && errno == EINTR) continue;
-    ssize_t n = r > 0 ? read(fd, buf, sizeof(buf)) : -1;
-    if (n <= 0) break;
-    kvnode::v1::ConsoleOutput out;
-    out.set_data(std::string(buf, n));
-    if (!stream->Write(out)) break;
-  }
-  done = true;
-  shutdown(fd, SHUT_RDWR);
-  ctx->TryCancel();  // unblocks the reader thread
-  input.join();
-  close(fd);
-  return grpc::Status::OK;
+  return ReplyWith(vmis_->Act(*req, "reset"), resp);
 }
 
 grpc::Status NodeService::GetDomainXML(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,

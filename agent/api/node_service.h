@@ -1,10 +1,15 @@
 // kvnode.v1.Node over gRPC: each handler parses the request, calls the controller, and maps
-// the status once. Watch and Console are streams; both end when the client goes away.
+// the status once. Watch, Console, VNC and PortForward are streams; each ends when the client
+// goes away.
 #ifndef KVNODE_AGENT_API_NODE_SERVICE_H_
 #define KVNODE_AGENT_API_NODE_SERVICE_H_
 
+#include <functional>
+#include <string>
+
 #include "agent/controller/instancetypes.h"
 #include "agent/controller/vm_controller.h"
+#include "agent/handler/guest_access.h"
 #include "agent/handler/vmi_controller.h"
 #include "kvnode/v1/node.grpc.pb.h"
 
@@ -15,7 +20,7 @@ class NodeService final : public kvnode::v1::Node::Service {
   // `vms` and `types` may be null: their calls then answer Unimplemented.
   explicit NodeService(VmiController* vmis, VmController* vms = nullptr,
                        Instancetypes* types = nullptr)
-      : vmis_(vmis), vms_(vms), types_(types) {}
+      : vmis_(vmis), vms_(vms), types_(types), guests_(vmis) {}
 
   grpc::Status SyncVMI(grpc::ServerContext*, const kvnode::v1::SyncVMIRequest* req,
                        kvnode::v1::SyncVMIResponse* resp) override;
@@ -38,6 +43,23 @@ class NodeService final : public kvnode::v1::Node::Service {
   grpc::Status Console(grpc::ServerContext* ctx,
                        grpc::ServerReaderWriter<kvnode::v1::ConsoleOutput,
                                                 kvnode::v1::ConsoleInput>* stream) override;
+  // The ways into a guest (node_service_guest.cc).
+  grpc::Status VNC(grpc::ServerContext* ctx,
+                   grpc::ServerReaderWriter<kvnode::v1::ConsoleOutput, kvnode::v1::ConsoleInput>*
+                       stream) override;
+  grpc::Status Screenshot(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                          kvnode::v1::ScreenshotResponse* resp) override;
+  grpc::Status PortForward(grpc::ServerContext* ctx,
+                           grpc::ServerReaderWriter<kvnode::v1::PortForwardData,
+                                                    kvnode::v1::PortForwardData>* stream) override;
+  grpc::Status UserList(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                        kvnode::v1::VirtualMachineInstanceGuestOSUserList* resp) override;
+  grpc::Status FilesystemList(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                              kvnode::v1::VirtualMachineInstanceFileSystemList* resp) override;
+  grpc::Status FreezeVMI(grpc::ServerContext*, const kvnode::v1::FreezeVMIRequest* req,
+                         kvnode::v1::VirtualMachineInstance* resp) override;
+  grpc::Status UnfreezeVMI(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+                           kvnode::v1::VirtualMachineInstance* resp) override;
   grpc::Status GetDomainXML(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
                             kvnode::v1::DomainXML* resp) override;
   grpc::Status ListEvents(grpc::ServerContext*, const kvnode::v1::ListEventsRequest* req,
@@ -87,9 +109,16 @@ class NodeService final : public kvnode::v1::Node::Service {
                                 kvnode::v1::VirtualMachinePreference* resp) override;
 
  private:
+  grpc::Status ServeGuestSocket(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<kvnode::v1::ConsoleOutput, kvnode::v1::ConsoleInput>* stream,
+      const std::function<std::string(const VmiPaths&)>& socket_of,
+      const std::function<absl::Status(const kvnode::v1::VirtualMachineInstance&)>& check);
+
   VmiController* const vmis_;
   VmController* const vms_;
   Instancetypes* const types_;
+  GuestAccess guests_;
 };
 
 }  // namespace kvnode

@@ -10,13 +10,6 @@ grpc::Status NoInstancetypes() {
                       "this handler keeps no instancetypes or preferences");
 }
 
-template <typename Object>
-grpc::Status Reply(absl::StatusOr<Object> result, Object* out) {
-  if (!result.ok()) return ToGrpcStatus(result.status());
-  *out = std::move(*result);
-  return grpc::Status::OK;
-}
-
 // An apply's answer: the object (through `set_object`), warnings and ADDED/MODIFIED/UNCHANGED.
 template <typename Result, typename Response, typename SetObject>
 grpc::Status ReplyApplied(absl::StatusOr<Result> result, Response* resp, SetObject set_object) {
@@ -41,7 +34,7 @@ grpc::Status NodeService::GetInstancetype(grpc::ServerContext*,
                                           const kvnode::v1::InstancetypeRef* req,
                                           kvnode::v1::VirtualMachineInstancetype* resp) {
   if (types_ == nullptr) return NoInstancetypes();
-  return Reply(types_->GetInstancetype(*req), resp);
+  return ReplyWith(types_->GetInstancetype(*req), resp);
 }
 
 grpc::Status NodeService::ListInstancetypes(grpc::ServerContext*,
@@ -58,7 +51,7 @@ grpc::Status NodeService::DeleteInstancetype(grpc::ServerContext*,
                                              const kvnode::v1::InstancetypeRef* req,
                                              kvnode::v1::VirtualMachineInstancetype* resp) {
   if (types_ == nullptr) return NoInstancetypes();
-  return Reply(types_->DeleteInstancetype(*req), resp);
+  return ReplyWith(types_->DeleteInstancetype(*req), resp);
 }
 
 grpc::Status NodeService::ApplyPreference(grpc::ServerContext*,
@@ -72,7 +65,7 @@ grpc::Status NodeService::ApplyPreference(grpc::ServerContext*,
 grpc::Status NodeService::GetPreference(grpc::ServerContext*, const kvnode::v1::InstancetypeRef* req,
                                         kvnode::v1::VirtualMachinePreference* resp) {
   if (types_ == nullptr) return NoInstancetypes();
-  return Reply(types_->GetPreference(*req), resp);
+  return ReplyWith(types_->GetPreference(*req), resp);
 }
 
 grpc::Status NodeService::ListPreferences(grpc::ServerContext*,
@@ -89,7 +82,7 @@ grpc::Status NodeService::DeletePreference(grpc::ServerContext*,
                                            const kvnode::v1::InstancetypeRef* req,
                                            kvnode::v1::VirtualMachinePreference* resp) {
   if (types_ == nullptr) return NoInstancetypes();
-  return Reply(types_->DeletePreference(*req), resp);
+  return ReplyWith(types_->DeletePreference(*req), resp);
 }
 
 }  // namespace kvnode

@@ -13,12 +13,6 @@ grpc::Status NoVmController() {
                       "this handler runs without a VirtualMachine controller");
 }
 
-grpc::Status Reply(absl::StatusOr<VirtualMachine> result, VirtualMachine* out) {
-  if (!result.ok()) return ToGrpcStatus(result.status());
-  *out = std::move(*result);
-  return grpc::Status::OK;
-}
-
 std::optional<int64_t> Grace(bool has, int64_t value) {
   return has ? std::optional<int64_t>(value) : std::nullopt;
 }
@@ -40,7 +34,7 @@ grpc::Status NodeService::ApplyVM(grpc::ServerContext*, const kvnode::v1::ApplyV
 grpc::Status NodeService::GetVM(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
                                 VirtualMachine* resp) {
   if (vms_ == nullptr) return NoVmController();
-  return Reply(vms_->Get(*req), resp);
+  return ReplyWith(vms_->Get(*req), resp);
 }
 
 grpc::Status NodeService::ListVMs(grpc::ServerContext*, const kvnode::v1::ListRequest* req,
@@ -103,13 +97,13 @@ grpc::Status NodeService::DeleteVM(grpc::ServerContext*, const kvnode::v1::Delet
 grpc::Status NodeService::StartVM(grpc::ServerContext*, const kvnode::v1::StartVMRequest* req,
                                   VirtualMachine* resp) {
   if (vms_ == nullptr) return NoVmController();
-  return Reply(vms_->Start(req->ref(), req->paused(), req->dry_run()), resp);
+  return ReplyWith(vms_->Start(req->ref(), req->paused(), req->dry_run()), resp);
 }
 
 grpc::Status NodeService::StopVM(grpc::ServerContext*, const kvnode::v1::StopVMRequest* req,
                                  VirtualMachine* resp) {
   if (vms_ == nullptr) return NoVmController();
-  return Reply(vms_->Stop(req->ref(),
+  return ReplyWith(vms_->Stop(req->ref(),
                           Grace(req->has_grace_period_seconds(), req->grace_period_seconds()),
                           req->dry_run()),
                resp);
@@ -118,7 +112,7 @@ grpc::Status NodeService::StopVM(grpc::ServerContext*, const kvnode::v1::StopVMR
 grpc::Status NodeService::RestartVM(grpc::ServerContext*, const kvnode::v1::RestartVMRequest* req,
                                     VirtualMachine* resp) {
   if (vms_ == nullptr) return NoVmController();
-  return Reply(vms_->Restart(req->ref(),
+  return ReplyWith(vms_->Restart(req->ref(),
                              Grace(req->has_grace_period_seconds(), req->grace_period_seconds()),
                              req->dry_run()),
                resp);

@@ -4,6 +4,7 @@
 #define KVNODE_AGENT_BASE_GRPC_STATUS_H_
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/client_context.h"
@@ -19,6 +20,14 @@ inline grpc::Status ToGrpcStatus(const absl::Status& s) {
 inline absl::Status FromGrpcStatus(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+// A unary call's answer from a StatusOr: the value into `out`, or the error mapped.
+template <typename T>
+grpc::Status ReplyWith(absl::StatusOr<T> result, T* out) {
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  *out = *std::move(result);
+  return grpc::Status::OK;
 }
 
 // Sets the call's deadline `d` from now; returns `ctx`.

@@ -2,6 +2,7 @@
 #include <cstdlib>
 
 #include "agent/cli/cli.h"
+#include "agent/cli/guest_commands.h"
 #include "agent/cli/migrate_commands.h"
 #include "agent/cli/output.h"
 #include "grpcpp/grpcpp.h"
@@ -35,9 +36,23 @@ Commands:
   diagnose vm NAME                      the VM, its VMI, launcher events and log, the guest
                                         console, and what they likely mean
   pause vm|vmi NAME | unpause vm|vmi NAME
-  softreboot NAME | reset NAME          ACPI reboot, or hard reset
+  softreboot NAME | reset NAME          reboot through the guest agent (ACPI without one), or
+                                        hard reset
   guestosinfo NAME                      what the guest agent says of the guest (JSON)
+  userlist NAME | fslist NAME           users logged in, filesystems mounted (guest agent, JSON)
+  freeze NAME [--unfreeze-timeout 5m] | unfreeze NAME
+                                        freeze the guest's filesystems (thawed after the timeout
+                                        unless unfrozen first; 0 keeps them frozen)
   console NAME                          serial console (Ctrl+] detaches)
+  vnc NAME --proxy-only [--port N] [--address 127.0.0.1]
+                                        the guest's display for a VNC client on a local port
+                                        (prints {"port":N}); without --proxy-only a viewer runs
+  vnc screenshot NAME -f FILE|-         the guest's screen as a PNG
+  port-forward vmi/NAME[/NS] LOCAL:REMOTE... [--address 127.0.0.1] | --stdio vmi/NAME PORT
+                                        TCP ports of the guest on local ports (0: any free one)
+  ssh [USER@]vmi/NAME[/NS] [-i KEY] [-c COMMAND] [-p 22] [-t SSH-OPTION]...
+  scp [-r] SRC DST                      OpenSSH's ssh and scp through a port-forward; one scp
+                                        operand is [USER@]vmi/NAME[/NS]:PATH
   logs vmi NAME [--tail N] [--console]  the launcher's log, or the guest's serial console log
   events [vm|vmi NAME]                  events, oldest first
   get pvc|dv|sc [NAME] [-o wide|json|yaml]  PersistentVolumeClaims, DataVolumes, storage classes
@@ -77,7 +92,10 @@ int Run(int argc, char** argv) {
       .Value("owner-label").Value("image-path").Value("size").Value("storage-class")
       .Value("from-file").Value("from-literal").Value("target").Value("bandwidth").Bool("watch")
       .Value("docker-server").Value("docker-username").Value("docker-password")
-      .Value("docker-email");
+      .Value("docker-email").Value("unfreeze-timeout").Bool("proxy-only").Value("port", "-p")
+      .Value("address").Value("file").Bool("stdio").Value("identity-file", "-i")
+      .Value("command", "-c").Value("local-ssh-opts", "-t").Value("username", "-l")
+      .Bool("recursive", "-r");
   absl::Status parsed = cli.flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
   if (!parsed.ok()) return cli.Usage(std::string(parsed.message()));
   if (cli.flags.GetBool("help") || cli.flags.positional().empty()) {
@@ -112,6 +130,14 @@ int Run(int argc, char** argv) {
   }
   if (verb == "console") return CmdConsole(cli);
   if (verb == "guestosinfo") return CmdGuestOsInfo(cli);
+  if (verb == "userlist") return CmdUserList(cli);
+  if (verb == "fslist") return CmdFsList(cli);
+  if (verb == "freeze") return CmdFreeze(cli);
+  if (verb == "unfreeze") return CmdUnfreeze(cli);
+  if (verb == "vnc") return CmdVnc(cli);
+  if (verb == "port-forward") return CmdPortForward(cli);
+  if (verb == "ssh") return CmdSsh(cli);
+  if (verb == "scp") return CmdScp(cli);
   if (verb == "logs") return CmdLogs(cli);
   if (verb == "events") return CmdEvents(cli);
   if (verb == "start") return CmdStart(cli);

@@ -305,24 +305,47 @@ void RunningFindings(const VirtualMachineInstance& vmi,
                     "kvctl unpause vmi " + vmi.metadata().name()});
     return;
   }
+  if (vmi.status().fs_freeze_status() == "frozen") {
+    out->push_back({"the guest's filesystems are frozen (status.fsFreezeStatus)",
+                    "every write in the guest waits until they are thawed",
+                    "kvctl unfreeze " + vmi.metadata().name()});
+  }
+  if (const Condition* unsupported = Cond(conds, "AgentVersionNotSupported");
+      unsupported != nullptr && unsupported->status() == "True") {
+    out->push_back({"condition AgentVersionNotSupported: " + unsupported->reason(),
+                    "the guest agent lacks commands kvnode uses (users, filesystems, ...)",
+                    "kvctl guestosinfo " + vmi.metadata().name() +
+                        " lists what it supports; update qemu-guest-agent in the guest"});
+  }
   const Condition* ready = Cond(conds, "Ready");
-  // kvnode does not run readiness probes yet: Ready follows the domain only.
-  std::string probe = vmi.spec().has_readiness_probe()
-                          ? " (its readinessProbe is not run by this handler yet)"
-                          : " (no readinessProbe)";
+  const bool probe = vmi.spec().has_readiness_probe();
+  const bool agent = CondTrue(conds, "AgentConnected");
   if (ready != nullptr && ready->status() == "True") {
-    out->push_back(
-        {"VMI Running and Ready" + probe,
-         "the domain runs; Ready does not say that the application answers, since no "
-         "readiness probe checks it",
-         "if the application does not answer: the guest console tail above (did it boot, did "
-         "the service start?) and the listener in the guest (ss -ltn)"});
+    if (probe) {
+      out->push_back({"VMI Running and Ready (its readinessProbe passes)",
+                      "what the probe checks answers from inside the guest",
+                      "if users still see a failure: what the probe does not check"});
+    } else if (agent) {
+      out->push_back({"VMI Running and Ready (no readinessProbe, guest agent connected)",
+                      "the domain runs and the guest's OS is up (its agent answers); Ready does "
+                      "not say that the application answers",
+                      "if the application does not answer: the listener in the guest (ss -ltn), "
+                      "or add a readinessProbe"});
+    } else {
+      out->push_back(
+          {"VMI Running and Ready (no readinessProbe, no guest agent)",
+           "no agent: Ready says only that the domain runs; nothing from inside the guest "
+           "confirms that it booted or that the application answers",
+           "if the application does not answer: the guest console tail above (did it boot, did "
+           "the service start?) and the listener in the guest (ss -ltn)"});
+    }
     return;
   }
   out->push_back({"VMI Running but not Ready" +
                       (ready == nullptr ? std::string()
                                         : " (" + ready->reason() + ": " + ready->message() + ")"),
-                  "the domain exists but the guest is not reported running",
+                  probe ? "the domain runs but its readinessProbe does not pass"
+                        : "the domain exists but the guest is not reported running",
                   "the guest console tail above and the launcher events"});
 }
 
@@ -442,6 +465,32 @@ void PrintEvents(std::ostream& out, const std::vector<kvnode::v1::Event>& events
 
 }  // namespace
 
+namespace {
+
+// The guest's own view, from its agent: connected or not, its OS and addresses.
+void PrintGuestAgent(std::ostream& out, const std::optional<VirtualMachineInstance>& vmi) {
+  out << "  guest agent: ";
+  const kvnode::v1::GuestAgentInfo* agent =
+      vmi.has_value() ? &vmi->status().launcher().guest_agent() : nullptr;
+  if (agent == nullptr || !agent->connected()) {
+    out << "not connected (no agent: Ready says only that the domain runs)\n";
+    return;
+  }
+  const auto& os = agent->os();
+  out << "connected (version " << Or(agent->version(), "?") << ")"
+      << (vmi->status().fs_freeze_status() == "frozen" ? ", filesystems FROZEN" : "") << "\n"
+      << "    os: " << Or(os.pretty_name(), Or(os.name(), "?")) << ", kernel "
+      << Or(os.kernel_release(), "?") << ", hostname " << Or(agent->hostname(), "?") << "\n";
+  for (const auto& iface : agent->interfaces()) {
+    out << "    " << iface.name() << " " << iface.mac() << ": "
+        << (iface.ip_addresses().empty() ? "<no address>"
+                                         : absl::StrJoin(iface.ip_addresses(), ", "))
+        << "\n";
+  }
+}
+
+}  // namespace
+
 void PrintDiagnosis(std::ostream& out, const DiagnoseInput& in) {
   const VirtualMachine& vm = in.vm;
   const auto& st = vm.status();
@@ -479,8 +528,9 @@ void PrintDiagnosis(std::ostream& out, const DiagnoseInput& in) {
   if (!in.vmi.has_value() || !in.vmi->spec().has_readiness_probe()) {
     out << "none defined (Ready means the domain runs)\n";
   } else {
-    out << "defined, but not run by this handler yet (Ready means the domain runs)\n";
+    out << "defined (Ready follows it)\n";
   }
+  PrintGuestAgent(out, in.vmi);
   out << "== Findings\n";
   std::vector<Finding> findings = Diagnose(in);
   for (size_t i = 0; i < findings.size(); ++i) {

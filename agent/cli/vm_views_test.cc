@@ -133,8 +133,8 @@ TEST(Diagnose, RunningVmiPointsAtTheConsoleAndTheListener) {
   AddCond(in.vmi->mutable_status()->mutable_conditions(), "Ready", "True", "");
   auto f = Diagnose(in);
   ASSERT_EQ(f.size(), 1u);
-  EXPECT_THAT(f[0].observed, HasSubstr("Running and Ready (no readinessProbe)"));
-  EXPECT_THAT(f[0].meaning, HasSubstr("does not say that the application answers"));
+  EXPECT_THAT(f[0].observed, HasSubstr("Running and Ready (no readinessProbe, no guest agent)"));
+  EXPECT_THAT(f[0].meaning, HasSubstr("no agent: Ready says only that the domain runs"));
   EXPECT_THAT(f[0].next, HasSubstr("console"));
   EXPECT_THAT(f[0].next, HasSubstr("listener"));
 }
@@ -190,7 +190,40 @@ TEST(Diagnose, PrintsTheFourViews) {
   EXPECT_THAT(text, HasSubstr("    line two\n"));
   EXPECT_THAT(text, HasSubstr("    KVNODE-GUEST-BOOTED boot_id=x\n"));
   EXPECT_THAT(text, HasSubstr("readiness probe: none defined"));
+  EXPECT_THAT(text, HasSubstr("guest agent: not connected (no agent: Ready says only that the "
+                              "domain runs)"));
   EXPECT_THAT(text, HasSubstr("== Findings\n  1. "));
+}
+
+TEST(Diagnose, TheGuestAgentGivesTheGuestsOwnViewAndAFreezeIsAFinding) {
+  DiagnoseInput in;
+  in.vm = Vm("Always", "Running");
+  in.vmi = Vmi("Running");
+  auto* st = in.vmi->mutable_status();
+  AddCond(st->mutable_conditions(), "Ready", "True", "");
+  AddCond(st->mutable_conditions(), "AgentConnected", "True", "");
+  st->set_fs_freeze_status("frozen");
+  auto* agent = st->mutable_launcher()->mutable_guest_agent();
+  agent->set_connected(true);
+  agent->set_version("10.0.2");
+  agent->set_hostname("app01");
+  agent->mutable_os()->set_pretty_name("Debian GNU/Linux 12 (bookworm)");
+  agent->mutable_os()->set_kernel_release("6.1.0-57-cloud-amd64");
+  auto* eth0 = agent->add_interfaces();
+  eth0->set_name("eth0");
+  eth0->set_mac("02:7e:5a:00:00:01");
+  eth0->add_ip_addresses("10.0.2.2");
+  std::string text = Render(in);
+  EXPECT_THAT(text, HasSubstr("guest agent: connected (version 10.0.2), filesystems FROZEN\n"
+                              "    os: Debian GNU/Linux 12 (bookworm), kernel "
+                              "6.1.0-57-cloud-amd64, hostname app01\n"
+                              "    eth0 02:7e:5a:00:00:01: 10.0.2.2\n"));
+  auto f = Diagnose(in);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_THAT(f[0].observed, HasSubstr("filesystems are frozen"));
+  EXPECT_THAT(f[0].next, HasSubstr("kvctl unfreeze"));
+  EXPECT_THAT(f[1].observed, HasSubstr("guest agent connected"));
+  EXPECT_THAT(f[1].meaning, HasSubstr("the guest's OS is up"));
 }
 
 TEST(Inventory, StoppedOnPurposeIsNotAnOutage) {

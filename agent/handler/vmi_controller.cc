@@ -344,72 +344,94 @@ absl::StatusOr<VirtualMachineInstance> VmiController::Delete(const ObjectRef& re
   return r->vmi;
 }
 
-absl::StatusOr<VirtualMachineInstance> VmiController::Act(const ObjectRef& ref,
-                                                          const std::string& action) {
-  std::shared_ptr<kvnode::v1::Launcher::Stub> stub;
-  std::string uid;
+grpc::Status VmiController::CallRunningLauncher(const ObjectRef& ref, absl::Duration deadline,
+                                               const RunningLauncherCall& call) {
+  VirtualMachineInstance vmi;
   {
     absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
-    if (r->vmi.status().phase() != phase::kRunning || !r->launcher_alive) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "VMI ", ref.name(), " is not running (phase ", r->vmi.status().phase(), ")"));
+    auto r = MustFindLocked(ref);
+    if (!r.ok()) return ToGrpcStatus(r.status());
+    if ((*r)->vmi.status().phase() != phase::kRunning || !(*r)->launcher_alive) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          absl::StrCat("VMI ", ref.name(), " is not running (phase ",
+                                       (*r)->vmi.status().phase(), ")"));
     }
-    const auto* paused = FindCondition(r->vmi.status().conditions(), "Paused");
-    bool is_paused = paused != nullptr && paused->status() == "True";
-    if (action == "pause" && is_paused) {
-      return absl::FailedPreconditionError("VMI " + ref.name() + " is already paused");
-    }
-    if (action == "unpause" && !is_paused) {
-      return absl::FailedPreconditionError("VMI " + ref.name() + " is not paused");
-    }
-    if ((action == "softreboot") && is_paused) {
-      return absl::FailedPreconditionError("VMI " + ref.name() + " is paused; unpause it first");
-    }
-    uid = r->vmi.metadata().uid();
+    vmi = (*r)->vmi;
   }
-  ASSIGN_OR_RETURN(stub, LauncherStub(uid));
+  const std::string uid = vmi.metadata().uid();
+  auto stub = LauncherStub(uid);
+  if (!stub.ok()) return ToGrpcStatus(stub.status());
   grpc::ClientContext ctx;
-  WithDeadline(&ctx, absl::Seconds(30));
-  kvnode::v1::PingRequest req;
-  kvnode::v1::LauncherResponse resp;
-  grpc::Status s;
-  if (action == "pause") {
-    s = stub->Pause(&ctx, req, &resp);
-  } else if (action == "unpause") {
-    s = stub->Unpause(&ctx, req, &resp);
-  } else if (action == "softreboot") {
-    s = stub->SoftReboot(&ctx, req, &resp);
-  } else if (action == "reset") {
-    s = stub->Reset(&ctx, req, &resp);
-  } else {
-    return absl::InvalidArgumentError("unknown action " + action);
-  }
-  s = CheckLauncherCall(uid, s);
-  RETURN_IF_ERROR(Annotate(FromGrpcStatus(s), action));
-  // The domain event usually has arrived by now; wait briefly so the caller sees its effect.
+  WithDeadline(&ctx, deadline);
+  return CheckLauncherCall(uid, call(vmi, stub->get(), &ctx));
+}
+
+absl::StatusOr<VirtualMachineInstance> VmiController::AwaitVmi(
+    const ObjectRef& ref, const std::function<bool(const VirtualMachineInstance&)>& settled,
+    absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  auto it = by_uid_.find(uid);
-  if (it == by_uid_.end()) return absl::NotFoundError("VMI went away");
-  if (action == "pause" || action == "unpause") {
-    auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      auto i = by_uid_.find(uid);
-      if (i == by_uid_.end()) return true;
-      const auto* p = FindCondition(i->second->vmi.status().conditions(), "Paused");
-      bool now_paused = p != nullptr && p->status() == "True";
-      return now_paused == (action == "pause");
-    };
-    absl::Time deadline = absl::Now() + absl::Seconds(2);
-    while (!settled() && absl::Now() < deadline) changed_.WaitWithDeadline(&mu_, deadline);
-    it = by_uid_.find(uid);
-    if (it == by_uid_.end()) return absl::NotFoundError("VMI went away");
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
+    if (settled(r->vmi) || absl::Now() >= deadline) return r->vmi;
+    changed_.WaitWithDeadline(&mu_, deadline);
   }
-  // Pause and unpause are recorded when the domain event arrives; the others here.
+}
+
+absl::StatusOr<VirtualMachineInstance> VmiController::Act(const ObjectRef& ref,
+                                                          const std::string& action) {
+  auto is_paused = [](const VirtualMachineInstance& vmi) {
+    const auto* paused = FindCondition(vmi.status().conditions(), "Paused");
+    return paused != nullptr && paused->status() == "True";
+  };
+  std::string uid;
+  grpc::Status s = CallRunningLauncher(
+      ref, absl::Seconds(30),
+      [&](const VirtualMachineInstance& vmi, kvnode::v1::Launcher::Stub* stub,
+          grpc::ClientContext* ctx) {
+        uid = vmi.metadata().uid();
+        const bool paused = is_paused(vmi);
+        auto refuse = [&](const std::string& why) {
+          return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                              "VMI " + ref.name() + " " + why);
+        };
+        kvnode::v1::PingRequest req;
+        kvnode::v1::LauncherResponse resp;
+        if (action == "pause") {
+          if (paused) return refuse("is already paused");
+          return stub->Pause(ctx, req, &resp);
+        }
+        if (action == "unpause") {
+          if (!paused) return refuse("is not paused");
+          return stub->Unpause(ctx, req, &resp);
+        }
+        if (action == "softreboot") {
+          if (paused) return refuse("is paused; unpause it first");
+          return stub->SoftReboot(ctx, req, &resp);
+        }
+        if (action == "reset") return stub->Reset(ctx, req, &resp);
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown action " + action);
+      });
+  RETURN_IF_ERROR(Annotate(FromGrpcStatus(s), action));
+  // Pause and unpause are recorded when the domain event arrives, which usually has come by
+  // now: wait briefly so the caller sees its effect. The others are recorded here.
+  const bool want_paused = action == "pause";
+  ASSIGN_OR_RETURN(VirtualMachineInstance vmi,
+                   AwaitVmi(ref,
+                            [&](const VirtualMachineInstance& v) {
+                              return (action != "pause" && action != "unpause") ||
+                                     is_paused(v) == want_paused;
+                            },
+                            absl::Seconds(2)));
   if (action == "softreboot" || action == "reset") {
+    absl::MutexLock lock(&mu_);
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end()) return absl::NotFoundError("VMI went away");
     EventLocked(it->second->vmi, "Normal", action == "softreboot" ? "SoftRebooted" : "Reset",
                 absl::StrCat("VirtualMachineInstance ", action, " requested"));
+    return it->second->vmi;
   }
-  return it->second->vmi;
+  return vmi;
 }
 
 absl::StatusOr<std::string> VmiController::DomainXml(const ObjectRef& ref) {

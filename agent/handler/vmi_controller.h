@@ -131,6 +131,21 @@ class VmiController {
   absl::StatusOr<kvnode::v1::VirtualMachineInstance> Act(const kvnode::v1::ObjectRef& ref,
                                                          const std::string& action);
   absl::StatusOr<std::string> DomainXml(const kvnode::v1::ObjectRef& ref);
+  // Calls the launcher of VMI `ref` when it runs (phase Running, launcher alive): `call` gets
+  // the VMI as it is then (for its own checks), the launcher's stub and a context that ends at
+  // `deadline`. FailedPrecondition naming the phase when the VMI does not run. The ways into a
+  // guest (guest_access.h) and Act go through this.
+  using RunningLauncherCall = std::function<grpc::Status(
+      const kvnode::v1::VirtualMachineInstance&, kvnode::v1::Launcher::Stub*,
+      grpc::ClientContext*)>;
+  grpc::Status CallRunningLauncher(const kvnode::v1::ObjectRef& ref, absl::Duration deadline,
+                                   const RunningLauncherCall& call);
+  // The VMI once `settled` holds for it, or as it is when `timeout` has passed (an event from
+  // its launcher usually settles it within milliseconds). NotFound when it went away.
+  absl::StatusOr<kvnode::v1::VirtualMachineInstance> AwaitVmi(
+      const kvnode::v1::ObjectRef& ref,
+      const std::function<bool(const kvnode::v1::VirtualMachineInstance&)>& settled,
+      absl::Duration timeout);
   // Replaces the VMI's ownerReferences and annotations (the VM controller adopts, orphans and
   // stamps kubevirt.io/vm-generation through this). `ref.uid` must match when set.
   absl::StatusOr<kvnode::v1::VirtualMachineInstance> UpdateOwnership(

@@ -1,5 +1,7 @@
 #include "agent/handler/vmi_status.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "agent/base/clock.h"
 
@@ -99,6 +101,22 @@ void SetReadyAndPaused(kvnode::v1::VirtualMachineInstance* vmi, const DomainStat
 
 }  // namespace
 
+std::string GuestAgentUnsupportedReason(
+    const google::protobuf::RepeatedPtrField<std::string>& supported_commands) {
+  static constexpr const char* kRequired[] = {
+      "guest-ping",       "guest-get-time",      "guest-info",
+      "guest-shutdown",   "guest-network-get-interfaces", "guest-get-fsinfo",
+      "guest-get-host-name", "guest-get-users",  "guest-get-timezone",
+      "guest-get-osinfo"};
+  for (const char* command : kRequired) {
+    if (std::find(supported_commands.begin(), supported_commands.end(), command) ==
+        supported_commands.end()) {
+      return "This guest agent doesn't support required basic commands";
+    }
+  }
+  return "";
+}
+
 bool ApplyGuestAgent(kvnode::v1::VirtualMachineInstance* vmi,
                      const kvnode::v1::GuestAgentInfo& agent, absl::Time now) {
   auto* status = vmi->mutable_status();
@@ -116,8 +134,28 @@ bool ApplyGuestAgent(kvnode::v1::VirtualMachineInstance* vmi,
       *status->mutable_guest_os_info() = agent.os();
       changed = true;
     }
+    const std::string unsupported = GuestAgentUnsupportedReason(agent.supported_commands());
+    if (unsupported.empty()) {
+      changed |= RemoveCondition(status->mutable_conditions(), "AgentVersionNotSupported");
+    } else if (FindCondition(status->conditions(), "AgentVersionNotSupported") == nullptr) {
+      changed |= SetCondition(status->mutable_conditions(), "AgentVersionNotSupported", "True",
+                              unsupported, "", now);
+    }
   } else {
     changed |= RemoveCondition(status->mutable_conditions(), "AgentConnected");
+    changed |= RemoveCondition(status->mutable_conditions(), "AgentVersionNotSupported");
+  }
+  // Only the agent's word changes the freeze status: a frozen guest whose agent went away
+  // (or did not say) is still frozen as far as anyone knows.
+  std::string frozen = status->fs_freeze_status();
+  if (agent.fs_freeze_status() == "frozen") {
+    frozen = "frozen";
+  } else if (agent.connected() && agent.fs_freeze_status() == "thawed") {
+    frozen.clear();
+  }
+  if (status->fs_freeze_status() != frozen) {
+    status->set_fs_freeze_status(frozen);
+    changed = true;
   }
   for (auto& iface : *status->mutable_interfaces()) {
     const kvnode::v1::GuestAgentInterface* seen = nullptr;

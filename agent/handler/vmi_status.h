@@ -43,8 +43,16 @@ inline constexpr char kInfoSourceDomainAndAgent[] = "domain, guest-agent";
 // condition AgentConnected True while the agent answers, removed otherwise;
 // status.guestOSInfo from the agent; each interface of the domain whose MAC the agent lists
 // gets the guest's name for it (interfaceName) and infoSource "domain, guest-agent"
-// (masquerade keeps reporting the pod's addresses); the whole answer in
+// (masquerade keeps reporting the pod's addresses); status.fsFreezeStatus "frozen" while the
+// agent says so; the condition AgentVersionNotSupported True (reason: GuestAgentSupport's)
+// while a connected agent lacks a command kvnode needs, removed otherwise; the whole answer in
 // status.launcher.guestAgent (kvctl guestosinfo). Returns true when anything changed.
+// Whether an agent with these (enabled) commands is one kvnode works with: KubeVirt's
+// requiredGuestAgentCommands (pkg/virt-handler/guestagent.go). Empty when supported, else the
+// reason, KubeVirt's words.
+std::string GuestAgentUnsupportedReason(
+    const google::protobuf::RepeatedPtrField<std::string>& supported_commands);
+
 bool ApplyGuestAgent(kvnode::v1::VirtualMachineInstance* vmi,
                      const kvnode::v1::GuestAgentInfo& agent, absl::Time now);
 

@@ -139,6 +139,49 @@ TEST(VmiStatusTest, AMigrationOutIsInFlightOnlyOnItsSourceUntilItEnds) {
   EXPECT_FALSE(IsMigratingOutFrom(status, "node-a"));
 }
 
+// KubeVirt's requiredGuestAgentCommands, as Debian's qemu-ga lists them enabled.
+constexpr const char* kRequiredAgentCommands[] = {
+    "guest-ping",          "guest-get-time",  "guest-info",         "guest-shutdown",
+    "guest-network-get-interfaces", "guest-get-fsinfo", "guest-get-host-name",
+    "guest-get-users",     "guest-get-timezone", "guest-get-osinfo"};
+
+TEST(VmiStatusTest, AnAgentWithoutARequiredCommandIsNotSupportedAsKubeVirtSays) {
+  kvnode::v1::GuestAgentInfo agent;
+  agent.set_connected(true);
+  for (const char* cmd : kRequiredAgentCommands) {
+    if (std::string(cmd) != "guest-get-users") agent.add_supported_commands(cmd);
+  }
+  EXPECT_EQ(GuestAgentUnsupportedReason(agent.supported_commands()),
+            "This guest agent doesn't support required basic commands");
+  kvnode::v1::VirtualMachineInstance vmi;
+  absl::Time t0 = absl::FromUnixSeconds(1800000000);
+  EXPECT_TRUE(ApplyGuestAgent(&vmi, agent, t0));
+  const auto* c = FindCondition(vmi.status().conditions(), "AgentVersionNotSupported");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->status(), "True");
+  EXPECT_EQ(c->reason(), "This guest agent doesn't support required basic commands");
+  agent.add_supported_commands("guest-get-users");
+  EXPECT_TRUE(ApplyGuestAgent(&vmi, agent, t0 + absl::Seconds(10)));
+  EXPECT_EQ(FindCondition(vmi.status().conditions(), "AgentVersionNotSupported"), nullptr);
+}
+
+TEST(VmiStatusTest, FreezeStatusFollowsTheAgentsWordAndOutlivesItsAbsence) {
+  kvnode::v1::GuestAgentInfo agent;
+  agent.set_connected(true);
+  for (const char* cmd : kRequiredAgentCommands) agent.add_supported_commands(cmd);
+  agent.set_fs_freeze_status("frozen");
+  kvnode::v1::VirtualMachineInstance vmi;
+  absl::Time t0 = absl::FromUnixSeconds(1800000000);
+  ApplyGuestAgent(&vmi, agent, t0);
+  EXPECT_EQ(vmi.status().fs_freeze_status(), "frozen");
+  // The agent is away: nobody knows the guest thawed, so it still counts as frozen.
+  ApplyGuestAgent(&vmi, kvnode::v1::GuestAgentInfo(), t0 + absl::Seconds(1));
+  EXPECT_EQ(vmi.status().fs_freeze_status(), "frozen");
+  agent.set_fs_freeze_status("thawed");
+  EXPECT_TRUE(ApplyGuestAgent(&vmi, agent, t0 + absl::Seconds(2)));
+  EXPECT_EQ(vmi.status().fs_freeze_status(), "");
+}
+
 TEST(VmiStatusTest, TheGuestAgentSetsAgentConnectedOsInfoAndInterfaceNames) {
   kvnode::v1::VirtualMachineInstance vmi;
   auto* iface = vmi.mutable_status()->add_interfaces();
@@ -149,6 +192,7 @@ TEST(VmiStatusTest, TheGuestAgentSetsAgentConnectedOsInfoAndInterfaceNames) {
   kvnode::v1::GuestAgentInfo agent;
   agent.set_connected(true);
   agent.set_version("10.0.2");
+  for (const char* cmd : kRequiredAgentCommands) agent.add_supported_commands(cmd);
   agent.mutable_os()->set_kernel_release("6.1.0-57-cloud-amd64");
   auto* eth0 = agent.add_interfaces();
   eth0->set_name("eth0");
@@ -164,6 +208,7 @@ TEST(VmiStatusTest, TheGuestAgentSetsAgentConnectedOsInfoAndInterfaceNames) {
   EXPECT_EQ(vmi.status().interfaces(0).info_source(), "domain, guest-agent");
   EXPECT_EQ(vmi.status().interfaces(0).ip_address(), "10.244.0.5") << "masquerade: the pod's";
   EXPECT_EQ(vmi.status().launcher().guest_agent().version(), "10.0.2");
+  EXPECT_EQ(FindCondition(vmi.status().conditions(), "AgentVersionNotSupported"), nullptr);
   EXPECT_FALSE(ApplyGuestAgent(&vmi, agent, t0 + absl::Seconds(10))) << "nothing new";
 
   // The agent goes: the condition goes (as in KubeVirt), the OS info stays as last seen.

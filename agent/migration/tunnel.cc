@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
+#include "agent/base/fd_write.h"
 #include "agent/base/migration_ports.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/unix_socket.h"
@@ -29,17 +30,6 @@ namespace {
 using kvnode::v1::TunnelData;
 
 constexpr size_t kChunk = 256 * 1024;
-
-bool WriteAll(int fd, const std::string& data) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  return true;
-}
 
 // Copies fd → stream on a thread and stream → fd here until both directions end. `fd_ended`
 // runs when the fd side closed, with whether the stream had ended before (the client

@@ -182,18 +182,6 @@ grpc::Status StorageService::DeleteSecret(grpc::ServerContext*, const kvnode::v1
   return grpc::Status::OK;
 }
 
-namespace {
-
-// One answer from a StatusOr: the value into `resp`, or the error mapped.
-template <typename T>
-grpc::Status Answer(absl::StatusOr<T> r, T* resp) {
-  if (!r.ok()) return ToGrpcStatus(r.status());
-  *resp = *std::move(r);
-  return grpc::Status::OK;
-}
-
-}  // namespace
-
 grpc::Status StorageService::ApplyDataSource(grpc::ServerContext*,
                                              const kvnode::v1::ApplyDataSourceRequest* req,
                                              kvnode::v1::ApplyDataSourceResponse* resp) {
@@ -206,7 +194,7 @@ grpc::Status StorageService::ApplyDataSource(grpc::ServerContext*,
 
 grpc::Status StorageService::GetDataSource(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
                                            kvnode::v1::DataSource* resp) {
-  return Answer(golden_->GetDataSource(Namespace(req->namespace_()), req->name()), resp);
+  return ReplyWith(golden_->GetDataSource(Namespace(req->namespace_()), req->name()), resp);
 }
 
 grpc::Status StorageService::ListDataSources(grpc::ServerContext*,
@@ -219,7 +207,7 @@ grpc::Status StorageService::ListDataSources(grpc::ServerContext*,
 grpc::Status StorageService::DeleteDataSource(grpc::ServerContext*,
                                               const kvnode::v1::ObjectRef* req,
                                               kvnode::v1::DataSource* resp) {
-  return Answer(golden_->DeleteDataSource(Namespace(req->namespace_()), req->name()), resp);
+  return ReplyWith(golden_->DeleteDataSource(Namespace(req->namespace_()), req->name()), resp);
 }
 
 grpc::Status StorageService::ApplyDataImportCron(
@@ -235,7 +223,7 @@ grpc::Status StorageService::ApplyDataImportCron(
 grpc::Status StorageService::GetDataImportCron(grpc::ServerContext*,
                                                const kvnode::v1::ObjectRef* req,
                                                kvnode::v1::DataImportCron* resp) {
-  return Answer(golden_->GetDataImportCron(Namespace(req->namespace_()), req->name()), resp);
+  return ReplyWith(golden_->GetDataImportCron(Namespace(req->namespace_()), req->name()), resp);
 }
 
 grpc::Status StorageService::ListDataImportCrons(grpc::ServerContext*,
@@ -248,7 +236,7 @@ grpc::Status StorageService::ListDataImportCrons(grpc::ServerContext*,
 grpc::Status StorageService::DeleteDataImportCron(grpc::ServerContext*,
                                                   const kvnode::v1::ObjectRef* req,
                                                   kvnode::v1::DataImportCron* resp) {
-  return Answer(golden_->DeleteDataImportCron(Namespace(req->namespace_()), req->name()), resp);
+  return ReplyWith(golden_->DeleteDataImportCron(Namespace(req->namespace_()), req->name()), resp);
 }
 
 grpc::Status StorageService::ApplyConfigMap(grpc::ServerContext*,
@@ -263,7 +251,7 @@ grpc::Status StorageService::ApplyConfigMap(grpc::ServerContext*,
 
 grpc::Status StorageService::GetConfigMap(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
                                           kvnode::v1::ConfigMap* resp) {
-  return Answer(volumes_->config_maps().Get(Namespace(req->namespace_()), req->name()), resp);
+  return ReplyWith(volumes_->config_maps().Get(Namespace(req->namespace_()), req->name()), resp);
 }
 
 grpc::Status StorageService::ListConfigMaps(grpc::ServerContext*,
@@ -278,7 +266,7 @@ grpc::Status StorageService::ListConfigMaps(grpc::ServerContext*,
 grpc::Status StorageService::DeleteConfigMap(grpc::ServerContext*,
                                              const kvnode::v1::ObjectRef* req,
                                              kvnode::v1::ConfigMap* resp) {
-  return Answer(volumes_->config_maps().Delete(Namespace(req->namespace_()), req->name()), resp);
+  return ReplyWith(volumes_->config_maps().Delete(Namespace(req->namespace_()), req->name()), resp);
 }
 
 }  // namespace kvnode

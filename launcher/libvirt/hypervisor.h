@@ -36,8 +36,10 @@ class Hypervisor {
   virtual absl::Status Destroy() = 0;
   virtual absl::Status Pause() = 0;
   virtual absl::Status Resume() = 0;
-  // Reboot through the ACPI power button path (guest cooperates).
-  virtual absl::Status SoftReboot() = 0;
+  // A reboot the guest carries out: through the guest agent (guest-shutdown reboot) or the
+  // ACPI power button path.
+  enum class RebootMethod { kAcpi, kGuestAgent };
+  virtual absl::Status SoftReboot(RebootMethod method) = 0;
   // Hard reset.
   virtual absl::Status Reset() = 0;
   // Removes the persistent definition (and NVRAM).
@@ -50,6 +52,13 @@ class Hypervisor {
   // agent's JSON reply; Unavailable-style errors when no agent is connected.
   virtual absl::StatusOr<std::string> AgentCommand(const std::string& json,
                                                    int timeout_seconds) = 0;
+  // Freezes (or thaws) every guest filesystem through the agent (virDomainFSFreeze/FSThaw);
+  // returns how many filesystems it froze or thawed.
+  virtual absl::StatusOr<int> FreezeFilesystems() = 0;
+  virtual absl::StatusOr<int> ThawFilesystems() = 0;
+  // The first screen of the guest's display (virDomainScreenshot): its MIME type and bytes.
+  // FailedPrecondition when the domain has no graphics.
+  virtual absl::StatusOr<kvnode::v1::Screenshot> TakeScreenshot() = 0;
   virtual void SetEventCallback(EventCallback callback) = 0;
   // The QEMU process of the running domain, 0 when none (read from libvirt's pid file, no
   // libvirt call, so it is safe on the event thread).

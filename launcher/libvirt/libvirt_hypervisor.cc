@@ -54,7 +54,8 @@ absl::Status LibvirtError(const std::string& what) {
       case VIR_ERR_INVALID_ARG: code = absl::StatusCode::kInvalidArgument; break;
       case VIR_ERR_NO_CONNECT:
       case VIR_ERR_SYSTEM_ERROR:
-      case VIR_ERR_RPC: code = absl::StatusCode::kUnavailable; break;
+      case VIR_ERR_RPC:
+      case VIR_ERR_AGENT_UNRESPONSIVE: code = absl::StatusCode::kUnavailable; break;
       default: break;
     }
   }
@@ -205,7 +206,12 @@ absl::Status LibvirtHypervisor::Resume() {
   return WithDomain("unpause", [](virDomainPtr d) { return virDomainResume(d); });
 }
 
-absl::Status LibvirtHypervisor::SoftReboot() {
+absl::Status LibvirtHypervisor::SoftReboot(RebootMethod method) {
+  if (method == RebootMethod::kGuestAgent) {
+    return WithDomain("soft reboot through the guest agent", [](virDomainPtr d) {
+      return virDomainReboot(d, VIR_DOMAIN_REBOOT_GUEST_AGENT);
+    });
+  }
   return WithDomain("soft reboot", [](virDomainPtr d) {
     return virDomainReboot(d, VIR_DOMAIN_REBOOT_ACPI_POWER_BTN);
   });
@@ -353,6 +359,58 @@ absl::StatusOr<std::string> LibvirtHypervisor::AgentCommand(const std::string& j
   std::string out(reply);
   free(reply);
   return out;
+}
+
+absl::StatusOr<int> LibvirtHypervisor::FreezeFilesystems() {
+  ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
+  DomainHandle handle{dom};
+  int frozen = virDomainFSFreeze(dom, nullptr, 0, 0);
+  if (frozen < 0) return LibvirtError("freeze the filesystems of " + domain_name_);
+  return frozen;
+}
+
+absl::StatusOr<int> LibvirtHypervisor::ThawFilesystems() {
+  ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
+  DomainHandle handle{dom};
+  int thawed = virDomainFSThaw(dom, nullptr, 0, 0);
+  if (thawed < 0) return LibvirtError("thaw the filesystems of " + domain_name_);
+  return thawed;
+}
+
+absl::StatusOr<kvnode::v1::Screenshot> LibvirtHypervisor::TakeScreenshot() {
+  ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
+  DomainHandle handle{dom};
+  virConnectPtr conn = Conn();
+  virStreamPtr stream = virStreamNew(conn, 0);
+  virConnectClose(conn);  // the stream holds its own reference
+  if (stream == nullptr) return LibvirtError("screenshot stream for " + domain_name_);
+  kvnode::v1::Screenshot shot;
+  char* mime = virDomainScreenshot(dom, stream, 0, 0);
+  if (mime == nullptr) {
+    absl::Status error = LibvirtError("screenshot of " + domain_name_);
+    virStreamFree(stream);
+    return error;
+  }
+  shot.set_mime_type(mime);
+  free(mime);
+  char buf[64 * 1024];
+  while (true) {
+    int n = virStreamRecv(stream, buf, sizeof(buf));
+    if (n < 0) {
+      absl::Status error = LibvirtError("screenshot data of " + domain_name_);
+      virStreamAbort(stream);
+      virStreamFree(stream);
+      return error;
+    }
+    if (n == 0) break;
+    shot.mutable_data()->append(buf, n);
+  }
+  absl::Status status = virStreamFinish(stream) < 0
+                            ? LibvirtError("screenshot of " + domain_name_)
+                            : absl::OkStatus();
+  virStreamFree(stream);
+  if (!status.ok()) return status;
+  return shot;
 }
 
 int LibvirtHypervisor::QemuPid() {

@@ -31,12 +31,15 @@ class LibvirtHypervisor : public Hypervisor, public DomainMigrator {
   absl::Status Destroy() override;
   absl::Status Pause() override;
   absl::Status Resume() override;
-  absl::Status SoftReboot() override;
+  absl::Status SoftReboot(RebootMethod method) override;
   absl::Status Reset() override;
   absl::Status Undefine() override;
   absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool include_xml) override;
   absl::StatusOr<kvnode::v1::DomainStats> GetStats() override;
   absl::StatusOr<std::string> AgentCommand(const std::string& json, int timeout_seconds) override;
+  absl::StatusOr<int> FreezeFilesystems() override;
+  absl::StatusOr<int> ThawFilesystems() override;
+  absl::StatusOr<kvnode::v1::Screenshot> TakeScreenshot() override;
   void SetEventCallback(EventCallback callback) override;
   int QemuPid() override;
 

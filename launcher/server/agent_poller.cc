@@ -46,6 +46,15 @@ void AgentPoller::Loop() {
     if (!channel_down && running_()) {
       auto now = QueryGuestAgent(hypervisor_, absl::Seconds(5));
       if (now.ok()) info = *std::move(now);
+      // A frozen agent tells only that it is frozen (and lists its other commands disabled):
+      // what it said before the freeze still stands.
+      if (info.fs_freeze_status() == "frozen" && last_.connected()) {
+        *info.mutable_os() = last_.os();
+        info.set_hostname(last_.hostname());
+        *info.mutable_interfaces() = last_.interfaces();
+        *info.mutable_supported_commands() = last_.supported_commands();
+        if (!last_.has_os()) info.clear_os();
+      }
     }
     if (!google::protobuf::util::MessageDifferencer::Equals(info, last_)) {
       last_ = info;

@@ -7,6 +7,7 @@
 #include "agent/base/atomic_file.h"
 #include "agent/base/status_macros.h"
 #include "google/protobuf/util/json_util.h"
+#include "launcher/server/guest_agent.h"
 
 namespace kvnode {
 
@@ -174,7 +175,70 @@ absl::Status DomainManager::Kill() {
 
 absl::Status DomainManager::Pause() { return hypervisor_->Pause(); }
 absl::Status DomainManager::Unpause() { return hypervisor_->Resume(); }
-absl::Status DomainManager::SoftReboot() { return hypervisor_->SoftReboot(); }
+absl::Status DomainManager::SoftReboot() {
+  bool agent;
+  {
+    absl::MutexLock lock(&mu_);
+    agent = agent_.connected();
+    if (!agent && !acpi_enabled_) {
+      return absl::FailedPreconditionError(
+          "the VMI has neither the guest agent connected nor the ACPI feature enabled");
+    }
+  }
+  if (!agent) return hypervisor_->SoftReboot(Hypervisor::RebootMethod::kAcpi);
+  absl::Status s = hypervisor_->SoftReboot(Hypervisor::RebootMethod::kGuestAgent);
+  if (s.ok() || !absl::IsUnavailable(s)) return s;
+  // The agent stopped answering since the last poll: the power button, if the guest has one.
+  bool acpi;
+  {
+    absl::MutexLock lock(&mu_);
+    acpi = acpi_enabled_;
+  }
+  return acpi ? hypervisor_->SoftReboot(Hypervisor::RebootMethod::kAcpi) : s;
+}
+
+void DomainManager::SetFreezeStatus(const std::string& status) {
+  absl::MutexLock lock(&mu_);
+  if (agent_.fs_freeze_status() == status) return;
+  agent_.set_fs_freeze_status(status);
+  if (!done_ && !last_.state().empty()) {
+    PublishLocked("MODIFIED", StatusLocked(last_), "FreezeStatus");
+  }
+}
+
+absl::Status DomainManager::Freeze(absl::Duration unfreeze_timeout, bool migrating) {
+  if (migrating) {
+    return absl::FailedPreconditionError("failed to freeze VMI, VMI is currently during migration");
+  }
+  ASSIGN_OR_RETURN(std::string status, GuestFreezeStatus(hypervisor_, absl::Seconds(5)));
+  if (status != "frozen") {
+    RETURN_IF_ERROR(hypervisor_->FreezeFilesystems().status());
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    thaw_at_ = unfreeze_timeout > absl::ZeroDuration() ? clock_->Now() + unfreeze_timeout
+                                                      : absl::InfiniteFuture();
+    cv_.SignalAll();
+  }
+  SetFreezeStatus("frozen");
+  return absl::OkStatus();
+}
+
+absl::Status DomainManager::Unfreeze() {
+  {
+    absl::MutexLock lock(&mu_);
+    thaw_at_ = absl::InfiniteFuture();
+  }
+  auto status = GuestFreezeStatus(hypervisor_, absl::Seconds(5));
+  // Thawing a thawed guest would run its thaw hooks again (KubeVirt skips it too).
+  if (status.ok() && *status == "thawed") {
+    SetFreezeStatus("thawed");
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(hypervisor_->ThawFilesystems().status());
+  SetFreezeStatus("thawed");
+  return absl::OkStatus();
+}
 absl::Status DomainManager::Reset() { return hypervisor_->Reset(); }
 
 absl::StatusOr<DomainStatus> DomainManager::GetStatus(bool include_xml) {
@@ -395,7 +459,17 @@ void DomainManager::WorkerLoop() {
       }
       continue;
     }
-    absl::Time wake = std::min(grace_deadline_, next_acpi_);
+    if (!done_ && !stopped_ && now >= thaw_at_) {
+      thaw_at_ = absl::InfiniteFuture();
+      LauncherEventLocked("Warning", "UnfreezeTimeout",
+                          "Unfreeze was not asked for within the unfreeze timeout: thawing");
+      mu_.Unlock();
+      absl::Status t = Unfreeze();
+      mu_.Lock();
+      if (!t.ok()) LauncherEventLocked("Warning", "UnfreezeFailed", std::string(t.message()));
+      continue;
+    }
+    absl::Time wake = std::min({grace_deadline_, next_acpi_, thaw_at_});
     if (destroy_requested_) wake = std::min(wake, destroy_retry_at_);
     if (wake == absl::InfiniteFuture()) {
       cv_.Wait(&mu_);

@@ -74,8 +74,16 @@ class DomainManager {
   absl::Status Kill();
   absl::Status Pause();
   absl::Status Unpause();
+  // Through the guest agent when the poller saw it connected, else the ACPI power button (as
+  // KubeVirt's SoftRebootVMI); FailedPrecondition when the guest has neither.
   absl::Status SoftReboot();
   absl::Status Reset();
+  // Freezes the guest's filesystems through the agent (idempotent: a frozen guest stays as it
+  // is) and thaws them after `unfreeze_timeout` unless Unfreeze comes first (zero: never);
+  // refused while a migration runs (`migrating`). Unfreeze thaws (idempotent). Both tell the
+  // handler the new freeze status at once.
+  absl::Status Freeze(absl::Duration unfreeze_timeout, bool migrating);
+  absl::Status Unfreeze();
   absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool include_xml);
   absl::StatusOr<kvnode::v1::DomainStats> GetStats() { return hypervisor_->GetStats(); }
   Hypervisor* hypervisor() { return hypervisor_; }
@@ -99,6 +107,8 @@ class DomainManager {
 
  private:
   void OnEvent(const DomainLifecycleEvent& event);
+  // Records the agent's freeze status and tells the handler if it changed.
+  void SetFreezeStatus(const std::string& status);
   void WorkerLoop();
   kvnode::v1::DomainStatus StatusLocked(const kvnode::v1::DomainStatus& base)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -127,6 +137,8 @@ class DomainManager {
   bool guest_panicked_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time grace_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::Time next_acpi_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  // The safety thaw of a freeze (KubeVirt's unfreezeTimeout), run by the worker.
+  absl::Time thaw_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   // A destroy that failed (libvirtd was down) is owed: tried again at this time, or at once
   // after the reconnect.
   bool destroy_failed_ ABSL_GUARDED_BY(mu_) = false;

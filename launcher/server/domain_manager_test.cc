@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "launcher/server/scripted_agent.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace kvnode {
@@ -18,9 +20,13 @@ using kvnode::v1::DomainEvent;
 using kvnode::v1::LauncherEvent;
 
 // A hypervisor whose guest behaves as the test says: it powers off on the ACPI button unless
-// told to ignore it. Destroy and power-off deliver the Stopped event as libvirt does.
-class FakeHypervisor : public Hypervisor {
+// told to ignore it. Destroy and power-off deliver the Stopped event as libvirt does. Its guest
+// has no agent unless a test scripts one (ScriptedAgent).
+class FakeHypervisor : public ScriptedAgent {
  public:
+  FakeHypervisor() {
+    Answer([](const std::string&) { return absl::UnavailableError("no guest agent"); });
+  }
   absl::Status DefineAndStart(const std::string& xml, bool paused) override {
     absl::MutexLock lock(&mu_);
     ++starts_;
@@ -52,10 +58,11 @@ class FakeHypervisor : public Hypervisor {
     Stop("Destroyed");
     return absl::OkStatus();
   }
-  absl::Status Pause() override { return absl::OkStatus(); }
-  absl::Status Resume() override { return absl::OkStatus(); }
-  absl::Status SoftReboot() override { return absl::OkStatus(); }
-  absl::Status Reset() override { return absl::OkStatus(); }
+  absl::Status SoftReboot(RebootMethod method) override {
+    absl::MutexLock lock(&mu_);
+    reboots_.push_back(method);
+    return absl::OkStatus();
+  }
   absl::Status Undefine() override {
     absl::MutexLock lock(&mu_);
     ++undefines_;
@@ -69,10 +76,6 @@ class FakeHypervisor : public Hypervisor {
     return s;
   }
   int QemuPid() override { return 4242; }
-  absl::StatusOr<kvnode::v1::DomainStats> GetStats() override { return kvnode::v1::DomainStats(); }
-  absl::StatusOr<std::string> AgentCommand(const std::string&, int) override {
-    return absl::UnavailableError("no guest agent");
-  }
   void SetEventCallback(EventCallback cb) override {
     absl::MutexLock lock(&mu_);
     cb_ = std::move(cb);
@@ -123,6 +126,10 @@ class FakeHypervisor : public Hypervisor {
     absl::MutexLock lock(&mu_);
     return undefines_;
   }
+  std::vector<RebootMethod> reboots() {
+    absl::MutexLock lock(&mu_);
+    return reboots_;
+  }
   // The next `n` destroys fail as they do while libvirtd is down.
   void FailDestroys(int n) {
     absl::MutexLock lock(&mu_);
@@ -138,7 +145,14 @@ class FakeHypervisor : public Hypervisor {
   std::string xml_;
   bool running_ = false, paused_ = false;
   int acpi_presses_ = 0, destroys_ = 0, undefines_ = 0, starts_ = 0, failing_destroys_ = 0;
+  std::vector<RebootMethod> reboots_;
 };
+
+// Polls `done` for up to 5 s (the agent poller answers on its own thread).
+bool Eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 500 && !done(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  return done();
+}
 
 class RecordingSink : public EventSink {
  public:
@@ -234,6 +248,39 @@ TEST_F(DomainManagerTest, AgentAndRebootEventsOnlyRestateTheLastState) {
   ASSERT_EQ(events.size(), 4u);
   EXPECT_EQ(events[3].status().state(), "Paused") << "an agent event unpaused the domain";
   EXPECT_EQ(events[3].status().reason(), "User");
+}
+
+// KubeVirt's SoftRebootVMI: the agent when it is connected, the ACPI button otherwise.
+TEST_F(DomainManagerTest, SoftRebootPressesTheButtonUntilAnAgentAnswers) {
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  hv_.Emit("Started", "Booted");
+  ASSERT_TRUE(manager_->SoftReboot().ok());
+  hv_.Answer([](const std::string& json) -> absl::StatusOr<std::string> {
+    if (json.find("\"guest-info\"") != std::string::npos) {
+      return std::string(R"({"return":{"version":"10.0.2","supported_commands":[]}})");
+    }
+    return absl::UnavailableError("not scripted");
+  });
+  hv_.Emit("AgentConnected", "");  // the poller asks at once
+  ASSERT_TRUE(Eventually([&] {
+    auto s = manager_->GetStatus(false);
+    return s.ok() && s->guest_agent().connected();
+  }));
+  ASSERT_TRUE(manager_->SoftReboot().ok());
+  EXPECT_EQ(hv_.reboots(), (std::vector<Hypervisor::RebootMethod>{
+                               Hypervisor::RebootMethod::kAcpi,
+                               Hypervisor::RebootMethod::kGuestAgent}));
+}
+
+TEST_F(DomainManagerTest, SoftRebootOfAGuestWithNeitherAgentNorAcpiIsRefused) {
+  vmi_.mutable_spec()->mutable_domain()->mutable_features()->mutable_acpi()->set_enabled(false);
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  hv_.Emit("Started", "Booted");
+  absl::Status s = manager_->SoftReboot();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("neither the guest agent connected nor the ACPI feature"),
+            std::string::npos);
+  EXPECT_TRUE(hv_.reboots().empty());
 }
 
 TEST_F(DomainManagerTest, GracefulShutdownByAcpiEndsWithShutdownReason) {

@@ -53,6 +53,26 @@ std::string Field(const Struct& s, const std::string& key) {
   return it == s.fields().end() ? "" : it->second.string_value();
 }
 
+double Number(const Struct& s, const std::string& key) {
+  auto it = s.fields().find(key);
+  return it == s.fields().end() ? 0 : it->second.number_value();
+}
+
+// The "return" list of an agent reply; `command` names it in the error.
+absl::StatusOr<google::protobuf::ListValue> ReturnListOf(const std::string& reply,
+                                                         const char* command) {
+  ASSIGN_OR_RETURN(Value ret, ReturnValueOf(reply));
+  if (!ret.has_list_value()) return absl::InternalError(absl::StrCat(command, " returned no list"));
+  return ret.list_value();
+}
+
+// Sends `command` (no arguments) and returns the reply.
+absl::StatusOr<std::string> Ask(Hypervisor* hypervisor, const char* command,
+                                absl::Duration timeout) {
+  return hypervisor->AgentCommand(absl::StrCat(R"({"execute":")", command, R"("})"),
+                                  Seconds(timeout));
+}
+
 }  // namespace
 
 absl::Status GuestPing(Hypervisor* hypervisor, absl::Duration timeout) {
@@ -141,12 +161,9 @@ absl::Status ParseHostName(const std::string& reply, kvnode::v1::GuestAgentInfo*
 }
 
 absl::Status ParseInterfaces(const std::string& reply, kvnode::v1::GuestAgentInfo* info) {
-  ASSIGN_OR_RETURN(Value ret, ReturnValueOf(reply));
-  if (!ret.has_list_value()) {
-    return absl::InternalError("guest-network-get-interfaces returned no list");
-  }
+  ASSIGN_OR_RETURN(auto ifaces, ReturnListOf(reply, "guest-network-get-interfaces"));
   info->clear_interfaces();
-  for (const Value& v : ret.list_value().values()) {
+  for (const Value& v : ifaces.values()) {
     const Struct& iface = v.struct_value();
     const std::string mac = absl::AsciiStrToLower(Field(iface, "hardware-address"));
     // The loopback has no hardware address worth reporting (KubeVirt leaves it out too).
@@ -167,12 +184,75 @@ absl::Status ParseInterfaces(const std::string& reply, kvnode::v1::GuestAgentInf
   return absl::OkStatus();
 }
 
+absl::Status ParseFsFreezeStatus(const std::string& reply, kvnode::v1::GuestAgentInfo* info) {
+  ASSIGN_OR_RETURN(Value ret, ReturnValueOf(reply));
+  if (ret.kind_case() != Value::kStringValue) {
+    return absl::InternalError("guest-fsfreeze-status returned no string");
+  }
+  info->set_fs_freeze_status(ret.string_value());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kvnode::v1::VirtualMachineInstanceGuestOSUserList> ParseUsers(
+    const std::string& reply) {
+  ASSIGN_OR_RETURN(auto users, ReturnListOf(reply, "guest-get-users"));
+  kvnode::v1::VirtualMachineInstanceGuestOSUserList out;
+  for (const Value& v : users.values()) {
+    const Struct& u = v.struct_value();
+    auto* user = out.add_items();
+    user->set_user_name(Field(u, "user"));
+    user->set_domain(Field(u, "domain"));
+    user->set_login_time(Number(u, "login-time"));
+  }
+  return out;
+}
+
+absl::StatusOr<kvnode::v1::VirtualMachineInstanceFileSystemList> ParseFilesystems(
+    const std::string& reply) {
+  ASSIGN_OR_RETURN(auto filesystems, ReturnListOf(reply, "guest-get-fsinfo"));
+  kvnode::v1::VirtualMachineInstanceFileSystemList out;
+  for (const Value& v : filesystems.values()) {
+    const Struct& f = v.struct_value();
+    auto* fs = out.add_items();
+    fs->set_disk_name(Field(f, "name"));
+    fs->set_mount_point(Field(f, "mountpoint"));
+    fs->set_file_system_type(Field(f, "type"));
+    fs->set_used_bytes(static_cast<int64_t>(Number(f, "used-bytes")));
+    fs->set_total_bytes(static_cast<int64_t>(Number(f, "total-bytes")));
+    auto disks = f.fields().find("disk");
+    if (disks == f.fields().end()) continue;
+    for (const Value& d : disks->second.list_value().values()) {
+      auto* disk = fs->add_disk();
+      disk->set_serial(Field(d.struct_value(), "serial"));
+      disk->set_bus_type(Field(d.struct_value(), "bus-type"));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<kvnode::v1::VirtualMachineInstanceGuestOSUserList> GuestUsers(
+    Hypervisor* hypervisor, absl::Duration timeout) {
+  ASSIGN_OR_RETURN(std::string reply, Ask(hypervisor, "guest-get-users", timeout));
+  return ParseUsers(reply);
+}
+
+absl::StatusOr<kvnode::v1::VirtualMachineInstanceFileSystemList> GuestFilesystems(
+    Hypervisor* hypervisor, absl::Duration timeout) {
+  ASSIGN_OR_RETURN(std::string reply, Ask(hypervisor, "guest-get-fsinfo", timeout));
+  return ParseFilesystems(reply);
+}
+
+absl::StatusOr<std::string> GuestFreezeStatus(Hypervisor* hypervisor, absl::Duration timeout) {
+  ASSIGN_OR_RETURN(std::string reply, Ask(hypervisor, "guest-fsfreeze-status", timeout));
+  kvnode::v1::GuestAgentInfo info;
+  RETURN_IF_ERROR(ParseFsFreezeStatus(reply, &info));
+  return info.fs_freeze_status();
+}
+
 absl::StatusOr<kvnode::v1::GuestAgentInfo> QueryGuestAgent(Hypervisor* hypervisor,
                                                            absl::Duration timeout) {
   kvnode::v1::GuestAgentInfo info;
-  const int seconds = Seconds(timeout);
-  ASSIGN_OR_RETURN(std::string reply,
-                   hypervisor->AgentCommand(R"({"execute":"guest-info"})", seconds));
+  ASSIGN_OR_RETURN(std::string reply, Ask(hypervisor, "guest-info", timeout));
   RETURN_IF_ERROR(ParseGuestInfo(reply, &info));
   info.set_connected(true);
   const auto& supported = info.supported_commands();
@@ -180,6 +260,13 @@ absl::StatusOr<kvnode::v1::GuestAgentInfo> QueryGuestAgent(Hypervisor* hyperviso
     return supported.empty() ||
            std::find(supported.begin(), supported.end(), name) != supported.end();
   };
+  // First whether the guest is frozen: a frozen agent refuses every other query (and lists
+  // them disabled), so the rest is asked only of a thawed one.
+  if (has("guest-fsfreeze-status")) {
+    auto r = Ask(hypervisor, "guest-fsfreeze-status", timeout);
+    if (r.ok()) (void)ParseFsFreezeStatus(*r, &info);
+    if (info.fs_freeze_status() == "frozen") return info;
+  }
   struct Query {
     const char* command;
     absl::Status (*parse)(const std::string&, kvnode::v1::GuestAgentInfo*);
@@ -188,8 +275,7 @@ absl::StatusOr<kvnode::v1::GuestAgentInfo> QueryGuestAgent(Hypervisor* hyperviso
                          Query{"guest-get-host-name", ParseHostName},
                          Query{"guest-network-get-interfaces", ParseInterfaces}}) {
     if (!has(q.command)) continue;
-    auto r = hypervisor->AgentCommand(absl::StrCat(R"({"execute":")", q.command, R"("})"),
-                                      seconds);
+    auto r = Ask(hypervisor, q.command, timeout);
     // An agent that stops answering half-way is reported by the next poll; what it said
     // before stays.
     if (r.ok()) (void)q.parse(*r, &info);

@@ -27,8 +27,9 @@ absl::Status GuestExec(Hypervisor* hypervisor, const std::vector<std::string>& c
 // The guest-exec request for `command` (exposed for tests).
 std::string GuestExecRequest(const std::vector<std::string>& command);
 
-// What the agent says now: its version and commands, and (each when the agent has the
-// command) the OS, host name and interfaces, with `connected` set. An error when guest-info
+// What the agent says now: its version and commands, whether the guest is frozen, and (each
+// when the agent has the command, and only of a guest that is not frozen: a frozen agent
+// answers nothing else) the OS, host name and interfaces, with `connected` set. An error when guest-info
 // gets no answer (no agent on the channel).
 absl::StatusOr<kvnode::v1::GuestAgentInfo> QueryGuestAgent(Hypervisor* hypervisor,
                                                            absl::Duration timeout);
@@ -38,6 +39,22 @@ absl::Status ParseGuestInfo(const std::string& reply, kvnode::v1::GuestAgentInfo
 absl::Status ParseOsInfo(const std::string& reply, kvnode::v1::GuestAgentInfo* info);
 absl::Status ParseHostName(const std::string& reply, kvnode::v1::GuestAgentInfo* info);
 absl::Status ParseInterfaces(const std::string& reply, kvnode::v1::GuestAgentInfo* info);
+absl::Status ParseFsFreezeStatus(const std::string& reply, kvnode::v1::GuestAgentInfo* info);
+
+// The users logged in to the guest (guest-get-users) and its mounted filesystems
+// (guest-get-fsinfo), asked now; errors name the command.
+absl::StatusOr<kvnode::v1::VirtualMachineInstanceGuestOSUserList> GuestUsers(
+    Hypervisor* hypervisor, absl::Duration timeout);
+absl::StatusOr<kvnode::v1::VirtualMachineInstanceFileSystemList> GuestFilesystems(
+    Hypervisor* hypervisor, absl::Duration timeout);
+// guest-fsfreeze-status: "frozen" or "thawed".
+absl::StatusOr<std::string> GuestFreezeStatus(Hypervisor* hypervisor, absl::Duration timeout);
+
+// The replies of guest-get-users and guest-get-fsinfo (exposed for tests).
+absl::StatusOr<kvnode::v1::VirtualMachineInstanceGuestOSUserList> ParseUsers(
+    const std::string& reply);
+absl::StatusOr<kvnode::v1::VirtualMachineInstanceFileSystemList> ParseFilesystems(
+    const std::string& reply);
 
 }  // namespace kvnode
 

@@ -86,6 +86,45 @@ grpc::Status LauncherService::ProbeGuest(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+namespace {
+
+// How long an on-demand agent command may take (KubeVirt's agent calls wait 10 s).
+constexpr absl::Duration kAgentCallTimeout = absl::Seconds(10);
+
+}  // namespace
+
+grpc::Status LauncherService::GuestUsers(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                                         kvnode::v1::VirtualMachineInstanceGuestOSUserList* resp) {
+  return ReplyWith(kvnode::GuestUsers(manager_->hypervisor(), kAgentCallTimeout), resp);
+}
+
+grpc::Status LauncherService::GuestFilesystems(
+    grpc::ServerContext*, const kvnode::v1::PingRequest*,
+    kvnode::v1::VirtualMachineInstanceFileSystemList* resp) {
+  return ReplyWith(kvnode::GuestFilesystems(manager_->hypervisor(), kAgentCallTimeout), resp);
+}
+
+grpc::Status LauncherService::Freeze(grpc::ServerContext*, const kvnode::v1::FreezeRequest* req,
+                                     kvnode::v1::LauncherResponse* resp) {
+  if (req->unfreeze_timeout_seconds() < 0) {
+    return Respond(absl::InvalidArgumentError("unfreeze_timeout_seconds must not be negative"),
+                   resp);
+  }
+  const bool migrating = migration_ != nullptr && migration_->Status().state() == "Running";
+  return Respond(
+      manager_->Freeze(absl::Seconds(req->unfreeze_timeout_seconds()), migrating), resp);
+}
+
+grpc::Status LauncherService::Unfreeze(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                                       kvnode::v1::LauncherResponse* resp) {
+  return Respond(manager_->Unfreeze(), resp);
+}
+
+grpc::Status LauncherService::TakeScreenshot(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                                             kvnode::v1::Screenshot* resp) {
+  return ReplyWith(manager_->hypervisor()->TakeScreenshot(), resp);
+}
+
 grpc::Status LauncherService::Migrate(grpc::ServerContext*, const kvnode::v1::MigrateRequest* req,
                                       kvnode::v1::LauncherResponse* resp) {
   if (migration_ == nullptr) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "migration");

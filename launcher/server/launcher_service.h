@@ -36,6 +36,16 @@ class LauncherService final : public kvnode::v1::Launcher::Service {
                               kvnode::v1::DomainStats* resp) override;
   grpc::Status ProbeGuest(grpc::ServerContext*, const kvnode::v1::GuestProbeRequest* req,
                           kvnode::v1::LauncherResponse* resp) override;
+  grpc::Status GuestUsers(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                          kvnode::v1::VirtualMachineInstanceGuestOSUserList* resp) override;
+  grpc::Status GuestFilesystems(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                                kvnode::v1::VirtualMachineInstanceFileSystemList* resp) override;
+  grpc::Status Freeze(grpc::ServerContext*, const kvnode::v1::FreezeRequest* req,
+                      kvnode::v1::LauncherResponse* resp) override;
+  grpc::Status Unfreeze(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                        kvnode::v1::LauncherResponse* resp) override;
+  grpc::Status TakeScreenshot(grpc::ServerContext*, const kvnode::v1::PingRequest*,
+                              kvnode::v1::Screenshot* resp) override;
   grpc::Status Migrate(grpc::ServerContext*, const kvnode::v1::MigrateRequest* req,
                        kvnode::v1::LauncherResponse* resp) override;
   grpc::Status GetMigration(grpc::ServerContext*, const kvnode::v1::PingRequest*,

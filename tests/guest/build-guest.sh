@@ -37,7 +37,7 @@ busybox=/bin/busybox
 cmdline="console=ttyS0,115200 panic=0 quiet ${KVNODE_GUEST_CMDLINE_EXTRA:-}"
 cmdline=${cmdline% }
 
-for tool in apt-cache apt-get dpkg-deb cpio gzip mkfs.vfat mcopy syslinux flock ldd; do
+for tool in apt-cache apt-get dpkg-deb cpio gzip mkfs.vfat mcopy syslinux flock ldd ssh-keygen; do
 	command -v "$tool" >/dev/null || die "missing $tool (apt-get install busybox-static cpio dosfstools mtools syslinux syslinux-common)"
 done
 # Read the whole list first: `--list | grep -q` lets busybox die of SIGPIPE, which pipefail
@@ -88,23 +88,34 @@ if [ -z "$deb" ]; then
 fi
 [ -s "$deb" ] || die "kernel package $deb is missing"
 
-# --- the guest agent .deb: Debian's qemu-guest-agent, its qemu-ga with the host's libraries ---------
-agent_deb=${KVNODE_GUEST_AGENT_DEB:-}
-if [ -z "$agent_deb" ]; then
-	ver=$(apt-cache show --no-all-versions qemu-guest-agent 2>/dev/null | sed -n 's/^Version: //p' | head -n 1)
-	if [ -n "$ver" ]; then agent_deb=$(fetch_deb qemu-guest-agent "$ver"); fi
-	if [ -z "$agent_deb" ]; then
+# --- userland packages: Debian's qemu-guest-agent, and Dropbear with OpenSSH's sftp-server ---------
+# package_deb NAME: the newest .deb of NAME apt knows (downloaded into the cache), else the newest
+# one in the cache.
+package_deb() {
+	local ver found
+	ver=$(apt-cache show --no-all-versions "$1" 2>/dev/null | sed -n 's/^Version: //p' | head -n 1)
+	if [ -n "$ver" ]; then found=$(fetch_deb "$1" "$ver"); fi
+	if [ -z "${found:-}" ]; then
 		# shellcheck disable=SC2012 # Debian package names
-		agent_deb=$(cd "$cache/debs" && ls -t qemu-guest-agent_*_amd64.deb 2>/dev/null | head -n 1 || true)
-		[ -n "$agent_deb" ] || die "no qemu-guest-agent: apt cannot get it (run apt-get update) and $cache/debs has none"
-		agent_deb="$cache/debs/$agent_deb"
+		found=$(cd "$cache/debs" && ls -t "${1}"_*_amd64.deb 2>/dev/null | head -n 1 || true)
+		[ -n "$found" ] || die "no $1: apt cannot get it (run apt-get update) and $cache/debs has none"
+		found="$cache/debs/$found"
 	fi
-fi
+	[ -s "$found" ] || die "package $found is missing"
+	echo "$found"
+}
+agent_deb=${KVNODE_GUEST_AGENT_DEB:-$(package_deb qemu-guest-agent)}
 [ -s "$agent_deb" ] || die "guest agent package $agent_deb is missing"
+# The SSH server (kvctl ssh and scp reach it): dropbear needs libtomcrypt and libtommath, which
+# the host need not have; sftp-server serves OpenSSH's scp (SFTP since OpenSSH 9.0).
+ssh_debs=()
+for p in dropbear-bin libtomcrypt1 libtommath1 openssh-sftp-server; do
+	ssh_debs+=("$(package_deb "$p")")
+done
 
 # --- up to date? -----------------------------------------------------------------------------------
-stamp="flavour=$flavour deb=$(basename "$deb") agent=$(basename "$agent_deb") size_mb=$img_mb busybox=$(dpkg-query -W -f='${Version}' busybox-static 2>/dev/null || echo unknown) cmdline=$cmdline"
-inputs=("$self" "$here/rootfs" "$busybox" "$deb" "$agent_deb")
+stamp="flavour=$flavour deb=$(basename "$deb") agent=$(basename "$agent_deb") ssh=$(for d in "${ssh_debs[@]}"; do basename "$d"; done | tr '\n' ' ') size_mb=$img_mb busybox=$(dpkg-query -W -f='${Version}' busybox-static 2>/dev/null || echo unknown) cmdline=$cmdline"
+inputs=("$self" "$here/rootfs" "$busybox" "$deb" "$agent_deb" "${ssh_debs[@]}")
 if [ -z "${KVNODE_GUEST_FORCE:-}" ] && [ -s "$img" ] && [ -f "$img.stamp" ] &&
 	[ "$(cat "$img.stamp")" = "$stamp" ] &&
 	[ -z "$(find -L "${inputs[@]}" -newer "$img" -print -quit)" ]; then
@@ -150,6 +161,8 @@ wanted=(
 	button evdev
 	# pvpanic (libvirt <panic>): lets QEMU see a guest panic
 	'?pvpanic_pci' '?pvpanic_mmio'
+	# ext4 data disks (freeze tests; built into the cloud kernel)
+	'?crc16' '?mbcache' '?jbd2' '?crc32c_generic' '?ext4'
 )
 order=()
 modinfo_depends() { # prints the dependencies of module file $1, one per line
@@ -194,7 +207,7 @@ while read -r applet; do
 	[ -e "$root/$applet" ] || [ -L "$root/$applet" ] || ln -s /bin/busybox "$root/$applet"
 done < <("$busybox" --list-full)
 cp -R "$here/rootfs/." "$root/"
-chmod 0755 "$root/init" "$root/etc/kvnode/udhcpc.sh" "$root/etc/acpi/PWRF/00000080"
+chmod 0755 "$root/init" "$root/etc/kvnode/udhcpc.sh" "$root/etc/acpi/PWRF/00000080" "$root/sbin/shutdown"
 : > "$root/etc/kvnode/modules"
 for n in "${order[@]}"; do
 	f=${modpath[$n]}
@@ -206,17 +219,36 @@ for n in "${order[@]}"; do
 	esac
 	echo "$n${modargs[$n]:+ ${modargs[$n]}}" >> "$root/etc/kvnode/modules"
 done
-# The guest agent: qemu-ga from its .deb, and the shared libraries it needs (with the loader) as
-# the host has them (Debian's, the same release the package was built for).
-dpkg-deb -x "$agent_deb" "$work/qga"
-install -m 0755 "$work/qga/usr/sbin/qemu-ga" "$root/usr/sbin/qemu-ga"
-missing=$(ldd "$work/qga/usr/sbin/qemu-ga" | awk '/not found/ {print $1}')
-[ -z "$missing" ] || die "qemu-ga needs libraries this host lacks: $missing (apt-get install qemu-guest-agent's dependencies)"
-ldd "$work/qga/usr/sbin/qemu-ga" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' |
-	while read -r lib; do
-		mkdir -p "$root$(dirname "$lib")"
-		cp -L "$lib" "$root$lib"
-	done
+# install_binary FILE DEST: FILE into the initramfs at DEST, with the shared libraries it needs (and
+# the loader): from the extracted packages in $work/pkgs first, else as the host has them (Debian's,
+# the same release the packages were built for).
+install_binary() {
+	local libpath="$work/pkgs/usr/lib/x86_64-linux-gnu:$work/pkgs/lib/x86_64-linux-gnu" missing
+	install -D -m 0755 "$1" "$root$2"
+	missing=$(LD_LIBRARY_PATH=$libpath ldd "$1" | awk '/not found/ {print $1}')
+	[ -z "$missing" ] || die "$(basename "$1") needs libraries neither its packages nor this host have: $missing"
+	LD_LIBRARY_PATH=$libpath ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' |
+		while read -r lib; do
+			local dest=${lib#"$work/pkgs"}
+			mkdir -p "$root$(dirname "$dest")"
+			cp -L "$lib" "$root$dest"
+		done
+}
+mkdir -p "$work/pkgs"
+for d in "$agent_deb" "${ssh_debs[@]}"; do dpkg-deb -x "$d" "$work/pkgs"; done
+install_binary "$work/pkgs/usr/sbin/qemu-ga" /usr/sbin/qemu-ga
+install_binary "$work/pkgs/usr/sbin/dropbear" /usr/sbin/dropbear
+install_binary "$work/pkgs/usr/lib/openssh/sftp-server" /usr/lib/sftp-server
+mkdir -p "$root/etc/dropbear" "$root/root/.ssh"
+chmod 0700 "$root/root" "$root/root/.ssh"
+# The test key pair: made once per output dir; the guest lets its holder in as root.
+if [ ! -s "$out/ssh/id_ed25519" ]; then
+	mkdir -p "$out/ssh"
+	rm -f "$out/ssh/id_ed25519" "$out/ssh/id_ed25519.pub"
+	ssh-keygen -q -t ed25519 -N "" -C kvnode-test-guest -f "$out/ssh/id_ed25519"
+fi
+install -m 0600 "$out/ssh/id_ed25519.pub" "$root/root/.ssh/authorized_keys"
+ln -s /run "$root/var/run"
 # What the agent reports as the guest's OS (guest-get-osinfo reads it).
 debian_version=$(cat /etc/debian_version 2>/dev/null || echo unknown)
 cat > "$root/etc/os-release" <<EOF
@@ -227,7 +259,8 @@ ID_LIKE=debian
 VERSION_ID="${debian_version}"
 VERSION="${debian_version}"
 EOF
-echo "root:x:0:0:root:/:/bin/sh" > "$root/etc/passwd"
+echo "root:x:0:0:root:/root:/bin/sh" > "$root/etc/passwd"
+echo "/bin/sh" > "$root/etc/shells"
 echo "root:x:0:" > "$root/etc/group"
 echo "127.0.0.1 localhost" > "$root/etc/hosts"
 (cd "$root" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc -R 0:0 --quiet) |
@@ -260,6 +293,7 @@ echo "$cmdline" > "$out/cmdline"
 {
 	echo "kernel: $(basename "$deb") ($kver)"
 	echo "guest agent: $(basename "$agent_deb")"
+	echo "ssh: $(for d in "${ssh_debs[@]}"; do basename "$d"; done | tr '\n' ' ')"
 	echo "cmdline: $cmdline"
 	echo "modules (load order):"
 	sed 's/^/  /' "$root/etc/kvnode/modules"

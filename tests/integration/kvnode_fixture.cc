@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "agent/base/state_layout.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
@@ -107,6 +109,84 @@ std::string GuestKernelRelease() {
     if (std::regex_search(line, m, std::regex("^kernel: .* \\((.+)\\)$"))) return m[1];
   }
   return "";
+}
+
+std::string GuestSshKey() {
+  const std::string& image = GuestImage();
+  if (image.empty()) return "";
+  return image.substr(0, image.rfind('/')) + "/ssh/id_ed25519";
+}
+
+absl::StatusOr<std::unique_ptr<BackgroundKvctl>> BackgroundKvctl::Start(
+    const HandlerProcess& handler, const std::vector<std::string>& args) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) < 0) return absl::ErrnoToStatus(errno, "pipe");
+  SpawnOptions o;
+  o.argv = {BinaryDir() + "/kvctl", "--socket", handler.socket()};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  for (char** e = environ; *e != nullptr; ++e) o.env.push_back(*e);
+  o.stdout_fd = out[1];
+  o.pdeath_signal = SIGKILL;
+  auto pid = Spawn(o);
+  close(out[1]);
+  if (!pid.ok()) {
+    close(out[0]);
+    return pid.status();
+  }
+  return std::unique_ptr<BackgroundKvctl>(new BackgroundKvctl(*pid, out[0]));
+}
+
+BackgroundKvctl::~BackgroundKvctl() {
+  if (!reaped_) {
+    kill(pid_, SIGTERM);
+    if (!Wait(absl::Seconds(3)).ok()) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  close(out_fd_);
+}
+
+bool BackgroundKvctl::ReadSome(absl::Duration timeout) {
+  pollfd p = {out_fd_, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) <= 0) return true;
+  char buf[4096];
+  ssize_t n = read(out_fd_, buf, sizeof(buf));
+  if (n <= 0) return false;
+  output_.append(buf, n);
+  return true;
+}
+
+absl::StatusOr<std::string> BackgroundKvctl::WaitForOutput(const std::string& pattern,
+                                                           absl::Duration timeout) {
+  const std::regex re(pattern);
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    std::smatch m;
+    if (std::regex_search(output_, m, re)) return m.size() > 1 ? m[1].str() : m[0].str();
+    if (absl::Now() >= deadline || !ReadSome(std::min(deadline - absl::Now(), absl::Milliseconds(200)))) {
+      return absl::DeadlineExceededError("kvctl printed no match of /" + pattern + "/: " + output_);
+    }
+  }
+}
+
+absl::StatusOr<int> BackgroundKvctl::Wait(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!reaped_) {
+    ReadSome(absl::Milliseconds(50));
+    pid_t r = waitpid(pid_, &wait_status_, WNOHANG);
+    if (r == pid_) {
+      reaped_ = true;
+      // What it wrote last (a child it left may hold the pipe open: no wait for the end).
+      while (true) {
+        pollfd p = {out_fd_, POLLIN, 0};
+        if (poll(&p, 1, 0) <= 0 || !ReadSome(absl::ZeroDuration())) break;
+      }
+      break;
+    }
+    if (absl::Now() >= deadline) return absl::DeadlineExceededError("kvctl still runs");
+  }
+  return WIFEXITED(wait_status_) ? WEXITSTATUS(wait_status_) : -1;
 }
 
 bool CanRunGuests(std::string* why) {
@@ -394,6 +474,38 @@ HandlerProcess::CommandOutput HandlerProcess::Kvctl(const std::vector<std::strin
   auto r = RunCommand(argv, timeout);
   if (!r.ok()) return {-1, r.status().ToString()};
   return {WIFEXITED(r->wait_status) ? WEXITSTATUS(r->wait_status) : -1, r->output};
+}
+
+absl::Status HandlerProcess::TypeOnConsole(const std::string& ns, const std::string& name,
+                                           const std::string& text) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  auto stream = stub_->Console(&ctx);
+  kvnode::v1::ConsoleInput first;
+  first.mutable_ref()->set_namespace_(ns);
+  first.mutable_ref()->set_name(name);
+  first.set_data(text);
+  if (!stream->Write(first)) {
+    grpc::Status s = stream->Finish();
+    return absl::UnavailableError("console of " + name + ": " + s.error_message());
+  }
+  // QEMU takes typed bytes from the socket only as fast as the guest's UART drains them, and
+  // drops what it has not taken when the connection closes: stay until the guest's tty echoed
+  // the end of the text (the heartbeat's lines, which may cut the echo, taken out).
+  std::string tail(absl::StripTrailingAsciiWhitespace(text));
+  tail = tail.substr(tail.size() > 12 ? tail.size() - 12 : 0);
+  const std::regex tick(std::string("KVNODE-GUEST-TICK n=[0-9]+ boot_id=[0-9a-f-]+\r?\n"));
+  std::string echoed;
+  bool seen = false;
+  kvnode::v1::ConsoleOutput out;
+  while (!seen && stream->Read(&out)) {
+    echoed += out.data();
+    seen = absl::StrContains(std::regex_replace(echoed, tick, ""), tail);
+  }
+  ctx.TryCancel();
+  (void)stream->Finish();
+  if (!seen) return absl::DeadlineExceededError("the guest's console never echoed: " + text);
+  return absl::OkStatus();
 }
 
 std::vector<pid_t> HandlerProcess::VmiProcesses(const std::string& uid) const {

@@ -23,6 +23,9 @@ namespace kvnode::testing {
 const std::string& GuestImage();
 // The kernel release the test guest runs (from its guest.manifest), "" when unknown.
 std::string GuestKernelRelease();
+// The private key whose holder the test guest lets in as root over SSH (made by
+// build-guest.sh beside the image).
+std::string GuestSshKey();
 
 // Paths of this build.
 std::string BinaryDir();  // build/bin
@@ -112,6 +115,9 @@ class HandlerProcess {
 
   // Runs kvctl against this handler; returns exit status and output.
   CommandOutput Kvctl(const std::vector<std::string>& args, absl::Duration timeout = absl::Seconds(60));
+  // Types `text` on the serial console of VMI "ns/name" (its root shell reads it) and leaves.
+  absl::Status TypeOnConsole(const std::string& ns, const std::string& name,
+                             const std::string& text);
 
   // Pids in the VMI's cgroup (launcher, libvirtd, QEMU).
   std::vector<pid_t> VmiProcesses(const std::string& uid) const;
@@ -138,6 +144,33 @@ class HandlerProcess {
   bool state_dir_mounted_ = false;
   pid_t pid_ = -1;
   std::unique_ptr<kvnode::v1::Node::Stub> stub_;
+};
+
+// A kvctl that runs on in the background (port-forward, vnc --proxy-only, an ssh session): its
+// output is read as it comes; it is ended (SIGTERM, then SIGKILL) and reaped when this goes away,
+// also when the test fails.
+class BackgroundKvctl {
+ public:
+  static absl::StatusOr<std::unique_ptr<BackgroundKvctl>> Start(
+      const HandlerProcess& handler, const std::vector<std::string>& args);
+  ~BackgroundKvctl();
+  // Group 1 of the first match of `pattern` in its output (stdout and stderr), once it came.
+  absl::StatusOr<std::string> WaitForOutput(const std::string& pattern, absl::Duration timeout);
+  // Its exit code once it has exited, or DeadlineExceeded.
+  absl::StatusOr<int> Wait(absl::Duration timeout);
+  const std::string& output() const { return output_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  BackgroundKvctl(pid_t pid, int out_fd) : pid_(pid), out_fd_(out_fd) {}
+  // Reads what is there within `timeout`; false at the end of output.
+  bool ReadSome(absl::Duration timeout);
+
+  pid_t pid_;
+  int out_fd_;
+  bool reaped_ = false;
+  int wait_status_ = 0;
+  std::string output_;
 };
 
 // A VMI that boots the test guest from PVC `claim`, with no network.

@@ -1,7 +1,8 @@
 // Readiness and liveness probes against real guests: the test guest's web server on port 80
 // makes a tcpSocket or httpGet probe pass; a port nothing listens on keeps a running VMI not
 // Ready; a guestAgentPing probe passes against the test guest's real qemu-ga and fails in a
-// guest that runs no agent (set-agent.sh off); a failing liveness probe ends the VMI.
+// guest that runs no agent (set-agent.sh off); a failing liveness probe ends the VMI. (The
+// agent's own view and exec probes: guest_access_test.)
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -115,48 +116,6 @@ TEST_F(VmiProbeTest, HttpAndGuestAgentPingProbesPassAndAPingFailsWithoutAnAgent)
   ReadyOf(*failing, nullptr, &message);
   EXPECT_THAT(absl::AsciiStrToLower(message), HasSubstr("agent"));
   EXPECT_EQ(failing->status().phase(), "Running");
-}
-
-// The guest's own qemu-ga, polled by the launcher: AgentConnected, status.guestOSInfo with the
-// kernel the guest runs, the guest's name for its NIC, and kvctl guestosinfo; a guest without
-// an agent has none of it and guestosinfo says so.
-TEST_F(VmiProbeTest, TheGuestAgentTellsTheGuestsOwnViewAndItsAbsenceIsSaid) {
-  kvnode::v1::Probe ping;
-  ping.mutable_guest_agent_ping();
-  ping.set_period_seconds(1);
-  SyncProbed("seen", ping);
-  SyncProbed("unseen", ping, /*liveness=*/false, /*agent=*/false);
-  const std::string kernel = GuestKernelRelease();
-  ASSERT_FALSE(kernel.empty());
-  auto seen = WaitFor("seen", [&](const VirtualMachineInstance& v) {
-    bool connected = false;
-    for (const auto& c : v.status().conditions()) {
-      connected |= c.type() == "AgentConnected" && c.status() == "True";
-    }
-    return connected && v.status().guest_os_info().kernel_release() == kernel &&
-           v.status().interfaces_size() == 1 &&
-           v.status().interfaces(0).interface_name() == "eth0" &&
-           v.status().launcher().guest_agent().hostname() == "seen";  // after DHCP named it
-  });
-  ASSERT_TRUE(seen.ok()) << seen.status() << "\n"
-                         << handler_->Kvctl({"get", "vmi", "seen", "-o", "yaml"}).out;
-  EXPECT_EQ(seen->status().interfaces(0).info_source(), "domain, guest-agent");
-  EXPECT_EQ(seen->status().guest_os_info().id(), "kvnode-guest");
-  auto info = handler_->Kvctl({"guestosinfo", "seen"});
-  EXPECT_EQ(info.exit_code, 0) << info.out;
-  EXPECT_THAT(info.out, HasSubstr("\"kernelRelease\": \"" + kernel + "\""));
-  EXPECT_THAT(info.out, HasSubstr("\"hostname\": \"seen\""));
-
-  auto unseen = WaitFor("unseen", [](const VirtualMachineInstance& v) {
-    std::string reason;
-    ReadyOf(v, &reason);
-    return reason == "ReadinessProbeFailed";
-  });
-  ASSERT_TRUE(unseen.ok()) << unseen.status();
-  for (const auto& c : unseen->status().conditions()) EXPECT_NE(c.type(), "AgentConnected");
-  auto none = handler_->Kvctl({"guestosinfo", "unseen"});
-  EXPECT_NE(none.exit_code, 0);
-  EXPECT_THAT(none.out, HasSubstr("guest agent is not connected"));
 }
 
 TEST_F(VmiProbeTest, AFailingLivenessProbeEndsTheVmi) {
