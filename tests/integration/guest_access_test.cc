@@ -103,6 +103,11 @@ TEST_F(GuestAccessTest, AUserSeesIntoAndReachesTheGuestThroughItsAgentVncPortsAn
                          << handler_->Kvctl({"get", "vmi", "access", "-o", "yaml"}).out;
   const std::string uid = seen->metadata().uid();
   EXPECT_EQ(seen->status().interfaces(0).info_source(), "domain, guest-agent");
+  // The guest's own address for eth0, from its agent (masquerade: status.interfaces keeps the
+  // pod's address, as KubeVirt reports it).
+  ASSERT_EQ(seen->status().launcher().guest_agent().interfaces_size(), 1);
+  EXPECT_THAT(seen->status().launcher().guest_agent().interfaces(0).ip_addresses(),
+              ::testing::Contains("10.0.2.2"));
   EXPECT_EQ(seen->status().guest_os_info().id(), "kvnode-guest");
   EXPECT_EQ(Condition(*seen, "AgentVersionNotSupported"), nullptr) << "Debian's qemu-ga has it all";
   auto info = handler_->Kvctl({"guestosinfo", "access"});
