@@ -56,6 +56,11 @@ class Hypervisor {
   // returns how many filesystems it froze or thawed.
   virtual absl::StatusOr<int> FreezeFilesystems() = 0;
   virtual absl::StatusOr<int> ThawFilesystems() = 0;
+  // The size the running domain gives the guest for the disk whose source is `source` (a path),
+  // and a change of it: the disk grows in the guest (virDomainGetBlockInfo, virDomainBlockResize
+  // in bytes).
+  virtual absl::StatusOr<uint64_t> DiskCapacity(const std::string& source) = 0;
+  virtual absl::Status ResizeDisk(const std::string& source, uint64_t bytes) = 0;
   // The first screen of the guest's display (virDomainScreenshot): its MIME type and bytes.
   // FailedPrecondition when the domain has no graphics.
   virtual absl::StatusOr<kvnode::v1::Screenshot> TakeScreenshot() = 0;

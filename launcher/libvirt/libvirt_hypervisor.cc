@@ -377,6 +377,25 @@ absl::StatusOr<int> LibvirtHypervisor::ThawFilesystems() {
   return thawed;
 }
 
+absl::StatusOr<uint64_t> LibvirtHypervisor::DiskCapacity(const std::string& source) {
+  ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
+  DomainHandle handle{dom};
+  virDomainBlockInfo info;
+  if (virDomainGetBlockInfo(dom, source.c_str(), &info, 0) < 0) {
+    return LibvirtError("size of disk " + source);
+  }
+  return static_cast<uint64_t>(info.capacity);
+}
+
+absl::Status LibvirtHypervisor::ResizeDisk(const std::string& source, uint64_t bytes) {
+  ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
+  DomainHandle handle{dom};
+  if (virDomainBlockResize(dom, source.c_str(), bytes, VIR_DOMAIN_BLOCK_RESIZE_BYTES) < 0) {
+    return LibvirtError(absl::StrCat("resize disk ", source, " to ", bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<kvnode::v1::Screenshot> LibvirtHypervisor::TakeScreenshot() {
   ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
   DomainHandle handle{dom};

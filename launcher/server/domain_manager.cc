@@ -1,6 +1,7 @@
 #include "launcher/server/domain_manager.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -89,6 +90,16 @@ absl::Status DomainManager::Sync(const kvnode::v1::VirtualMachineInstance& vmi,
   vmi_grace_ = vmi.spec().has_termination_grace_period_seconds()
                    ? vmi.spec().termination_grace_period_seconds()
                    : 30;
+  // Raw files only: a qcow2 image's size is not its disk's, and a device cannot grow.
+  growable_disks_.clear();
+  for (const auto& v : options.volumes()) {
+    if ((v.type().empty() || v.type() == "file") && v.format() == "raw" &&
+        v.backing_path().empty() && !v.path().empty()) {
+      growable_disks_.push_back(v.path());
+    }
+  }
+  next_disk_check_ = clock_->Now() + options_.disk_check_interval;
+  cv_.SignalAll();  // the worker may be waiting without a deadline
   if (options.incoming()) {
     incoming_ = true;
     LauncherEventLocked("Normal", "PreparingTarget", "Waiting for the incoming migration.");
@@ -195,6 +206,42 @@ absl::Status DomainManager::SoftReboot() {
     acpi = acpi_enabled_;
   }
   return acpi ? hypervisor_->SoftReboot(Hypervisor::RebootMethod::kAcpi) : s;
+}
+
+void DomainManager::GrowDisks(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) continue;
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    uint64_t known;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = disk_capacity_.find(path);
+      known = it == disk_capacity_.end() ? 0 : it->second;
+    }
+    if (known == 0) {
+      // What the guest has, once (a migration target's domain may not be here yet).
+      auto capacity = hypervisor_->DiskCapacity(path);
+      if (!capacity.ok()) continue;
+      known = *capacity;
+    }
+    absl::Status grown = size > known ? hypervisor_->ResizeDisk(path, size) : absl::OkStatus();
+    absl::MutexLock lock(&mu_);
+    disk_capacity_[path] = known;
+    if (!grown.ok()) {
+      // Told once per size the file reaches; the next check tries again quietly.
+      if (expansion_warned_[path] != size) {
+        expansion_warned_[path] = size;
+        LauncherEventLocked("Warning", "VolumeExpansionFailed", std::string(grown.message()));
+      }
+      continue;
+    }
+    if (size > known) {
+      LauncherEventLocked("Normal", "VolumeExpanded",
+                          absl::StrCat("Disk ", path, " grew to ", size, " bytes in the guest"));
+    }
+    disk_capacity_[path] = std::max(size, known);
+  }
 }
 
 void DomainManager::SetFreezeStatus(const std::string& status) {
@@ -469,7 +516,15 @@ void DomainManager::WorkerLoop() {
       if (!t.ok()) LauncherEventLocked("Warning", "UnfreezeFailed", std::string(t.message()));
       continue;
     }
-    absl::Time wake = std::min({grace_deadline_, next_acpi_, thaw_at_});
+    if (!done_ && !stopped_ && synced_ && now >= next_disk_check_) {
+      next_disk_check_ = now + options_.disk_check_interval;
+      std::vector<std::string> disks = growable_disks_;
+      mu_.Unlock();
+      GrowDisks(disks);
+      mu_.Lock();
+      continue;
+    }
+    absl::Time wake = std::min({grace_deadline_, next_acpi_, thaw_at_, next_disk_check_});
     if (destroy_requested_) wake = std::min(wake, destroy_retry_at_);
     if (wake == absl::InfiniteFuture()) {
       cv_.Wait(&mu_);

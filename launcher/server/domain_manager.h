@@ -8,6 +8,9 @@
 //     when the grace period ends; grace 0 destroys at once. The final status says which.
 //   - Every libvirt event is pushed to the handler at once through the EventSink, and so is
 //     each change of what the guest agent says (AgentPoller).
+//   - A raw file disk that grew under the running domain (its claim was expanded) is grown in
+//     the guest too (virDomainBlockResize), checked every `disk_check_interval`, as KubeVirt's
+//     launcher expands disks on sync.
 //   - When the domain stops, the manager undefines it, records the final status in a file
 //     (so a handler that was down still learns how the VMI ended), pushes the final event, and
 //     reports Done() so the launcher can exit.
@@ -19,9 +22,11 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -51,6 +56,8 @@ struct DomainManagerOptions {
   std::string final_status_path;
   // How often the ACPI power button is pressed again during a graceful shutdown.
   absl::Duration shutdown_repeat = absl::Seconds(5);
+  // How often the sizes of the domain's raw file disks are compared with what the guest has.
+  absl::Duration disk_check_interval = absl::Seconds(2);
   // Called once, with the manager's lock held, when Done() becomes true: it wakes whoever waits
   // for the end without polling (the launcher's main loop). Must not call the manager.
   std::function<void()> on_done;
@@ -109,6 +116,8 @@ class DomainManager {
   void OnEvent(const DomainLifecycleEvent& event);
   // Records the agent's freeze status and tells the handler if it changed.
   void SetFreezeStatus(const std::string& status);
+  // Grows in the guest each disk whose file grew (run by the worker, without the lock).
+  void GrowDisks(const std::vector<std::string>& paths);
   void WorkerLoop();
   kvnode::v1::DomainStatus StatusLocked(const kvnode::v1::DomainStatus& base)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -139,6 +148,12 @@ class DomainManager {
   absl::Time next_acpi_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   // The safety thaw of a freeze (KubeVirt's unfreezeTimeout), run by the worker.
   absl::Time thaw_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  // Raw file disks that can grow under the guest, the size the guest has for each (learnt from
+  // libvirt once), and when they are looked at next.
+  std::vector<std::string> growable_disks_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> disk_capacity_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> expansion_warned_ ABSL_GUARDED_BY(mu_);  // size last warned of
+  absl::Time next_disk_check_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   // A destroy that failed (libvirtd was down) is owed: tried again at this time, or at once
   // after the reconnect.
   bool destroy_failed_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,12 +1,16 @@
 #include "launcher/server/domain_manager.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -130,6 +134,27 @@ class FakeHypervisor : public ScriptedAgent {
     absl::MutexLock lock(&mu_);
     return reboots_;
   }
+  // Disks: the size the guest has for each, and the resizes asked for.
+  absl::StatusOr<uint64_t> DiskCapacity(const std::string& source) override {
+    absl::MutexLock lock(&mu_);
+    auto it = capacity_.find(source);
+    if (it == capacity_.end()) return absl::NotFoundError("no disk " + source);
+    return it->second;
+  }
+  absl::Status ResizeDisk(const std::string& source, uint64_t bytes) override {
+    absl::MutexLock lock(&mu_);
+    capacity_[source] = bytes;
+    resizes_.push_back(absl::StrCat(source, "=", bytes));
+    return absl::OkStatus();
+  }
+  void SetCapacity(const std::string& source, uint64_t bytes) {
+    absl::MutexLock lock(&mu_);
+    capacity_[source] = bytes;
+  }
+  std::vector<std::string> resizes() {
+    absl::MutexLock lock(&mu_);
+    return resizes_;
+  }
   // The next `n` destroys fail as they do while libvirtd is down.
   void FailDestroys(int n) {
     absl::MutexLock lock(&mu_);
@@ -146,6 +171,8 @@ class FakeHypervisor : public ScriptedAgent {
   bool running_ = false, paused_ = false;
   int acpi_presses_ = 0, destroys_ = 0, undefines_ = 0, starts_ = 0, failing_destroys_ = 0;
   std::vector<RebootMethod> reboots_;
+  std::map<std::string, uint64_t> capacity_;
+  std::vector<std::string> resizes_;
 };
 
 // Polls `done` for up to 5 s (the agent poller answers on its own thread).
@@ -281,6 +308,39 @@ TEST_F(DomainManagerTest, SoftRebootOfAGuestWithNeitherAgentNorAcpiIsRefused) {
   EXPECT_NE(s.message().find("neither the guest agent connected nor the ACPI feature"),
             std::string::npos);
   EXPECT_TRUE(hv_.reboots().empty());
+}
+
+// An expanded claim: its raw file grew under the running domain, and the guest gets the new
+// size at the next check; a qcow2 image (whose file size is not its disk's) is left alone.
+TEST_F(DomainManagerTest, ARawDiskWhoseFileGrewIsGrownInTheGuest) {
+  const std::string raw = ::testing::TempDir() + "/grown-disk.img";
+  const std::string qcow2 = ::testing::TempDir() + "/image.qcow2";
+  for (const std::string& f : {raw, qcow2}) {
+    std::ofstream(f, std::ios::trunc).close();
+    ASSERT_EQ(truncate(f.c_str(), 1 << 20), 0);
+  }
+  hv_.SetCapacity(raw, 1 << 20);
+  kvnode::v1::DomainOptions options;
+  auto* v = options.add_volumes();
+  v->set_path(raw);
+  v->set_type("file");
+  v->set_format("raw");
+  auto* image = options.add_volumes();
+  image->set_path(qcow2);
+  image->set_format("qcow2");
+  ASSERT_TRUE(manager_->Sync(vmi_, options).ok());
+  hv_.Emit("Started", "Booted");
+  clock_.Advance(absl::Seconds(2));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_TRUE(hv_.resizes().empty()) << "nothing grew";
+
+  ASSERT_EQ(truncate(raw.c_str(), 4 << 20), 0);
+  ASSERT_EQ(truncate(qcow2.c_str(), 8 << 20), 0);
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(Eventually([&] { return !hv_.resizes().empty(); }));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(hv_.resizes(), std::vector<std::string>{absl::StrCat(raw, "=", 4 << 20)});
+  EXPECT_THAT(sink_.launcher_events(), ::testing::Contains("VolumeExpanded"));
 }
 
 TEST_F(DomainManagerTest, GracefulShutdownByAcpiEndsWithShutdownReason) {

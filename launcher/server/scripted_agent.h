@@ -55,6 +55,12 @@ class ScriptedAgent : public Hypervisor {
   absl::StatusOr<kvnode::v1::Screenshot> TakeScreenshot() override {
     return absl::UnimplementedError("screenshot");
   }
+  absl::StatusOr<uint64_t> DiskCapacity(const std::string&) override {
+    return absl::UnimplementedError("disk capacity");
+  }
+  absl::Status ResizeDisk(const std::string&, uint64_t) override {
+    return absl::UnimplementedError("resize");
+  }
   absl::Status Reset() override { return absl::OkStatus(); }
   absl::Status Undefine() override { return absl::OkStatus(); }
   absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool) override {

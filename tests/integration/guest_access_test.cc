@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -96,7 +97,10 @@ TEST_F(GuestAccessTest, AUserSeesIntoAndReachesTheGuestThroughItsAgentVncPortsAn
         return ConditionIs(v, "AgentConnected", "True") && ConditionIs(v, "Ready", "True") &&
                v.status().guest_os_info().kernel_release() == kernel &&
                v.status().interfaces_size() == 1 &&
-               v.status().interfaces(0).interface_name() == "eth0";
+               v.status().interfaces(0).interface_name() == "eth0" &&
+               v.status().launcher().guest_agent().interfaces_size() == 1 &&
+               absl::c_linear_search(
+                   v.status().launcher().guest_agent().interfaces(0).ip_addresses(), "10.0.2.2");
       },
       absl::Seconds(180));
   ASSERT_TRUE(seen.ok()) << seen.status() << "\n"

@@ -368,11 +368,15 @@ void HandlerProcess::Teardown() {
     waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
-  // Every launcher, libvirtd and QEMU this handler started lives in a cgroup under ours.
-  auto tree = CgroupTree::Open(cgroup_root_);
-  if (tree.ok()) {
+  // Every launcher, libvirtd and QEMU this handler started lives in a cgroup under ours. A
+  // launcher the handler was spawning when it was killed joins its cgroup a moment later:
+  // look again until the tree is gone.
+  for (int round = 0; round < 20; ++round) {
+    auto tree = CgroupTree::Open(cgroup_root_);
+    if (!tree.ok()) break;
     for (const std::string& uid : tree->List()) (void)tree->KillAndRemove(uid, absl::Seconds(10));
-    rmdir(cgroup_root_.c_str());
+    if (rmdir(cgroup_root_.c_str()) == 0 || errno == ENOENT) break;
+    absl::SleepFor(absl::Milliseconds(50));
   }
   // Pod namespaces the handler had no time to remove, then the node (with its bridge).
   for (const std::string& ns : PodNamespaces()) {

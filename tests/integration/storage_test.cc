@@ -4,7 +4,8 @@
 // applied only after the VM: until then the VM is ErrorPvcNotFound and no launcher runs. The
 // guest counts its boots on every blank data disk, so after stop and start the PVC and the
 // hostDisk show 2 while the containerDisk and the emptyDisk show 1 again (their writes are
-// gone); the instance-id stays; the secret's content never shows in the VMI. Without a guest:
+// gone); the instance-id stays; the secret's content never shows in the VMI; the data claim,
+// expanded while the guest runs, grows in the guest. Without a guest:
 // hostDisk escapes, a claim holding a symlink, an image with a backing file, reclaim policies,
 // volume expansion (a re-applied larger request grows disk.img, keeping its data).
 #include <sys/stat.h>
@@ -157,8 +158,9 @@ TEST_F(StorageTest, PvcPersistsWhileContainerAndEmptyDisksStartFreshAndCloudInit
   EXPECT_EQ(pending->status().launcher().pid(), 0);
   EXPECT_TRUE(handler_->VmiProcesses(pending->metadata().uid()).empty());
 
-  // The claim appears: the VM starts.
-  auto pvc = Kvctl({"apply", "-f", Write("data.yaml", kDataPvc)});
+  // The claim appears: the VM starts. (Its class lets it grow: below, under the running guest.)
+  const std::string data_pvc = std::string(kDataPvc) + "  storageClassName: grow\n";
+  auto pvc = Kvctl({"apply", "-f", Write("data.yaml", data_pvc)});
   ASSERT_EQ(pvc.exit_code, 0) << pvc.out;
   EXPECT_THAT(pvc.out, HasSubstr("persistentvolumeclaim/data created"));
   auto first = api.WaitRunning("st", "", absl::Seconds(120));
@@ -180,6 +182,24 @@ TEST_F(StorageTest, PvcPersistsWhileContainerAndEmptyDisksStartFreshAndCloudInit
   EXPECT_THAT(yaml.out, Not(HasSubstr("secret-")));
   auto wide = Kvctl({"get", "pvc", "-o", "wide"});
   EXPECT_THAT(wide.out, HasSubstr("st"));
+
+  // Expanded while the guest runs: the guest sees the new size (4Mi: 8192 sectors of 512 bytes)
+  // without a restart.
+  std::string grown_pvc = data_pvc;
+  grown_pvc.replace(grown_pvc.find("1Mi"), 3, "4Mi");
+  auto grown = Kvctl({"apply", "-f", Write("data-4mi.yaml", grown_pvc)});
+  ASSERT_EQ(grown.exit_code, 0) << grown.out;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        EXPECT_TRUE(handler_
+                        ->TypeOnConsole("default", "st",
+                                        "echo KVNODE-TEST vdb=$(cat /sys/block/vdb/size)-sectors\n")
+                        .ok());
+        return absl::StrContains(handler_->SerialLog(uid1), "KVNODE-TEST vdb=8192-sectors");
+      },
+      absl::Seconds(30), absl::Seconds(1)))
+      << handler_->DiagnosticLogs();
+  EXPECT_THAT(Kvctl({"events", "vmi", "st"}).out, HasSubstr("VolumeExpanded"));
 
   // Stop and start: a new VMI.
   ASSERT_TRUE(api.Stop("st").ok());
