@@ -15,6 +15,8 @@ packages=(
   # virtualization runtime
   libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils ovmf
   seabios ipxe-qemu libxml2-utils
+  # a virtual TPM 2.0 (libvirt runs swtpm, and swtpm_setup for its state)
+  swtpm swtpm-tools
   # a user record for each VMI's own uid, which has no passwd entry, for libvirtd
   libnss-wrapper
   # networking

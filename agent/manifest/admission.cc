@@ -1634,6 +1634,12 @@ void CheckProbes(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
 
 void CheckOtherDevices(const kvnode::v1::Devices& devices, const FieldPath& path,
                        AdmissionReview* review) {
+  if (devices.has_tpm() && devices.tpm().persistent() &&
+      !(devices.tpm().has_enabled() && !devices.tpm().enabled())) {
+    review->errors.Add(path.Child("tpm").Child("persistent"),
+                       "a TPM with persistent state needs the VM's backend storage, which this "
+                       "node does not keep yet (a TPM without persistent: true works)");
+  }
   if (devices.has_watchdog()) {
     FieldPath wd = path.Child("watchdog");
     CheckLabelName(devices.watchdog().name(), "watchdog name", wd.Child("name"), review);

@@ -350,7 +350,6 @@ const char* UnsupportedKubeVirtField(const Descriptor* d, absl::string_view key)
   static constexpr Entry kFields[] = {
       {"Devices", "gpus", "GPUs need device passthrough, which this node does not do"},
       {"Devices", "hostDevices", "host devices need device passthrough, which this node does not do"},
-      {"Devices", "tpm", "a virtual TPM is not supported on this node yet"},
       {"Devices", "filesystems", "virtiofs filesystems are not supported on this node"},
       {"Devices", "sound", "sound devices are not supported on this node"},
       {"Devices", "video", "video device types are not supported on this node (it gives a VGA "

@@ -216,10 +216,29 @@ void AppendConsoleAndChannels(const ConvertContext& ctx, pugi::xml_node devices)
   Attr(Attr(Child(agent, "target"), "type", "virtio"), "name", "org.qemu.guest_agent.0");
 }
 
+// A virtual TPM 2.0 that libvirt runs swtpm for (as the VMI's own identity: the launcher's
+// session libvirtd), model tpm-tis as KubeVirt gives a TPM without persistent state
+// (pkg/virt-launcher/virtwrap/converter/compute/tpm.go). Its state is the execution's: libvirt
+// removes it with the domain. Persistent state needs the VM's backend storage (refused).
+absl::Status AppendTpm(const ConvertContext& ctx, pugi::xml_node devices) {
+  if (!ctx.devices().has_tpm()) return absl::OkStatus();
+  const auto& tpm = ctx.devices().tpm();
+  if (tpm.has_enabled() && !tpm.enabled()) return absl::OkStatus();
+  if (tpm.persistent()) {
+    return Invalid("spec.domain.devices.tpm.persistent",
+                   "a TPM with persistent state needs the VM's backend storage, which this node "
+                   "does not keep yet (a TPM without persistent: true works)");
+  }
+  pugi::xml_node node = Attr(Child(devices, "tpm"), "model", "tpm-tis");
+  Attr(Attr(Child(node, "backend"), "type", "emulator"), "version", "2.0");
+  return absl::OkStatus();
+}
+
 absl::Status AppendOtherDevices(const ConvertContext& ctx, pugi::xml_node devices) {
   AppendInputs(ctx, devices);
   AppendGraphics(ctx, devices);
   RETURN_IF_ERROR(AppendWatchdog(ctx, devices));
+  RETURN_IF_ERROR(AppendTpm(ctx, devices));
   AppendMemBalloon(ctx, devices);
   if (ctx.devices().has_rng()) {
     pugi::xml_node rng = Attr(Child(devices, "rng"), "model", ctx.virtio_model());

@@ -232,6 +232,17 @@ TEST(ConvertTest, BiosUseSerialNeedsTheSerialConsole) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("bios.useSerial: needs the serial console"));
 }
 
+TEST(ConvertTest, ATpmIsAnEmulatedTpm2AndPersistentStateIsRefused) {
+  auto doc = Convert("    devices: {tpm: {}}\n");
+  EXPECT_EQ(Xpath(doc, "//devices/tpm/@model"), "tpm-tis");
+  EXPECT_EQ(Xpath(doc, "//devices/tpm/backend/@type"), "emulator");
+  EXPECT_EQ(Xpath(doc, "//devices/tpm/backend/@version"), "2.0");
+  EXPECT_EQ(Xpath(Convert("    devices: {tpm: {enabled: false}}\n"), "//devices/tpm/@model"), "");
+  EXPECT_EQ(Xpath(Convert("    devices: {}\n"), "//devices/tpm/@model"), "");
+  EXPECT_THAT(std::string(ConvertError("    devices: {tpm: {persistent: true}}\n").message()),
+              HasSubstr("spec.domain.devices.tpm.persistent: a TPM with persistent state needs"));
+}
+
 TEST(ConvertTest, CacheIsNoneWithDirectIoElseWritethrough) {
   auto vmi = Vmi(
       "    devices:\n      disks: [{name: d, disk: {bus: virtio}}]\n"

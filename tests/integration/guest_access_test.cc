@@ -5,13 +5,15 @@
 // handshake through vnc --proxy-only and a PNG screenshot the size of the guest's display; a
 // soft reboot through the agent (a new boot id); the agent stopped inside the guest (over the
 // console) takes AgentConnected and Ready away. A guest without an agent or graphics gets the
-// errors a user would, and so does bad input.
+// errors a user would, and so does bad input. That guest has a virtual TPM (tpm: {}): its
+// kernel finds a TPM 2.0, served by swtpm running as the VMI's own identity.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "absl/algorithm/container.h"
@@ -84,10 +86,12 @@ TEST_F(GuestAccessTest, AUserSeesIntoAndReachesTheGuestThroughItsAgentVncPortsAn
   probe->set_period_seconds(2);
   Sync(vmi);
 
-  // A guest without an agent and without graphics, beside it.
+  // A guest without an agent and without graphics, beside it; it has a virtual TPM (tpm: {}).
   ASSERT_TRUE(handler_->PrepareDisk("default", "plain-disk").ok());
   ASSERT_TRUE(handler_->SetGuestAgent("default", "plain-disk", false).ok());
-  Sync(GuestVmi("plain", "plain-disk"));
+  VirtualMachineInstance plain = GuestVmi("plain", "plain-disk");
+  plain.mutable_spec()->mutable_domain()->mutable_devices()->mutable_tpm();
+  Sync(plain);
 
   const std::string kernel = GuestKernelRelease();
   ASSERT_FALSE(kernel.empty());
@@ -276,7 +280,24 @@ TEST_F(GuestAccessTest, AUserSeesIntoAndReachesTheGuestThroughItsAgentVncPortsAn
   EXPECT_THAT(users.out, HasSubstr("guest agent is not connected"));
 
   // --- a guest without an agent or graphics says so to each way in.
-  ASSERT_TRUE(WaitPhase("plain", "Running", absl::Seconds(120)).ok());
+  auto plain_running = WaitPhase("plain", "Running", absl::Seconds(120));
+  ASSERT_TRUE(plain_running.ok()) << plain_running.status();
+  // Its TPM: the guest's kernel finds a TPM 2.0, served by swtpm running as the VMI's own
+  // identity (as its QEMU), and the other guest has none.
+  const std::string plain_uid = plain_running->metadata().uid();
+  EXPECT_TRUE(SerialShows(plain_uid, "KVNODE-GUEST-TPM version=2 dev=tpm0"));
+  EXPECT_THAT(handler_->SerialLog(uid), HasSubstr("KVNODE-GUEST-TPM none"));
+  std::optional<int> swtpm_uid, qemu_uid;
+  for (pid_t pid : handler_->VmiProcesses(plain_uid)) {
+    auto id = IdentityOfProcess(pid);
+    if (!id.ok()) continue;
+    if (ProcessName(pid) == "swtpm") swtpm_uid = id->uid;
+    if (ProcessName(pid) == "qemu-system-x86") qemu_uid = id->uid;
+  }
+  ASSERT_TRUE(swtpm_uid.has_value()) << "no swtpm in the VMI's cgroup";
+  ASSERT_TRUE(qemu_uid.has_value());
+  EXPECT_EQ(*swtpm_uid, *qemu_uid);
+  EXPECT_NE(*swtpm_uid, 0);
   for (const std::vector<std::string>& verb :
        {std::vector<std::string>{"userlist", "plain"}, {"fslist", "plain"}, {"freeze", "plain"},
         {"unfreeze", "plain"}, {"guestosinfo", "plain"}}) {
