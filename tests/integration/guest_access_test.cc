@@ -262,7 +262,7 @@ TEST_F(GuestAccessTest, AUserSeesIntoAndReachesTheGuestThroughItsAgentVncPortsAn
 
   // --- the agent stopped inside the guest: AgentConnected goes, the exec probe fails.
   ASSERT_TRUE(WaitCondition("access", "AgentConnected", "True", kBoot).ok());
-  ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-READY"));
+  ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-READY boot_id=" + BootIds(uid)[1]));
   OnConsole(uid, "kill $(cat /run/qemu-ga.pid) && echo KVNODE-TEST agent=$((6*7))",
             "KVNODE-TEST agent=42");
   auto gone = WaitCondition("access", "AgentConnected", "", absl::Seconds(30));
