@@ -184,15 +184,6 @@ absl::Status ParseInterfaces(const std::string& reply, kvnode::v1::GuestAgentInf
   return absl::OkStatus();
 }
 
-absl::Status ParseFsFreezeStatus(const std::string& reply, kvnode::v1::GuestAgentInfo* info) {
-  ASSIGN_OR_RETURN(Value ret, ReturnValueOf(reply));
-  if (ret.kind_case() != Value::kStringValue) {
-    return absl::InternalError("guest-fsfreeze-status returned no string");
-  }
-  info->set_fs_freeze_status(ret.string_value());
-  return absl::OkStatus();
-}
-
 absl::StatusOr<kvnode::v1::VirtualMachineInstanceGuestOSUserList> ParseUsers(
     const std::string& reply) {
   ASSIGN_OR_RETURN(auto users, ReturnListOf(reply, "guest-get-users"));
@@ -244,9 +235,11 @@ absl::StatusOr<kvnode::v1::VirtualMachineInstanceFileSystemList> GuestFilesystem
 
 absl::StatusOr<std::string> GuestFreezeStatus(Hypervisor* hypervisor, absl::Duration timeout) {
   ASSIGN_OR_RETURN(std::string reply, Ask(hypervisor, "guest-fsfreeze-status", timeout));
-  kvnode::v1::GuestAgentInfo info;
-  RETURN_IF_ERROR(ParseFsFreezeStatus(reply, &info));
-  return info.fs_freeze_status();
+  ASSIGN_OR_RETURN(Value ret, ReturnValueOf(reply));
+  if (ret.kind_case() != Value::kStringValue) {
+    return absl::InternalError("guest-fsfreeze-status returned no string");
+  }
+  return ret.string_value();
 }
 
 absl::StatusOr<kvnode::v1::GuestAgentInfo> QueryGuestAgent(Hypervisor* hypervisor,
@@ -263,8 +256,8 @@ absl::StatusOr<kvnode::v1::GuestAgentInfo> QueryGuestAgent(Hypervisor* hyperviso
   // First whether the guest is frozen: a frozen agent refuses every other query (and lists
   // them disabled), so the rest is asked only of a thawed one.
   if (has("guest-fsfreeze-status")) {
-    auto r = Ask(hypervisor, "guest-fsfreeze-status", timeout);
-    if (r.ok()) (void)ParseFsFreezeStatus(*r, &info);
+    auto frozen = GuestFreezeStatus(hypervisor, timeout);
+    if (frozen.ok()) info.set_fs_freeze_status(*frozen);
     if (info.fs_freeze_status() == "frozen") return info;
   }
   struct Query {

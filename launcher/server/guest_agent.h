@@ -39,7 +39,6 @@ absl::Status ParseGuestInfo(const std::string& reply, kvnode::v1::GuestAgentInfo
 absl::Status ParseOsInfo(const std::string& reply, kvnode::v1::GuestAgentInfo* info);
 absl::Status ParseHostName(const std::string& reply, kvnode::v1::GuestAgentInfo* info);
 absl::Status ParseInterfaces(const std::string& reply, kvnode::v1::GuestAgentInfo* info);
-absl::Status ParseFsFreezeStatus(const std::string& reply, kvnode::v1::GuestAgentInfo* info);
 
 // The users logged in to the guest (guest-get-users) and its mounted filesystems
 // (guest-get-fsinfo), asked now; errors name the command.
