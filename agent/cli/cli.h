@@ -13,6 +13,7 @@
 #include "agent/base/flags.h"
 #include "kvnode/v1/node.grpc.pb.h"
 #include "kvnode/v1/storage.pb.h"
+#include "kvnode/v1/snapshot.pb.h"
 #include "kvnode/v1/storage_service.grpc.pb.h"
 
 namespace kvnode {
@@ -94,6 +95,16 @@ int DescribeDataImportCron(Cli& cli, const std::string& name);
 int DeleteDataSource(Cli& cli, const std::string& name);
 int DeleteDataImportCron(Cli& cli, const std::string& name);
 int DeleteSecret(Cli& cli, const std::string& name);
+// VM snapshots and restores (snapshot_commands.cc); `resource`: vmsnapshot,
+// vmsnapshotcontent or vmrestore.
+int ApplyVmSnapshot(Cli& cli, const kvnode::v1::VirtualMachineSnapshot& snapshot, bool dry_run);
+int ApplyVmRestore(Cli& cli, const kvnode::v1::VirtualMachineRestore& restore, bool dry_run);
+int GetVmSnapshots(Cli& cli, const std::string& name, const std::string& output);
+int GetVmSnapshotContents(Cli& cli, const std::string& name, const std::string& output);
+int GetVmRestores(Cli& cli, const std::string& name, const std::string& output);
+int DescribeVmSnapshot(Cli& cli, const std::string& name);
+int DescribeVmRestore(Cli& cli, const std::string& name);
+int DeleteSnapshotObject(Cli& cli, const std::string& resource, const std::string& name);
 
 // Instancetypes and preferences (instancetype_commands.cc); `kind` is one of the four
 // instancetype.kubevirt.io kinds.

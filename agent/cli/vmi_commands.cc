@@ -66,6 +66,19 @@ std::string CanonicalResource(const std::string& r) {
   if (l == "dv" || l == "dvs" || l == "datavolume" || l == "datavolumes") return "dv";
   if (l == "das" || l == "datasource" || l == "datasources") return "das";
   if (l == "dic" || l == "dics" || l == "dataimportcron" || l == "dataimportcrons") return "dic";
+  if (absl::EndsWith(l, ".snapshot.kubevirt.io")) l = l.substr(0, l.size() - 21);
+  if (l == "vmsnapshot" || l == "vmsnapshots" || l == "virtualmachinesnapshot" ||
+      l == "virtualmachinesnapshots") {
+    return "vmsnapshot";
+  }
+  if (l == "vmsnapshotcontent" || l == "vmsnapshotcontents" ||
+      l == "virtualmachinesnapshotcontent" || l == "virtualmachinesnapshotcontents") {
+    return "vmsnapshotcontent";
+  }
+  if (l == "vmrestore" || l == "vmrestores" || l == "virtualmachinerestore" ||
+      l == "virtualmachinerestores") {
+    return "vmrestore";
+  }
   return InstancetypeKindForResource(r);
 }
 
@@ -167,6 +180,7 @@ int CmdApply(Cli& cli) {
     if (obj.kind != "VirtualMachineInstance" && obj.kind != "VirtualMachine" &&
         obj.kind != "PersistentVolumeClaim" && obj.kind != "DataVolume" &&
         obj.kind != "DataSource" && obj.kind != "DataImportCron" && obj.kind != "ConfigMap" &&
+        obj.kind != "VirtualMachineSnapshot" && obj.kind != "VirtualMachineRestore" &&
         !instancetype &&
         !migration && !policy) {
       *cli.err << "error: document " << obj.document << ": kind " << obj.kind
@@ -206,6 +220,16 @@ int CmdApply(Cli& cli) {
     if (obj.kind == "ConfigMap") {
       auto& cm = static_cast<kvnode::v1::ConfigMap&>(*obj.object);
       if (ApplyConfigMap(cli, cm, dry_run) != 0) rc = 1;
+      continue;
+    }
+    if (obj.kind == "VirtualMachineSnapshot") {
+      auto& snapshot = static_cast<kvnode::v1::VirtualMachineSnapshot&>(*obj.object);
+      if (ApplyVmSnapshot(cli, snapshot, dry_run) != 0) rc = 1;
+      continue;
+    }
+    if (obj.kind == "VirtualMachineRestore") {
+      auto& restore = static_cast<kvnode::v1::VirtualMachineRestore&>(*obj.object);
+      if (ApplyVmRestore(cli, restore, dry_run) != 0) rc = 1;
       continue;
     }
     if (obj.kind == "DataSource") {
@@ -368,6 +392,9 @@ int CmdGet(Cli& cli) {
             : kinds[i] == "dv"  ? GetDvs(cli, name, output, prefix)
             : kinds[i] == "das" ? GetDataSources(cli, name, output)
             : kinds[i] == "dic" ? GetDataImportCrons(cli, name, output)
+            : kinds[i] == "vmsnapshot" ? GetVmSnapshots(cli, name, output)
+            : kinds[i] == "vmsnapshotcontent" ? GetVmSnapshotContents(cli, name, output)
+            : kinds[i] == "vmrestore" ? GetVmRestores(cli, name, output)
             : kinds[i] == "vmi" ? GetVmis(cli, name, output, prefix)
                                 : GetInstancetypes(cli, kinds[i], name, output, prefix);
     if (r != 0) rc = r;
@@ -383,6 +410,8 @@ int CmdDescribe(Cli& cli) {
   if (resource == "pvc") return DescribePvc(cli, name);
   if (resource == "das") return DescribeDataSource(cli, name);
   if (resource == "dic") return DescribeDataImportCron(cli, name);
+  if (resource == "vmsnapshot") return DescribeVmSnapshot(cli, name);
+  if (resource == "vmrestore") return DescribeVmRestore(cli, name);
   if (!InstancetypeKindForResource(resource).empty()) return DescribeInstancetype(cli, resource, name);
   VirtualMachineInstance vmi;
   grpc::ClientContext ctx;
@@ -494,6 +523,9 @@ int CmdDelete(Cli& cli) {
   if (resource == "dv") return DeleteDv(cli, name);
   if (resource == "das") return DeleteDataSource(cli, name);
   if (resource == "dic") return DeleteDataImportCron(cli, name);
+  if (resource == "vmsnapshot" || resource == "vmsnapshotcontent" || resource == "vmrestore") {
+    return DeleteSnapshotObject(cli, resource, name);
+  }
   if (!InstancetypeKindForResource(resource).empty()) return DeleteInstancetype(cli, resource, name);
   kvnode::v1::DeleteRequest req;
   *req.mutable_ref() = cli.Ref(name);

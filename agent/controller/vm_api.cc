@@ -162,6 +162,7 @@ absl::StatusOr<ApplyVmResult> VmController::Apply(VirtualMachine vm, bool dry_ru
       return absl::FailedPreconditionError(absl::StrCat(
           "virtualmachine \"", meta->name(), "\" is being deleted; apply it again once it is gone"));
     }
+    RETURN_IF_ERROR(ChangeHeld(r->vm, vm));
     VirtualMachine updated = r->vm;
     *updated.mutable_spec() = vm.spec();
     *updated.mutable_metadata()->mutable_labels() = meta->labels();
@@ -361,6 +362,7 @@ absl::StatusOr<VirtualMachine> VmController::LifecycleLocked(const ObjectRef& re
   if (!r->vm.metadata().deletion_timestamp().empty()) {
     return VmConflict(ref.name(), "VM is being deleted");
   }
+  RETURN_IF_ERROR(RunStateHeld(r->vm));
   // As virt-api: the VMI of the VM's name, whoever controls it.
   auto found = vmis_->Get(r->vm.metadata().namespace_(), r->vm.metadata().name());
   std::optional<VirtualMachineInstance> vmi;

@@ -507,6 +507,12 @@ bool VmController::SyncRunStrategyLocked(Record* r, SyncState* st) {
     plan.start_vmi = false;
     EnqueueLocked({vm.metadata().namespace_(), vm.metadata().name()}, st->now + absl::Seconds(1));
   }
+  if (plan.start_vmi && (vm.status().has_restore_in_progress() ||
+                         vm.status().has_snapshot_in_progress())) {
+    // A restore rewrites the VM's claims; a snapshot of a stopped VM copies them: no VMI may
+    // open them meanwhile. The unlock queues a sync.
+    plan.start_vmi = false;
+  }
   if (plan.start_vmi) {
     absl::Status s = st->foreign
                          ? absl::AlreadyExistsError(absl::StrCat(

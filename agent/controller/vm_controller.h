@@ -98,6 +98,20 @@ class VmController : public VmHandover {
                                                   std::optional<int64_t> grace, bool dry_run);
   absl::StatusOr<kvnode::v1::VirtualMachine> Restart(const kvnode::v1::ObjectRef& ref,
                                                      std::optional<int64_t> grace, bool dry_run);
+  // --- Snapshots and restores (vm_snapshot_locks.cc) ---
+  // Holds (`hold`) or lets go of the VM for snapshot `snapshot`: status.snapshotInProgress.
+  // While held no run-state change is accepted, nor a change of the VM's volumes, and a
+  // stopped VM is not started. FailedPrecondition when another snapshot or a restore holds it.
+  absl::Status HoldForSnapshot(const kvnode::v1::ObjectRef& ref, const std::string& snapshot,
+                               bool hold);
+  // The same for restore `restore` (status.restoreInProgress): refused while the VM has a VMI.
+  absl::Status HoldForRestore(const kvnode::v1::ObjectRef& ref, const std::string& restore,
+                              bool hold);
+  // The VM restore `restore` writes: a new VM is applied as any; an existing one must be held
+  // by that restore, and gets the spec and annotations of `vm` as they are.
+  absl::StatusOr<kvnode::v1::VirtualMachine> ApplyRestored(kvnode::v1::VirtualMachine vm,
+                                                           const std::string& restore);
+
   // Oldest first.
   absl::StatusOr<std::vector<kvnode::v1::VirtualMachineExecution>> Executions(
       const kvnode::v1::ObjectRef& ref);

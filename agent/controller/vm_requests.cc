@@ -48,6 +48,56 @@ absl::Status VmConflict(const std::string& name, const std::string& why) {
                    "\": ", why));
 }
 
+absl::Status RunStateHeld(const VirtualMachine& vm) {
+  if (vm.status().has_snapshot_in_progress()) {
+    return VmConflict(vm.metadata().name(),
+                      absl::StrCat("Cannot update vm running state until snapshot \"",
+                                   vm.status().snapshot_in_progress(), "\" completes"));
+  }
+  if (vm.status().has_restore_in_progress()) {
+    return VmConflict(vm.metadata().name(),
+                      absl::StrCat("Cannot update VM runStrategy until restore \"",
+                                   vm.status().restore_in_progress(), "\" completes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ChangeHeld(const VirtualMachine& stored, const VirtualMachine& next) {
+  const auto& a = stored.spec();
+  const auto& b = next.spec();
+  const bool run_state_changed = a.has_running() != b.has_running() ||
+                                 a.running() != b.running() ||
+                                 a.run_strategy() != b.run_strategy();
+  if (stored.status().has_snapshot_in_progress()) {
+    const std::string& name = stored.status().snapshot_in_progress();
+    const auto& ta = a.template_().spec();
+    const auto& tb = b.template_().spec();
+    bool volumes_changed = ta.volumes_size() != tb.volumes_size() ||
+                           ta.domain().devices().disks_size() != tb.domain().devices().disks_size();
+    for (int i = 0; !volumes_changed && i < ta.volumes_size(); ++i) {
+      volumes_changed = ta.volumes(i).SerializeAsString() != tb.volumes(i).SerializeAsString();
+    }
+    for (int i = 0; !volumes_changed && i < ta.domain().devices().disks_size(); ++i) {
+      volumes_changed = ta.domain().devices().disks(i).SerializeAsString() !=
+                        tb.domain().devices().disks(i).SerializeAsString();
+    }
+    if (volumes_changed) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spec: Cannot update vm disks or volumes until snapshot \"", name, "\" completes"));
+    }
+    if (run_state_changed) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spec: Cannot update vm running state until snapshot \"", name, "\" completes"));
+    }
+  }
+  if (stored.status().has_restore_in_progress() && run_state_changed) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec: Cannot update VM runStrategy until restore \"",
+                     stored.status().restore_in_progress(), "\" completes"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status AppendStateChangeRequests(VirtualMachine* vm,
                                        const std::vector<VirtualMachineStateChangeRequest>& changes) {
   auto* requests = vm->mutable_status()->mutable_state_change_requests();

@@ -47,6 +47,14 @@ absl::Status AppendStateChangeRequests(
 // "Operation cannot be fulfilled on virtualmachine.kubevirt.io "NAME": WHY".
 absl::Status VmConflict(const std::string& name, const std::string& why);
 
+// A VM held by a snapshot or a restore (status.snapshotInProgress, restoreInProgress) takes no
+// start, stop or restart (KubeVirt's VM webhook, pkg/storage/admitters/vm-storage-status.go).
+absl::Status RunStateHeld(const kvnode::v1::VirtualMachine& vm);
+// An update of `stored` to `next` while held: no run-state change, and during a snapshot no
+// change of the template's volumes or disks. InvalidArgument naming `spec`.
+absl::Status ChangeHeld(const kvnode::v1::VirtualMachine& stored,
+                        const kvnode::v1::VirtualMachine& next);
+
 }  // namespace kvnode
 
 #endif  // KVNODE_AGENT_CONTROLLER_VM_REQUESTS_H_

@@ -23,7 +23,9 @@
 #include "agent/api/node_service.h"
 #include "agent/storage/block_device.h"
 #include "agent/storage/shared_dir.h"
+#include "agent/snapshot/snapshot_service.h"
 #include "agent/storage/storage_service.h"
+#include "agent/handler/snapshot_host.h"
 #include "agent/api/notify_service.h"
 #include "agent/base/logging.h"
 #include "agent/base/node_stack.h"
@@ -143,6 +145,9 @@ struct Handler {
   std::unique_ptr<VmiControllerClient> vmi_client;
   std::unique_ptr<Instancetypes> instancetypes;
   std::unique_ptr<VmController> vm_controller;
+  std::unique_ptr<HandlerSnapshotHost> snapshot_host;
+  std::unique_ptr<Snapshots> snapshots;  // VirtualMachineSnapshots and VirtualMachineRestores
+  std::unique_ptr<SnapshotService> snapshot_service;
   std::unique_ptr<NotifyService> notify_service;
   std::unique_ptr<ApiServer> notify_server;
   std::unique_ptr<MigrationNode> migration;
@@ -165,6 +170,7 @@ struct Handler {
     migration.reset();
     if (primer.joinable()) primer.join();
     if (controller) controller->SetVmHandover(nullptr);
+    snapshots.reset();  // waits for a copy under way
     vm_controller.reset();
     controller.reset();
   }
@@ -264,8 +270,10 @@ absl::Status StartApi(Handler* h) {
   o.tls = {opt.tls_cert, opt.tls_key, opt.tls_ca};
   h->storage_service =
       std::make_unique<StorageService>(h->volumes.get(), h->golden_images.get());
-  o.services = {h->node_service.get(), h->storage_service.get(), h->migration->api_service()};
-  o.health_names = {"kvnode.v1.Node", "kvnode.v1.Storage"};
+  h->snapshot_service = std::make_unique<SnapshotService>(h->snapshots.get());
+  o.services = {h->node_service.get(), h->storage_service.get(), h->snapshot_service.get(),
+                h->migration->api_service()};
+  o.health_names = {"kvnode.v1.Node", "kvnode.v1.Storage", "kvnode.v1.Snapshots"};
   o.interceptors = CallMetricsInterceptors(MetricsRegistry::Default());
   ASSIGN_OR_RETURN(h->api_server, ApiServer::Start(std::move(o)));
   return absl::OkStatus();
@@ -397,6 +405,12 @@ int Serve(Handler* h, const sigset_t& mask) {
   h->golden_images = std::make_unique<GoldenImages>(h->store.get(), h->volumes.get(),
                                                     Clock::Real());
   h->golden_images->Start();  // DataSources' readiness, DataImportCrons' polls and imports
+  h->snapshot_host =
+      std::make_unique<HandlerSnapshotHost>(h->vm_controller.get(), h->controller.get());
+  h->snapshots = std::make_unique<Snapshots>(h->store.get(), h->volumes.get(),
+                                             h->snapshot_host.get(), Clock::Real(),
+                                             NodePaths(c.state_dir));
+  h->snapshots->Start();  // copies for snapshots, claims and VMs for restores
   auto migration = MigrationNode::Start(opt.migration, c.state_dir, h->controller.get(),
                                         h->store.get());
   if (!migration.ok()) return Fail(Annotate(migration.status(), "--migration-listen"));

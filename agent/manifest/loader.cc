@@ -16,6 +16,7 @@
 #include "kvnode/v1/instancetype.pb.h"
 #include "kvnode/v1/kubevirt.pb.h"
 #include "kvnode/v1/migration.pb.h"
+#include "kvnode/v1/snapshot.pb.h"
 #include "kvnode/v1/options.pb.h"
 #include "kvnode/v1/storage.pb.h"
 
@@ -482,6 +483,12 @@ const std::vector<KindInfo>& Kinds() {
       {"ConfigMap", {"v1"}, &kvnode::v1::ConfigMap::default_instance()},
       {"DataVolume", {"cdi.kubevirt.io/v1beta1"}, &kvnode::v1::DataVolume::default_instance()},
       {"DataSource", {"cdi.kubevirt.io/v1beta1"}, &kvnode::v1::DataSource::default_instance()},
+      {"VirtualMachineSnapshot",
+       {"snapshot.kubevirt.io/v1beta1", "snapshot.kubevirt.io/v1alpha1"},
+       &kvnode::v1::VirtualMachineSnapshot::default_instance()},
+      {"VirtualMachineRestore",
+       {"snapshot.kubevirt.io/v1beta1", "snapshot.kubevirt.io/v1alpha1"},
+       &kvnode::v1::VirtualMachineRestore::default_instance()},
       {"DataImportCron",
        {"cdi.kubevirt.io/v1beta1"},
        &kvnode::v1::DataImportCron::default_instance()},

@@ -58,6 +58,11 @@ absl::Status ConvertToRaw(const std::string& in, const ImageInfo& info, const st
 // `size_bytes`, sparse, and syncs it; a file already that large is left as it is.
 absl::Status GrowRawFile(const std::string& path, int64_t size_bytes);
 
+// A copy of the raw disk `from` at `to` (which must not exist): a reflink where the
+// filesystem has them (btrfs, XFS), else a sparse copy (holes stay holes); synced, owned by
+// the caller, 0600. Runs as root: both ends are node-owned files.
+absl::Status CopyRawDisk(const std::string& from, const std::string& to);
+
 // A claim's or image's disk is first made as <dir>/disk.img.tmp and then published.
 inline constexpr char kDiskTempFile[] = "disk.img.tmp";
 // Renames <dir>/disk.img.tmp (owned by uid:gid with `mode`, synced) to <dir>/disk.img, so a

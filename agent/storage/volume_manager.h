@@ -161,6 +161,32 @@ class VolumeManager : public VmVolumes {
   // Store, so a handler restart misses nothing. Stopped by the destructor.
   void StartCollector();
 
+  // --- Snapshots and restores of claims (claim_snapshots.cc) ---
+  // A claim as a snapshot needs it: its phase, mode and population, and the path of its
+  // disk.img (NotFound when not stored).
+  struct SnapshotClaim {
+    kvnode::v1::PersistentVolumeClaim pvc;
+    std::string image;
+    bool block = false;
+    bool populated = true;  // false while a DataVolume or an upload still fills it
+  };
+  absl::StatusOr<SnapshotClaim> ClaimForSnapshot(const std::string& ns, const std::string& name);
+  // A restore's new claim (metadata and spec as given; annotated with `restore_key`), filled
+  // with a copy of `image`: stored Pending first, Bound once its disk.img is the copy. A claim
+  // of that name made by the same restore (same key) is filled again (a crash came between);
+  // any other claim of that name is AlreadyExists.
+  absl::Status RestoreNewClaim(kvnode::v1::PersistentVolumeClaim pvc, const std::string& image,
+                               const std::string& restore_key);
+  // InPlace: the claim's disk.img replaced by a copy of `image` in one rename (a crash leaves
+  // the old data or the new, never a mix). Refused while a live VMI uses the claim, and for a
+  // claim of a Block class.
+  absl::Status RestoreClaimInPlace(const std::string& ns, const std::string& name,
+                                   const std::string& image);
+  // Adds `owner` to the claim's ownerReferences (a restored claim goes with its VM); nothing
+  // when it is there already.
+  absl::Status AddClaimOwner(const std::string& ns, const std::string& name,
+                             const kvnode::v1::OwnerReference& owner);
+
   // --- DataVolumes (data_volumes.cc) ---
   struct ApplyDvResult {
     kvnode::v1::DataVolume dv;

@@ -9,6 +9,7 @@
 #include "agent/base/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "launcher/server/guest_agent.h"
+#include "launcher/server/migration_xml.h"
 
 namespace kvnode {
 
@@ -286,6 +287,59 @@ absl::Status DomainManager::Unfreeze() {
   SetFreezeStatus("thawed");
   return absl::OkStatus();
 }
+absl::StatusOr<kvnode::v1::BackupResult> DomainManager::Backup(
+    const std::vector<std::pair<std::string, std::string>>& disks, bool freeze,
+    const std::function<bool()>& cancelled) {
+  if (disks.empty()) return absl::InvalidArgumentError("disks: none to back up");
+  ASSIGN_OR_RETURN(DomainStatus domain, hypervisor_->GetStatus(/*include_xml=*/true));
+  ASSIGN_OR_RETURN(std::string backup_xml, BackupXml(domain.xml(), disks));
+  kvnode::v1::BackupResult result;
+  const absl::Time start = absl::Now();
+  // A guest someone froze on purpose stays frozen; it is frozen at the copy's instant all the
+  // same.
+  bool thaw = false;
+  if (freeze) {
+    ASSIGN_OR_RETURN(std::string status, GuestFreezeStatus(hypervisor_, absl::Seconds(5)));
+    if (status != "frozen") {
+      RETURN_IF_ERROR(hypervisor_->FreezeFilesystems().status());
+      thaw = true;
+    }
+    result.set_frozen(true);
+  }
+  absl::Status begun = hypervisor_->BeginBackup(backup_xml);
+  if (thaw) {
+    absl::Status thawed = hypervisor_->ThawFilesystems().status();
+    result.set_frozen_micros(absl::ToInt64Microseconds(absl::Now() - start));
+    if (!thawed.ok() && begun.ok()) {
+      // The copy is fine; a guest left frozen is not, and no safety thaw is armed: say so.
+      absl::MutexLock lock(&mu_);
+      LauncherEventLocked("Warning", "ThawFailed",
+                          "thawing the guest after a snapshot's copy began failed: " +
+                              std::string(thawed.message()));
+    }
+  }
+  RETURN_IF_ERROR(begun);
+  while (true) {
+    auto progress = hypervisor_->GetBackupProgress();
+    if (!progress.ok()) return progress.status();
+    result.set_bytes(progress->processed);
+    if (progress->state == Hypervisor::BackupProgress::State::kCompleted) break;
+    if (progress->state == Hypervisor::BackupProgress::State::kFailed) {
+      return absl::InternalError("backup: " + progress->error);
+    }
+    if (cancelled && cancelled()) {
+      absl::Status aborted = hypervisor_->AbortBackup();
+      return absl::CancelledError(
+          absl::StrCat("backup: cancelled by the caller",
+                       aborted.ok() ? "; the job was aborted" : "; aborting the job failed: ",
+                       aborted.ok() ? "" : aborted.message()));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  result.set_duration_micros(absl::ToInt64Microseconds(absl::Now() - start));
+  return result;
+}
+
 absl::Status DomainManager::Reset() { return hypervisor_->Reset(); }
 
 absl::StatusOr<DomainStatus> DomainManager::GetStatus(bool include_xml) {

@@ -91,6 +91,14 @@ class DomainManager {
   // handler the new freeze status at once.
   absl::Status Freeze(absl::Duration unfreeze_timeout, bool migrating);
   absl::Status Unfreeze();
+  // A point-in-time copy of the disks whose sources are the keys of `disks` into the files
+  // their values name (BackupXml): with `freeze`, the guest's filesystems are frozen through
+  // the agent just before the copy's instant and thawed as soon as the job runs (a guest
+  // already frozen is left so). Returns when the copy is complete; `cancelled` is asked while
+  // it runs and, once true, aborts the job (Cancelled).
+  absl::StatusOr<kvnode::v1::BackupResult> Backup(
+      const std::vector<std::pair<std::string, std::string>>& disks, bool freeze,
+      const std::function<bool()>& cancelled);
   absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool include_xml);
   absl::StatusOr<kvnode::v1::DomainStats> GetStats() { return hypervisor_->GetStats(); }
   Hypervisor* hypervisor() { return hypervisor_; }

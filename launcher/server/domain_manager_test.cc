@@ -548,5 +548,151 @@ TEST(DomainManagerOnDoneTest, AbortWithoutADomainFiresIt) {
   EXPECT_EQ(events.back().status().failure_message(), "libvirtd exited");
 }
 
+
+// A guest with an agent whose disks can be backed up: every call is logged in order, and the
+// job completes after `polls_to_complete` progress reads (or fails, when `fail_job`).
+class BackupHypervisor : public FakeHypervisor {
+ public:
+  explicit BackupHypervisor(std::string freeze_status) {
+    Answer([freeze_status](const std::string& json) -> absl::StatusOr<std::string> {
+      if (json.find("guest-fsfreeze-status") == std::string::npos) {
+        return absl::UnavailableError("not scripted");
+      }
+      return R"json({"return":")json" + freeze_status + R"json("})json";
+    });
+  }
+  absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool) override {
+    kvnode::v1::DomainStatus s;
+    s.set_exists(true);
+    s.set_state("Running");
+    s.set_xml("<domain><devices><disk><source file='/c/data/disk.img'/><target dev='vdb'/>"
+              "</disk></devices></domain>");
+    return s;
+  }
+  absl::StatusOr<int> FreezeFilesystems() override { return Log("freeze", 2); }
+  absl::StatusOr<int> ThawFilesystems() override { return Log("thaw", 2); }
+  absl::Status BeginBackup(const std::string& xml) override {
+    (void)Log("begin", 0);
+    absl::MutexLock lock(&mu_);
+    backup_xml_ = xml;
+    return fail_begin ? absl::InternalError("backup: disk busy") : absl::OkStatus();
+  }
+  absl::StatusOr<BackupProgress> GetBackupProgress() override {
+    absl::MutexLock lock(&mu_);
+    BackupProgress p;
+    p.total = 1 << 20;
+    p.processed = 1 << 19;
+    if (++polls_ >= polls_to_complete) {
+      p.processed = p.total;
+      p.state = fail_job ? BackupProgress::State::kFailed : BackupProgress::State::kCompleted;
+      p.error = fail_job ? "No space left on device" : "";
+    }
+    return p;
+  }
+  absl::Status AbortBackup() override { return Log("abort", 0).status(); }
+  std::vector<std::string> calls() {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+  std::string backup_xml() {
+    absl::MutexLock lock(&mu_);
+    return backup_xml_;
+  }
+
+  bool fail_begin = false;
+  bool fail_job = false;
+  int polls_to_complete = 3;
+
+ private:
+  absl::StatusOr<int> Log(const std::string& what, int n) {
+    absl::MutexLock lock(&mu_);
+    calls_.push_back(what);
+    return n;
+  }
+  absl::Mutex mu_;
+  std::vector<std::string> calls_;
+  std::string backup_xml_;
+  int polls_ = 0;
+};
+
+class BackupTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<DomainManager> Manager(BackupHypervisor* hv) {
+    DomainManagerOptions o;
+    o.vmi_uid = "uid-1";
+    o.final_status_path = ::testing::TempDir() + "/final-status-backup.json";
+    return std::make_unique<DomainManager>(o, hv, FakeConvert, &sink_, &clock_);
+  }
+  const std::vector<std::pair<std::string, std::string>> disks_ = {
+      {"/c/data/disk.img", "/snap/data.img"}};
+  RecordingSink sink_;
+  FakeClock clock_{absl::FromUnixSeconds(1000000)};
+};
+
+TEST_F(BackupTest, FreezesOnlyUntilTheJobRunsThenWaitsForTheCopy) {
+  BackupHypervisor hv("thawed");
+  auto manager = Manager(&hv);
+  auto result = manager->Backup(disks_, /*freeze=*/true, [] { return false; });
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(hv.calls(), ::testing::ElementsAre("freeze", "begin", "thaw"));
+  EXPECT_TRUE(result->frozen());
+  EXPECT_GE(result->duration_micros(), result->frozen_micros());
+  EXPECT_EQ(result->bytes(), 1u << 20);
+  EXPECT_NE(hv.backup_xml().find("<target file=\"/snap/data.img\""), std::string::npos);
+}
+
+TEST_F(BackupTest, WithoutFreezeTheGuestIsNotTouched) {
+  BackupHypervisor hv("thawed");
+  auto manager = Manager(&hv);
+  auto result = manager->Backup(disks_, /*freeze=*/false, [] { return false; });
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(hv.calls(), ::testing::ElementsAre("begin"));
+  EXPECT_FALSE(result->frozen());
+  EXPECT_EQ(result->frozen_micros(), 0);
+}
+
+TEST_F(BackupTest, AGuestFrozenOnPurposeStaysFrozen) {
+  BackupHypervisor hv("frozen");
+  auto manager = Manager(&hv);
+  auto result = manager->Backup(disks_, /*freeze=*/true, [] { return false; });
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(hv.calls(), ::testing::ElementsAre("begin"));
+  EXPECT_TRUE(result->frozen());
+}
+
+TEST_F(BackupTest, AJobThatCannotBeginStillThawsTheGuest) {
+  BackupHypervisor hv("thawed");
+  hv.fail_begin = true;
+  auto manager = Manager(&hv);
+  auto result = manager->Backup(disks_, /*freeze=*/true, [] { return false; });
+  EXPECT_EQ(result.status().message(), "backup: disk busy");
+  EXPECT_THAT(hv.calls(), ::testing::ElementsAre("freeze", "begin", "thaw"));
+}
+
+TEST_F(BackupTest, AFailedJobSaysWhy) {
+  BackupHypervisor hv("thawed");
+  hv.fail_job = true;
+  auto manager = Manager(&hv);
+  auto result = manager->Backup(disks_, /*freeze=*/false, [] { return false; });
+  EXPECT_EQ(result.status().message(), "backup: No space left on device");
+}
+
+TEST_F(BackupTest, ACancelledCallAbortsTheJob) {
+  BackupHypervisor hv("thawed");
+  hv.polls_to_complete = 1000;
+  auto manager = Manager(&hv);
+  auto result = manager->Backup(disks_, /*freeze=*/false, [] { return true; });
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(hv.calls(), ::testing::ElementsAre("begin", "abort"));
+}
+
+TEST_F(BackupTest, APathThatIsNoDiskIsRefusedBeforeAnythingHappens) {
+  BackupHypervisor hv("thawed");
+  auto manager = Manager(&hv);
+  auto result = manager->Backup({{"/other", "/snap/x.img"}}, /*freeze=*/true, [] { return false; });
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(hv.calls().empty());
+}
+
 }  // namespace
 }  // namespace kvnode

@@ -120,6 +120,19 @@ grpc::Status LauncherService::Unfreeze(grpc::ServerContext*, const kvnode::v1::P
   return Respond(manager_->Unfreeze(), resp);
 }
 
+grpc::Status LauncherService::Backup(grpc::ServerContext* ctx,
+                                     const kvnode::v1::BackupRequest* req,
+                                     kvnode::v1::BackupResult* resp) {
+  if (migration_ != nullptr && migration_->Status().state() == "Running") {
+    return ToGrpcStatus(absl::FailedPreconditionError(
+        "failed to back up the VMI's disks, VMI is currently during migration"));
+  }
+  std::vector<std::pair<std::string, std::string>> disks;
+  for (const auto& d : req->disks()) disks.emplace_back(d.source(), d.target());
+  return ReplyWith(
+      manager_->Backup(disks, req->freeze(), [ctx] { return ctx->IsCancelled(); }), resp);
+}
+
 grpc::Status LauncherService::TakeScreenshot(grpc::ServerContext*, const kvnode::v1::PingRequest*,
                                              kvnode::v1::Screenshot* resp) {
   return ReplyWith(manager_->hypervisor()->TakeScreenshot(), resp);

@@ -44,6 +44,8 @@ class LauncherService final : public kvnode::v1::Launcher::Service {
                       kvnode::v1::LauncherResponse* resp) override;
   grpc::Status Unfreeze(grpc::ServerContext*, const kvnode::v1::PingRequest*,
                         kvnode::v1::LauncherResponse* resp) override;
+  grpc::Status Backup(grpc::ServerContext* ctx, const kvnode::v1::BackupRequest* req,
+                      kvnode::v1::BackupResult* resp) override;
   grpc::Status TakeScreenshot(grpc::ServerContext*, const kvnode::v1::PingRequest*,
                               kvnode::v1::Screenshot* resp) override;
   grpc::Status Migrate(grpc::ServerContext*, const kvnode::v1::MigrateRequest* req,

@@ -1,5 +1,6 @@
 #include "launcher/server/migration_xml.h"
 
+#include <map>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -73,6 +74,44 @@ absl::StatusOr<std::vector<std::string>> DiskTargetsOf(const std::string& xml,
     targets.push_back(dev);
   }
   return targets;
+}
+
+absl::StatusOr<std::string> BackupXml(
+    const std::string& domain_xml,
+    const std::vector<std::pair<std::string, std::string>>& targets) {
+  pugi::xml_document doc;
+  RETURN_IF_ERROR(Parse(domain_xml, &doc));
+  std::map<std::string, std::string> wanted(targets.begin(), targets.end());
+  pugi::xml_document out;
+  pugi::xml_node backup = out.append_child("domainbackup");
+  backup.append_attribute("mode") = "push";
+  pugi::xml_node disks = backup.append_child("disks");
+  for (pugi::xml_node disk : doc.document_element().child("devices").children("disk")) {
+    std::string dev = disk.child("target").attribute("dev").value();
+    if (dev.empty()) continue;
+    pugi::xml_node source = disk.child("source");
+    std::string path = source.attribute("file").value();
+    if (path.empty()) path = source.attribute("dev").value();
+    pugi::xml_node entry = disks.append_child("disk");
+    entry.append_attribute("name") = dev.c_str();
+    auto it = wanted.find(path);
+    if (path.empty() || it == wanted.end()) {
+      entry.append_attribute("backup") = "no";
+      continue;
+    }
+    entry.append_attribute("backup") = "yes";
+    entry.append_attribute("type") = "file";
+    entry.append_child("driver").append_attribute("type") = "raw";
+    entry.append_child("target").append_attribute("file") = it->second.c_str();
+    wanted.erase(it);
+  }
+  if (!wanted.empty()) {
+    return absl::InvalidArgumentError("disks: \"" + wanted.begin()->first +
+                                      "\" is not a disk of the domain");
+  }
+  std::ostringstream text;
+  out.save(text, "  ", pugi::format_default | pugi::format_no_declaration);
+  return text.str();
 }
 
 absl::StatusOr<std::string> DomainTypeOf(const std::string& xml) {

@@ -1,4 +1,5 @@
-// The domain XML a migration target starts: the source's migratable XML with every path under
+// Readers and writers of a domain's XML for the launcher's jobs. The domain XML a migration
+// target starts: the source's migratable XML with every path under
 // the source node's VMI dir (serial log and socket, NVRAM, per-VMI disks) or state dir moved
 // to the target node's. KubeVirt rewrites the source XML for its target pod the same way
 // (pkg/virt-launcher/virtwrap/live-migration-source.go, migratableDomXML), so the device ABI
@@ -28,6 +29,13 @@ absl::StatusOr<std::string> RewriteDomainPaths(const std::string& xml,
 // InvalidArgument naming the path when one is not a disk of the domain.
 absl::StatusOr<std::vector<std::string>> DiskTargetsOf(const std::string& xml,
                                                        const std::vector<std::string>& paths);
+
+// A snapshot's push-mode backup of the domain (libvirt's <domainbackup>, formatbackup.html):
+// each disk whose source (file or block device) is a key of `targets` is copied, raw, into
+// the file its value names; every other disk of the domain is left out (backup='no').
+// InvalidArgument naming the path when a key is not a disk of the domain.
+absl::StatusOr<std::string> BackupXml(const std::string& domain_xml,
+                                      const std::vector<std::pair<std::string, std::string>>& targets);
 
 // The domain's type attribute: "kvm", or "qemu" for TCG.
 absl::StatusOr<std::string> DomainTypeOf(const std::string& xml);

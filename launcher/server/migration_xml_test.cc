@@ -31,6 +31,36 @@ TEST(RewriteDomainPaths, RefusesXmlThatDoesNotParse) {
   EXPECT_NE(out.status().message().find("domain XML"), std::string::npos);
 }
 
+TEST(BackupXml, CopiesTheListedDisksRawAndLeavesEveryOtherOut) {
+  const std::string xml =
+      "<domain><devices>"
+      "<disk type='file'><source file='/c/root/disk.img'/><target dev='vda'/></disk>"
+      "<disk type='block'><source dev='/v/data/disk.img'/><target dev='vdb'/></disk>"
+      "<disk type='file'><source file='/vmi/cloudinit.iso'/><target dev='vdc'/></disk>"
+      "<disk type='file' device='cdrom'><target dev='sda'/></disk>"
+      "</devices></domain>";
+  auto out = BackupXml(xml, {{"/v/data/disk.img", "/snap/data.img"},
+                             {"/c/root/disk.img", "/snap/root.img"}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NE(out->find("<domainbackup mode=\"push\">"), std::string::npos) << *out;
+  EXPECT_NE(out->find("<disk name=\"vda\" backup=\"yes\" type=\"file\">\n      <driver "
+                      "type=\"raw\" />\n      <target file=\"/snap/root.img\" />"),
+            std::string::npos)
+      << *out;
+  EXPECT_NE(out->find("<disk name=\"vdb\" backup=\"yes\""), std::string::npos);
+  EXPECT_NE(out->find("<target file=\"/snap/data.img\""), std::string::npos);
+  EXPECT_NE(out->find("<disk name=\"vdc\" backup=\"no\" />"), std::string::npos);
+  EXPECT_NE(out->find("<disk name=\"sda\" backup=\"no\" />"), std::string::npos);
+}
+
+TEST(BackupXml, RefusesAPathThatIsNoDiskOfTheDomain) {
+  auto out = BackupXml("<domain><devices><disk><source file='/a'/><target dev='vda'/></disk>"
+                       "</devices></domain>",
+                       {{"/b", "/snap/b.img"}});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().message(), "disks: \"/b\" is not a disk of the domain");
+}
+
 TEST(DiskTargetsOf, NamesTheDevsOfTheListedDisksInTheirOrder) {
   const std::string xml =
       "<domain><devices>"

@@ -61,6 +61,13 @@ class ScriptedAgent : public Hypervisor {
   absl::Status ResizeDisk(const std::string&, uint64_t) override {
     return absl::UnimplementedError("resize");
   }
+  absl::Status BeginBackup(const std::string&) override {
+    return absl::UnimplementedError("backup");
+  }
+  absl::StatusOr<BackupProgress> GetBackupProgress() override {
+    return absl::UnimplementedError("backup");
+  }
+  absl::Status AbortBackup() override { return absl::UnimplementedError("backup"); }
   absl::Status Reset() override { return absl::OkStatus(); }
   absl::Status Undefine() override { return absl::OkStatus(); }
   absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool) override {

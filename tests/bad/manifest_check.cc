@@ -5,6 +5,7 @@
 #include "agent/manifest/defaults.h"
 #include "agent/manifest/instancetype.h"
 #include "agent/manifest/loader.h"
+#include "agent/snapshot/snapshot_rules.h"
 #include "agent/storage/data_source_rules.h"
 #include "agent/storage/dv_rules.h"
 #include "agent/storage/pvc_rules.h"
@@ -47,6 +48,16 @@ AdmissionReview AdmitObject(LoadedObject& object, const std::vector<LoadedObject
     auto* ds = static_cast<kvnode::v1::DataSource*>(object.object.get());
     DefaultDataSource(ds);
     return AdmitDataSource(*ds);
+  }
+  if (object.kind == "VirtualMachineSnapshot") {
+    auto* snapshot = static_cast<kvnode::v1::VirtualMachineSnapshot*>(object.object.get());
+    DefaultSnapshot(snapshot);
+    return AdmitSnapshot(*snapshot, nullptr);
+  }
+  if (object.kind == "VirtualMachineRestore") {
+    auto* restore = static_cast<kvnode::v1::VirtualMachineRestore*>(object.object.get());
+    DefaultRestore(restore);
+    return AdmitRestore(*restore, nullptr);
   }
   if (object.kind == "DataImportCron") {
     auto* cron = static_cast<kvnode::v1::DataImportCron*>(object.object.get());
