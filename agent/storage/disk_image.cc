@@ -191,7 +191,7 @@ absl::Status GrowRawFile(const std::string& path, int64_t size_bytes) {
 absl::Status CopyRawDisk(const std::string& from, const std::string& to) {
   // No timeout worth having: a disk of terabytes copies for hours.
   ASSIGN_OR_RETURN(CommandResult r,
-                   RunCommand({"cp", "--reflink=auto", "--sparse=always", "--no-preserve=all",
+                   RunCommand({"/bin/cp", "--reflink=auto", "--sparse=always", "--no-preserve=all",
                                "--", from, to},
                               absl::Hours(24)));
   if (!r.success()) {

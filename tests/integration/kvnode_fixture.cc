@@ -322,6 +322,20 @@ void HandlerProcess::Kill() {
   }
 }
 
+std::optional<int> HandlerProcess::WaitExit(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (pid_ > 0) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return status;
+    }
+    if (absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return std::nullopt;
+}
+
 absl::Status HandlerProcess::KillAndRestart() {
   Kill();
   return Launch();

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,9 @@ class HandlerProcess {
   // The two halves, for a test that acts while the handler is down.
   void Kill();
   absl::Status Restart() { return Launch(); }
+  // Waits up to `timeout` for the handler to end by itself (a failpoint) and reaps it: its exit
+  // status (waitpid's), or nullopt while it still runs.
+  std::optional<int> WaitExit(absl::Duration timeout);
   // Pids of QEMU processes in the VMI's cgroup.
   std::vector<pid_t> QemuProcesses(const std::string& uid) const;
   // The handler's log so far (printed by tests on failure).

@@ -11,6 +11,7 @@
 // (FailImmediate), a snapshot of a VMI kind, and a content deleted while its snapshot exists.
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -255,9 +256,9 @@ TEST_F(SnapshotTest, AnOnlineSnapshotFreezesBrieflyAndARestoreBringsTheDataBack)
   ASSERT_TRUE(handler_->Restart().ok());
   unsetenv("KVNODE_FAILPOINT");
   ASSERT_EQ(Apply("back.yaml", RestoreYaml("back", "db", "before")).exit_code, 0);
-  ASSERT_TRUE(Eventually([&] { return kill(handler_->pid(), 0) != 0; }, absl::Seconds(60)))
-      << "the handler did not reach its failpoint\n" << handler_->Log();
-  handler_->Kill();  // reaps it
+  auto exited = handler_->WaitExit(absl::Seconds(60));
+  ASSERT_TRUE(exited.has_value()) << "the handler did not reach its failpoint\n" << handler_->Log();
+  EXPECT_EQ(WEXITSTATUS(*exited), 86);
   // The old state: the VM still names its own claims.
   ASSERT_TRUE(handler_->Restart().ok());
   auto restored = WaitRestore("back", Complete);
@@ -327,9 +328,9 @@ TEST_F(SnapshotTest, AnOfflineSnapshotCutShortByACrashIsCopiedAgain) {
   ASSERT_TRUE(handler_->Restart().ok());
   unsetenv("KVNODE_FAILPOINT");
   ASSERT_EQ(Apply("snap.yaml", SnapshotYaml("cold", "db")).exit_code, 0);
-  ASSERT_TRUE(Eventually([&] { return kill(handler_->pid(), 0) != 0; }, absl::Seconds(60)))
-      << "the handler did not reach its failpoint\n" << handler_->Log();
-  handler_->Kill();
+  auto exited = handler_->WaitExit(absl::Seconds(60));
+  ASSERT_TRUE(exited.has_value()) << "the handler did not reach its failpoint\n" << handler_->Log();
+  EXPECT_EQ(WEXITSTATUS(*exited), 86);
   ASSERT_TRUE(handler_->Restart().ok());
   auto snap = WaitSnapshot("cold", "Succeeded");
   ASSERT_TRUE(snap.ok()) << snap.status();
