@@ -64,21 +64,12 @@ class Hypervisor {
   // The first screen of the guest's display (virDomainScreenshot): its MIME type and bytes.
   // FailedPrecondition when the domain has no graphics.
   virtual absl::StatusOr<kvnode::v1::Screenshot> TakeScreenshot() = 0;
-  // A point-in-time copy of some of the running domain's disks (libvirt's push-mode backup,
-  // virDomainBackupBegin): `backup_xml` is a <domainbackup> (BackupXml in backup_xml.h) whose
-  // targets exist and QEMU may write. Returns once the job runs: what it copies is the disks
-  // as they were at that instant, whatever the guest writes afterwards (copy-before-write).
+  // A point-in-time copy of some of the running domain's disks (libvirt's pull-mode backup,
+  // virDomainBackupBegin): `backup_xml` is a <domainbackup mode='pull'> (PlanPullBackup in
+  // migration_xml.h). Returns once the job runs: from then on its NBD exports serve the disks
+  // as they were at that instant, whatever the guest writes (copy-before-write into scratch).
   virtual absl::Status BeginBackup(const std::string& backup_xml) = 0;
-  // The backup job: still running (with what it copied so far), completed, or failed.
-  struct BackupProgress {
-    enum class State { kRunning, kCompleted, kFailed };
-    State state = State::kRunning;
-    uint64_t processed = 0;
-    uint64_t total = 0;
-    std::string error;  // for kFailed, libvirt's message
-  };
-  virtual absl::StatusOr<BackupProgress> GetBackupProgress() = 0;
-  // Ends a running backup job (its targets then hold a partial copy).
+  // Ends the backup job (its exports and scratch files go).
   virtual absl::Status AbortBackup() = 0;
   virtual void SetEventCallback(EventCallback callback) = 0;
   // The QEMU process of the running domain, 0 when none (read from libvirt's pid file, no

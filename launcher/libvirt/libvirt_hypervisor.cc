@@ -399,52 +399,10 @@ absl::Status LibvirtHypervisor::ResizeDisk(const std::string& source, uint64_t b
 absl::Status LibvirtHypervisor::BeginBackup(const std::string& backup_xml) {
   ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
   DomainHandle handle{dom};
-  // The targets are made by the handler (owned by the domain's identity): libvirt opens them
-  // as they are instead of creating them.
-  if (virDomainBackupBegin(dom, backup_xml.c_str(), nullptr,
-                           VIR_DOMAIN_BACKUP_BEGIN_REUSE_EXTERNAL) < 0) {
+  if (virDomainBackupBegin(dom, backup_xml.c_str(), nullptr, 0) < 0) {
     return LibvirtError("begin a backup of " + domain_name_);
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<Hypervisor::BackupProgress> LibvirtHypervisor::GetBackupProgress() {
-  ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
-  DomainHandle handle{dom};
-  BackupProgress progress;
-  for (unsigned int flags : {0u, static_cast<unsigned int>(VIR_DOMAIN_JOB_STATS_COMPLETED)}) {
-    int type = VIR_DOMAIN_JOB_NONE;
-    virTypedParameterPtr params = nullptr;
-    int nparams = 0;
-    if (virDomainGetJobStats(dom, &type, &params, &nparams, flags) < 0) {
-      return LibvirtError("backup job of " + domain_name_);
-    }
-    int operation = 0;
-    unsigned long long processed = 0, total = 0;  // NOLINT(runtime/int): libvirt's type
-    const char* error = nullptr;
-    virTypedParamsGetInt(params, nparams, VIR_DOMAIN_JOB_OPERATION, &operation);
-    virTypedParamsGetULLong(params, nparams, VIR_DOMAIN_JOB_DISK_PROCESSED, &processed);
-    virTypedParamsGetULLong(params, nparams, VIR_DOMAIN_JOB_DISK_TOTAL, &total);
-    virTypedParamsGetString(params, nparams, VIR_DOMAIN_JOB_ERRMSG, &error);
-    progress.processed = processed;
-    progress.total = total;
-    if (error != nullptr) progress.error = error;
-    virTypedParamsFree(params, nparams);
-    if (type == VIR_DOMAIN_JOB_NONE) continue;  // no job now: ask for the completed one
-    if (operation != VIR_DOMAIN_JOB_OPERATION_BACKUP) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the domain's ", flags == 0 ? "running" : "last", " job is not a backup (operation ",
-          operation, ")"));
-    }
-    if (flags == 0) return progress;  // running
-    progress.state = type == VIR_DOMAIN_JOB_COMPLETED ? BackupProgress::State::kCompleted
-                                                      : BackupProgress::State::kFailed;
-    if (progress.state == BackupProgress::State::kFailed && progress.error.empty()) {
-      progress.error = "the backup job failed";
-    }
-    return progress;
-  }
-  return absl::NotFoundError("no backup job has run on " + domain_name_);
 }
 
 absl::Status LibvirtHypervisor::AbortBackup() {

@@ -41,7 +41,6 @@ class LibvirtHypervisor : public Hypervisor, public DomainMigrator {
   absl::StatusOr<int> ThawFilesystems() override;
   absl::StatusOr<kvnode::v1::Screenshot> TakeScreenshot() override;
   absl::Status BeginBackup(const std::string& backup_xml) override;
-  absl::StatusOr<BackupProgress> GetBackupProgress() override;
   absl::Status AbortBackup() override;
   absl::StatusOr<uint64_t> DiskCapacity(const std::string& source) override;
   absl::Status ResizeDisk(const std::string& source, uint64_t bytes) override;

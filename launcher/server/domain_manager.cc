@@ -291,8 +291,18 @@ absl::StatusOr<kvnode::v1::BackupResult> DomainManager::Backup(
     const std::vector<std::pair<std::string, std::string>>& disks, bool freeze,
     const std::function<bool()>& cancelled) {
   if (disks.empty()) return absl::InvalidArgumentError("disks: none to back up");
+  if (options_.backup_socket.empty()) {
+    return absl::FailedPreconditionError("this launcher has no backup socket");
+  }
   ASSIGN_OR_RETURN(DomainStatus domain, hypervisor_->GetStatus(/*include_xml=*/true));
-  ASSIGN_OR_RETURN(std::string backup_xml, BackupXml(domain.xml(), disks));
+  ASSIGN_OR_RETURN(PullBackupPlan plan,
+                   PlanPullBackup(domain.xml(), disks, options_.backup_socket,
+                                  options_.backup_scratch_dir));
+  // What a backup cut short left (libvirt makes the socket and the scratch files anew).
+  unlink(options_.backup_socket.c_str());
+  for (const auto& [name, target] : plan.exports) {
+    unlink((options_.backup_scratch_dir + "/backup-" + name + ".qcow2").c_str());
+  }
   kvnode::v1::BackupResult result;
   const absl::Time start = absl::Now();
   // A guest someone froze on purpose stays frozen; it is frozen at the copy's instant all the
@@ -306,7 +316,7 @@ absl::StatusOr<kvnode::v1::BackupResult> DomainManager::Backup(
     }
     result.set_frozen(true);
   }
-  absl::Status begun = hypervisor_->BeginBackup(backup_xml);
+  absl::Status begun = hypervisor_->BeginBackup(plan.xml);
   if (thaw) {
     absl::Status thawed = hypervisor_->ThawFilesystems().status();
     result.set_frozen_micros(absl::ToInt64Microseconds(absl::Now() - start));
@@ -314,27 +324,26 @@ absl::StatusOr<kvnode::v1::BackupResult> DomainManager::Backup(
       // The copy is fine; a guest left frozen is not, and no safety thaw is armed: say so.
       absl::MutexLock lock(&mu_);
       LauncherEventLocked("Warning", "ThawFailed",
-                          "thawing the guest after a snapshot's copy began failed: " +
+                          "thawing the guest after a snapshot's backup began failed: " +
                               std::string(thawed.message()));
     }
   }
   RETURN_IF_ERROR(begun);
-  while (true) {
-    auto progress = hypervisor_->GetBackupProgress();
-    if (!progress.ok()) return progress.status();
-    result.set_bytes(progress->processed);
-    if (progress->state == Hypervisor::BackupProgress::State::kCompleted) break;
-    if (progress->state == Hypervisor::BackupProgress::State::kFailed) {
-      return absl::InternalError("backup: " + progress->error);
+  absl::Status copied;
+  for (const auto& [name, target] : plan.exports) {
+    copied = options_.copy_export(options_.backup_socket, name, target, cancelled);
+    if (!copied.ok()) break;
+    struct stat st;
+    if (stat(target.c_str(), &st) == 0) {
+      result.set_bytes(result.bytes() + static_cast<uint64_t>(st.st_blocks) * 512);
     }
-    if (cancelled && cancelled()) {
-      absl::Status aborted = hypervisor_->AbortBackup();
-      return absl::CancelledError(
-          absl::StrCat("backup: cancelled by the caller",
-                       aborted.ok() ? "; the job was aborted" : "; aborting the job failed: ",
-                       aborted.ok() ? "" : aborted.message()));
-    }
-    absl::SleepFor(absl::Milliseconds(20));
+  }
+  absl::Status ended = hypervisor_->AbortBackup();
+  RETURN_IF_ERROR(copied);
+  if (!ended.ok()) {
+    absl::MutexLock lock(&mu_);
+    LauncherEventLocked("Warning", "BackupNotEnded",
+                        "ending a snapshot's backup job failed: " + std::string(ended.message()));
   }
   result.set_duration_micros(absl::ToInt64Microseconds(absl::Now() - start));
   return result;

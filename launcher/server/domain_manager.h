@@ -35,6 +35,7 @@
 #include "kvnode/v1/launcher.pb.h"
 #include "launcher/libvirt/hypervisor.h"
 #include "launcher/server/agent_poller.h"
+#include "launcher/server/export_copy.h"
 
 namespace kvnode {
 
@@ -61,6 +62,11 @@ struct DomainManagerOptions {
   // Called once, with the manager's lock held, when Done() becomes true: it wakes whoever waits
   // for the end without polling (the launcher's main loop). Must not call the manager.
   std::function<void()> on_done;
+  // A snapshot's pull-mode backup: the NBD socket its QEMU serves the disks on, the dir of
+  // its scratch files, and how an export is copied (CopyNbdExport; tests substitute a fake).
+  std::string backup_socket;
+  std::string backup_scratch_dir;
+  ExportCopier copy_export = CopyNbdExport;
 };
 
 class DomainManager {
@@ -92,10 +98,12 @@ class DomainManager {
   absl::Status Freeze(absl::Duration unfreeze_timeout, bool migrating);
   absl::Status Unfreeze();
   // A point-in-time copy of the disks whose sources are the keys of `disks` into the files
-  // their values name (BackupXml): with `freeze`, the guest's filesystems are frozen through
-  // the agent just before the copy's instant and thawed as soon as the job runs (a guest
-  // already frozen is left so). Returns when the copy is complete; `cancelled` is asked while
-  // it runs and, once true, aborts the job (Cancelled).
+  // their values name (existing, zero-filled, at least each disk's size): a pull-mode backup
+  // job (PlanPullBackup) whose NBD exports are then copied (options.copy_export), and the job
+  // ended. With `freeze`, the guest's filesystems are frozen through the agent just before the
+  // job begins and thawed as soon as it runs, before any byte is copied (a guest already
+  // frozen is left so). Returns when the copies are complete; `cancelled` is asked while they
+  // run and, once true, ends them and the job (Cancelled).
   absl::StatusOr<kvnode::v1::BackupResult> Backup(
       const std::vector<std::pair<std::string, std::string>>& disks, bool freeze,
       const std::function<bool()>& cancelled);

@@ -549,8 +549,8 @@ TEST(DomainManagerOnDoneTest, AbortWithoutADomainFiresIt) {
 }
 
 
-// A guest with an agent whose disks can be backed up: every call is logged in order, and the
-// job completes after `polls_to_complete` progress reads (or fails, when `fail_job`).
+// A guest with an agent whose disks can be backed up: every call is logged in order, the
+// export copies included (a fake copier).
 class BackupHypervisor : public FakeHypervisor {
  public:
   explicit BackupHypervisor(std::string freeze_status) {
@@ -577,19 +577,15 @@ class BackupHypervisor : public FakeHypervisor {
     backup_xml_ = xml;
     return fail_begin ? absl::InternalError("backup: disk busy") : absl::OkStatus();
   }
-  absl::StatusOr<BackupProgress> GetBackupProgress() override {
-    absl::MutexLock lock(&mu_);
-    BackupProgress p;
-    p.total = 1 << 20;
-    p.processed = 1 << 19;
-    if (++polls_ >= polls_to_complete) {
-      p.processed = p.total;
-      p.state = fail_job ? BackupProgress::State::kFailed : BackupProgress::State::kCompleted;
-      p.error = fail_job ? "No space left on device" : "";
-    }
-    return p;
+  absl::Status AbortBackup() override { return Log("end", 0).status(); }
+  // The copier of DomainManagerOptions: logs "copy <export> <target>", fails when told.
+  absl::Status Copy(const std::string& socket, const std::string& name, const std::string& target,
+                    const std::function<bool()>& cancelled) {
+    (void)Log("copy " + name + " " + target + " via " + socket, 0);
+    if (cancelled()) return absl::CancelledError("copy of export " + name + ": cancelled");
+    return fail_copy ? absl::InternalError("qemu-img: No space left on device")
+                     : absl::OkStatus();
   }
-  absl::Status AbortBackup() override { return Log("abort", 0).status(); }
   std::vector<std::string> calls() {
     absl::MutexLock lock(&mu_);
     return calls_;
@@ -600,8 +596,7 @@ class BackupHypervisor : public FakeHypervisor {
   }
 
   bool fail_begin = false;
-  bool fail_job = false;
-  int polls_to_complete = 3;
+  bool fail_copy = false;
 
  private:
   absl::StatusOr<int> Log(const std::string& what, int n) {
@@ -612,7 +607,6 @@ class BackupHypervisor : public FakeHypervisor {
   absl::Mutex mu_;
   std::vector<std::string> calls_;
   std::string backup_xml_;
-  int polls_ = 0;
 };
 
 class BackupTest : public ::testing::Test {
@@ -621,6 +615,12 @@ class BackupTest : public ::testing::Test {
     DomainManagerOptions o;
     o.vmi_uid = "uid-1";
     o.final_status_path = ::testing::TempDir() + "/final-status-backup.json";
+    o.backup_socket = "/s/backup";
+    o.backup_scratch_dir = "/vmi/run";
+    o.copy_export = [hv](const std::string& socket, const std::string& name,
+                         const std::string& target, const std::function<bool()>& cancelled) {
+      return hv->Copy(socket, name, target, cancelled);
+    };
     return std::make_unique<DomainManager>(o, hv, FakeConvert, &sink_, &clock_);
   }
   const std::vector<std::pair<std::string, std::string>> disks_ = {
@@ -629,16 +629,18 @@ class BackupTest : public ::testing::Test {
   FakeClock clock_{absl::FromUnixSeconds(1000000)};
 };
 
-TEST_F(BackupTest, FreezesOnlyUntilTheJobRunsThenWaitsForTheCopy) {
+TEST_F(BackupTest, ThawsBeforeAnyByteIsCopied) {
   BackupHypervisor hv("thawed");
   auto manager = Manager(&hv);
   auto result = manager->Backup(disks_, /*freeze=*/true, [] { return false; });
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(hv.calls(), ::testing::ElementsAre("freeze", "begin", "thaw"));
+  EXPECT_THAT(hv.calls(), ::testing::ElementsAre("freeze", "begin", "thaw",
+                                                 "copy vdb /snap/data.img via /s/backup", "end"));
   EXPECT_TRUE(result->frozen());
   EXPECT_GE(result->duration_micros(), result->frozen_micros());
-  EXPECT_EQ(result->bytes(), 1u << 20);
-  EXPECT_NE(hv.backup_xml().find("<target file=\"/snap/data.img\""), std::string::npos);
+  EXPECT_NE(hv.backup_xml().find("<domainbackup mode=\"pull\">"), std::string::npos);
+  EXPECT_NE(hv.backup_xml().find("<scratch file=\"/vmi/run/backup-vdb.qcow2\""),
+            std::string::npos);
 }
 
 TEST_F(BackupTest, WithoutFreezeTheGuestIsNotTouched) {
@@ -646,7 +648,8 @@ TEST_F(BackupTest, WithoutFreezeTheGuestIsNotTouched) {
   auto manager = Manager(&hv);
   auto result = manager->Backup(disks_, /*freeze=*/false, [] { return false; });
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(hv.calls(), ::testing::ElementsAre("begin"));
+  EXPECT_THAT(hv.calls(), ::testing::ElementsAre(
+                              "begin", "copy vdb /snap/data.img via /s/backup", "end"));
   EXPECT_FALSE(result->frozen());
   EXPECT_EQ(result->frozen_micros(), 0);
 }
@@ -656,7 +659,8 @@ TEST_F(BackupTest, AGuestFrozenOnPurposeStaysFrozen) {
   auto manager = Manager(&hv);
   auto result = manager->Backup(disks_, /*freeze=*/true, [] { return false; });
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(hv.calls(), ::testing::ElementsAre("begin"));
+  EXPECT_THAT(hv.calls(), ::testing::ElementsAre(
+                              "begin", "copy vdb /snap/data.img via /s/backup", "end"));
   EXPECT_TRUE(result->frozen());
 }
 
@@ -669,21 +673,21 @@ TEST_F(BackupTest, AJobThatCannotBeginStillThawsTheGuest) {
   EXPECT_THAT(hv.calls(), ::testing::ElementsAre("freeze", "begin", "thaw"));
 }
 
-TEST_F(BackupTest, AFailedJobSaysWhy) {
+TEST_F(BackupTest, AFailedCopyEndsTheJobAndSaysWhy) {
   BackupHypervisor hv("thawed");
-  hv.fail_job = true;
+  hv.fail_copy = true;
   auto manager = Manager(&hv);
   auto result = manager->Backup(disks_, /*freeze=*/false, [] { return false; });
-  EXPECT_EQ(result.status().message(), "backup: No space left on device");
+  EXPECT_EQ(result.status().message(), "qemu-img: No space left on device");
+  EXPECT_EQ(hv.calls().back(), "end");
 }
 
-TEST_F(BackupTest, ACancelledCallAbortsTheJob) {
+TEST_F(BackupTest, ACancelledCallEndsTheJob) {
   BackupHypervisor hv("thawed");
-  hv.polls_to_complete = 1000;
   auto manager = Manager(&hv);
   auto result = manager->Backup(disks_, /*freeze=*/false, [] { return true; });
   EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
-  EXPECT_THAT(hv.calls(), ::testing::ElementsAre("begin", "abort"));
+  EXPECT_EQ(hv.calls().back(), "end");
 }
 
 TEST_F(BackupTest, APathThatIsNoDiskIsRefusedBeforeAnythingHappens) {

@@ -203,6 +203,10 @@ int RunLauncher(const std::vector<std::string>& args) {
   DomainManagerOptions manager_options;
   manager_options.vmi_uid = config.uid;
   manager_options.final_status_path = paths.final_status();
+  // A snapshot's backup: its NBD socket beside the launcher's (a short path), its scratch files
+  // in the VMI's runtime dir.
+  manager_options.backup_socket = paths.socket_dir() + "/backup";
+  manager_options.backup_scratch_dir = paths.runtime_dir();
   // The main loop below sleeps in poll() until a signal or the domain's end, which on_done
   // signals: no periodic wakeup (a node runs hundreds of idle launchers), and no call into the
   // manager from the loop.

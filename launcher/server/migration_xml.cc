@@ -76,15 +76,19 @@ absl::StatusOr<std::vector<std::string>> DiskTargetsOf(const std::string& xml,
   return targets;
 }
 
-absl::StatusOr<std::string> BackupXml(
-    const std::string& domain_xml,
-    const std::vector<std::pair<std::string, std::string>>& targets) {
+absl::StatusOr<PullBackupPlan> PlanPullBackup(
+    const std::string& domain_xml, const std::vector<std::pair<std::string, std::string>>& targets,
+    const std::string& socket, const std::string& scratch_dir) {
   pugi::xml_document doc;
   RETURN_IF_ERROR(Parse(domain_xml, &doc));
   std::map<std::string, std::string> wanted(targets.begin(), targets.end());
+  PullBackupPlan plan;
   pugi::xml_document out;
   pugi::xml_node backup = out.append_child("domainbackup");
-  backup.append_attribute("mode") = "push";
+  backup.append_attribute("mode") = "pull";
+  pugi::xml_node server = backup.append_child("server");
+  server.append_attribute("transport") = "unix";
+  server.append_attribute("socket") = socket.c_str();
   pugi::xml_node disks = backup.append_child("disks");
   for (pugi::xml_node disk : doc.document_element().child("devices").children("disk")) {
     std::string dev = disk.child("target").attribute("dev").value();
@@ -101,8 +105,10 @@ absl::StatusOr<std::string> BackupXml(
     }
     entry.append_attribute("backup") = "yes";
     entry.append_attribute("type") = "file";
-    entry.append_child("driver").append_attribute("type") = "raw";
-    entry.append_child("target").append_attribute("file") = it->second.c_str();
+    entry.append_attribute("exportname") = dev.c_str();
+    const std::string scratch = scratch_dir + "/backup-" + dev + ".qcow2";
+    entry.append_child("scratch").append_attribute("file") = scratch.c_str();
+    plan.exports.emplace_back(dev, it->second);
     wanted.erase(it);
   }
   if (!wanted.empty()) {
@@ -111,7 +117,8 @@ absl::StatusOr<std::string> BackupXml(
   }
   std::ostringstream text;
   out.save(text, "  ", pugi::format_default | pugi::format_no_declaration);
-  return text.str();
+  plan.xml = text.str();
+  return plan;
 }
 
 absl::StatusOr<std::string> DomainTypeOf(const std::string& xml) {

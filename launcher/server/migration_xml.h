@@ -30,12 +30,20 @@ absl::StatusOr<std::string> RewriteDomainPaths(const std::string& xml,
 absl::StatusOr<std::vector<std::string>> DiskTargetsOf(const std::string& xml,
                                                        const std::vector<std::string>& paths);
 
-// A snapshot's push-mode backup of the domain (libvirt's <domainbackup>, formatbackup.html):
-// each disk whose source (file or block device) is a key of `targets` is copied, raw, into
-// the file its value names; every other disk of the domain is left out (backup='no').
-// InvalidArgument naming the path when a key is not a disk of the domain.
-absl::StatusOr<std::string> BackupXml(const std::string& domain_xml,
-                                      const std::vector<std::pair<std::string, std::string>>& targets);
+// A snapshot's pull-mode backup of the domain (libvirt's <domainbackup mode='pull'>,
+// formatbackup.html): each disk whose source (file or block device) is a key of `targets` is
+// exported over NBD on the unix socket `socket`, under its target device name, its old blocks
+// kept in <scratch_dir>/backup-<dev>.qcow2 while the guest overwrites them; every other disk
+// of the domain is left out (backup='no'). `exports`: each export's name and the file its
+// value names (where the caller copies it). InvalidArgument naming the path when a key is not
+// a disk of the domain.
+struct PullBackupPlan {
+  std::string xml;
+  std::vector<std::pair<std::string, std::string>> exports;
+};
+absl::StatusOr<PullBackupPlan> PlanPullBackup(
+    const std::string& domain_xml, const std::vector<std::pair<std::string, std::string>>& targets,
+    const std::string& socket, const std::string& scratch_dir);
 
 // The domain's type attribute: "kvm", or "qemu" for TCG.
 absl::StatusOr<std::string> DomainTypeOf(const std::string& xml);

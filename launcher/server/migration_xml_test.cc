@@ -31,7 +31,7 @@ TEST(RewriteDomainPaths, RefusesXmlThatDoesNotParse) {
   EXPECT_NE(out.status().message().find("domain XML"), std::string::npos);
 }
 
-TEST(BackupXml, CopiesTheListedDisksRawAndLeavesEveryOtherOut) {
+TEST(PlanPullBackup, ExportsTheListedDisksAndLeavesEveryOtherOut) {
   const std::string xml =
       "<domain><devices>"
       "<disk type='file'><source file='/c/root/disk.img'/><target dev='vda'/></disk>"
@@ -39,26 +39,34 @@ TEST(BackupXml, CopiesTheListedDisksRawAndLeavesEveryOtherOut) {
       "<disk type='file'><source file='/vmi/cloudinit.iso'/><target dev='vdc'/></disk>"
       "<disk type='file' device='cdrom'><target dev='sda'/></disk>"
       "</devices></domain>";
-  auto out = BackupXml(xml, {{"/v/data/disk.img", "/snap/data.img"},
-                             {"/c/root/disk.img", "/snap/root.img"}});
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_NE(out->find("<domainbackup mode=\"push\">"), std::string::npos) << *out;
-  EXPECT_NE(out->find("<disk name=\"vda\" backup=\"yes\" type=\"file\">\n      <driver "
-                      "type=\"raw\" />\n      <target file=\"/snap/root.img\" />"),
+  auto plan = PlanPullBackup(xml,
+                             {{"/v/data/disk.img", "/snap/data.img"},
+                              {"/c/root/disk.img", "/snap/root.img"}},
+                             "/s/backup", "/vmi/run");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const std::string& out = plan->xml;
+  EXPECT_NE(out.find("<domainbackup mode=\"pull\">\n  <server transport=\"unix\" "
+                     "socket=\"/s/backup\" />"),
             std::string::npos)
-      << *out;
-  EXPECT_NE(out->find("<disk name=\"vdb\" backup=\"yes\""), std::string::npos);
-  EXPECT_NE(out->find("<target file=\"/snap/data.img\""), std::string::npos);
-  EXPECT_NE(out->find("<disk name=\"vdc\" backup=\"no\" />"), std::string::npos);
-  EXPECT_NE(out->find("<disk name=\"sda\" backup=\"no\" />"), std::string::npos);
+      << out;
+  EXPECT_NE(out.find("<disk name=\"vda\" backup=\"yes\" type=\"file\" exportname=\"vda\">\n"
+                     "      <scratch file=\"/vmi/run/backup-vda.qcow2\" />"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("<disk name=\"vdb\" backup=\"yes\""), std::string::npos);
+  EXPECT_NE(out.find("<disk name=\"vdc\" backup=\"no\" />"), std::string::npos);
+  EXPECT_NE(out.find("<disk name=\"sda\" backup=\"no\" />"), std::string::npos);
+  EXPECT_EQ(plan->exports,
+            (std::vector<std::pair<std::string, std::string>>{{"vda", "/snap/root.img"},
+                                                              {"vdb", "/snap/data.img"}}));
 }
 
-TEST(BackupXml, RefusesAPathThatIsNoDiskOfTheDomain) {
-  auto out = BackupXml("<domain><devices><disk><source file='/a'/><target dev='vda'/></disk>"
-                       "</devices></domain>",
-                       {{"/b", "/snap/b.img"}});
-  ASSERT_FALSE(out.ok());
-  EXPECT_EQ(out.status().message(), "disks: \"/b\" is not a disk of the domain");
+TEST(PlanPullBackup, RefusesAPathThatIsNoDiskOfTheDomain) {
+  auto plan = PlanPullBackup("<domain><devices><disk><source file='/a'/><target dev='vda'/>"
+                             "</disk></devices></domain>",
+                             {{"/b", "/snap/b.img"}}, "/s/backup", "/vmi/run");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().message(), "disks: \"/b\" is not a disk of the domain");
 }
 
 TEST(DiskTargetsOf, NamesTheDevsOfTheListedDisksInTheirOrder) {

@@ -64,9 +64,6 @@ class ScriptedAgent : public Hypervisor {
   absl::Status BeginBackup(const std::string&) override {
     return absl::UnimplementedError("backup");
   }
-  absl::StatusOr<BackupProgress> GetBackupProgress() override {
-    return absl::UnimplementedError("backup");
-  }
   absl::Status AbortBackup() override { return absl::UnimplementedError("backup"); }
   absl::Status Reset() override { return absl::OkStatus(); }
   absl::Status Undefine() override { return absl::OkStatus(); }
