@@ -1,10 +1,12 @@
 #include "agent/controller/vm_status.h"
 
+#include <map>
 #include <set>
 
 #include "absl/strings/numbers.h"
 #include "agent/base/clock.h"
 #include "agent/handler/vmi_status.h"
+#include "agent/snapshot/snapshot_rules.h"
 
 namespace kvnode {
 
@@ -186,6 +188,11 @@ void UpdateVmStatus(VirtualMachine* vm, const StatusInputs& in) {
   SyncStartFailure(vm, in.vmi != nullptr ? in.vmi : in.observed, in.now, in.backoff, in.random);
   SyncConditions(vm, in.vmi, in.error, in.now);
   status->set_printable_status(PrintableStatus(*vm, in.vmi, in.volumes));
+  // Which volumes a snapshot would copy, and why not the others (KubeVirt's snapshot
+  // controller keeps this on the VM).
+  std::map<std::string, ClaimFacts> claims;
+  for (const std::string& name : in.volumes.block_claims) claims[name].block = true;
+  SetVolumeSnapshotStatuses(SnapshotVolumesOf(vm->spec(), claims), status);
 }
 
 }  // namespace kvnode

@@ -10,6 +10,7 @@
 #define KVNODE_AGENT_CONTROLLER_VM_STATUS_H_
 
 #include <optional>
+#include <set>
 #include <string>
 
 #include "absl/time/time.h"
@@ -50,6 +51,8 @@ struct VolumeFacts {
   // With data_volume_error: which DataVolume and why ("DataVolume disk0: spec.source.registry:
   // not supported on this node ..."), shown on the VM as condition Failure, reason DataVolumeError.
   std::string data_volume_message;
+  // The claims the VM names that are of a Block class (a snapshot leaves them out).
+  std::set<std::string> block_claims;
 };
 
 // A failed sync, shown as condition Failure=True (KubeVirt's SyncError).

@@ -82,16 +82,16 @@ TEST(PrintableStatus, PvcNotFoundBeatsStarting) {
 
 TEST(PrintableStatus, StorageFactsInKubeVirtsOrder) {
   auto vm = Vm("Always");
-  VolumeFacts all{true, true, true, ""};
+  VolumeFacts all{true, true, true, "", {}};
   EXPECT_EQ(Printable(vm, nullptr, all), "DataVolumeError");
   auto unsched = Vmi("Pending", false);
   SetCond(&unsched, "PodScheduled", "False", "Unschedulable");
-  EXPECT_EQ(Printable(vm, &unsched, {false, true, true, ""}), "DataVolumeError");
-  EXPECT_EQ(Printable(vm, &unsched, {true, false, true, ""}), "ErrorUnschedulable");
-  EXPECT_EQ(Printable(vm, nullptr, {true, false, true, ""}), "Provisioning");
-  EXPECT_EQ(Printable(vm, nullptr, {false, false, true, ""}), "WaitingForVolumeBinding");
+  EXPECT_EQ(Printable(vm, &unsched, {false, true, true, "", {}}), "DataVolumeError");
+  EXPECT_EQ(Printable(vm, &unsched, {true, false, true, "", {}}), "ErrorUnschedulable");
+  EXPECT_EQ(Printable(vm, nullptr, {true, false, true, "", {}}), "Provisioning");
+  EXPECT_EQ(Printable(vm, nullptr, {false, false, true, "", {}}), "WaitingForVolumeBinding");
   // Waiting for a volume counts only when the VM means to run.
-  EXPECT_EQ(Printable(Vm("Halted"), nullptr, {false, false, true, ""}), "Stopped");
+  EXPECT_EQ(Printable(Vm("Halted"), nullptr, {false, false, true, "", {}}), "Stopped");
 }
 
 TEST(PrintableStatus, ImagePullProblemsBeatStarting) {
@@ -283,6 +283,33 @@ TEST(UpdateVmStatus, CreatedReadyRunStrategyAndGenerations) {
   EXPECT_EQ(vm.status().observed_generation(), 2);
   EXPECT_EQ(vm.status().desired_generation(), 3);
   EXPECT_EQ(vm.status().printable_status(), "Running");
+}
+
+TEST(UpdateVmStatus, SaysWhichVolumesASnapshotCopies) {
+  auto vm = Vm("Always");
+  auto* volumes = vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_volumes();
+  auto* root = volumes->Add();
+  root->set_name("root");
+  root->mutable_container_disk()->set_image("example.io/os:1");
+  auto* data = volumes->Add();
+  data->set_name("data");
+  data->mutable_persistent_volume_claim()->set_claim_name("db-data");
+  auto* fast = volumes->Add();
+  fast->set_name("fast");
+  fast->mutable_persistent_volume_claim()->set_claim_name("db-fast");
+  StatusInputs in;
+  in.now = T0();
+  in.random = Zero();
+  in.volumes.block_claims = {"db-fast"};
+  UpdateVmStatus(&vm, in);
+  const auto& statuses = vm.status().volume_snapshot_statuses();
+  ASSERT_EQ(statuses.size(), 3);
+  EXPECT_FALSE(statuses[0].enabled());
+  EXPECT_EQ(statuses[0].reason(), "Snapshot is not supported for this volumeSource type [root]");
+  EXPECT_TRUE(statuses[1].enabled());
+  EXPECT_EQ(statuses[1].reason(), "");
+  EXPECT_FALSE(statuses[2].enabled());
+  EXPECT_EQ(statuses[2].reason(), "volumeMode Block is not snapshotted on this node [fast]");
 }
 
 TEST(UpdateVmStatus, AFailureSeenBeforeItsVmiWasDeletedStillCounts) {

@@ -222,6 +222,15 @@ VolumeFacts VolumeManager::EnsureDataVolumes(const kvnode::v1::VirtualMachine& v
     }
   }
   for (const auto& v : vm.spec().template_().spec().volumes()) {
+    const std::string claim_name = v.has_data_volume()               ? v.data_volume().name()
+                                   : v.has_persistent_volume_claim() ? v.persistent_volume_claim().claim_name()
+                                                                     : "";
+    if (!claim_name.empty()) {
+      auto claim = LoadPvcLocked(ns, claim_name);
+      if (claim.ok() && ClassOf(*claim).volume_mode == kVolumeModeBlock) {
+        facts.block_claims.insert(claim_name);
+      }
+    }
     if (v.has_data_volume()) {
       auto dv = LoadDvLocked(ns, v.data_volume().name());
       if (!dv.ok()) continue;  // no DataVolume: the claim of that name decides (ErrorPvcNotFound)

@@ -32,6 +32,7 @@ bench density-floor "$bin/kvnode-bench-density" --vmis 3 --idle 2s --floor
 bench density-embed "$bin/kvnode-bench-density" --vmis 2 --idle 2s --embed
 bench migration "$bin/kvnode-bench-migration" --runs 1
 bench pull "$bin/kvnode-bench-pull" --runs 1
+bench snapshot "$bin/kvnode-bench-snapshot" --runs 1 --disk 16Mi
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "benchmarks FAILED: ${failed[*]}"
