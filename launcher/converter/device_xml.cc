@@ -176,7 +176,9 @@ void AppendControllers(const ConvertContext& ctx, const DiskSummary& disks,
   Attr(usb_ctl, "model", usb ? "qemu-xhci" : "none");
   pugi::xml_node serial = Attr(Child(devices, "controller"), "type", "virtio-serial");
   Attr(Attr(serial, "index", "0"), "model", ctx.virtio_model());
-  if (disks.needs_scsi_controller) {
+  // As KubeVirt: a SCSI controller is always there for volumes plugged in later, unless the VMI
+  // says disableHotplug and no disk is on SCSI.
+  if (disks.needs_scsi_controller || !ctx.devices().disable_hotplug()) {
     pugi::xml_node scsi = Attr(Child(devices, "controller"), "type", "scsi");
     Attr(Attr(scsi, "index", "0"), "model", ctx.virtio_model());
   }

@@ -39,17 +39,6 @@ std::vector<UnsupportedField> UnsupportedFields(
   if (devices.autoattach_vsock()) {
     out.push_back({"domain.devices.autoattachVSOCK", "VSOCK is not supported"});
   }
-  for (int i = 0; i < spec.volumes_size(); ++i) {
-    const auto& v = spec.volumes(i);
-    const char* source = v.has_persistent_volume_claim() && v.persistent_volume_claim().hotpluggable()
-                             ? "persistentVolumeClaim"
-                         : v.has_data_volume() && v.data_volume().hotpluggable() ? "dataVolume"
-                                                                                 : nullptr;
-    if (source != nullptr) {
-      out.push_back({absl::StrCat("volumes[", i, "].", source, ".hotpluggable"),
-                     "hotpluggable volumes are not supported"});
-    }
-  }
   return out;
 }
 
