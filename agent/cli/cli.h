@@ -105,6 +105,9 @@ int GetVmRestores(Cli& cli, const std::string& name, const std::string& output);
 int DescribeVmSnapshot(Cli& cli, const std::string& name);
 int DescribeVmRestore(Cli& cli, const std::string& name);
 int DeleteSnapshotObject(Cli& cli, const std::string& resource, const std::string& name);
+// The snapshots of VM `vm` and what deleting the VM does to them (nothing), for the storage
+// review of `delete vm --dry-run`.
+int PrintVmSnapshotsReview(Cli& cli, const std::string& vm);
 
 // Instancetypes and preferences (instancetype_commands.cc); `kind` is one of the four
 // instancetype.kubevirt.io kinds.

@@ -191,6 +191,29 @@ int DescribeVmRestore(Cli& cli, const std::string& name) {
   return 0;
 }
 
+int PrintVmSnapshotsReview(Cli& cli, const std::string& vm) {
+  kvnode::v1::ListRequest req;
+  req.set_namespace_(cli.ns);
+  kvnode::v1::ListVMSnapshotsResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = SnapshotStub(cli)->ListVMSnapshots(Deadline(&ctx), req, &resp);
+  if (!s.ok()) return cli.RpcError(s);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& snap : resp.items()) {
+    if (snap.spec().source().name() != vm) continue;
+    rows.push_back({"  " + snap.metadata().name(), snap.status().phase(),
+                    Bool(snap.status().ready_to_use()),
+                    "kept (a snapshot is not owned by its VM; a restore can make the VM again)"});
+  }
+  *cli.out << "Snapshots of the VM:\n";
+  if (rows.empty()) {
+    *cli.out << "  <none>\n";
+    return 0;
+  }
+  PrintTable(*cli.out, {"  SNAPSHOT", "PHASE", "READYTOUSE", "ON DELETE"}, rows);
+  return 0;
+}
+
 int DeleteSnapshotObject(Cli& cli, const std::string& resource, const std::string& name) {
   auto stub = SnapshotStub(cli);
   grpc::ClientContext ctx;

@@ -541,7 +541,7 @@ int PrintVolumeReview(Cli& cli, const std::string& vm, const std::string& propag
   *cli.out << title << "\n";
   if (resp.items().empty()) {
     *cli.out << "  <none>\n";
-    return 0;
+    return PrintVmSnapshotsReview(cli, vm);
   }
   std::vector<std::vector<std::string>> rows;
   for (const auto& i : resp.items()) {
@@ -550,7 +550,7 @@ int PrintVolumeReview(Cli& cli, const std::string& vm, const std::string& propag
                     i.used_by().empty() ? "<none>" : absl::StrJoin(i.used_by(), ","), i.verdict()});
   }
   PrintTable(*cli.out, {"  CLAIM", "OWNER", "RECLAIM", "SIZE", "USED BY", "ON DELETE"}, rows);
-  return 0;
+  return PrintVmSnapshotsReview(cli, vm);
 }
 
 namespace {

@@ -360,6 +360,30 @@ TEST_F(SnapshotTest, AnOfflineSnapshotCutShortByACrashIsCopiedAgain) {
   EXPECT_EQ(vm->spec().template_().spec().volumes(1).persistent_volume_claim().claim_name(),
             "db-data");
   EXPECT_EQ(vm->spec().run_strategy(), "Halted");
+
+  // Restored to a new name: a new VM, halted, on new claims it owns.
+  ASSERT_EQ(Apply("copy.yaml", RestoreYaml("copy", "db-copy", "cold")).exit_code, 0);
+  auto copy_restore = WaitRestore("copy", Complete);
+  ASSERT_TRUE(copy_restore.ok()) << copy_restore.status();
+  auto copied = api.Get("db-copy");
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  EXPECT_EQ(copied->spec().run_strategy(), "Halted");
+  const std::string copy_data = "restore-" + copy_restore->metadata().uid() + "-data";
+  EXPECT_EQ(copied->spec().template_().spec().volumes(1).persistent_volume_claim().claim_name(),
+            copy_data);
+  std::ifstream restored_disk(handler_->state_dir() + "/volumes/default/" + copy_data +
+                              "/disk.img");
+  std::getline(restored_disk, first_line);
+  EXPECT_EQ(first_line, "KVNODE-DATA counter=1");
+  auto claim = handler_->Kvctl({"get", "pvc", copy_data, "-o", "yaml"});
+  EXPECT_THAT(claim.out, HasSubstr("uid: " + copied->metadata().uid()));  // its owner
+
+  // Deleting the source VM keeps its snapshot (KubeVirt's rule), and the review says so.
+  auto review = handler_->Kvctl({"delete", "vm", "db", "--dry-run"});
+  EXPECT_THAT(review.out, ::testing::ContainsRegex("cold +Succeeded +true +kept"));
+  ASSERT_TRUE(api.Delete("db").ok());
+  ASSERT_TRUE(Eventually([&] { return !api.Get("db").ok(); }, absl::Seconds(30)));
+  EXPECT_THAT(handler_->Kvctl({"get", "vmsnapshots"}).out, HasSubstr("cold"));
 }
 
 }  // namespace
