@@ -56,6 +56,11 @@ class NodeService final : public kvnode::v1::Node::Service {
                         kvnode::v1::VirtualMachineInstanceGuestOSUserList* resp) override;
   grpc::Status FilesystemList(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
                               kvnode::v1::VirtualMachineInstanceFileSystemList* resp) override;
+  // Volume hotplug (node_service_vm.cc): through the VM's template, or a VMI of its own.
+  grpc::Status AddVolume(grpc::ServerContext*, const kvnode::v1::AddVolumeRequest* req,
+                         kvnode::v1::Empty* resp) override;
+  grpc::Status RemoveVolume(grpc::ServerContext*, const kvnode::v1::RemoveVolumeRequest* req,
+                            kvnode::v1::Empty* resp) override;
   grpc::Status FreezeVMI(grpc::ServerContext*, const kvnode::v1::FreezeVMIRequest* req,
                          kvnode::v1::VirtualMachineInstance* resp) override;
   grpc::Status UnfreezeVMI(grpc::ServerContext*, const kvnode::v1::ObjectRef* req,

@@ -127,4 +127,17 @@ grpc::Status NodeService::ListVMExecutions(grpc::ServerContext*, const kvnode::v
   return grpc::Status::OK;
 }
 
+grpc::Status NodeService::AddVolume(grpc::ServerContext*, const kvnode::v1::AddVolumeRequest* req,
+                                    kvnode::v1::Empty*) {
+  return ToGrpcStatus(req->vm() ? vms_->AddVolume(req->ref(), req->options())
+                                : vmis_->AddVolume(req->ref(), req->options()));
+}
+
+grpc::Status NodeService::RemoveVolume(grpc::ServerContext*,
+                                       const kvnode::v1::RemoveVolumeRequest* req,
+                                       kvnode::v1::Empty*) {
+  return ToGrpcStatus(req->vm() ? vms_->RemoveVolume(req->ref(), req->options())
+                                : vmis_->RemoveVolume(req->ref(), req->options()));
+}
+
 }  // namespace kvnode

@@ -21,6 +21,9 @@ namespace kvnode {
 int CmdUserList(Cli& cli);
 int CmdFsList(Cli& cli);
 int CmdFreeze(Cli& cli);
+// virtctl addvolume / removevolume: the VM's endpoint, the VMI's when there is no such VM.
+int CmdAddVolume(Cli& cli);
+int CmdRemoveVolume(Cli& cli);
 int CmdUnfreeze(Cli& cli);
 int CmdVnc(Cli& cli);
 int CmdPortForward(Cli& cli);

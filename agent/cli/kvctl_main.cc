@@ -40,6 +40,12 @@ Commands:
                                         hard reset
   guestosinfo NAME                      what the guest agent says of the guest (JSON)
   userlist NAME | fslist NAME           users logged in, filesystems mounted (guest agent, JSON)
+  addvolume VM --volume-name=CLAIM [--disk-name N] [--serial S] [--bus scsi|virtio]
+            [--disk-type disk|lun] [--cache none|writethrough|writeback] [--dry-run]
+                                        plug a claim (or DataVolume) into the running guest (and
+                                        into the VM's template; --persist is accepted, as virtctl's)
+  removevolume VM --volume-name=NAME [--dry-run]
+                                        unplug a volume that was plugged in
   freeze NAME [--unfreeze-timeout 5m] | unfreeze NAME
                                         freeze the guest's filesystems (thawed after the timeout
                                         unless unfrozen first; 0 keeps them frozen)
@@ -95,7 +101,8 @@ int Run(int argc, char** argv) {
       .Value("docker-email").Value("unfreeze-timeout").Bool("proxy-only").Value("port", "-p")
       .Value("address").Value("file").Bool("stdio").Value("identity-file", "-i")
       .Value("command", "-c").Value("local-ssh-opts", "-t").Value("username", "-l")
-      .Bool("recursive", "-r");
+      .Bool("recursive", "-r").Value("volume-name").Value("disk-name").Value("serial")
+      .Value("bus").Value("cache").Value("disk-type").Bool("persist");
   absl::Status parsed = cli.flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
   if (!parsed.ok()) return cli.Usage(std::string(parsed.message()));
   if (cli.flags.GetBool("help") || cli.flags.positional().empty()) {
@@ -133,6 +140,8 @@ int Run(int argc, char** argv) {
   if (verb == "userlist") return CmdUserList(cli);
   if (verb == "fslist") return CmdFsList(cli);
   if (verb == "freeze") return CmdFreeze(cli);
+  if (verb == "addvolume") return CmdAddVolume(cli);
+  if (verb == "removevolume") return CmdRemoveVolume(cli);
   if (verb == "unfreeze") return CmdUnfreeze(cli);
   if (verb == "vnc") return CmdVnc(cli);
   if (verb == "port-forward") return CmdPortForward(cli);

@@ -76,6 +76,18 @@ class FakeVmiClient final : public VmiClient {
     return absl::OkStatus();
   }
 
+  absl::Status UpdateVolumes(const kvnode::v1::VirtualMachineInstance& vmi) override {
+    auto it = vmis_.find(vmi.metadata().name());
+    if (it == vmis_.end()) return absl::NotFoundError("gone");
+    *it->second.mutable_spec()->mutable_volumes() = vmi.spec().volumes();
+    *it->second.mutable_spec()->mutable_domain()->mutable_devices()->mutable_disks() =
+        vmi.spec().domain().devices().disks();
+    (void)store_->Put("VirtualMachineInstance", &it->second, "MODIFIED");
+    ++volume_updates;
+    return absl::OkStatus();
+  }
+  int volume_updates = 0;
+
   // --- driving VMIs ---
   bool Has(const std::string& name) const { return vmis_.count(name) > 0; }
   kvnode::v1::VirtualMachineInstance& At(const std::string& name) { return vmis_.at(name); }

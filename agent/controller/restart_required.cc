@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_join.h"
 #include "agent/controller/field_diff.h"
+#include "agent/manifest/volume_hotplug.h"
 #include "agent/handler/vmi_status.h"
 
 namespace kvnode {
@@ -15,8 +16,9 @@ constexpr char kTemplateSpecPath[] = "spec.template.spec";
 // The template specs with what may change without a restart made equal.
 std::vector<FieldChange> NonLiveChanges(const VirtualMachineSpec& started_from,
                                         const VirtualMachineSpec& now) {
-  VirtualMachineInstanceSpec before = started_from.template_().spec();
-  const VirtualMachineInstanceSpec& after = now.template_().spec();
+  // A hotpluggable volume is plugged in and out of the running guest (volume_hotplug.h).
+  VirtualMachineInstanceSpec before = WithoutHotplugVolumes(started_from.template_().spec());
+  const VirtualMachineInstanceSpec after = WithoutHotplugVolumes(now.template_().spec());
   *before.mutable_node_selector() = after.node_selector();
   *before.mutable_affinity() = after.affinity();
   if (!after.has_affinity()) before.clear_affinity();

@@ -2,6 +2,8 @@
 // methods are in vm_api.cc.
 #include "agent/controller/vm_controller.h"
 
+#include "agent/manifest/volume_hotplug.h"
+
 #include "agent/base/status_macros.h"
 
 #include "absl/strings/str_cat.h"
@@ -560,6 +562,7 @@ bool VmController::SyncLocked(const Key& key) {
   } else {
     ExpandLocked(&st);
     acted = SyncRunStrategyLocked(r, &st);
+    if (SyncHotplugVolumesLocked(&st)) acted = true;
   }
   // The status describes the VMI as it is after the sync acted.
   std::optional<VirtualMachineInstance> current = st.observed;
@@ -580,6 +583,30 @@ bool VmController::SyncLocked(const Key& key) {
   if (!MessageDifferencer::Equals(st.vm, r->vm)) (void)PersistLocked(r, st.vm, "MODIFIED");
   if (st.error.has_value()) EnqueueLocked(key, st.now + kRetryAfterError);
   return acted;
+}
+
+bool VmController::SyncHotplugVolumesLocked(SyncState* st) {
+  VmiPtr vmi = st->vmi();
+  if (vmi == nullptr || st->foreign || vmi->status().phase() != "Running" || IsDeleting(vmi)) {
+    return false;
+  }
+  // A migrating VMI keeps its volumes until it has landed (KubeVirt's declarative hotplug
+  // waits likewise).
+  const auto& migration = vmi->status().migration_state();
+  if (!migration.start_timestamp().empty() && !migration.completed() && !migration.failed()) {
+    return false;
+  }
+  const VirtualMachine& source = st->expanded.has_value() ? *st->expanded : st->vm;
+  VirtualMachineInstance next = *vmi;
+  if (!PropagateHotplugVolumes(source.spec().template_().spec(), next.mutable_spec())) return false;
+  absl::Status s = vmis_->UpdateVolumes(next);
+  if (!s.ok()) {
+    st->error = SyncError{"HotPlugVolumeError",
+                          "Error encountered while handling declarative hotplug volumes: " +
+                              std::string(s.message())};
+    return false;
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------

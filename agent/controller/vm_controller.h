@@ -112,6 +112,15 @@ class VmController : public VmHandover {
   absl::StatusOr<kvnode::v1::VirtualMachine> ApplyRestored(kvnode::v1::VirtualMachine vm,
                                                            const std::string& restore);
 
+  // --- Volume hotplug (vm_snapshot_locks.cc) ---
+  // KubeVirt's VM addvolume / removevolume subresources: the template gains (or loses) the
+  // volume, marked hotpluggable, and its disk; a running VMI follows at the next sync. Works on
+  // a stopped VM too. InvalidArgument / FailedPrecondition with KubeVirt's messages.
+  absl::Status AddVolume(const kvnode::v1::ObjectRef& ref,
+                         const kvnode::v1::AddVolumeOptions& options);
+  absl::Status RemoveVolume(const kvnode::v1::ObjectRef& ref,
+                            const kvnode::v1::RemoveVolumeOptions& options);
+
   // Oldest first.
   absl::StatusOr<std::vector<kvnode::v1::VirtualMachineExecution>> Executions(
       const kvnode::v1::ObjectRef& ref);
@@ -144,6 +153,8 @@ class VmController : public VmHandover {
   bool SyncDeletionLocked(Record* r, SyncState* st, bool* removed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SyncRunStrategyLocked(Record* r, SyncState* st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The template's hotpluggable volumes carried into the running VMI (volume_hotplug.h).
+  bool SyncHotplugVolumesLocked(SyncState* st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The VM's own VMI (adopting an orphan of its name); `foreign` when a VMI of its name
   // belongs to something else.
   std::optional<kvnode::v1::VirtualMachineInstance> OwnVmiLocked(Record* r, bool* foreign)

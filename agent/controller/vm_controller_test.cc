@@ -297,6 +297,39 @@ TEST_F(VmControllerTest, RestartRequiredNamesTheChangedFieldAndRestartClearsIt) 
   EXPECT_EQ(vm.status().observed_generation(), 2);
 }
 
+TEST_F(VmControllerTest, AVolumeAddedToTheVmIsPluggedIntoItsRunningVmiWithoutARestart) {
+  Apply("Always");
+  Run();
+  const std::string first = VmiUid();
+  kvnode::v1::AddVolumeOptions add;
+  add.set_name("hot");
+  add.mutable_disk()->mutable_disk()->set_bus("scsi");
+  add.mutable_volume_source()->mutable_persistent_volume_claim()->set_claim_name("hot-claim");
+  ASSERT_TRUE(controller_->AddVolume(Ref(), add).ok());
+  EXPECT_EQ(controller_->AddVolume(Ref(), add).message(),
+            "Unable to add volume [hot] because volume with that name already exists");
+  Sync();
+  EXPECT_EQ(vmis_->volume_updates, 1);
+  const auto& spec = vmis_->At("vm1").spec();
+  ASSERT_EQ(spec.volumes_size(), Vm().spec().template_().spec().volumes_size());
+  EXPECT_TRUE(spec.volumes(spec.volumes_size() - 1).persistent_volume_claim().hotpluggable());
+  EXPECT_EQ(Cond(Vm(), "RestartRequired"), nullptr);
+  EXPECT_EQ(VmiUid(), first);
+  // Unplugged from the template: from the VMI too; still no restart.
+  kvnode::v1::RemoveVolumeOptions remove;
+  remove.set_name("hot");
+  ASSERT_TRUE(controller_->RemoveVolume(Ref(), remove).ok());
+  Sync();
+  EXPECT_EQ(vmis_->volume_updates, 2);
+  EXPECT_EQ(vmis_->At("vm1").spec().volumes_size(), Vm().spec().template_().spec().volumes_size());
+  EXPECT_EQ(Cond(Vm(), "RestartRequired"), nullptr);
+  // A dry run changes nothing.
+  add.add_dry_run("All");
+  ASSERT_TRUE(controller_->AddVolume(Ref(), add).ok());
+  Sync();
+  EXPECT_EQ(vmis_->volume_updates, 2);
+}
+
 TEST_F(VmControllerTest, ChangingOnlyTheRunStrategyNeedsNoRestart) {
   Apply("Always");
   Run();

@@ -1,9 +1,11 @@
-// VmController's part in snapshots and restores (agent/snapshot/snapshots.h): holding a VM
-// while a snapshot copies or a restore rewrites its claims, and writing the restored VM.
+// VmController's part in what changes a VM's volumes from outside its spec: holding a VM while
+// a snapshot copies or a restore rewrites its claims (agent/snapshot/snapshots.h), writing the
+// restored VM, and the addvolume / removevolume subresources (volume_hotplug.h).
 #include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
 #include "agent/controller/vm_controller.h"
 #include "agent/controller/vm_requests.h"
+#include "agent/manifest/volume_hotplug.h"
 
 namespace kvnode {
 
@@ -100,6 +102,56 @@ absl::StatusOr<VirtualMachine> VmController::ApplyRestored(VirtualMachine vm,
   }
   ASSIGN_OR_RETURN(ApplyVmResult applied, Apply(std::move(vm), /*dry_run=*/false));
   return applied.vm;
+}
+
+namespace {
+
+// KubeVirt's dryRun: only "All" means a dry run.
+template <typename Options>
+bool DryRun(const Options& o) {
+  return o.dry_run_size() > 0 && o.dry_run(0) == "All";
+}
+
+}  // namespace
+
+absl::Status VmController::AddVolume(const ObjectRef& ref,
+                                     const kvnode::v1::AddVolumeOptions& options) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Record * r, FindLocked(ref));
+  VirtualMachine vm = r->vm;
+  auto* spec = vm.mutable_spec()->mutable_template_()->mutable_spec();
+  RETURN_IF_ERROR(CheckAddVolume(*spec, options));
+  if (vm.status().has_snapshot_in_progress()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Cannot update vm disks or volumes until snapshot \"", vm.status().snapshot_in_progress(),
+        "\" completes"));
+  }
+  if (DryRun(options)) return absl::OkStatus();
+  AddVolumeToSpec(options, spec);
+  vm.mutable_metadata()->set_generation(vm.metadata().generation() + 1);
+  RETURN_IF_ERROR(PersistLocked(r, vm, "MODIFIED"));
+  EnqueueLocked({vm.metadata().namespace_(), vm.metadata().name()}, clock_->Now());
+  return absl::OkStatus();
+}
+
+absl::Status VmController::RemoveVolume(const ObjectRef& ref,
+                                        const kvnode::v1::RemoveVolumeOptions& options) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Record * r, FindLocked(ref));
+  VirtualMachine vm = r->vm;
+  auto* spec = vm.mutable_spec()->mutable_template_()->mutable_spec();
+  RETURN_IF_ERROR(CheckRemoveVolume(*spec, options));
+  if (vm.status().has_snapshot_in_progress()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Cannot update vm disks or volumes until snapshot \"", vm.status().snapshot_in_progress(),
+        "\" completes"));
+  }
+  if (DryRun(options)) return absl::OkStatus();
+  RemoveVolumeFromSpec(options.name(), spec);
+  vm.mutable_metadata()->set_generation(vm.metadata().generation() + 1);
+  RETURN_IF_ERROR(PersistLocked(r, vm, "MODIFIED"));
+  EnqueueLocked({vm.metadata().namespace_(), vm.metadata().name()}, clock_->Now());
+  return absl::OkStatus();
 }
 
 }  // namespace kvnode

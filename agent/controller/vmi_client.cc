@@ -40,4 +40,10 @@ absl::Status VmiControllerClient::UpdateOwnership(const kvnode::v1::VirtualMachi
       .status();
 }
 
+absl::Status VmiControllerClient::UpdateVolumes(const kvnode::v1::VirtualMachineInstance& vmi) {
+  const auto& m = vmi.metadata();
+  return vmis_->UpdateVolumes(Ref(m.namespace_(), m.name(), m.uid()), vmi.spec().volumes(),
+                              vmi.spec().domain().devices().disks());
+}
+
 }  // namespace kvnode

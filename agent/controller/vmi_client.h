@@ -31,6 +31,9 @@ class VmiClient {
                               const std::string& uid, std::optional<int64_t> grace) = 0;
   // Sets metadata.ownerReferences and metadata.annotations of the VMI with this UID.
   virtual absl::Status UpdateOwnership(const kvnode::v1::VirtualMachineInstance& vmi) = 0;
+  // Sets spec.volumes and spec.domain.devices.disks of the running VMI with this UID: its
+  // hotpluggable volumes are plugged in or out of the guest (VmiController::UpdateVolumes).
+  virtual absl::Status UpdateVolumes(const kvnode::v1::VirtualMachineInstance& vmi) = 0;
 };
 
 // VmiClient over the handler's VmiController. Thread-safe as VmiController is.
@@ -44,6 +47,7 @@ class VmiControllerClient final : public VmiClient {
   absl::Status Delete(const std::string& ns, const std::string& name, const std::string& uid,
                       std::optional<int64_t> grace) override;
   absl::Status UpdateOwnership(const kvnode::v1::VirtualMachineInstance& vmi) override;
+  absl::Status UpdateVolumes(const kvnode::v1::VirtualMachineInstance& vmi) override;
 
  private:
   VmiController* const vmis_;

@@ -152,6 +152,19 @@ class VmiController {
       const kvnode::v1::ObjectRef& ref,
       const google::protobuf::RepeatedPtrField<kvnode::v1::OwnerReference>& owners,
       const google::protobuf::Map<std::string, std::string>& annotations);
+  // --- Volume hotplug (vmi_hotplug.cc) ---
+  // The running VMI's volumes and disks replaced: its hotpluggable volumes are plugged into the
+  // guest or out of it (asynchronously; status.volumeStatus follows). FailedPrecondition "VMI is
+  // not running", or when a newly plugged claim is in use by another VMI.
+  absl::Status UpdateVolumes(const kvnode::v1::ObjectRef& ref,
+                             const google::protobuf::RepeatedPtrField<kvnode::v1::Volume>& volumes,
+                             const google::protobuf::RepeatedPtrField<kvnode::v1::Disk>& disks);
+  // KubeVirt's VMI addvolume / removevolume subresources: for a VMI no VM controls (its VM's
+  // own endpoints change the VM's template instead).
+  absl::Status AddVolume(const kvnode::v1::ObjectRef& ref,
+                         const kvnode::v1::AddVolumeOptions& options);
+  absl::Status RemoveVolume(const kvnode::v1::ObjectRef& ref,
+                            const kvnode::v1::RemoveVolumeOptions& options);
   // Paths for console and logs of a VMI that exists.
   absl::StatusOr<VmiPaths> PathsOf(const kvnode::v1::ObjectRef& ref);
   // This node's state and runtime dirs.
@@ -382,6 +395,11 @@ class VmiController {
   // Work-queue steps.
   void StartLauncher(const std::string& uid);
   void SyncLauncher(const std::string& uid);
+  // Hands newly plugged claims to the VMI's identity, has the launcher attach and detach, and
+  // sets status.volumeStatus from the domain; tried again while a volume is not Ready.
+  void SyncHotplug(const std::string& uid);
+  // Recover's part: VMIs whose hotplug a crash cut short.
+  void ResumeHotplugsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ShutdownLauncher(const std::string& uid, int64_t grace);
   void OnLauncherExit(const std::string& uid, pid_t pid, std::optional<int> wait_status);
   void WatchLauncher(const std::string& uid, pid_t pid, uint64_t start_time);

@@ -104,6 +104,7 @@ absl::Status VmiController::Recover() {
     if (!r->launcher_alive && !r->vmi.metadata().deletion_timestamp().empty()) remove.push_back(uid);
   }
   for (const auto& uid : remove) RemoveLocked(uid);
+  ResumeHotplugsLocked();
   // Pod networks of VMIs that ended or vanished while the handler was down (namespaces, veths,
   // DHCP servers, pod IPs) are removed; those of running or still starting VMIs stay.
   if (config_.pod_network != nullptr) {

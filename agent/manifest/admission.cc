@@ -1311,35 +1311,6 @@ void CheckVolumes(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
   }
 }
 
-// A hotpluggable volume's disk, as KubeVirt's ValidateHotplugDiskConfiguration
-// (pkg/storage/admitters/storagehotplug.go): a disk on scsi or virtio, or a lun on scsi.
-void CheckHotplugDisk(const Disk& disk, const FieldPath& path, AdmissionReview* review) {
-  const std::string bus = DiskBus(disk);
-  if (disk.has_disk()) {
-    if (bus != "scsi" && bus != "virtio") {
-      review->errors.Add(path.Child("disk").Child("bus"),
-                         absl::StrCat("Hotplug configuration for disk [", disk.name(),
-                                      "] requires bus to be 'scsi' or 'virtio'. [", bus,
-                                      "] is not permitted."));
-    }
-  } else if (disk.has_lun()) {
-    if (bus != "scsi") {
-      review->errors.Add(path.Child("lun").Child("bus"),
-                         absl::StrCat("Hotplug configuration for LUN [", disk.name(),
-                                      "] requires bus to be 'scsi'. [", bus, "] is not permitted."));
-    }
-  } else {
-    review->errors.Add(path, absl::StrCat("Hotplug configuration for [", disk.name(),
-                                          "] requires diskDevice of type 'disk' or 'lun' to be "
-                                          "used."));
-  }
-  if (disk.has_dedicated_io_thread() && disk.dedicated_io_thread() && bus != "virtio") {
-    review->errors.Add(path.Child("dedicatedIOThread"),
-                       absl::StrCat("Hotplug configuration for [", disk.name(),
-                                    "] requires virtio bus for IOThreads."));
-  }
-}
-
 // Every disk has a volume of its name and every volume a disk; a lun needs a claim.
 void CheckDisksMatchVolumes(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
                             AdmissionReview* review) {
@@ -1362,7 +1333,7 @@ void CheckDisksMatchVolumes(const VirtualMachineInstanceSpec& spec, const FieldP
     } else if ((it->second->has_persistent_volume_claim() &&
                 it->second->persistent_volume_claim().hotpluggable()) ||
                (it->second->has_data_volume() && it->second->data_volume().hotpluggable())) {
-      CheckHotplugDisk(disks[i], disks_path.Index(i), review);
+      AdmitHotplugDisk(disks[i], disks_path.Index(i), review);
     }
   }
   for (int i = 0; i < spec.volumes_size(); ++i) {
@@ -2229,6 +2200,34 @@ class RealPathResolver final : public PathResolver {
 const PathResolver* PathResolver::Real() {
   static const PathResolver* const real = new RealPathResolver();
   return real;
+}
+
+// KubeVirt: pkg/storage/admitters/storagehotplug.go, ValidateHotplugDiskConfiguration.
+void AdmitHotplugDisk(const Disk& disk, const FieldPath& path, AdmissionReview* review) {
+  const std::string bus = DiskBus(disk);
+  if (disk.has_disk()) {
+    if (bus != "scsi" && bus != "virtio") {
+      review->errors.Add(path.Child("disk").Child("bus"),
+                         absl::StrCat("Hotplug configuration for disk [", disk.name(),
+                                      "] requires bus to be 'scsi' or 'virtio'. [", bus,
+                                      "] is not permitted."));
+    }
+  } else if (disk.has_lun()) {
+    if (bus != "scsi") {
+      review->errors.Add(path.Child("lun").Child("bus"),
+                         absl::StrCat("Hotplug configuration for LUN [", disk.name(),
+                                      "] requires bus to be 'scsi'. [", bus, "] is not permitted."));
+    }
+  } else {
+    review->errors.Add(path, absl::StrCat("Hotplug configuration for [", disk.name(),
+                                          "] requires diskDevice of type 'disk' or 'lun' to be "
+                                          "used."));
+  }
+  if (disk.has_dedicated_io_thread() && disk.dedicated_io_thread() && bus != "virtio") {
+    review->errors.Add(path.Child("dedicatedIOThread"),
+                       absl::StrCat("Hotplug configuration for [", disk.name(),
+                                    "] requires virtio bus for IOThreads."));
+  }
 }
 
 }  // namespace kvnode

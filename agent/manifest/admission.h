@@ -78,6 +78,11 @@ struct AdmissionReview {
   bool allowed() const { return errors.empty(); }
 };
 
+// A hotpluggable volume's disk, as KubeVirt's ValidateHotplugDiskConfiguration: a disk on bus
+// scsi or virtio, a lun on scsi, no cdrom, IOThreads only on virtio.
+void AdmitHotplugDisk(const kvnode::v1::Disk& disk, const FieldPath& path,
+                      AdmissionReview* review);
+
 // Validates a defaulted VMI.
 AdmissionReview AdmitVmi(const kvnode::v1::VirtualMachineInstance& vmi, const NodeLimits& node,
                          const PathResolver& paths);

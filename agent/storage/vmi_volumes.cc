@@ -49,6 +49,20 @@ int64_t QuantityBytes(const std::string& text) {
 
 }  // namespace
 
+absl::Status VolumeManager::PrepareHotplugClaims(const kvnode::v1::VirtualMachineInstance& vmi,
+                                                 const FsIdentity& id) {
+  for (const auto& v : vmi.spec().volumes()) {
+    const bool hotplug = (v.has_persistent_volume_claim() && v.persistent_volume_claim().hotpluggable()) ||
+                         (v.has_data_volume() && v.data_volume().hotpluggable());
+    if (!hotplug) continue;
+    const std::string claim = v.has_persistent_volume_claim()
+                                  ? v.persistent_volume_claim().claim_name()
+                                  : v.data_volume().name();
+    RETURN_IF_ERROR(PrepareClaim(vmi.metadata().namespace_(), claim, id, /*share_group=*/false));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status VolumeManager::PrepareClaim(const std::string& ns, const std::string& claim,
                                          const FsIdentity& id, bool share_group,
                                          std::string* image_out) {

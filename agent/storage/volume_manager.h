@@ -248,6 +248,10 @@ class VolumeManager : public VmVolumes {
   absl::Status PrepareVmi(const kvnode::v1::VirtualMachineInstance& vmi, const FsIdentity& id,
                           bool share_group = false,
                           std::vector<kvnode::v1::ContainerDiskStatus>* images = nullptr);
+  // The claims of `vmi`'s hotpluggable volumes handed to `id` (a volume plugged into the running
+  // guest); an error carries the condition reason (VolumeFailureReason).
+  absl::Status PrepareHotplugClaims(const kvnode::v1::VirtualMachineInstance& vmi,
+                                    const FsIdentity& id);
   // The claims and hostDisks `vmi` names (when known), and every claim of the node, that `uid`
   // (an identity being given back) still owns become root's again (0600). An error when one
   // could not be: the identity must then stay held.

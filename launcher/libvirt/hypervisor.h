@@ -71,6 +71,10 @@ class Hypervisor {
   virtual absl::Status BeginBackup(const std::string& backup_xml) = 0;
   // Ends the backup job (its exports and scratch files go).
   virtual absl::Status AbortBackup() = 0;
+  // A disk (one <disk> element) plugged into the running domain or out of it, in its
+  // persistent definition too (virDomainAttachDeviceFlags / DetachDeviceFlags, LIVE|CONFIG).
+  virtual absl::Status AttachDisk(const std::string& disk_xml) = 0;
+  virtual absl::Status DetachDisk(const std::string& disk_xml) = 0;
   virtual void SetEventCallback(EventCallback callback) = 0;
   // The QEMU process of the running domain, 0 when none (read from libvirt's pid file, no
   // libvirt call, so it is safe on the event thread).

@@ -405,6 +405,26 @@ absl::Status LibvirtHypervisor::BeginBackup(const std::string& backup_xml) {
   return absl::OkStatus();
 }
 
+absl::Status LibvirtHypervisor::AttachDisk(const std::string& disk_xml) {
+  ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
+  DomainHandle handle{dom};
+  if (virDomainAttachDeviceFlags(dom, disk_xml.c_str(),
+                                 VIR_DOMAIN_AFFECT_LIVE | VIR_DOMAIN_AFFECT_CONFIG) < 0) {
+    return LibvirtError("attach a disk to " + domain_name_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LibvirtHypervisor::DetachDisk(const std::string& disk_xml) {
+  ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
+  DomainHandle handle{dom};
+  if (virDomainDetachDeviceFlags(dom, disk_xml.c_str(),
+                                 VIR_DOMAIN_AFFECT_LIVE | VIR_DOMAIN_AFFECT_CONFIG) < 0) {
+    return LibvirtError("detach a disk from " + domain_name_);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LibvirtHypervisor::AbortBackup() {
   ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
   DomainHandle handle{dom};

@@ -42,6 +42,8 @@ class LibvirtHypervisor : public Hypervisor, public DomainMigrator {
   absl::StatusOr<kvnode::v1::Screenshot> TakeScreenshot() override;
   absl::Status BeginBackup(const std::string& backup_xml) override;
   absl::Status AbortBackup() override;
+  absl::Status AttachDisk(const std::string& disk_xml) override;
+  absl::Status DetachDisk(const std::string& disk_xml) override;
   absl::StatusOr<uint64_t> DiskCapacity(const std::string& source) override;
   absl::Status ResizeDisk(const std::string& source, uint64_t bytes) override;
   void SetEventCallback(EventCallback callback) override;

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "agent/base/atomic_file.h"
 #include "agent/base/status_macros.h"
@@ -84,21 +86,18 @@ absl::Status DomainManager::Sync(const kvnode::v1::VirtualMachineInstance& vmi,
                                  const kvnode::v1::DomainOptions& options) {
   absl::MutexLock lock(&mu_);
   if (done_ || stopped_) return absl::FailedPreconditionError("the domain has already ended");
-  if (synced_) return absl::OkStatus();
+  if (synced_) {
+    // The domain runs: a sync again brings its hotplugged disks to the VMI's volumes.
+    UpdateGrowableDisksLocked(options);
+    return SyncHotplugDisksLocked(vmi, options);
+  }
   const auto& features = vmi.spec().domain().features();
   acpi_enabled_ = !(features.has_acpi() && features.acpi().has_enabled() &&
                     !features.acpi().enabled());
   vmi_grace_ = vmi.spec().has_termination_grace_period_seconds()
                    ? vmi.spec().termination_grace_period_seconds()
                    : 30;
-  // Raw files only: a qcow2 image's size is not its disk's, and a device cannot grow.
-  growable_disks_.clear();
-  for (const auto& v : options.volumes()) {
-    if ((v.type().empty() || v.type() == "file") && v.format() == "raw" &&
-        v.backing_path().empty() && !v.path().empty()) {
-      growable_disks_.push_back(v.path());
-    }
-  }
+  UpdateGrowableDisksLocked(options);
   next_disk_check_ = clock_->Now() + options_.disk_check_interval;
   cv_.SignalAll();  // the worker may be waiting without a deadline
   if (options.incoming()) {
@@ -115,7 +114,8 @@ absl::Status DomainManager::Sync(const kvnode::v1::VirtualMachineInstance& vmi,
       LauncherEventLocked("Normal", "Adopted", "This launcher took over the running domain (" +
                                                    existing->state() + ").");
       PublishLocked("MODIFIED", StatusLocked(*existing), "Adopted");
-      return absl::OkStatus();
+      // A plug or unplug the handler asked for while this launcher was down.
+      return SyncHotplugDisksLocked(vmi, options);
     }
     LauncherEventLocked("Warning", "NothingToAdopt",
                         "The domain no longer runs: its QEMU has ended.");
@@ -147,6 +147,49 @@ absl::Status DomainManager::Sync(const kvnode::v1::VirtualMachineInstance& vmi,
   synced_ = true;
   LauncherEventLocked("Normal", "Created", "VirtualMachineInstance defined.");
   return absl::OkStatus();
+}
+
+void DomainManager::UpdateGrowableDisksLocked(const kvnode::v1::DomainOptions& options) {
+  // Raw files only: a qcow2 image's size is not its disk's, and a device cannot grow.
+  growable_disks_.clear();
+  for (const auto& v : options.volumes()) {
+    if ((v.type().empty() || v.type() == "file") && v.format() == "raw" &&
+        v.backing_path().empty() && !v.path().empty()) {
+      growable_disks_.push_back(v.path());
+    }
+  }
+}
+
+absl::Status DomainManager::SyncHotplugDisksLocked(const kvnode::v1::VirtualMachineInstance& vmi,
+                                                   const kvnode::v1::DomainOptions& options) {
+  std::set<std::string> hotplug, volumes;
+  for (const auto& v : vmi.spec().volumes()) {
+    volumes.insert(v.name());
+    if ((v.has_persistent_volume_claim() && v.persistent_volume_claim().hotpluggable()) ||
+        (v.has_data_volume() && v.data_volume().hotpluggable())) {
+      hotplug.insert(v.name());
+    }
+  }
+  ASSIGN_OR_RETURN(std::string desired, converter_(vmi, options));
+  ASSIGN_OR_RETURN(DomainStatus live, hypervisor_->GetStatus(/*include_xml=*/true));
+  if (!live.exists() || live.xml().empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(DiskChanges changes, HotplugDiskChanges(desired, live.xml(), hotplug, volumes));
+  absl::Status first;
+  for (size_t i = 0; i < changes.detach.size(); ++i) {
+    absl::Status s = hypervisor_->DetachDisk(changes.detach[i]);
+    LauncherEventLocked(s.ok() ? "Normal" : "Warning", s.ok() ? "VolumeDetached" : "HotplugFailed",
+                        s.ok() ? "Volume " + changes.detach_names[i] + " unplugged from the guest"
+                               : std::string(s.message()));
+    if (first.ok()) first = s;
+  }
+  for (size_t i = 0; i < changes.attach.size(); ++i) {
+    absl::Status s = hypervisor_->AttachDisk(changes.attach[i]);
+    LauncherEventLocked(s.ok() ? "Normal" : "Warning", s.ok() ? "VolumeAttached" : "HotplugFailed",
+                        s.ok() ? "Volume " + changes.attach_names[i] + " plugged into the guest"
+                               : std::string(s.message()));
+    if (first.ok()) first = s;
+  }
+  return first;
 }
 
 absl::Status DomainManager::Shutdown(int64_t grace_period_seconds) {

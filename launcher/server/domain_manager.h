@@ -132,6 +132,13 @@ class DomainManager {
   void OnEvent(const DomainLifecycleEvent& event);
   // Records the agent's freeze status and tells the handler if it changed.
   void SetFreezeStatus(const std::string& status);
+  void UpdateGrowableDisksLocked(const kvnode::v1::DomainOptions& options)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Volume hotplug: the running domain's hotplugged disks attached and detached to match the
+  // VMI's volumes (HotplugDiskChanges).
+  absl::Status SyncHotplugDisksLocked(const kvnode::v1::VirtualMachineInstance& vmi,
+                                      const kvnode::v1::DomainOptions& options)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Grows in the guest each disk whose file grew (run by the worker, without the lock).
   void GrowDisks(const std::vector<std::string>& paths);
   void WorkerLoop();

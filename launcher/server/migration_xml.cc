@@ -121,6 +121,70 @@ absl::StatusOr<PullBackupPlan> PlanPullBackup(
   return plan;
 }
 
+namespace {
+
+// "sda".."sdz", "sdaa".. as libvirt and KubeVirt name the disks of a bus.
+std::string TargetName(const std::string& prefix, int index) {
+  std::string letters;
+  for (int i = index; i >= 0; i = i / 26 - 1) letters.insert(letters.begin(), 'a' + i % 26);
+  return prefix + letters;
+}
+
+std::string VolumeOfAlias(pugi::xml_node disk) {
+  std::string alias = disk.child("alias").attribute("name").value();
+  return absl::StartsWith(alias, "ua-") ? alias.substr(3) : "";
+}
+
+std::string Print(pugi::xml_node node) {
+  std::ostringstream out;
+  node.print(out, "", pugi::format_raw);
+  return out.str();
+}
+
+}  // namespace
+
+absl::StatusOr<DiskChanges> HotplugDiskChanges(const std::string& desired_xml,
+                                               const std::string& live_xml,
+                                               const std::set<std::string>& hotplug,
+                                               const std::set<std::string>& volumes) {
+  pugi::xml_document desired, live;
+  RETURN_IF_ERROR(Parse(desired_xml, &desired));
+  RETURN_IF_ERROR(Parse(live_xml, &live));
+  std::set<std::string> live_volumes, live_targets;
+  DiskChanges changes;
+  for (pugi::xml_node disk : live.document_element().child("devices").children("disk")) {
+    live_targets.insert(disk.child("target").attribute("dev").value());
+    const std::string volume = VolumeOfAlias(disk);
+    if (volume.empty()) continue;
+    live_volumes.insert(volume);
+    if (!volumes.count(volume)) {
+      changes.detach.push_back(Print(disk));
+      changes.detach_names.push_back(volume);
+    }
+  }
+  for (pugi::xml_node disk : desired.document_element().child("devices").children("disk")) {
+    const std::string volume = VolumeOfAlias(disk);
+    if (volume.empty() || !hotplug.count(volume) || live_volumes.count(volume)) continue;
+    pugi::xml_node target = disk.child("target");
+    std::string dev = target.attribute("dev").value();
+    if (live_targets.count(dev)) {
+      const std::string prefix = dev.substr(0, 2);
+      int index = 0;
+      while (live_targets.count(TargetName(prefix, index))) ++index;
+      dev = TargetName(prefix, index);
+      target.attribute("dev").set_value(dev.c_str());
+      pugi::xml_node address = disk.child("address");
+      if (address && std::string(address.attribute("type").value()) == "drive") {
+        address.attribute("unit").set_value(index);
+      }
+    }
+    live_targets.insert(dev);
+    changes.attach.push_back(Print(disk));
+    changes.attach_names.push_back(volume);
+  }
+  return changes;
+}
+
 absl::StatusOr<std::string> DomainTypeOf(const std::string& xml) {
   pugi::xml_document doc;
   RETURN_IF_ERROR(Parse(xml, &doc));

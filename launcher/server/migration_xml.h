@@ -9,6 +9,7 @@
 #ifndef KVNODE_LAUNCHER_SERVER_MIGRATION_XML_H_
 #define KVNODE_LAUNCHER_SERVER_MIGRATION_XML_H_
 
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,23 @@ struct PullBackupPlan {
 absl::StatusOr<PullBackupPlan> PlanPullBackup(
     const std::string& domain_xml, const std::vector<std::pair<std::string, std::string>>& targets,
     const std::string& socket, const std::string& scratch_dir);
+
+// A running domain's disks brought to what its VMI now asks for (volume hotplug): each disk of
+// `desired_xml` (the VMI converted) whose alias is ua-<name> with <name> in `hotplug` (the
+// VMI's hotpluggable volumes) and that `live_xml` (the running domain) lacks is to be attached;
+// when its target name is taken in the live domain it gets the first free one of its prefix
+// (and, on SCSI, the unit of that name). Each live disk with alias ua-<name> whose <name> is
+// in none of `volumes` (the VMI's volume names) is to be detached. Each entry is one <disk>.
+struct DiskChanges {
+  std::vector<std::string> attach;
+  std::vector<std::string> detach;
+  std::vector<std::string> attach_names;  // the volumes, in the order of `attach`
+  std::vector<std::string> detach_names;
+};
+absl::StatusOr<DiskChanges> HotplugDiskChanges(const std::string& desired_xml,
+                                               const std::string& live_xml,
+                                               const std::set<std::string>& hotplug,
+                                               const std::set<std::string>& volumes);
 
 // The domain's type attribute: "kvm", or "qemu" for TCG.
 absl::StatusOr<std::string> DomainTypeOf(const std::string& xml);

@@ -1,5 +1,6 @@
 #include "launcher/server/migration_xml.h"
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace kvnode {
@@ -67,6 +68,38 @@ TEST(PlanPullBackup, RefusesAPathThatIsNoDiskOfTheDomain) {
                              {{"/b", "/snap/b.img"}}, "/s/backup", "/vmi/run");
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().message(), "disks: \"/b\" is not a disk of the domain");
+}
+
+TEST(HotplugDiskChanges, AttachesNewHotplugDisksOnFreeTargetsAndDetachesRemovedOnes) {
+  // The VMI now: root, data (permanent), hot2 (new); hot1 was unplugged, so the converter
+  // put hot2 on sda, which hot1 still holds in the running domain.
+  const std::string desired =
+      "<domain><devices>"
+      "<disk><source file='/r'/><target dev='vda' bus='virtio'/><alias name='ua-root'/></disk>"
+      "<disk><source file='/h2'/><target dev='sda' bus='scsi'/>"
+      "<address type='drive' controller='0' bus='0' target='0' unit='0'/>"
+      "<alias name='ua-hot2'/></disk>"
+      "</devices></domain>";
+  const std::string live =
+      "<domain><devices>"
+      "<disk><source file='/r'/><target dev='vda' bus='virtio'/><alias name='ua-root'/></disk>"
+      "<disk><source file='/h1'/><target dev='sda' bus='scsi'/><alias name='ua-hot1'/></disk>"
+      "</devices></domain>";
+  auto changes = HotplugDiskChanges(desired, live, {"hot2"}, {"root", "hot2"});
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  ASSERT_EQ(changes->attach.size(), 1u);
+  EXPECT_THAT(changes->attach_names, ::testing::ElementsAre("hot2"));
+  EXPECT_NE(changes->attach[0].find("<target dev=\"sdb\" bus=\"scsi\""), std::string::npos)
+      << changes->attach[0];
+  EXPECT_NE(changes->attach[0].find("unit=\"1\""), std::string::npos) << changes->attach[0];
+  ASSERT_EQ(changes->detach.size(), 1u);
+  EXPECT_THAT(changes->detach_names, ::testing::ElementsAre("hot1"));
+  EXPECT_NE(changes->detach[0].find("ua-hot1"), std::string::npos);
+  // Nothing to do once the domain is as asked.
+  auto none = HotplugDiskChanges(desired, desired, {"hot2"}, {"root", "hot2"});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->attach.empty());
+  EXPECT_TRUE(none->detach.empty());
 }
 
 TEST(DiskTargetsOf, NamesTheDevsOfTheListedDisksInTheirOrder) {

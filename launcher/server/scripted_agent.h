@@ -65,6 +65,8 @@ class ScriptedAgent : public Hypervisor {
     return absl::UnimplementedError("backup");
   }
   absl::Status AbortBackup() override { return absl::UnimplementedError("backup"); }
+  absl::Status AttachDisk(const std::string&) override { return absl::UnimplementedError("attach"); }
+  absl::Status DetachDisk(const std::string&) override { return absl::UnimplementedError("detach"); }
   absl::Status Reset() override { return absl::OkStatus(); }
   absl::Status Undefine() override { return absl::OkStatus(); }
   absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool) override {

@@ -9,6 +9,9 @@
 // content becoming ready copies again. A snapshot taken after the agent was stopped in the
 // guest says NoGuestAgent and freezes nothing. Bad input: a restore onto the running VM
 // (FailImmediate), a snapshot of a VMI kind, and a content deleted while its snapshot exists.
+// Between them a claim is plugged into the running guest (kvctl addvolume: the guest reads its
+// marker on /dev/sda), survives a handler kill -9, and is unplugged (the guest's sda is gone);
+// the boot disk cannot be unplugged.
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -281,6 +284,69 @@ TEST_F(SnapshotTest, AnOnlineSnapshotFreezesBrieflyAndARestoreBringsTheDataBack)
   const std::string uid2 = second->metadata().uid();
   EXPECT_TRUE(DataCounter(uid2, 2)) << "the restored disk counts on from the snapshot's 1\n"
                                     << handler_->SerialLog(uid2);
+
+  // --- a claim plugged into the running guest (KubeVirt's addvolume: SCSI, into the VM's
+  // template too), seen from inside, kept across a handler kill -9, then unplugged.
+  std::string hot_pvc = kDataPvc;
+  hot_pvc.replace(hot_pvc.find("name: db-data"), 13, "name: db-hot");
+  ASSERT_EQ(Apply("hot.yaml", hot_pvc).exit_code, 0);
+  {
+    std::ofstream marker(handler_->state_dir() + "/volumes/default/db-hot/disk.img",
+                         std::ios::in | std::ios::out | std::ios::binary);
+    marker << "KVNODE-DATA counter=5\n";
+  }
+  auto refused_root = handler_->Kvctl({"removevolume", "db", "--volume-name=root"});
+  EXPECT_NE(refused_root.exit_code, 0);
+  EXPECT_THAT(refused_root.out,
+              HasSubstr("Unable to remove volume [root] because it is not hotpluggable"));
+  auto plugged = handler_->Kvctl({"addvolume", "db", "--volume-name=db-hot"});
+  ASSERT_EQ(plugged.exit_code, 0) << plugged.out;
+  EXPECT_THAT(plugged.out,
+              HasSubstr("Successfully submitted add volume request to VM db for volume db-hot"));
+  auto ready = WaitForVmi(
+      handler_->stub(), "default", "db",
+      [](const kvnode::v1::VirtualMachineInstance& v) {
+        for (const auto& s : v.status().volume_status()) {
+          if (s.name() == "db-hot" && s.phase() == "Ready") return true;
+        }
+        return false;
+      },
+      absl::Seconds(60));
+  ASSERT_TRUE(ready.ok()) << ready.status() << "\n" << handler_->DiagnosticLogs();
+  std::string target;
+  for (const auto& s : ready->status().volume_status()) {
+    if (s.name() == "db-hot") target = s.target();
+  }
+  EXPECT_EQ(target, "sda");
+  auto sees = [&](const std::string& command, const std::string& marker) {
+    return Eventually(
+        [&] {
+          EXPECT_TRUE(handler_->TypeOnConsole("default", "db", command + "\n").ok());
+          return absl::StrContains(handler_->SerialLog(uid2), marker);
+        },
+        absl::Seconds(30), absl::Seconds(2));
+  };
+  EXPECT_TRUE(sees("echo KVNODE-TEST hot=$(head -c 21 /dev/sda | tr ' =' '__')",
+                   "KVNODE-TEST hot=KVNODE-DATA_counter_5"))
+      << handler_->SerialLog(uid2);
+  vm = api.Get("db");
+  ASSERT_TRUE(vm.ok());
+  ASSERT_EQ(vm->spec().template_().spec().volumes_size(), 3);
+  EXPECT_TRUE(vm->spec().template_().spec().volumes(2).persistent_volume_claim().hotpluggable());
+  for (const auto& c : vm->status().conditions()) EXPECT_NE(c.type(), "RestartRequired");
+  ASSERT_TRUE(handler_->KillAndRestart().ok());
+  auto unplugged = handler_->Kvctl({"removevolume", "db", "--volume-name=db-hot"});
+  ASSERT_EQ(unplugged.exit_code, 0) << unplugged.out;
+  auto gone = WaitForVmi(
+      handler_->stub(), "default", "db",
+      [](const kvnode::v1::VirtualMachineInstance& v) { return v.status().volume_status().empty(); },
+      absl::Seconds(60));
+  ASSERT_TRUE(gone.ok()) << gone.status() << "\n" << handler_->DiagnosticLogs();
+  EXPECT_EQ(gone->metadata().uid(), uid2);
+  EXPECT_TRUE(sees("[ -e /dev/sda ] && echo KVNODE-TEST sda=present$((0)) || echo KVNODE-TEST "
+                   "sda=absent$((0))",
+                   "KVNODE-TEST sda=absent0"))
+      << handler_->SerialLog(uid2);
 
   // --- the agent stopped in the guest: a crash-consistent snapshot, nothing frozen.
   ASSERT_TRUE(WaitCondition("db", "AgentConnected", "True", kBoot).ok());

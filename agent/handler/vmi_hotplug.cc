@@ -1,0 +1,274 @@
+// VmiController's part in volume hotplug (KubeVirt's declarative hotplug, on one node): a
+// running VMI's spec gains or loses a hotpluggable volume (from its VM's template, or through
+// the VMI's own addvolume / removevolume), the claim's disk is handed to the VMI's identity,
+// its launcher attaches or detaches the disk (DomainManager::Sync of a running domain), and
+// status.volumeStatus follows the phases KubeVirt reports: Bound, MountedToPod (the disk is
+// the VMI's), Ready (in the domain, at its target).
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "agent/base/grpc_status.h"
+#include "agent/base/status_macros.h"
+#include "agent/manifest/volume_hotplug.h"
+#include "agent/handler/vmi_controller.h"
+#include "agent/handler/vmi_status.h"
+#include "spdlog/spdlog.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::ObjectRef;
+using kvnode::v1::VirtualMachineInstance;
+using kvnode::v1::Volume;
+
+std::string ClaimOf(const Volume& v) {
+  if (v.has_persistent_volume_claim()) return v.persistent_volume_claim().claim_name();
+  if (v.has_data_volume()) return v.data_volume().name();
+  return "";
+}
+
+template <typename Options>
+bool DryRun(const Options& o) {
+  return o.dry_run_size() > 0 && o.dry_run(0) == "All";
+}
+
+// The target device of each disk of a domain's XML, by the volume its alias (ua-<volume>)
+// names.
+std::map<std::string, std::string> TargetsByVolume(const std::string& xml) {
+  std::map<std::string, std::string> out;
+  size_t at = 0;
+  while ((at = xml.find("<disk", at)) != std::string::npos) {
+    size_t end = xml.find("</disk>", at);
+    if (end == std::string::npos) break;
+    const std::string disk = xml.substr(at, end - at);
+    at = end;
+    auto attribute = [&disk](const std::string& element, const std::string& name) {
+      size_t e = disk.find("<" + element + " ");
+      if (e == std::string::npos) return std::string();
+      size_t a = disk.find(name + "=", e);
+      if (a == std::string::npos) return std::string();
+      const char quote = disk[a + name.size() + 1];
+      size_t start = a + name.size() + 2;
+      size_t stop = disk.find(quote, start);
+      return stop == std::string::npos ? std::string() : disk.substr(start, stop - start);
+    };
+    const std::string alias = attribute("alias", "name");
+    const std::string dev = attribute("target", "dev");
+    if (alias.rfind("ua-", 0) == 0 && !dev.empty()) out[alias.substr(3)] = dev;
+  }
+  return out;
+}
+
+bool HotplugPending(const VirtualMachineInstance& vmi) {
+  std::map<std::string, std::string> phases;
+  for (const auto& s : vmi.status().volume_status()) {
+    if (s.has_hotplug_volume()) phases[s.name()] = s.phase();
+  }
+  std::set<std::string> names;
+  for (const Volume& v : vmi.spec().volumes()) {
+    names.insert(v.name());
+    if (IsHotpluggable(v) && phases[v.name()] != "Ready") return true;
+  }
+  for (const auto& [name, phase] : phases) {
+    if (!names.count(name)) return true;  // unplugged, not yet out of the guest
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::Status VmiController::UpdateVolumes(
+    const ObjectRef& ref, const google::protobuf::RepeatedPtrField<Volume>& volumes,
+    const google::protobuf::RepeatedPtrField<kvnode::v1::Disk>& disks) {
+  VirtualMachineInstance current;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
+    current = r->vmi;
+  }
+  // A claim another live VMI runs on is not plugged into this one as well. (Asked without the
+  // lock: the storage layer lists the VMIs through this controller.)
+  const std::string& ns = current.metadata().namespace_();
+  std::set<std::string> had;
+  for (const Volume& v : current.spec().volumes()) had.insert(ClaimOf(v));
+  for (const Volume& v : volumes) {
+    const std::string claim = ClaimOf(v);
+    if (!IsHotpluggable(v) || claim.empty() || had.count(claim) || config_.volumes == nullptr) {
+      continue;
+    }
+    auto view = config_.volumes->GetPvc(ns, claim);
+    if (!view.ok() && !absl::IsNotFound(view.status())) return view.status();
+    if (!view.ok()) continue;  // Pending in its status until it exists
+    for (const std::string& user : view->used_by()) {
+      if (user != current.metadata().name()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "persistentvolumeclaim \"", claim, "\" is in use by VirtualMachineInstance ", user,
+            "; a claim is plugged into one VMI at a time"));
+      }
+    }
+  }
+  std::string uid;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
+    if (r->vmi.metadata().uid() != current.metadata().uid()) {
+      return absl::AbortedError("the VMI changed meanwhile; try again");
+    }
+    if (r->vmi.status().phase() != phase::kRunning || !r->launcher_alive) {
+      return absl::FailedPreconditionError("VMI is not running");
+    }
+    VirtualMachineInstance before = r->vmi;
+    *r->vmi.mutable_spec()->mutable_volumes() = volumes;
+    *r->vmi.mutable_spec()->mutable_domain()->mutable_devices()->mutable_disks() = disks;
+    if (absl::Status s = Persist(r, "MODIFIED"); !s.ok()) {
+      r->vmi = before;
+      return s;
+    }
+    uid = r->vmi.metadata().uid();
+  }
+  work_.Schedule([this, uid] { SyncHotplug(uid); });
+  return absl::OkStatus();
+}
+
+absl::Status VmiController::AddVolume(const ObjectRef& ref,
+                                      const kvnode::v1::AddVolumeOptions& options) {
+  VirtualMachineInstance vmi;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
+    vmi = r->vmi;
+  }
+  for (const auto& owner : vmi.metadata().owner_references()) {
+    if (owner.kind() == "VirtualMachine" && owner.controller()) {
+      return absl::InvalidArgumentError(absl::StrCat("VMI ", vmi.metadata().namespace_(), "/",
+                                                     vmi.metadata().name(), " is owned by a VM"));
+    }
+  }
+  if (vmi.status().phase() != phase::kRunning) {
+    return absl::FailedPreconditionError("VMI is not running");
+  }
+  RETURN_IF_ERROR(CheckAddVolume(vmi.spec(), options));
+  if (DryRun(options)) return absl::OkStatus();
+  AddVolumeToSpec(options, vmi.mutable_spec());
+  return UpdateVolumes(ref, vmi.spec().volumes(), vmi.spec().domain().devices().disks());
+}
+
+absl::Status VmiController::RemoveVolume(const ObjectRef& ref,
+                                         const kvnode::v1::RemoveVolumeOptions& options) {
+  VirtualMachineInstance vmi;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
+    vmi = r->vmi;
+  }
+  for (const auto& owner : vmi.metadata().owner_references()) {
+    if (owner.kind() == "VirtualMachine" && owner.controller()) {
+      return absl::InvalidArgumentError(absl::StrCat("VMI ", vmi.metadata().namespace_(), "/",
+                                                     vmi.metadata().name(), " is owned by a VM"));
+    }
+  }
+  if (vmi.status().phase() != phase::kRunning) {
+    return absl::FailedPreconditionError("VMI is not running");
+  }
+  RETURN_IF_ERROR(CheckRemoveVolume(vmi.spec(), options));
+  if (DryRun(options)) return absl::OkStatus();
+  RemoveVolumeFromSpec(options.name(), vmi.mutable_spec());
+  return UpdateVolumes(ref, vmi.spec().volumes(), vmi.spec().domain().devices().disks());
+}
+
+void VmiController::SyncHotplug(const std::string& uid) {
+  VirtualMachineInstance vmi;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end() || !it->second->launcher_alive) return;
+    vmi = it->second->vmi;
+  }
+  std::optional<LauncherIdentity> id =
+      config_.ids != nullptr ? config_.ids->Find(uid) : std::nullopt;
+  absl::Status prepared = absl::OkStatus();
+  if (config_.volumes != nullptr && id.has_value()) {
+    prepared = config_.volumes->PrepareHotplugClaims(vmi, id->fs());
+  }
+  // The launcher attaches what the spec has and detaches what it lost.
+  if (prepared.ok()) SyncLauncher(uid);
+  ObjectRef ref;
+  ref.set_namespace_(vmi.metadata().namespace_());
+  ref.set_name(vmi.metadata().name());
+  ref.set_uid(uid);
+  auto xml = DomainXml(ref);
+  const auto targets = xml.ok() ? TargetsByVolume(*xml) : std::map<std::string, std::string>();
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return;
+  Record* r = it->second.get();
+  VirtualMachineInstance before = r->vmi;
+  auto* statuses = r->vmi.mutable_status()->mutable_volume_status();
+  std::map<std::string, kvnode::v1::VolumeStatus> old;
+  for (const auto& s : *statuses) old[s.name()] = s;
+  google::protobuf::RepeatedPtrField<kvnode::v1::VolumeStatus> next;
+  for (const Volume& v : r->vmi.spec().volumes()) {
+    auto previous = old.find(v.name());
+    if (!IsHotpluggable(v)) {
+      if (previous != old.end() && !previous->second.has_hotplug_volume()) {
+        *next.Add() = previous->second;
+      }
+      continue;
+    }
+    kvnode::v1::VolumeStatus s;
+    s.set_name(v.name());
+    s.mutable_hotplug_volume();
+    auto target = targets.find(v.name());
+    if (target != targets.end()) {
+      s.set_target(target->second);
+      s.set_phase("Ready");
+      s.set_reason("VolumeReady");
+      s.set_message(absl::StrCat("Successfully attach hotplugged volume ", v.name(), " to VM"));
+    } else if (prepared.ok()) {
+      s.set_phase("MountedToPod");
+      s.set_reason("VolumeMountedToPod");
+      s.set_message(absl::StrCat("Volume ", v.name(), " has been mounted in virt-launcher pod"));
+    } else {
+      s.set_phase("Pending");
+      s.set_reason(VolumeFailureReason(prepared).empty() ? "PVCNotReady"
+                                                         : VolumeFailureReason(prepared));
+      s.set_message(std::string(prepared.message()));
+    }
+    if (previous == old.end() || previous->second.phase() != s.phase()) {
+      EventLocked(r->vmi, s.phase() == "Pending" ? "Warning" : "Normal", s.reason(), s.message());
+    }
+    *next.Add() = s;
+    old.erase(v.name());
+  }
+  for (const auto& [name, s] : old) {
+    if (!s.has_hotplug_volume()) continue;
+    if (targets.count(name)) {
+      *next.Add() = s;  // still in the guest: the detach is tried again
+      continue;
+    }
+    EventLocked(r->vmi, "Normal", "VolumeUnplugged", absl::StrCat("Volume ", name,
+                                                                  " has been unplugged"));
+  }
+  std::sort(next.begin(), next.end(),
+            [](const auto& a, const auto& b) { return a.name() < b.name(); });
+  *statuses = next;
+  if (before.SerializeAsString() != r->vmi.SerializeAsString()) {
+    if (!Persist(r, "MODIFIED").ok()) r->vmi = before;
+  }
+  if (HotplugPending(r->vmi)) {
+    // The claim is not there yet, or libvirt refused: try again shortly.
+    work_.ScheduleAfter(absl::Seconds(2), [this, uid] { SyncHotplug(uid); });
+  }
+}
+
+void VmiController::ResumeHotplugsLocked() {
+  for (const auto& [uid, r] : by_uid_) {
+    if (r->launcher_alive && r->vmi.status().phase() == phase::kRunning &&
+        HotplugPending(r->vmi)) {
+      const std::string u = uid;
+      work_.Schedule([this, u] { SyncHotplug(u); });
+    }
+  }
+}
+
+}  // namespace kvnode
