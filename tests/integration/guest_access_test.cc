@@ -309,6 +309,17 @@ TEST_F(GuestAccessTest, AUserSeesIntoAndReachesTheGuestThroughItsAgentVncPortsAn
   EXPECT_EQ(blind.exit_code, 1);
   EXPECT_THAT(blind.out, HasSubstr("has no graphics device "
                                    "(spec.domain.devices.autoattachGraphicsDevice is false)"));
+  // A claim another VMI runs on is not plugged into this one (through the VMI's own
+  // addvolume: no VM controls it), and nothing changes.
+  auto before_plug = VmiNow("plain");
+  ASSERT_TRUE(before_plug.ok());
+  auto taken = handler_->Kvctl({"addvolume", "plain", "--volume-name=access-disk"});
+  EXPECT_EQ(taken.exit_code, 1);
+  EXPECT_THAT(taken.out, HasSubstr("persistentvolumeclaim \"access-disk\" is in use by "
+                                   "VirtualMachineInstance access"));
+  auto unchanged = VmiNow("plain");
+  ASSERT_TRUE(unchanged.ok());
+  EXPECT_EQ(unchanged->spec().SerializeAsString(), before_plug->spec().SerializeAsString());
 
   // --- bad input names the argument.
   auto far = handler_->Kvctl({"port-forward", "vmi/access", "8080:70000"});

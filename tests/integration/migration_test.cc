@@ -5,7 +5,8 @@
 // handler killed and restarted, then a migration that succeeds (which also shows the VMI could
 // migrate again); a VMI with a hostDisk is refused with its LiveMigratable reason; a node that
 // does not share the claim's class refuses it as a target; a claim of a node-local class is
-// copied by block migration. Both nodes' default storage class is shared (TwoNodes). After
+// copied by block migration (and a VM's claim plugged in with addvolume goes along). Both
+// nodes' default storage class is shared (TwoNodes). After
 // every failure the guest still runs on A (its counter goes on, same boot) and nothing of it is
 // left on B.
 #include <fcntl.h>
@@ -505,6 +506,27 @@ TEST_F(MigrationTest, VirtualMachineMovesWithItsVmiAndIsNotStartedAgainOnA) {
       absl::Seconds(120), absl::Milliseconds(200)));
   const std::string boot_id = Ticks(a()->SerialLog(uid)).back().boot_id;
 
+  // A claim plugged into the running guest (kvctl addvolume) goes with it to B.
+  std::string hot = a()->state_dir() + "/roamer-hot.yaml";
+  std::ofstream(hot) << "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: roamer-hot\n"
+                        "spec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n"
+                        "      storage: 1Mi\n";
+  ASSERT_EQ(a()->Kvctl({"apply", "-f", hot}).exit_code, 0);
+  {
+    std::ofstream marker(nodes_->shared_dir() + "/default/roamer-hot/disk.img",
+                         std::ios::in | std::ios::out | std::ios::binary);
+    marker << "KVNODE-DATA counter=6\n";
+  }
+  auto plugged = a()->Kvctl({"addvolume", "roamer", "--volume-name=roamer-hot"});
+  ASSERT_EQ(plugged.exit_code, 0) << plugged.out;
+  auto hot_ready = WaitForVmi(
+      a()->stub(), "default", "roamer",
+      [](const kvnode::v1::VirtualMachineInstance& v) {
+        return v.status().volume_status_size() == 1 && v.status().volume_status(0).phase() == "Ready";
+      },
+      absl::Seconds(60));
+  ASSERT_TRUE(hot_ready.ok()) << hot_ready.status() << a()->DiagnosticLogs();
+
   // KubeVirt's VirtualMachineInstanceMigration as a user writes it, with no target: node A's
   // only peer is the one choice. A MigrationPolicy in the same file matches the VMI by its
   // namespace and gives the migration its settings.
@@ -570,6 +592,20 @@ spec:
   }
   ASSERT_TRUE(Eventually([&] { return !Ticks(b()->SerialLog(uid)).empty(); }, absl::Seconds(20)));
   EXPECT_EQ(Ticks(b()->SerialLog(uid)).back().boot_id, boot_id);
+  // The plugged claim came along: the guest on B still reads it, and the VM keeps it.
+  EXPECT_TRUE(Eventually(
+      [&] {
+        EXPECT_TRUE(b()->TypeOnConsole("default", "roamer",
+                                       "echo KVNODE-TEST hot=$(head -c 21 /dev/sda | tr ' =' '__')\n")
+                        .ok());
+        return b()->SerialLog(uid).find("KVNODE-TEST hot=KVNODE-DATA_counter_6") !=
+               std::string::npos;
+      },
+      absl::Seconds(30), absl::Seconds(2)))
+      << b()->SerialLog(uid);
+  auto vm_b = on_b.Get("roamer");
+  ASSERT_TRUE(vm_b.ok());
+  EXPECT_EQ(vm_b->spec().template_().spec().volumes_size(), 2);
 
   // Node A has no VMI using the claim any more, but B's QEMU holds its disk: A refuses to
   // delete it.
