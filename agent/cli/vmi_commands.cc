@@ -452,6 +452,15 @@ int CmdDescribe(Cli& cli) {
   } else {
     PrintTable(o, {"  TYPE", "STATUS", "REASON", "LAST TRANSITION", "MESSAGE"}, rows);
   }
+  if (st.volume_status_size() > 0) {
+    o << "Volume status:\n";
+    std::vector<std::vector<std::string>> vrows;
+    for (const auto& v : st.volume_status()) {
+      vrows.push_back({"  " + v.name(), v.target().empty() ? "-" : v.target(), v.phase(),
+                       v.has_hotplug_volume() ? "hotplug" : "-", v.reason(), v.message()});
+    }
+    PrintTable(o, {"  VOLUME", "TARGET", "PHASE", "KIND", "REASON", "MESSAGE"}, vrows);
+  }
   o << "Phase transitions:\n";
   for (const auto& t : st.phase_transition_timestamps()) {
     o << "  " << t.phase() << std::string(t.phase().size() < 12 ? 12 - t.phase().size() : 1, ' ')

@@ -318,6 +318,8 @@ TEST_F(SnapshotTest, AnOnlineSnapshotFreezesBrieflyAndARestoreBringsTheDataBack)
     if (s.name() == "db-hot") target = s.target();
   }
   EXPECT_EQ(target, "sda");
+  EXPECT_THAT(handler_->Kvctl({"describe", "vmi", "db"}).out,
+              ::testing::ContainsRegex("db-hot +sda +Ready +hotplug +VolumeReady"));
   auto sees = [&](const std::string& command, const std::string& marker) {
     return Eventually(
         [&] {
