@@ -15,6 +15,7 @@
 #ifndef KVNODE_AGENT_CONTROLLER_VM_CONTROLLER_H_
 #define KVNODE_AGENT_CONTROLLER_VM_CONTROLLER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -153,6 +154,14 @@ class VmController : public VmHandover {
   bool SyncDeletionLocked(Record* r, SyncState* st, bool* removed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SyncRunStrategyLocked(Record* r, SyncState* st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // HoldForSnapshot (`restore` false) and HoldForRestore.
+  absl::Status Hold(const kvnode::v1::ObjectRef& ref, bool restore, const std::string& name,
+                    bool hold);
+  // AddVolume and RemoveVolume: the template's spec `check`ed, then `edit`ed (unless a dry run).
+  absl::Status EditTemplateVolumes(
+      const kvnode::v1::ObjectRef& ref, bool dry_run,
+      const std::function<absl::Status(const kvnode::v1::VirtualMachineInstanceSpec&)>& check,
+      const std::function<void(kvnode::v1::VirtualMachineInstanceSpec*)>& edit);
   // The template's hotpluggable volumes carried into the running VMI (volume_hotplug.h).
   bool SyncHotplugVolumesLocked(SyncState* st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The VM's own VMI (adopting an orphan of its name); `foreign` when a VMI of its name

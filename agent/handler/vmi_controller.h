@@ -398,6 +398,11 @@ class VmiController {
   // Hands newly plugged claims to the VMI's identity, has the launcher attach and detach, and
   // sets status.volumeStatus from the domain; tried again while a volume is not Ready.
   void SyncHotplug(const std::string& uid);
+  // AddVolume and RemoveVolume: a running VMI no VM controls, `check`ed, then `edit`ed.
+  absl::Status EditOwnVolumes(
+      const kvnode::v1::ObjectRef& ref, bool dry_run,
+      const std::function<absl::Status(const kvnode::v1::VirtualMachineInstanceSpec&)>& check,
+      const std::function<void(kvnode::v1::VirtualMachineInstanceSpec*)>& edit);
   // Recover's part: VMIs whose hotplug a crash cut short.
   void ResumeHotplugsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ShutdownLauncher(const std::string& uid, int64_t grace);

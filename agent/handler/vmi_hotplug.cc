@@ -6,12 +6,14 @@
 // the VMI's), Ready (in the domain, at its target).
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/grpc_status.h"
 #include "agent/base/status_macros.h"
 #include "agent/manifest/volume_hotplug.h"
 #include "agent/handler/vmi_controller.h"
 #include "agent/handler/vmi_status.h"
+#include "pugixml.hpp"
 #include "spdlog/spdlog.h"
 
 namespace kvnode {
@@ -21,40 +23,16 @@ using kvnode::v1::ObjectRef;
 using kvnode::v1::VirtualMachineInstance;
 using kvnode::v1::Volume;
 
-std::string ClaimOf(const Volume& v) {
-  if (v.has_persistent_volume_claim()) return v.persistent_volume_claim().claim_name();
-  if (v.has_data_volume()) return v.data_volume().name();
-  return "";
-}
-
-template <typename Options>
-bool DryRun(const Options& o) {
-  return o.dry_run_size() > 0 && o.dry_run(0) == "All";
-}
-
 // The target device of each disk of a domain's XML, by the volume its alias (ua-<volume>)
 // names.
 std::map<std::string, std::string> TargetsByVolume(const std::string& xml) {
   std::map<std::string, std::string> out;
-  size_t at = 0;
-  while ((at = xml.find("<disk", at)) != std::string::npos) {
-    size_t end = xml.find("</disk>", at);
-    if (end == std::string::npos) break;
-    const std::string disk = xml.substr(at, end - at);
-    at = end;
-    auto attribute = [&disk](const std::string& element, const std::string& name) {
-      size_t e = disk.find("<" + element + " ");
-      if (e == std::string::npos) return std::string();
-      size_t a = disk.find(name + "=", e);
-      if (a == std::string::npos) return std::string();
-      const char quote = disk[a + name.size() + 1];
-      size_t start = a + name.size() + 2;
-      size_t stop = disk.find(quote, start);
-      return stop == std::string::npos ? std::string() : disk.substr(start, stop - start);
-    };
-    const std::string alias = attribute("alias", "name");
-    const std::string dev = attribute("target", "dev");
-    if (alias.rfind("ua-", 0) == 0 && !dev.empty()) out[alias.substr(3)] = dev;
+  pugi::xml_document doc;
+  if (!doc.load_string(xml.c_str())) return out;
+  for (pugi::xml_node disk : doc.document_element().child("devices").children("disk")) {
+    const std::string alias = disk.child("alias").attribute("name").value();
+    const std::string dev = disk.child("target").attribute("dev").value();
+    if (absl::StartsWith(alias, "ua-") && !dev.empty()) out[alias.substr(3)] = dev;
   }
   return out;
 }
@@ -90,9 +68,9 @@ absl::Status VmiController::UpdateVolumes(
   // lock: the storage layer lists the VMIs through this controller.)
   const std::string& ns = current.metadata().namespace_();
   std::set<std::string> had;
-  for (const Volume& v : current.spec().volumes()) had.insert(ClaimOf(v));
+  for (const Volume& v : current.spec().volumes()) had.insert(ClaimOfVolume(v));
   for (const Volume& v : volumes) {
-    const std::string claim = ClaimOf(v);
+    const std::string claim = ClaimOfVolume(v);
     if (!IsHotpluggable(v) || claim.empty() || had.count(claim) || config_.volumes == nullptr) {
       continue;
     }
@@ -130,8 +108,10 @@ absl::Status VmiController::UpdateVolumes(
   return absl::OkStatus();
 }
 
-absl::Status VmiController::AddVolume(const ObjectRef& ref,
-                                      const kvnode::v1::AddVolumeOptions& options) {
+absl::Status VmiController::EditOwnVolumes(
+    const ObjectRef& ref, bool dry_run,
+    const std::function<absl::Status(const kvnode::v1::VirtualMachineInstanceSpec&)>& check,
+    const std::function<void(kvnode::v1::VirtualMachineInstanceSpec*)>& edit) {
   VirtualMachineInstance vmi;
   {
     absl::MutexLock lock(&mu_);
@@ -147,33 +127,32 @@ absl::Status VmiController::AddVolume(const ObjectRef& ref,
   if (vmi.status().phase() != phase::kRunning) {
     return absl::FailedPreconditionError("VMI is not running");
   }
-  RETURN_IF_ERROR(CheckAddVolume(vmi.spec(), options));
-  if (DryRun(options)) return absl::OkStatus();
-  AddVolumeToSpec(options, vmi.mutable_spec());
+  RETURN_IF_ERROR(check(vmi.spec()));
+  if (dry_run) return absl::OkStatus();
+  edit(vmi.mutable_spec());
   return UpdateVolumes(ref, vmi.spec().volumes(), vmi.spec().domain().devices().disks());
+}
+
+absl::Status VmiController::AddVolume(const ObjectRef& ref,
+                                      const kvnode::v1::AddVolumeOptions& options) {
+  return EditOwnVolumes(
+      ref, IsDryRun(options),
+      [&](const kvnode::v1::VirtualMachineInstanceSpec& spec) {
+        return CheckAddVolume(spec, options);
+      },
+      [&](kvnode::v1::VirtualMachineInstanceSpec* spec) { AddVolumeToSpec(options, spec); });
 }
 
 absl::Status VmiController::RemoveVolume(const ObjectRef& ref,
                                          const kvnode::v1::RemoveVolumeOptions& options) {
-  VirtualMachineInstance vmi;
-  {
-    absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
-    vmi = r->vmi;
-  }
-  for (const auto& owner : vmi.metadata().owner_references()) {
-    if (owner.kind() == "VirtualMachine" && owner.controller()) {
-      return absl::InvalidArgumentError(absl::StrCat("VMI ", vmi.metadata().namespace_(), "/",
-                                                     vmi.metadata().name(), " is owned by a VM"));
-    }
-  }
-  if (vmi.status().phase() != phase::kRunning) {
-    return absl::FailedPreconditionError("VMI is not running");
-  }
-  RETURN_IF_ERROR(CheckRemoveVolume(vmi.spec(), options));
-  if (DryRun(options)) return absl::OkStatus();
-  RemoveVolumeFromSpec(options.name(), vmi.mutable_spec());
-  return UpdateVolumes(ref, vmi.spec().volumes(), vmi.spec().domain().devices().disks());
+  return EditOwnVolumes(
+      ref, IsDryRun(options),
+      [&](const kvnode::v1::VirtualMachineInstanceSpec& spec) {
+        return CheckRemoveVolume(spec, options);
+      },
+      [&](kvnode::v1::VirtualMachineInstanceSpec* spec) {
+        RemoveVolumeFromSpec(options.name(), spec);
+      });
 }
 
 void VmiController::SyncHotplug(const std::string& uid) {

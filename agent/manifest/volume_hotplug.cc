@@ -13,12 +13,6 @@ using kvnode::v1::Disk;
 using kvnode::v1::Volume;
 using kvnode::v1::VirtualMachineInstanceSpec;
 
-std::string ClaimOf(const Volume& v) {
-  if (v.has_persistent_volume_claim()) return v.persistent_volume_claim().claim_name();
-  if (v.has_data_volume()) return v.data_volume().name();
-  return "";
-}
-
 const Disk* DiskNamed(const VirtualMachineInstanceSpec& spec, const std::string& name) {
   for (const Disk& d : spec.domain().devices().disks()) {
     if (d.name() == name) return &d;
@@ -34,6 +28,12 @@ void EraseDisk(const std::string& name, VirtualMachineInstanceSpec* spec) {
 }
 
 }  // namespace
+
+std::string ClaimOfVolume(const Volume& v) {
+  if (v.has_persistent_volume_claim()) return v.persistent_volume_claim().claim_name();
+  if (v.has_data_volume()) return v.data_volume().name();
+  return "";
+}
 
 bool IsHotpluggable(const Volume& v) {
   return (v.has_persistent_volume_claim() && v.persistent_volume_claim().hotpluggable()) ||
@@ -71,7 +71,7 @@ absl::Status CheckAddVolume(const VirtualMachineInstanceSpec& spec,
       return absl::FailedPreconditionError(absl::StrCat(
           "Unable to add volume [", o.name(), "] because volume with that name already exists"));
     }
-    if (!ClaimOf(v).empty() && ClaimOf(v) == claim) {
+    if (!ClaimOfVolume(v).empty() && ClaimOfVolume(v) == claim) {
       return absl::FailedPreconditionError(
           absl::StrCat("Unable to add volume source [", claim, "] because it already exists"));
     }
@@ -85,7 +85,7 @@ absl::Status CheckRemoveVolume(const VirtualMachineInstanceSpec& spec,
     return absl::InvalidArgumentError("RemoveVolumeOptions requires name to be set");
   }
   for (const Volume& v : spec.volumes()) {
-    if (v.name() != o.name() && ClaimOf(v) != o.name()) continue;
+    if (v.name() != o.name() && ClaimOfVolume(v) != o.name()) continue;
     if (!IsHotpluggable(v)) {
       return absl::FailedPreconditionError(
           absl::StrCat("Unable to remove volume [", o.name(), "] because it is not hotpluggable"));
@@ -115,7 +115,7 @@ void RemoveVolumeFromSpec(const std::string& name, VirtualMachineInstanceSpec* s
   auto* volumes = spec->mutable_volumes();
   for (int i = volumes->size() - 1; i >= 0; --i) {
     const Volume& v = volumes->Get(i);
-    if (v.name() != name && ClaimOf(v) != name) continue;
+    if (v.name() != name && ClaimOfVolume(v) != name) continue;
     EraseDisk(v.name(), spec);
     volumes->DeleteSubrange(i, 1);
   }

@@ -15,6 +15,13 @@
 namespace kvnode {
 
 bool IsHotpluggable(const kvnode::v1::Volume& volume);
+// The claim a persistentVolumeClaim or dataVolume volume names; "" for any other kind.
+std::string ClaimOfVolume(const kvnode::v1::Volume& volume);
+// KubeVirt's dryRun on AddVolumeOptions and RemoveVolumeOptions: only ["All"] is a dry run.
+template <typename Options>
+bool IsDryRun(const Options& options) {
+  return options.dry_run_size() > 0 && options.dry_run(0) == "All";
+}
 
 // InvalidArgument for a request that lacks its name, disk or source, or whose disk KubeVirt
 // cannot hotplug; FailedPrecondition (KubeVirt's 409) when `spec` has a volume of that name or

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/manifest/volume_hotplug.h"
 
 namespace kvnode {
 namespace {
@@ -152,8 +153,7 @@ std::vector<SnapshotVolume> SnapshotVolumesOf(const kvnode::v1::VirtualMachineSp
   for (const auto& v : spec.template_().spec().volumes()) {
     SnapshotVolume sv;
     sv.volume = v.name();
-    if (v.has_persistent_volume_claim()) sv.claim = v.persistent_volume_claim().claim_name();
-    if (v.has_data_volume()) sv.claim = v.data_volume().name();
+    sv.claim = ClaimOfVolume(v);
     if (sv.claim.empty()) {
       sv.reason = absl::StrCat("Snapshot is not supported for this volumeSource type [", v.name(),
                                "]");

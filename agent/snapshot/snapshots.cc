@@ -12,6 +12,7 @@
 #include "agent/base/file_tree.h"
 #include "agent/base/status_macros.h"
 #include "agent/manifest/conditions.h"
+#include "agent/manifest/volume_hotplug.h"
 #include "agent/storage/disk_image.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
@@ -138,10 +139,20 @@ void Snapshots::Loop() {
 }
 
 void Snapshots::SyncOnce() {
+  // A finished snapshot or restore has nothing left to do (its VM was let go before its final
+  // status was written) until it is deleted; the thread passes it by without a lock.
   for (const auto& s : ListObjects<VirtualMachineSnapshot>(store_, kVmSnapshotKind, "")) {
+    const std::string& phase = s.status().phase();
+    if ((phase == kSnapshotSucceeded || phase == kSnapshotFailed) &&
+        s.metadata().deletion_timestamp().empty()) {
+      continue;
+    }
     SyncSnapshot(s);
   }
   for (const auto& r : ListObjects<VirtualMachineRestore>(store_, kVmRestoreKind, "")) {
+    if ((r.status().has_complete() && r.status().complete()) || Failed(r.status().conditions())) {
+      continue;
+    }
     SyncRestore(r);
   }
 }
@@ -360,15 +371,12 @@ void Snapshots::SyncSnapshot(VirtualMachineSnapshot s) {
   auto* st = s.mutable_status();
   auto* conds = st->mutable_conditions();
   const absl::Time now = clock_->Now();
-  auto vm = host_->GetVm(ns, s.spec().source().name());
   if (!s.metadata().deletion_timestamp().empty()) {
     FinishDeletion(s);
     return;
   }
-  if (st->phase() == kSnapshotSucceeded || st->phase() == kSnapshotFailed) {
-    if (vm.ok()) (void)host_->HoldForSnapshot(*vm, name, /*hold=*/false);
-    return;
-  }
+  if (st->phase() == kSnapshotSucceeded || st->phase() == kSnapshotFailed) return;
+  auto vm = host_->GetVm(ns, s.spec().source().name());
   const absl::Duration deadline = FailureDeadline(s);
   if (deadline > absl::ZeroDuration() && now > CreatedAt(s.metadata()) + deadline) {
     st->set_phase(kSnapshotFailed);
@@ -402,9 +410,7 @@ void Snapshots::SyncSnapshot(VirtualMachineSnapshot s) {
   std::map<std::string, VolumeManager::SnapshotClaim> claims;
   std::map<std::string, ClaimFacts> facts;
   for (const auto& v : vm->spec().template_().spec().volumes()) {
-    std::string claim = v.has_persistent_volume_claim() ? v.persistent_volume_claim().claim_name()
-                        : v.has_data_volume()           ? v.data_volume().name()
-                                                        : "";
+    const std::string claim = ClaimOfVolume(v);
     if (claim.empty()) continue;
     ClaimFacts f;
     auto c = volumes_->ClaimForSnapshot(ns, claim);

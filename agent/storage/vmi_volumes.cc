@@ -11,6 +11,7 @@
 #include "agent/base/status_macros.h"
 #include "agent/manifest/defaults.h"
 #include "agent/manifest/quantity.h"
+#include "agent/manifest/volume_hotplug.h"
 #include "agent/storage/disk_image.h"
 #include "agent/storage/host_path.h"
 #include "agent/storage/nocloud.h"
@@ -52,13 +53,9 @@ int64_t QuantityBytes(const std::string& text) {
 absl::Status VolumeManager::PrepareHotplugClaims(const kvnode::v1::VirtualMachineInstance& vmi,
                                                  const FsIdentity& id) {
   for (const auto& v : vmi.spec().volumes()) {
-    const bool hotplug = (v.has_persistent_volume_claim() && v.persistent_volume_claim().hotpluggable()) ||
-                         (v.has_data_volume() && v.data_volume().hotpluggable());
-    if (!hotplug) continue;
-    const std::string claim = v.has_persistent_volume_claim()
-                                  ? v.persistent_volume_claim().claim_name()
-                                  : v.data_volume().name();
-    RETURN_IF_ERROR(PrepareClaim(vmi.metadata().namespace_(), claim, id, /*share_group=*/false));
+    if (!IsHotpluggable(v)) continue;
+    RETURN_IF_ERROR(PrepareClaim(vmi.metadata().namespace_(), ClaimOfVolume(v), id,
+                                 /*share_group=*/false));
   }
   return absl::OkStatus();
 }

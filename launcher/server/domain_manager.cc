@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/atomic_file.h"
 #include "agent/base/status_macros.h"
+#include "agent/manifest/volume_hotplug.h"
 #include "google/protobuf/util/json_util.h"
 #include "launcher/server/guest_agent.h"
 #include "launcher/server/migration_xml.h"
@@ -165,8 +166,7 @@ absl::Status DomainManager::SyncHotplugDisksLocked(const kvnode::v1::VirtualMach
   std::set<std::string> hotplug, volumes;
   for (const auto& v : vmi.spec().volumes()) {
     volumes.insert(v.name());
-    if ((v.has_persistent_volume_claim() && v.persistent_volume_claim().hotpluggable()) ||
-        (v.has_data_volume() && v.data_volume().hotpluggable())) {
+    if (IsHotpluggable(v)) {
       hotplug.insert(v.name());
     }
   }
