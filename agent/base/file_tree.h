@@ -6,7 +6,11 @@
 #ifndef KVNODE_AGENT_BASE_FILE_TREE_H_
 #define KVNODE_AGENT_BASE_FILE_TREE_H_
 
+#include <sys/types.h>
+
 #include <string>
+
+#include "absl/status/status.h"
 
 namespace kvnode {
 
@@ -16,6 +20,12 @@ void RemoveTreeAt(int parent_fd, const char* name);
 
 // The same for `parent`/`name`; `parent` itself is opened with O_NOFOLLOW.
 void RemoveTreeUnder(const std::string& parent, const std::string& name);
+
+// Everything inside the directory open at `dir_fd` (not the directory itself) becomes
+// uid:gid, directories 0700 and files 0600; with `only_from` set, only what that uid owns is
+// touched. Links are changed themselves (never what they point at) and never descended; the
+// walk stops 16 levels down. The first error is returned after the rest was tried.
+absl::Status HandTreeTo(int dir_fd, uid_t uid, gid_t gid, uid_t only_from = static_cast<uid_t>(-1));
 
 }  // namespace kvnode
 

@@ -31,8 +31,14 @@ std::string FormatVersion(uint64_t version) {
 }
 
 std::string SerializeNodeStack(const NodeStack& stack) {
-  return absl::StrCat("libvirt ", FormatVersion(stack.libvirt), "\nqemu ",
-                      FormatVersion(stack.qemu), "\n");
+  std::string out = absl::StrCat("libvirt ", FormatVersion(stack.libvirt), "\nqemu ",
+                                 FormatVersion(stack.qemu), "\n");
+  if (stack.hyperv.has_value()) {
+    absl::StrAppend(&out, "hyperv");
+    for (const std::string& f : *stack.hyperv) absl::StrAppend(&out, " ", f);
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
 }
 
 absl::StatusOr<NodeStack> ParseNodeStack(const std::string& text) {
@@ -42,12 +48,20 @@ absl::StatusOr<NodeStack> ParseNodeStack(const std::string& text) {
     ++line_no;
     std::pair<absl::string_view, absl::string_view> kv =
         absl::StrSplit(absl::StripAsciiWhitespace(line), absl::MaxSplits(' ', 1));
+    if (kv.first == "hyperv") {
+      stack.hyperv.emplace();
+      for (absl::string_view f : absl::StrSplit(kv.second, ' ', absl::SkipEmpty())) {
+        stack.hyperv->insert(std::string(f));
+      }
+      continue;
+    }
     uint64_t* target = kv.first == "libvirt" ? &stack.libvirt
                        : kv.first == "qemu"  ? &stack.qemu
                                              : nullptr;
     if (target == nullptr || !ParseVersion(kv.second, target)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("line ", line_no, ": \"", line, "\" is not \"libvirt|qemu X.Y.Z\""));
+          absl::StrCat("line ", line_no, ": \"", line,
+                       "\" is not \"libvirt|qemu X.Y.Z\" or \"hyperv FEATURE...\""));
     }
   }
   if (stack.libvirt == 0) return absl::InvalidArgumentError("no libvirt version");

@@ -9,6 +9,8 @@
 #define KVNODE_AGENT_BASE_NODE_STACK_H_
 
 #include <cstdint>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -18,6 +20,10 @@ namespace kvnode {
 struct NodeStack {
   uint64_t libvirt = 0;
   uint64_t qemu = 0;
+  // The Hyper-V enlightenments libvirt's domain capabilities offer for the node's virt type
+  // (features/hyperv, libvirt's names: "spinlocks", "vendor_id", ...); unset when the primer
+  // did not read them.
+  std::optional<std::set<std::string>> hyperv;
 };
 
 // The file in the capabilities dir that holds the stack.
@@ -26,7 +32,7 @@ inline constexpr char kNodeStackFile[] = "stack";
 // "11.3.0" for 11003000.
 std::string FormatVersion(uint64_t version);
 
-// "libvirt 11.3.0\nqemu 10.0.2\n".
+// "libvirt 11.3.0\nqemu 10.0.2\n", then "hyperv spinlocks vendor_id\n" when known.
 std::string SerializeNodeStack(const NodeStack& stack);
 
 // The reverse of SerializeNodeStack; an error names the line that is wrong. Both versions are

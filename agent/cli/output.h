@@ -19,6 +19,8 @@ void PrintTable(std::ostream& out, const std::vector<std::string>& header,
 
 // "12s", "5m", "3h", "2d" since `timestamp` (RFC 3339), "<unknown>" if it does not parse.
 std::string Age(const std::string& timestamp, absl::Time now);
+// "512 B", "1.5 MiB", "2.0 GiB".
+std::string HumanBytes(int64_t bytes);
 
 std::string MessageToJson(const google::protobuf::Message& m);
 // Block-style YAML of the message's JSON form; strings that YAML would read as something

@@ -55,17 +55,6 @@ std::string UsedBy(const PVCView& v) {
   return v.used_by().empty() ? "<none>" : absl::StrJoin(v.used_by(), ",");
 }
 
-std::string HumanBytes(int64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  return u == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.1f %s", v, units[u]);
-}
-
 // A progress bar on a terminal, plain lines (every 10%) otherwise.
 class Progress {
  public:

@@ -10,6 +10,7 @@
 #include "agent/cli/cli.h"
 #include "agent/cli/output.h"
 #include "agent/cli/vm_views.h"
+#include "agent/manifest/backend_storage.h"
 #include "agent/manifest/instancetype.h"
 #include "agent/controller/run_strategy.h"
 #include "agent/handler/vmi_status.h"
@@ -178,6 +179,33 @@ int GetVms(Cli& cli, const std::string& name, const std::string& output, bool pr
   return 0;
 }
 
+namespace {
+
+// The VM's backend storage (persistent-state-for-<vm>): what it keeps, where, and how much.
+void DescribeFirmwareStore(Cli& cli, const VirtualMachine& vm) {
+  const auto& spec = vm.spec().template_().spec();
+  const std::string claim = BackendStorageClaimName(vm.metadata().name());
+  kvnode::v1::PVCView view;
+  grpc::ClientContext ctx;
+  bool exists = StorageStub(cli)->GetPVC(Deadline(&ctx), cli.Ref(claim), &view).ok();
+  if (!exists && !NeedsBackendStorage(spec)) return;
+  std::vector<std::string> holds;
+  if (HasPersistentEfi(spec)) holds.push_back("EFI variables (" + NvramFirmware(spec) + ")");
+  if (HasPersistentTpm(spec)) holds.push_back("TPM 2.0 state");
+  std::ostream& o = *cli.out;
+  o << "Firmware Store:   " << claim;
+  if (!exists) {
+    o << " (made at the VM's next start)";
+  } else {
+    o << " (" << view.pvc().status().phase() << ", " << HumanBytes(view.allocated_bytes())
+      << " used, class " << view.pvc().spec().storage_class_name() << ")";
+  }
+  o << "\n                  holds "
+    << (holds.empty() ? "nothing the VM asks for now" : absl::StrJoin(holds, " and ")) << "\n";
+}
+
+}  // namespace
+
 int DescribeVm(Cli& cli, const std::string& name) {
   VirtualMachine vm;
   grpc::ClientContext ctx;
@@ -239,6 +267,7 @@ int DescribeVm(Cli& cli, const std::string& name) {
   }
   o << "Volumes:\n";
   for (const auto& v : DescribeVolumes(vm.spec().template_().spec())) o << "  " << v << "\n";
+  DescribeFirmwareStore(cli, vm);
   (void)PrintVolumeReview(cli, name, "Background", "Volume review (if the VM is deleted):");
   o << "Conditions:\n";
   std::vector<std::vector<std::string>> rows;

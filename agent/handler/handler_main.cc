@@ -82,6 +82,7 @@ std::string DirName(const std::string& path) {
 // Returns the stack the primer's libvirtd reported (agent/base/node_stack.h), or why not.
 absl::StatusOr<NodeStack> PrimeCapabilities(const std::string& launcher, const std::string& dir,
                                             const std::string& socket_dir,
+                                            const std::string& virt_type,
                                             const LauncherIdentity& id) {
   for (const std::string& d : {dir, socket_dir}) {
     if (mkdir(d.c_str(), 0700) < 0 && errno != EEXIST) return absl::ErrnoToStatus(errno, d);
@@ -98,7 +99,8 @@ absl::StatusOr<NodeStack> PrimeCapabilities(const std::string& launcher, const s
   std::string log_path = dir + ".log";
   int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   SpawnOptions o;
-  o.argv = {launcher, "prime-capabilities", "--dir", dir, "--socket-dir", socket_dir};
+  o.argv = {launcher, "prime-capabilities", "--dir", dir, "--socket-dir", socket_dir,
+            "--virt-type", virt_type};
   o.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "HOME=" + dir + "/h"};
   o.uid = id.uid;
   o.gid = id.gid;
@@ -208,12 +210,18 @@ void StartCapabilitiesPrimer(Handler* h) {
     absl::MutexLock lock(&h->stack_mu);
     return h->stack.has_value() ? h->stack->qemu : 0;
   };
+  c.node_stack = [h]() -> std::optional<NodeStack> {
+    absl::MutexLock lock(&h->stack_mu);
+    return h->stack;
+  };
   h->primer = std::thread([h, dir = h->options.capabilities_dir, launcher = c.launcher_binary,
+                           virt_type = c.virt_type,
                            sockets = c.run_dir + "/primer", identity = c.ids->Primer(),
                            ready = c.capabilities_ready] {
     int lock = open((dir + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (lock >= 0) flock(lock, LOCK_EX);
-    absl::StatusOr<NodeStack> stack = PrimeCapabilities(launcher, dir, sockets, identity);
+    absl::StatusOr<NodeStack> stack =
+        PrimeCapabilities(launcher, dir, sockets, virt_type, identity);
     if (lock >= 0) close(lock);
     if (stack.ok()) {
       spdlog::info("the node's stack: {} (as the launchers' libvirtd reports it)",

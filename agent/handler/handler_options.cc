@@ -356,6 +356,9 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
   o.capabilities_dir = flags.GetOr("capabilities-dir", NodePaths(c.state_dir).capabilities_dir());
   RETURN_IF_ERROR(ParseNetwork(flags, &o));
   c.limits.pod_network_supported = o.pod_network;
+  // libvirt runs swtpm and swtpm_setup for a VMI's TPM (Debian's swtpm, swtpm-tools).
+  c.limits.tpm_emulator =
+      access("/usr/bin/swtpm", X_OK) == 0 && access("/usr/bin/swtpm_setup", X_OK) == 0;
   RETURN_IF_ERROR(ParseMigrationFlags(flags, &o.migration));
   RETURN_IF_ERROR(ParseApi(flags, &o));
   RETURN_IF_ERROR(ParseStorageClasses(flags, &o.storage_classes));

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/handler/vmi_status.h"
+#include "agent/manifest/backend_storage.h"
 
 namespace kvnode {
 namespace {
@@ -71,6 +72,13 @@ MigratableVerdict EvaluateLiveMigratable(const kvnode::v1::VirtualMachineInstanc
       case kvnode::v1::Volume::kEphemeral: return LocalDisk(v.name(), "ephemeral");
       default: break;
     }
+  }
+  // The VM's backend storage is node-local and block migration copies disks only; nothing
+  // carries the EFI variables and the TPM's files to the target yet.
+  if (NeedsBackendStorage(spec)) {
+    return No(kDisks, "cannot migrate VMI: its VM's persistent firmware state (EFI variables "
+                      "or TPM, persistent-state-for-<vm>) is kept on this node and is not "
+                      "copied by a live migration on this node yet");
   }
   for (const auto& i : spec.domain().devices().interfaces()) {
     if (i.has_bridge()) {

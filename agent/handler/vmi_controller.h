@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +30,7 @@
 #include "agent/base/clock.h"
 #include "agent/base/helper_restarts.h"
 #include "agent/base/peer_cred.h"
+#include "agent/base/node_stack.h"
 #include "agent/base/state_layout.h"
 #include "agent/base/user_fs.h"
 #include "agent/base/work_queue.h"
@@ -70,6 +72,11 @@ struct HandlerConfig {
   // The node's QEMU version as the capabilities primer found it (libvirt's encoding), 0 until
   // then or when unknown. May be null.
   std::function<uint64_t()> qemu_version;
+  // The node's stack as the capabilities primer found it: libvirt's version and the Hyper-V
+  // enlightenments it offers for virt_type; nullopt until known. A VMI asking for what the
+  // stack cannot give stays Pending, unschedulable, as a launcher pod whose node selector no
+  // node matches. May be null.
+  std::function<std::optional<NodeStack>()> node_stack;
   std::string launcher_binary;
   std::string capabilities_cache;
   // Notified once the capabilities cache is primed; launchers wait for it (briefly) so that

@@ -15,6 +15,8 @@
 #include "agent/base/untrusted_file.h"
 #include "agent/handler/handler_metrics.h"
 #include "agent/handler/vmi_controller.h"
+#include "agent/manifest/backend_storage.h"
+#include "agent/manifest/hyperv.h"
 
 #include <functional>
 #include "agent/handler/vmi_status.h"
@@ -278,6 +280,22 @@ bool VmiController::HoldResourcesLocked(Record* r) {
   }
   std::string insufficient =
       InsufficientResources(held, RequestOf(r->vmi.spec(), config_.limits), config_.limits);
+  std::optional<NodeStack> stack =
+      insufficient.empty() && config_.node_stack ? config_.node_stack() : std::nullopt;
+  if (stack.has_value()) {
+    // KubeVirt gives such a launcher pod a node selector per enlightenment
+    // (hyperv.node.kubevirt.io/<feature>) that a node without it does not match.
+    std::string missing =
+        stack->hyperv.has_value()
+            ? MissingHypervFeatures(r->vmi.spec(), *stack->hyperv, config_.virt_type)
+            : std::string();
+    if (missing.empty()) missing = PersistentTpmUnsupported(r->vmi.spec(), stack->libvirt);
+    if (!missing.empty()) {
+      insufficient = absl::StrCat(
+          "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector: ",
+          missing);
+    }
+  }
   auto* conds = r->vmi.mutable_status()->mutable_conditions();
   if (!insufficient.empty()) {
     // As a launcher pod the scheduler cannot place: the VMI waits, Pending, and starts when

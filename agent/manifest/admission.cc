@@ -36,7 +36,9 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/base/uuid.h"
+#include "agent/manifest/backend_storage.h"
 #include "agent/manifest/defaults.h"
+#include "agent/manifest/hyperv.h"
 #include "agent/manifest/quantity.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -878,6 +880,11 @@ void CheckFirmware(const DomainSpec& domain, const FieldPath& path, AdmissionRev
   FieldPath boot_path = fw_path.Child("bootloader");
   if (boot.has_bios() && boot.has_efi()) {
     review->errors.Add(boot_path, "bios and efi are mutually exclusive");
+    if (boot.efi().persistent()) {
+      review->errors.Add(boot_path.Child("efi").Child("persistent"),
+                         "persistent EFI variables need the efi bootloader, and bios is set "
+                         "too (BIOS keeps no variables)");
+    }
   }
   // KubeVirt: secureBoot defaults to true with efi; OVMF's secure boot build needs SMM.
   bool secure_boot = boot.has_efi() && (!boot.efi().has_secure_boot() || boot.efi().secure_boot());
@@ -1638,12 +1645,6 @@ void CheckProbes(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
 
 void CheckOtherDevices(const kvnode::v1::Devices& devices, const FieldPath& path,
                        AdmissionReview* review) {
-  if (devices.has_tpm() && devices.tpm().persistent() &&
-      !(devices.tpm().has_enabled() && !devices.tpm().enabled())) {
-    review->errors.Add(path.Child("tpm").Child("persistent"),
-                       "a TPM with persistent state needs the VM's backend storage, which this "
-                       "node does not keep yet (a TPM without persistent: true works)");
-  }
   if (devices.has_watchdog()) {
     FieldPath wd = path.Child("watchdog");
     CheckLabelName(devices.watchdog().name(), "watchdog name", wd.Child("name"), review);
@@ -2010,6 +2011,12 @@ void AdmitVmiSpec(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
   CheckBootOrder(domain.devices(), devices_path, review);
   CheckNetworking(spec, path, node, review);
   CheckOtherDevices(domain.devices(), devices_path, review);
+  if (HasTpm(spec) && !node.tpm_emulator) {
+    review->errors.Add(devices_path.Child("tpm"),
+                       "this node cannot run a virtual TPM: swtpm (Debian's swtpm and "
+                       "swtpm-tools packages) is not installed");
+  }
+  CheckHyperv(spec, path, review);
   CheckHostIdentity(spec, path, review);
   CheckScheduling(spec, path, review);
   CheckPodDns(spec, path, review);
@@ -2031,12 +2038,38 @@ void RefuseHookSidecars(const ObjectMeta& meta, const FieldPath& path, Admission
                      "sidecar hooks are not supported on this node (it runs no containers)");
 }
 
+namespace {
+
+// The VM's backend storage holds persistent firmware state (backend_storage.h); a VMI that no
+// VM controls has none to keep it in.
+void RefuseBareVmiPersistence(const kvnode::v1::VirtualMachineInstance& vmi,
+                              AdmissionReview* review) {
+  if (!ControllingVm(vmi.metadata()).empty()) return;
+  constexpr char kWhy[] =
+      " the backend storage of a VirtualMachine (persistent-state-for-<vm>), and a "
+      "VirtualMachineInstance without a VirtualMachine has none: create a VirtualMachine, or "
+      "drop persistent";
+  FieldPath domain("spec.domain");
+  if (HasPersistentTpm(vmi.spec())) {
+    review->errors.Add(domain.Child("devices").Child("tpm").Child("persistent"),
+                       absl::StrCat("a TPM with persistent state needs", kWhy));
+  }
+  if (HasPersistentEfi(vmi.spec())) {
+    review->errors.Add(
+        domain.Child("firmware").Child("bootloader").Child("efi").Child("persistent"),
+        absl::StrCat("persistent EFI variables need", kWhy));
+  }
+}
+
+}  // namespace
+
 AdmissionReview AdmitVmi(const kvnode::v1::VirtualMachineInstance& vmi, const NodeLimits& node,
                          const PathResolver& paths) {
   AdmissionReview review;
   AdmitObjectMeta(vmi.metadata(), FieldPath("metadata"), &review);
   RefuseHookSidecars(vmi.metadata(), FieldPath("metadata"), &review);
   AdmitVmiSpec(vmi.spec(), FieldPath("spec"), node, paths, &review);
+  RefuseBareVmiPersistence(vmi, &review);
   using kvnode::v1::VirtualMachineInstance;
   CheckSchemaValues(
       vmi, FieldPath(), &review,
@@ -2078,6 +2111,8 @@ ResourceRequest RequestOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
     r.memory_bytes = static_cast<int64_t>(static_cast<__int128>(guest->Value()) * 100 / percent);
   }
   r.memory_bytes += node.vmi_memory_overhead_bytes;
+  // KubeVirt's overhead for the swtpm a TPM runs (pkg/hypervisor/kvm/hypervisorbackend.go).
+  if (HasTpm(spec)) r.memory_bytes += kTpmMemoryOverheadBytes;
   return r;
 }
 

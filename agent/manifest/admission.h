@@ -50,6 +50,8 @@ struct NodeLimits {
   // What each running VMI costs the node besides its guest's memory (its launcher, libvirtd
   // and QEMU's own memory), added to its memory request as KubeVirt adds its overhead.
   int64_t vmi_memory_overhead_bytes = 0;
+  // swtpm (Debian's swtpm and swtpm-tools) is installed, so libvirt can run a virtual TPM.
+  bool tpm_emulator = true;
 };
 
 // What a VMI holds of its node while it runs, as KubeVirt's launcher pod requests it
@@ -57,6 +59,8 @@ struct NodeLimits {
 // defaults a request to its limit), else vCPUs / cpu_allocation_ratio, one CPU per vCPU when
 // dedicated; memory from requests.memory, else limits.memory, else the guest's memory less the
 // overcommit, plus the per-VMI overhead. Unparsable values count as zero (admission names them).
+// What a VMI with a TPM costs more: KubeVirt's 53Mi for its swtpm.
+inline constexpr int64_t kTpmMemoryOverheadBytes = int64_t{53} << 20;
 struct ResourceRequest {
   int64_t cpu_milli = 0;
   int64_t memory_bytes = 0;

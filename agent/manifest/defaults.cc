@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/uuid.h"
+#include "agent/manifest/hyperv.h"
 #include "agent/manifest/instancetype.h"
 #include "agent/manifest/quantity.h"
 
@@ -141,6 +142,7 @@ void ApplyVmiSpecDefaults(absl::string_view ns, absl::string_view name,
   DefaultDisks(spec);
   DefaultPullPolicies(spec);
   DefaultNetworking(spec);
+  DefaultHyperv(spec);
   if (!spec->has_termination_grace_period_seconds()) {
     spec->set_termination_grace_period_seconds(kDefaultGracePeriodSeconds);
   }

@@ -294,10 +294,6 @@ AdmissionReview AdmitPreference(const VirtualMachinePreference& preference) {
                    kPreferenceKind, kClusterPreferenceKind, &review);
   FieldPath spec("spec");
   const auto& s = preference.spec();
-  if (s.devices().has_preferred_tpm()) {
-    review.errors.Add(spec.Child("devices").Child("preferredTPM"),
-                      "a virtual TPM is not supported on this node");
-  }
   if (s.cpu().spread_options().has_ratio() && s.cpu().spread_options().ratio() == 0) {
     review.errors.Add(spec.Child("cpu").Child("spreadOptions").Child("ratio"),
                       "must be at least 1");

@@ -360,9 +360,6 @@ const char* UnsupportedKubeVirtField(const Descriptor* d, absl::string_view key)
       {"Interface", "sriov", "SR-IOV needs device passthrough, which this node does not do"},
       {"Interface", "binding", "network binding plugins are not supported on this node "
                                "(masquerade on the pod network is)"},
-      {"Features", "hyperv", "Hyper-V enlightenments are not supported on this node yet"},
-      {"FeaturePreferences", "preferredHyperv",
-       "Hyper-V enlightenments are not supported on this node yet"},
       {"Firmware", "kernelBoot", "booting a kernel from a container image is not supported on "
                                  "this node"},
       {"DomainSpec", "launchSecurity", "confidential guests (SEV) are not supported on this node"},

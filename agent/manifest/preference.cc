@@ -80,6 +80,7 @@ void ApplyDevicePreferences(const kvnode::v1::DevicePreferences& p,
     devices->set_disable_hotplug(p.preferred_disable_hotplug());
   }
   if (p.has_preferred_rng() && !devices->has_rng()) *devices->mutable_rng() = p.preferred_rng();
+  if (p.has_preferred_tpm() && !devices->has_tpm()) *devices->mutable_tpm() = p.preferred_tpm();
   ApplyAutoAttachPreferences(p, devices);
   for (auto& disk : *devices->mutable_disks()) {
     if (disk.target_case() == kvnode::v1::Disk::TARGET_NOT_SET) disk.mutable_disk();
@@ -138,6 +139,9 @@ void ApplyFeaturePreferences(const kvnode::v1::FeaturePreferences& p,
     *features->mutable_pvspinlock() = p.preferred_pvspinlock();
   }
   if (p.has_preferred_smm() && !features->has_smm()) *features->mutable_smm() = p.preferred_smm();
+  if (p.has_preferred_hyperv() && !features->has_hyperv()) {
+    *features->mutable_hyperv() = p.preferred_hyperv();
+  }
 }
 
 void ApplyFirmwarePreferences(const kvnode::v1::FirmwarePreferences& p,

@@ -279,7 +279,7 @@ absl::Status VolumeManager::PrepareVmi(const kvnode::v1::VirtualMachineInstance&
         break;
     }
   }
-  return absl::OkStatus();
+  return PrepareBackendStorage(vmi, user);
 }
 
 namespace {
@@ -320,6 +320,7 @@ absl::Status VolumeManager::ReturnToRoot(
     close(fd);
     RETURN_IF_ERROR(s);
   }
+  RETURN_IF_ERROR(ReturnBackendStorageToRoot(uid));
   if (!vmi.has_value()) return absl::OkStatus();
   {
     absl::MutexLock lock(&mu_);

@@ -12,6 +12,7 @@
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/uuid.h"
+#include "agent/manifest/backend_storage.h"
 #include "agent/manifest/quantity.h"
 #include "agent/storage/disk_image.h"
 #include "agent/storage/pvc_rules.h"
@@ -154,7 +155,8 @@ std::vector<std::string> VolumeManager::UsersOf(const std::string& ns, const std
   for (const auto& vmi : lister()) {
     if (vmi.metadata().namespace_() != ns || IsFinal(vmi)) continue;
     auto claims = ClaimsOf(vmi);
-    if (std::find(claims.begin(), claims.end(), claim) != claims.end()) {
+    if (std::find(claims.begin(), claims.end(), claim) != claims.end() ||
+        BackendStorageClaimOf(vmi) == claim) {
       users.push_back(vmi.metadata().name());
     }
   }
@@ -194,6 +196,10 @@ PVCView VolumeManager::ViewLocked(const PersistentVolumeClaim& pvc) {
     for (const auto& c : pvc.status().conditions()) {
       if (c.type() == "Bound" && c.status() == "False") view.set_pending_reason(c.message());
     }
+    return view;
+  }
+  if (IsBackendStorageClaim(pvc)) {
+    view.set_allocated_bytes(BackendStorageBytes(pvc));
     return view;
   }
   struct stat st;
@@ -454,7 +460,8 @@ absl::Status VolumeManager::Recover() {
       continue;
     }
     struct stat st;
-    bool present = lstat(ClaimImage(pvc).c_str(), &st) == 0;
+    bool present = lstat((IsBackendStorageClaim(pvc) ? ClaimDir(pvc).path() : ClaimImage(pvc)).c_str(),
+                         &st) == 0;
     if (pvc.status().phase() == "Bound" && !present) {
       spdlog::warn("PersistentVolumeClaim {}/{}: its disk is gone; phase Lost", o.ns, o.name);
       SetPhase(&pvc, "Lost");

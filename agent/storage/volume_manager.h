@@ -73,6 +73,10 @@ class VolumeUpload;
 // The claims a VMI's volumes name (persistentVolumeClaim, dataVolume, ephemeral).
 std::vector<std::string> ClaimsOf(const kvnode::v1::VirtualMachineInstance& vmi);
 
+// A VM's backend storage claim (persistent-state-for-<vm>, labelled so): a dir of files
+// (nvram/, swtpm/), not a disk.img (agent/manifest/backend_storage.h).
+bool IsBackendStorageClaim(const kvnode::v1::PersistentVolumeClaim& pvc);
+
 class VolumeManager : public VmVolumes {
  public:
   VolumeManager(VolumeConfig config, Store* store, Clock* clock);
@@ -322,6 +326,21 @@ class VolumeManager : public VmVolumes {
                                                     const std::string& node,
                                                     const std::set<std::string>& in_use)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // --- Backend storage (backend_storage.cc) ---
+  // The class a VM's backend storage claim is made in: the default class unless it is Block.
+  StorageClass BackendStorageClass() const;
+  // The backend storage claim of `vmi`'s VM, made (owned by the VM) when missing.
+  absl::StatusOr<kvnode::v1::PersistentVolumeClaim> EnsureBackendStorageLocked(
+      const kvnode::v1::VirtualMachineInstance& vmi) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The VM's backend storage handed to the VMI's identity (its contents; the claim's dir stays
+  // root's); EFI variables of another firmware removed. Nothing for a VMI that needs none.
+  absl::Status PrepareBackendStorage(const kvnode::v1::VirtualMachineInstance& vmi,
+                                     const FsIdentity& id) ABSL_LOCKS_EXCLUDED(mu_);
+  // What `uid` owns in any backend storage becomes root's again.
+  absl::Status ReturnBackendStorageToRoot(uid_t uid) ABSL_LOCKS_EXCLUDED(mu_);
+  // The bytes the claim's files take.
+  int64_t BackendStorageBytes(const kvnode::v1::PersistentVolumeClaim& pvc) const;
+
   absl::Status PrepareCloudInit(const kvnode::v1::VirtualMachineInstance& vmi,
                                 const kvnode::v1::Volume& volume, const FsIdentity& id);
   absl::Status PrepareHostDisk(const kvnode::v1::HostDisk& disk, const std::string& volume,

@@ -219,20 +219,25 @@ void AppendConsoleAndChannels(const ConvertContext& ctx, pugi::xml_node devices)
 }
 
 // A virtual TPM 2.0 that libvirt runs swtpm for (as the VMI's own identity: the launcher's
-// session libvirtd), model tpm-tis as KubeVirt gives a TPM without persistent state
-// (pkg/virt-launcher/virtwrap/converter/compute/tpm.go). Its state is the execution's: libvirt
-// removes it with the domain. Persistent state needs the VM's backend storage (refused).
+// session libvirtd), as KubeVirt converts it (pkg/virt-launcher/virtwrap/converter/compute/
+// tpm.go): model tpm-tis, or tpm-crb with persistent_state for `persistent: true`. A TPM
+// without persistent state lives as long as the execution (libvirt removes it with the
+// domain); a persistent one keeps its state in the VM's backend storage (tpm_state_dir).
 absl::Status AppendTpm(const ConvertContext& ctx, pugi::xml_node devices) {
   if (!ctx.devices().has_tpm()) return absl::OkStatus();
   const auto& tpm = ctx.devices().tpm();
   if (tpm.has_enabled() && !tpm.enabled()) return absl::OkStatus();
-  if (tpm.persistent()) {
+  const std::string& state_dir = ctx.options.tpm_state_dir();
+  if (tpm.persistent() && state_dir.empty()) {
     return Invalid("spec.domain.devices.tpm.persistent",
-                   "a TPM with persistent state needs the VM's backend storage, which this node "
-                   "does not keep yet (a TPM without persistent: true works)");
+                   "needs the VM's backend storage (options.tpm_state_dir is not set)");
   }
-  pugi::xml_node node = Attr(Child(devices, "tpm"), "model", "tpm-tis");
-  Attr(Attr(Child(node, "backend"), "type", "emulator"), "version", "2.0");
+  pugi::xml_node node = Attr(Child(devices, "tpm"), "model", tpm.persistent() ? "tpm-crb" : "tpm-tis");
+  pugi::xml_node backend = Attr(Attr(Child(node, "backend"), "type", "emulator"), "version", "2.0");
+  if (tpm.persistent()) {
+    Attr(backend, "persistent_state", "yes");
+    Attr(Attr(Child(backend, "source"), "type", "dir"), "path", state_dir);
+  }
   return absl::OkStatus();
 }
 

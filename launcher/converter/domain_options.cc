@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "agent/base/sha1.h"
+#include "agent/manifest/backend_storage.h"
 
 namespace kvnode {
 namespace {
@@ -41,10 +42,11 @@ struct Layout {
   const VmiPaths& vmi;
   const ClaimLayout& claims;
 
-  std::string ClaimImage(const std::string& claim) const {
+  std::string ClaimDir(const std::string& claim) const {
     auto dir = claims.dirs.find(claim);
-    return dir == claims.dirs.end() ? node.volume_image(ns, claim) : dir->second + "/disk.img";
+    return dir == claims.dirs.end() ? node.volume_dir(ns, claim) : dir->second;
   }
+  std::string ClaimImage(const std::string& claim) const { return ClaimDir(claim) + "/disk.img"; }
   bool IsBlock(const std::string& claim) const { return claims.block.count(claim) > 0; }
 };
 
@@ -167,6 +169,13 @@ DomainOptions BuildDomainOptions(const VirtualMachineInstance& vmi, const NodePa
     if (LayOutVolume(vol, layout, &src)) {
       *options.add_volumes() = std::move(src);
     }
+  }
+  // The VM's firmware store: its EFI variables and its TPM's state, when they persist.
+  const std::string state_claim = BackendStorageClaimOf(vmi);
+  if (!state_claim.empty()) {
+    const std::string dir = layout.ClaimDir(state_claim);
+    if (HasPersistentEfi(vmi.spec())) options.set_nvram_path(BackendNvramPath(dir, meta.name()));
+    if (HasPersistentTpm(vmi.spec())) options.set_tpm_state_dir(BackendSwtpmDir(dir));
   }
   const auto& interfaces = vmi.spec().domain().devices().interfaces();
   for (int i = 0; i < interfaces.size(); ++i) {

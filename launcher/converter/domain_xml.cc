@@ -131,9 +131,17 @@ absl::Status AppendEfi(const ConvertContext& ctx, pugi::xml_node os) {
   pugi::xml_node loader = Attr(Attr(Child(os, "loader"), "readonly", "yes"), "secure",
                                converter::YesNo(secure));
   SetText(Attr(loader, "type", "pflash"), code);
-  // The VARS copy lives with the VMI: a new execution starts from the template again.
+  // The VARS copy lives with the VMI (a new execution starts from the template again) unless
+  // the VM keeps it in its backend storage (efi.persistent); libvirt copies the template only
+  // when the file is missing.
+  if (ctx.domain().firmware().bootloader().efi().persistent() && o.nvram_path().empty()) {
+    return Invalid("spec.domain.firmware.bootloader.efi.persistent",
+                   "needs the VM's backend storage (options.nvram_path is not set)");
+  }
   SetText(Attr(Child(os, "nvram"), "template", vars),
-          absl::StrCat(o.runtime_dir(), "/", ctx.vmi.metadata().name(), "_VARS.fd"));
+          !o.nvram_path().empty()
+              ? o.nvram_path()
+              : absl::StrCat(o.runtime_dir(), "/", ctx.vmi.metadata().name(), "_VARS.fd"));
   return absl::OkStatus();
 }
 
@@ -165,6 +173,58 @@ bool Enabled(bool has, const kvnode::v1::FeatureState& f) {
   return has && (!f.has_enabled() || f.enabled());
 }
 
+// <state state='on|off'/> for a feature whose `enabled` defaults to true when present
+// (KubeVirt's convertFeatureState).
+template <typename Feature>
+pugi::xml_node AppendState(pugi::xml_node parent, const char* name, const Feature& f) {
+  return Attr(Child(parent, name), "state", converter::OnOff(!f.has_enabled() || f.enabled()));
+}
+
+// KubeVirt's convertFeatureHypervToAPIFeatureHyperv
+// (pkg/virt-launcher/virtwrap/converter/compute/hypervisor_features.go): each field present
+// becomes libvirt's element, in libvirt's order; hypervPassthrough (without hyperv) is
+// mode='passthrough'.
+void AppendHyperv(const kvnode::v1::Features& f, pugi::xml_node features) {
+  if (!f.has_hyperv()) {
+    const auto& passthrough = f.hyperv_passthrough();
+    if (f.has_hyperv_passthrough() && (!passthrough.has_enabled() || passthrough.enabled())) {
+      Attr(Child(features, "hyperv"), "mode", "passthrough");
+    }
+    return;
+  }
+  const auto& h = f.hyperv();
+  pugi::xml_node hyperv = Attr(Child(features, "hyperv"), "mode", "custom");
+  if (h.has_relaxed()) AppendState(hyperv, "relaxed", h.relaxed());
+  if (h.has_vapic()) AppendState(hyperv, "vapic", h.vapic());
+  if (h.has_spinlocks()) {
+    pugi::xml_node n = AppendState(hyperv, "spinlocks", h.spinlocks());
+    if (h.spinlocks().has_spinlocks()) {
+      Attr(n, "retries", std::to_string(h.spinlocks().spinlocks()));
+    }
+  }
+  if (h.has_vpindex()) AppendState(hyperv, "vpindex", h.vpindex());
+  if (h.has_runtime()) AppendState(hyperv, "runtime", h.runtime());
+  if (h.has_synic()) AppendState(hyperv, "synic", h.synic());
+  if (h.has_synictimer()) {
+    pugi::xml_node n = AppendState(hyperv, "stimer", h.synictimer());
+    if (h.synictimer().has_direct()) AppendState(n, "direct", h.synictimer().direct());
+  }
+  if (h.has_reset()) AppendState(hyperv, "reset", h.reset());
+  if (h.has_vendorid()) {
+    pugi::xml_node n = AppendState(hyperv, "vendor_id", h.vendorid());
+    if (!h.vendorid().vendorid().empty()) Attr(n, "value", h.vendorid().vendorid());
+  }
+  if (h.has_frequencies()) AppendState(hyperv, "frequencies", h.frequencies());
+  if (h.has_reenlightenment()) AppendState(hyperv, "reenlightenment", h.reenlightenment());
+  if (h.has_tlbflush()) {
+    pugi::xml_node n = AppendState(hyperv, "tlbflush", h.tlbflush());
+    if (h.tlbflush().has_direct()) AppendState(n, "direct", h.tlbflush().direct());
+    if (h.tlbflush().has_extended()) AppendState(n, "extended", h.tlbflush().extended());
+  }
+  if (h.has_ipi()) AppendState(hyperv, "ipi", h.ipi());
+  if (h.has_evmcs()) AppendState(hyperv, "evmcs", h.evmcs());
+}
+
 absl::Status AppendFeatures(const ConvertContext& ctx, pugi::xml_node domain) {
   const auto& dom = ctx.domain();
   if (!dom.has_features()) return absl::OkStatus();
@@ -192,6 +252,7 @@ absl::Status AppendFeatures(const ConvertContext& ctx, pugi::xml_node domain) {
     return Invalid("spec.domain.features.smm", "secure boot needs SMM");
   }
   if (SecureBoot(ctx) || f.has_smm()) Attr(Child(features, "smm"), "state", converter::OnOff(!smm_off));
+  AppendHyperv(f, features);
   if (f.kvm().hidden()) {
     Attr(Child(Child(features, "kvm"), "hidden"), "state", "on");
   }

@@ -230,15 +230,96 @@ TEST(ConvertTest, BiosUseSerialNeedsTheSerialConsole) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("bios.useSerial: needs the serial console"));
 }
 
-TEST(ConvertTest, ATpmIsAnEmulatedTpm2AndPersistentStateIsRefused) {
+TEST(ConvertTest, ATpmIsAnEmulatedTpm2) {
   auto doc = Convert("    devices: {tpm: {}}\n");
   EXPECT_EQ(Xpath(doc, "//devices/tpm/@model"), "tpm-tis");
   EXPECT_EQ(Xpath(doc, "//devices/tpm/backend/@type"), "emulator");
   EXPECT_EQ(Xpath(doc, "//devices/tpm/backend/@version"), "2.0");
+  EXPECT_EQ(Xpath(doc, "//devices/tpm/backend/@persistent_state"), "");
   EXPECT_EQ(Xpath(Convert("    devices: {tpm: {enabled: false}}\n"), "//devices/tpm/@model"), "");
   EXPECT_EQ(Xpath(Convert("    devices: {}\n"), "//devices/tpm/@model"), "");
-  EXPECT_THAT(std::string(ConvertError("    devices: {tpm: {persistent: true}}\n").message()),
-              HasSubstr("spec.domain.devices.tpm.persistent: a TPM with persistent state needs"));
+}
+
+// A VMI of VM "vm1" (its controller), as the VM controller makes it.
+VirtualMachineInstance VmisOwnVm(const std::string& spec_yaml) {
+  VirtualMachineInstance vmi = Vmi(spec_yaml);
+  auto* owner = vmi.mutable_metadata()->add_owner_references();
+  owner->set_kind("VirtualMachine");
+  owner->set_name("vm1");
+  owner->set_controller(true);
+  return vmi;
+}
+
+TEST(ConvertTest, PersistentFirmwareStateLivesInTheVmsBackendStorage) {
+  VirtualMachineInstance vmi = VmisOwnVm(
+      "    devices: {tpm: {persistent: true}}\n"
+      "    firmware: {bootloader: {efi: {secureBoot: false, persistent: true}}}\n");
+  DomainOptions options = Options(vmi);
+  const std::string claim = "/var/lib/kvnode/volumes/ns1/persistent-state-for-vm1";
+  EXPECT_EQ(options.nvram_path(), claim + "/nvram/vm1_VARS.fd");
+  EXPECT_EQ(options.tpm_state_dir(), claim + "/swtpm");
+  auto doc = Convert(vmi, options);
+  // KubeVirt: tpm-crb with persistent state.
+  EXPECT_EQ(Xpath(doc, "//devices/tpm/@model"), "tpm-crb");
+  EXPECT_EQ(Xpath(doc, "//devices/tpm/backend/@persistent_state"), "yes");
+  EXPECT_EQ(Xpath(doc, "//devices/tpm/backend/source/@type"), "dir");
+  EXPECT_EQ(Xpath(doc, "//devices/tpm/backend/source/@path"), claim + "/swtpm");
+  EXPECT_EQ(Xpath(doc, "//os/nvram"), claim + "/nvram/vm1_VARS.fd");
+  EXPECT_EQ(Xpath(doc, "//os/nvram/@template"), kOvmfVars);
+  // A claim of a shared class lives in that class's dir.
+  ClaimLayout shared;
+  shared.dirs["persistent-state-for-vm1"] = "/mnt/shared/ns1/persistent-state-for-vm1";
+  DomainOptions on_shared =
+      BuildDomainOptions(vmi, NodePaths("/var/lib/kvnode"), "kvm", shared);
+  EXPECT_EQ(on_shared.tpm_state_dir(), "/mnt/shared/ns1/persistent-state-for-vm1/swtpm");
+  // Not persistent: the execution's NVRAM, libvirt's TPM state.
+  VirtualMachineInstance plain = VmisOwnVm(
+      "    devices: {tpm: {}}\n    firmware: {bootloader: {efi: {}}}\n");
+  DomainOptions plain_options = Options(plain);
+  EXPECT_EQ(plain_options.nvram_path(), "");
+  EXPECT_EQ(plain_options.tpm_state_dir(), "");
+  EXPECT_THAT(Xpath(Convert(plain, plain_options), "//os/nvram"),
+              HasSubstr("/vm1_VARS.fd"));
+  // Without the VM's storage (a bare VMI, which admission refuses) the converter says so.
+  VirtualMachineInstance bare =
+      Vmi("    devices: {tpm: {persistent: true}}\n");
+  EXPECT_THAT(std::string(ConvertError(bare, Options(bare)).message()),
+              HasSubstr("spec.domain.devices.tpm.persistent: needs the VM's backend storage"));
+}
+
+TEST(ConvertTest, HypervEnlightenmentsAsKubeVirtConvertsThem) {
+  auto doc = Convert(
+      "    features:\n"
+      "      hyperv:\n"
+      "        relaxed: {}\n"
+      "        vapic: {enabled: false}\n"
+      "        spinlocks: {spinlocks: 8191}\n"
+      "        synictimer: {direct: {}}\n"
+      "        vendorid: {vendorid: KVNodeHv}\n"
+      "        tlbflush: {direct: {}, extended: {enabled: false}}\n"
+      "        frequencies: {}\n"
+      "        reenlightenment: {}\n"
+      "        runtime: {}\n"
+      "        reset: {}\n");
+  EXPECT_EQ(Xpath(doc, "//features/hyperv/@mode"), "custom");
+  EXPECT_EQ(Xpath(doc, "//features/hyperv/relaxed/@state"), "on");
+  EXPECT_EQ(Xpath(doc, "//features/hyperv/vapic/@state"), "off");
+  EXPECT_EQ(Xpath(doc, "//features/hyperv/spinlocks/@retries"), "8191");
+  // synictimer pulled in synic, and synic vpindex (KubeVirt's dependencies).
+  EXPECT_EQ(Xpath(doc, "//features/hyperv/synic/@state"), "on");
+  EXPECT_EQ(Xpath(doc, "//features/hyperv/vpindex/@state"), "on");
+  EXPECT_EQ(Xpath(doc, "//features/hyperv/stimer/@state"), "on");
+  EXPECT_EQ(Xpath(doc, "//features/hyperv/stimer/direct/@state"), "on");
+  EXPECT_EQ(Xpath(doc, "//features/hyperv/vendor_id/@value"), "KVNodeHv");
+  EXPECT_EQ(Xpath(doc, "//features/hyperv/tlbflush/direct/@state"), "on");
+  EXPECT_EQ(Xpath(doc, "//features/hyperv/tlbflush/extended/@state"), "off");
+  for (const char* f : {"frequencies", "reenlightenment", "runtime", "reset"}) {
+    EXPECT_EQ(Xpath(doc, absl::StrCat("//features/hyperv/", f, "/@state").c_str()), "on") << f;
+  }
+  EXPECT_EQ(Xpath(doc, "//features/hyperv/evmcs/@state"), "");
+  auto passthrough = Convert("    features: {hypervPassthrough: {}}\n");
+  EXPECT_EQ(Xpath(passthrough, "//features/hyperv/@mode"), "passthrough");
+  EXPECT_EQ(Xpath(passthrough, "//features/hyperv/relaxed/@state"), "");
 }
 
 TEST(ConvertTest, CacheIsNoneWithDirectIoElseWritethrough) {

@@ -21,10 +21,6 @@ std::vector<UnsupportedField> UnsupportedFields(
   if (!mem.max_guest().empty() && mem.max_guest() != mem.guest()) {
     out.push_back({"domain.memory.maxGuest", "memory hotplug is not supported"});
   }
-  if (domain.firmware().bootloader().efi().persistent()) {
-    out.push_back({"domain.firmware.bootloader.efi.persistent",
-                   "persistent EFI variables are not supported"});
-  }
   const auto& devices = domain.devices();
   for (int i = 0; i < devices.disks_size(); ++i) {
     if (devices.disks(i).has_lun() && devices.disks(i).lun().reservation()) {

@@ -1,8 +1,10 @@
 // The VMI a VirtualMachine would start, for `kvnode-launcher convert`, the golden tests and the
 // fuzzer: the template's spec and metadata with the VM's name and namespace, as KubeVirt's VM
-// controller names a new VMI after its VM (pkg/virt-controller/watch/vm/vm.go). The controller
-// itself adds what only a real start has (a new UID, owner reference, finalizer); the result
-// has no UID.
+// controller names a new VMI after its VM (pkg/virt-controller/watch/vm/vm.go), controlled by
+// the VM (an owner reference of kind VirtualMachine with the VM's UID, which may be empty here:
+// a manifest's VM has none until it is applied), so that it finds the VM's backend storage. The
+// controller itself adds what only a real start has (a new UID, a finalizer); the result has no
+// UID.
 //
 // Pure. Thread-safe.
 #ifndef KVNODE_LAUNCHER_CONVERTER_VM_TEMPLATE_H_

@@ -15,6 +15,9 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -34,6 +37,7 @@
 #include "launcher/server/domain_manager.h"
 #include "launcher/server/handler_notifier.h"
 #include "launcher/server/launcher_service.h"
+#include "pugixml.hpp"
 
 namespace kvnode {
 namespace {
@@ -333,10 +337,39 @@ int RunLauncher(const std::vector<std::string>& args) {
   return 0;
 }
 
+namespace {
+
+// The Hyper-V enlightenments libvirt offers for `virt_type` on q35 (domain capabilities,
+// features/hyperv/enum[@name='features']); nullopt when they cannot be read.
+std::optional<std::set<std::string>> HypervFeaturesOffered(virConnectPtr conn,
+                                                           const std::string& virt_type) {
+  char* xml = virConnectGetDomainCapabilities(conn, nullptr, "x86_64", "q35", virt_type.c_str(), 0);
+  if (xml == nullptr) {
+    spdlog::warn("cannot read the domain capabilities for {}: {}", virt_type,
+                 LibvirtError("domain capabilities").ToString());
+    return std::nullopt;
+  }
+  pugi::xml_document doc;
+  bool parsed = doc.load_string(xml);
+  free(xml);
+  if (!parsed) return std::nullopt;
+  std::set<std::string> offered;
+  pugi::xml_node hyperv = doc.child("domainCapabilities").child("features").child("hyperv");
+  if (std::string(hyperv.attribute("supported").as_string()) == "yes") {
+    for (pugi::xml_node e : hyperv.children("enum")) {
+      if (std::string(e.attribute("name").as_string()) != "features") continue;
+      for (pugi::xml_node v : e.children("value")) offered.insert(v.text().as_string());
+    }
+  }
+  return offered;
+}
+
+}  // namespace
+
 int RunPrimeCapabilities(const std::vector<std::string>& args) {
   InitLogging("kvnode-launcher", false);
   FlagSet flags;
-  flags.Value("dir").Value("socket-dir");
+  flags.Value("dir").Value("socket-dir").Value("virt-type");
   if (absl::Status s = flags.Parse(args); !s.ok()) return Fail(s);
   std::string dir = flags.GetOr("dir", "");
   if (dir.empty()) return Fail(absl::InvalidArgumentError("--dir is required"));
@@ -358,7 +391,8 @@ int RunPrimeCapabilities(const std::vector<std::string>& args) {
   unsigned long libvirt = 0, qemu = 0;  // NOLINT(runtime/int): libvirt's API
   if (rc == 0 && virConnectGetLibVersion(conn, &libvirt) == 0 &&
       virConnectGetVersion(conn, &qemu) == 0) {
-    NodeStack stack{libvirt, qemu};
+    NodeStack stack{libvirt, qemu, std::nullopt};
+    stack.hyperv = HypervFeaturesOffered(conn, flags.GetOr("virt-type", "kvm"));
     absl::Status written = WriteFileAtomically(dir + "/" + kNodeStackFile,
                                                SerializeNodeStack(stack), 0644);
     if (written.ok()) {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # build-guest.sh OUTDIR — builds the kvnode test guest, OUTDIR/guest.img: a raw disk holding one
 # FAT filesystem (label KVNODEBOOT) with syslinux, a Debian cloud kernel and a busybox initramfs
-# whose /init is tests/guest/rootfs/init. See tests/guest/README.md.
+# whose /init is tests/guest/rootfs/init, and the same kernel and initramfs as a unified kernel
+# image (systemd-boot's EFI stub) at EFI/BOOT/BOOTX64.EFI, so that it boots by BIOS and by UEFI.
+# See tests/guest/README.md.
 #
 # Needs only Debian's apt mirror: the kernel .deb is fetched with `apt-get download` (never
 # installed) and cached in ${KVNODE_GUEST_CACHE:-/var/cache/kvnode-guest}. A second run with
@@ -37,8 +39,8 @@ busybox=/bin/busybox
 cmdline="console=ttyS0,115200 panic=0 quiet ${KVNODE_GUEST_CMDLINE_EXTRA:-}"
 cmdline=${cmdline% }
 
-for tool in apt-cache apt-get dpkg-deb cpio gzip mkfs.vfat mcopy syslinux flock ldd ssh-keygen; do
-	command -v "$tool" >/dev/null || die "missing $tool (apt-get install busybox-static cpio dosfstools mtools syslinux syslinux-common)"
+for tool in apt-cache apt-get dpkg-deb cpio gzip mkfs.vfat mcopy syslinux flock ldd ssh-keygen objcopy; do
+	command -v "$tool" >/dev/null || die "missing $tool (apt-get install busybox-static cpio dosfstools mtools syslinux syslinux-common binutils)"
 done
 # Read the whole list first: `--list | grep -q` lets busybox die of SIGPIPE, which pipefail
 # turns into a spurious failure.
@@ -112,10 +114,19 @@ ssh_debs=()
 for p in dropbear-bin libtomcrypt1 libtommath1 openssh-sftp-server; do
 	ssh_debs+=("$(package_deb "$p")")
 done
+# tpm2-tools and the TSS libraries it links (and the device TCTI it loads with dlopen): put on
+# the boot disk as tpm2.cpio.gz, which /init unpacks only when the guest has a TPM.
+tpm_debs=()
+for p in tpm2-tools libtss2-esys-3.0.2-0 libtss2-mu0 libtss2-rc0 libtss2-sys1 libtss2-tctildr0 \
+	libtss2-tcti-device0; do
+	tpm_debs+=("$(package_deb "$p")")
+done
+# systemd-boot's EFI stub (never installed): the unified kernel image's loader.
+efi_stub_deb=$(package_deb systemd-boot-efi)
 
 # --- up to date? -----------------------------------------------------------------------------------
-stamp="flavour=$flavour deb=$(basename "$deb") agent=$(basename "$agent_deb") ssh=$(for d in "${ssh_debs[@]}"; do basename "$d"; done | tr '\n' ' ') size_mb=$img_mb busybox=$(dpkg-query -W -f='${Version}' busybox-static 2>/dev/null || echo unknown) cmdline=$cmdline"
-inputs=("$self" "$here/rootfs" "$busybox" "$deb" "$agent_deb" "${ssh_debs[@]}")
+stamp="flavour=$flavour deb=$(basename "$deb") agent=$(basename "$agent_deb") ssh=$(for d in "${ssh_debs[@]}"; do basename "$d"; done | tr '\n' ' ') tpm=$(for d in "${tpm_debs[@]}"; do basename "$d"; done | tr '\n' ' ') efi=$(basename "$efi_stub_deb") size_mb=$img_mb busybox=$(dpkg-query -W -f='${Version}' busybox-static 2>/dev/null || echo unknown) cmdline=$cmdline"
+inputs=("$self" "$here/rootfs" "$busybox" "$deb" "$agent_deb" "${ssh_debs[@]}" "${tpm_debs[@]}" "$efi_stub_deb")
 if [ -z "${KVNODE_GUEST_FORCE:-}" ] && [ -s "$img" ] && [ -f "$img.stamp" ] &&
 	[ "$(cat "$img.stamp")" = "$stamp" ] &&
 	[ -z "$(find -L "${inputs[@]}" -newer "$img" -print -quit)" ]; then
@@ -163,6 +174,8 @@ wanted=(
 	'?pvpanic_pci' '?pvpanic_mmio'
 	# ext4 data disks (freeze tests; built into the cloud kernel)
 	'?crc16' '?mbcache' '?jbd2' '?crc32c_generic' '?ext4'
+	# EFI variables (firmware tests write one and read it back after a restart)
+	'?efivarfs'
 )
 order=()
 modinfo_depends() { # prints the dependencies of module file $1, one per line
@@ -207,7 +220,8 @@ while read -r applet; do
 	[ -e "$root/$applet" ] || [ -L "$root/$applet" ] || ln -s /bin/busybox "$root/$applet"
 done < <("$busybox" --list-full)
 cp -R "$here/rootfs/." "$root/"
-chmod 0755 "$root/init" "$root/etc/kvnode/udhcpc.sh" "$root/etc/acpi/PWRF/00000080" "$root/sbin/shutdown"
+chmod 0755 "$root/init" "$root/etc/kvnode/udhcpc.sh" "$root/etc/acpi/PWRF/00000080" "$root/sbin/shutdown" \
+	"$root/sbin/firmware-mark"
 : > "$root/etc/kvnode/modules"
 for n in "${order[@]}"; do
 	f=${modpath[$n]}
@@ -219,11 +233,12 @@ for n in "${order[@]}"; do
 	esac
 	echo "$n${modargs[$n]:+ ${modargs[$n]}}" >> "$root/etc/kvnode/modules"
 done
-# install_binary FILE DEST: FILE into the initramfs at DEST, with the shared libraries it needs (and
-# the loader): from the extracted packages in $work/pkgs first, else as the host has them (Debian's,
-# the same release the packages were built for).
+# install_binary FILE DEST [ROOT]: FILE into the initramfs (or ROOT) at DEST, with the shared
+# libraries it needs (and the loader): from the extracted packages in $work/pkgs first, else as
+# the host has them (Debian's, the same release the packages were built for).
 install_binary() {
 	local libpath="$work/pkgs/usr/lib/x86_64-linux-gnu:$work/pkgs/lib/x86_64-linux-gnu" missing
+	local root=${3:-$root}
 	install -D -m 0755 "$1" "$root$2"
 	missing=$(LD_LIBRARY_PATH=$libpath ldd "$1" | awk '/not found/ {print $1}')
 	[ -z "$missing" ] || die "$(basename "$1") needs libraries neither its packages nor this host have: $missing"
@@ -235,7 +250,7 @@ install_binary() {
 		done
 }
 mkdir -p "$work/pkgs"
-for d in "$agent_deb" "${ssh_debs[@]}"; do dpkg-deb -x "$d" "$work/pkgs"; done
+for d in "$agent_deb" "${ssh_debs[@]}" "${tpm_debs[@]}"; do dpkg-deb -x "$d" "$work/pkgs"; done
 install_binary "$work/pkgs/usr/sbin/qemu-ga" /usr/sbin/qemu-ga
 install_binary "$work/pkgs/usr/sbin/dropbear" /usr/sbin/dropbear
 install_binary "$work/pkgs/usr/lib/openssh/sftp-server" /usr/lib/sftp-server
@@ -266,6 +281,33 @@ echo "127.0.0.1 localhost" > "$root/etc/hosts"
 (cd "$root" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc -R 0:0 --quiet) |
 	gzip -n -6 > "$work/initrd.gz"
 
+# --- tpm2-tools, unpacked by /init over the initramfs when the guest has a TPM ----------------------
+tpmroot="$work/tpmroot"
+install_binary "$work/pkgs/usr/bin/tpm2" /usr/bin/tpm2 "$tpmroot"
+for tool in getcap createprimary evictcontrol readpublic flushcontext; do
+	ln -s tpm2 "$tpmroot/usr/bin/tpm2_$tool"
+done
+tcti=$(find "$work/pkgs/usr/lib/x86_64-linux-gnu" -name 'libtss2-tcti-device.so.0*' -type f | head -n 1)
+[ -n "$tcti" ] || die "libtss2-tcti-device0 has no libtss2-tcti-device.so.0"
+install -D -m 0644 "$tcti" "$tpmroot/usr/lib/x86_64-linux-gnu/libtss2-tcti-device.so.0"
+(cd "$tpmroot" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc -R 0:0 --quiet) |
+	gzip -n -6 > "$work/tpm2.cpio.gz"
+
+# --- the unified kernel image: systemd-boot's stub with the kernel, initramfs and command line ---
+dpkg-deb -x "$efi_stub_deb" "$work/efi"
+stub="$work/efi/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
+[ -s "$stub" ] || die "$(basename "$efi_stub_deb") has no linuxx64.efi.stub"
+printf '%s' "$cmdline" > "$work/uki.cmdline"
+printf 'NAME="kvnode test guest"\nID=kvnode-guest\n' > "$work/uki.osrel"
+# Section addresses past the stub's own (it ends below 0x20000) and each other's: the kernel
+# below 32 MiB of room, the initramfs after it.
+objcopy \
+	--add-section .osrel="$work/uki.osrel" --change-section-vma .osrel=0x20000 \
+	--add-section .cmdline="$work/uki.cmdline" --change-section-vma .cmdline=0x30000 \
+	--add-section .linux="$work/k/boot/vmlinuz-$kver" --change-section-vma .linux=0x2000000 \
+	--add-section .initrd="$work/initrd.gz" --change-section-vma .initrd=0x4000000 \
+	"$stub" "$work/BOOTX64.EFI"
+
 # --- the disk -------------------------------------------------------------------------------------
 export MTOOLS_SKIP_CHECK=1
 cat > "$work/syslinux.cfg" <<EOF
@@ -286,6 +328,9 @@ syslinux --install "$tmpimg"
 mcopy -i "$tmpimg" "$work/k/boot/vmlinuz-$kver" ::vmlinuz
 mcopy -i "$tmpimg" "$work/initrd.gz" ::initrd.gz
 mcopy -i "$tmpimg" "$work/syslinux.cfg" ::syslinux.cfg
+mcopy -i "$tmpimg" "$work/tpm2.cpio.gz" ::tpm2.cpio.gz
+mmd -i "$tmpimg" ::EFI ::EFI/BOOT
+mcopy -i "$tmpimg" "$work/BOOTX64.EFI" ::EFI/BOOT/BOOTX64.EFI
 
 cp "$work/k/boot/vmlinuz-$kver" "$out/vmlinuz"
 cp "$work/initrd.gz" "$out/initrd.gz"
@@ -294,6 +339,8 @@ echo "$cmdline" > "$out/cmdline"
 	echo "kernel: $(basename "$deb") ($kver)"
 	echo "guest agent: $(basename "$agent_deb")"
 	echo "ssh: $(for d in "${ssh_debs[@]}"; do basename "$d"; done | tr '\n' ' ')"
+	echo "tpm2: $(for d in "${tpm_debs[@]}"; do basename "$d"; done | tr '\n' ' ')"
+	echo "uefi: $(basename "$efi_stub_deb") (EFI/BOOT/BOOTX64.EFI)"
 	echo "cmdline: $cmdline"
 	echo "modules (load order):"
 	sed 's/^/  /' "$root/etc/kvnode/modules"

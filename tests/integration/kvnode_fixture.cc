@@ -485,6 +485,17 @@ absl::Status HandlerProcess::SetGuestAgent(const std::string& ns, const std::str
   return SetGuestBootFile(ns, claim, "set-agent", on ? "on" : "off");
 }
 
+HandlerProcess::CommandOutput HandlerProcess::ApplyYaml(const std::string& yaml) {
+  static std::atomic<int> next{0};
+  const std::string path = absl::StrCat(temp_dir_, "/apply-", next++, ".yaml");
+  {
+    std::ofstream out(path);
+    out << yaml;
+    if (!out) return {-1, "cannot write " + path};
+  }
+  return Kvctl({"apply", "-f", path});
+}
+
 HandlerProcess::CommandOutput HandlerProcess::Kvctl(const std::vector<std::string>& args,
                                                     absl::Duration timeout) {
   std::vector<std::string> argv = {BinaryDir() + "/kvctl", "--socket", socket_};

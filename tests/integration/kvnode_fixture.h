@@ -119,6 +119,8 @@ class HandlerProcess {
 
   // Runs kvctl against this handler; returns exit status and output.
   CommandOutput Kvctl(const std::vector<std::string>& args, absl::Duration timeout = absl::Seconds(60));
+  // `kvctl apply -f` of `yaml`, written to a file of the test's temp dir first.
+  CommandOutput ApplyYaml(const std::string& yaml);
   // Types `text` on the serial console of VMI "ns/name" (its root shell reads it) and leaves.
   absl::Status TypeOnConsole(const std::string& ns, const std::string& name,
                              const std::string& text);
