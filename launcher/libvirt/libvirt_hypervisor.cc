@@ -172,6 +172,15 @@ absl::Status LibvirtHypervisor::WithDomain(const char* what, int (*op)(virDomain
   return absl::OkStatus();
 }
 
+namespace {
+
+// The NVRAM is never removed with the domain: efi.persistent keeps it in the VM's backend
+// storage, and the execution's own copy (in the VMI's runtime dir) goes with the VMI's dirs.
+// A persistent TPM's state stays by its persistent_state='yes'; any other TPM's goes.
+constexpr unsigned int kUndefineFlags = VIR_DOMAIN_UNDEFINE_KEEP_NVRAM;
+
+}  // namespace
+
 absl::Status LibvirtHypervisor::DefineAndStart(const std::string& domain_xml, bool paused) {
   virConnectPtr conn = Conn();
   virDomainPtr dom = virDomainDefineXML(conn, domain_xml.c_str());
@@ -182,7 +191,7 @@ absl::Status LibvirtHypervisor::DefineAndStart(const std::string& domain_xml, bo
   DomainHandle handle{dom};
   if (virDomainCreateWithFlags(dom, paused ? VIR_DOMAIN_START_PAUSED : 0) < 0) {
     absl::Status status = LibvirtError("start domain " + domain_name_);
-    virDomainUndefineFlags(dom, VIR_DOMAIN_UNDEFINE_NVRAM);
+    virDomainUndefineFlags(dom, kUndefineFlags);
     return status;
   }
   return absl::OkStatus();
@@ -223,7 +232,7 @@ absl::Status LibvirtHypervisor::Reset() {
 
 absl::Status LibvirtHypervisor::Undefine() {
   return WithDomain("undefine", [](virDomainPtr d) {
-    return virDomainUndefineFlags(d, VIR_DOMAIN_UNDEFINE_NVRAM);
+    return virDomainUndefineFlags(d, kUndefineFlags);
   });
 }
 

@@ -122,14 +122,23 @@ TEST_F(FirmwareTest, EfiVariablesAndTpmObjectsStayWithTheirVmAndOnlyWithIt) {
   VmApi api(handler_.get());
   ASSERT_TRUE(handler_->PrepareDisk("default", "fw-root").ok());
   ASSERT_TRUE(handler_->PrepareDisk("default", "other-root").ok());
+  // Two VMs side by side (they boot together): "fw" keeps its firmware state, "other" keeps
+  // none.
   auto applied = handler_->ApplyYaml(
       VmYaml("fw", "{secureBoot: false, persistent: true}", "{persistent: true}"));
   ASSERT_EQ(applied.exit_code, 0) << applied.out;
+  applied = handler_->ApplyYaml(VmYaml("other", "{secureBoot: false}", "{}"));
+  ASSERT_EQ(applied.exit_code, 0) << applied.out;
   const std::string uid1 = Booted(api, "fw");
+  const std::string other1 = Booted(api, "other");
   ASSERT_FALSE(uid1.empty());
-  EXPECT_TRUE(Printed(uid1, "KVNODE-GUEST-EFI secureboot=0 var=none"));
-  EXPECT_TRUE(Printed(uid1, "KVNODE-GUEST-TPM version=2 dev=tpm0 persistent=none"));
+  ASSERT_FALSE(other1.empty());
+  for (const std::string& uid : {uid1, other1}) {
+    EXPECT_TRUE(Printed(uid, "KVNODE-GUEST-EFI secureboot=0 var=none"));
+    EXPECT_TRUE(Printed(uid, "KVNODE-GUEST-TPM version=2 dev=tpm0 persistent=none"));
+  }
   ASSERT_TRUE(Mark("fw", uid1, "kept-1")) << handler_->SerialLog(uid1);
+  ASSERT_TRUE(Mark("other", other1, "lost-1")) << handler_->SerialLog(other1);
 
   // The store: the VM's claim, its files the running VMI's identity's alone.
   auto pvc = handler_->Kvctl({"get", "pvc", "persistent-state-for-fw"});
@@ -143,38 +152,31 @@ TEST_F(FirmwareTest, EfiVariablesAndTpmObjectsStayWithTheirVmAndOnlyWithIt) {
   ASSERT_EQ(stat(store.c_str(), &st), 0) << store;
   EXPECT_EQ(st.st_uid, 0u);
   EXPECT_EQ(st.st_mode & 07777, 0711u);
-  for (const std::string& file : {store + "/nvram/fw_VARS.fd", store + "/swtpm/tpm2-00.permall"}) {
+  const std::vector<std::string> files = {store + "/nvram/fw_VARS.fd",
+                                          store + "/swtpm/tpm2-00.permall"};
+  ASSERT_NE(QemuUid(other1), QemuUid(uid1));
+  for (const std::string& file : files) {
     ASSERT_EQ(stat(file.c_str(), &st), 0) << file;
     EXPECT_EQ(st.st_uid, QemuUid(uid1)) << file;
     EXPECT_EQ(st.st_mode & 077, 0u) << file;
   }
+  EXPECT_NE(stat(StoreDir("other").c_str(), &st), 0) << "a VM without persistence got a store";
 
-  // Restart: a new VMI, the same firmware state.
+  // Restart both: new VMIs, new identities; "fw" finds its state, "other" none of its own and
+  // none of fw's.
   ASSERT_TRUE(api.Restart("fw").ok());
+  ASSERT_TRUE(api.Restart("other").ok());
   const std::string uid2 = Booted(api, "fw", uid1);
+  const std::string other2 = Booted(api, "other", other1);
   ASSERT_FALSE(uid2.empty());
   EXPECT_TRUE(Printed(uid2, "KVNODE-GUEST-EFI secureboot=0 var=kept-1"));
   EXPECT_TRUE(Printed(uid2, "KVNODE-GUEST-TPM version=2 dev=tpm0 persistent=0x81000001"));
-
-  // A second VM beside it, persistent neither: it sees nothing of the first, and what it
-  // writes is gone at its restart.
-  applied = handler_->ApplyYaml(VmYaml("other", "{secureBoot: false}", "{}"));
-  ASSERT_EQ(applied.exit_code, 0) << applied.out;
-  const std::string other1 = Booted(api, "other");
-  ASSERT_FALSE(other1.empty());
-  EXPECT_TRUE(Printed(other1, "KVNODE-GUEST-EFI secureboot=0 var=none"));
-  EXPECT_TRUE(Printed(other1, "KVNODE-GUEST-TPM version=2 dev=tpm0 persistent=none"));
-  ASSERT_TRUE(Mark("other", other1, "lost-1")) << handler_->SerialLog(other1);
-  ASSERT_NE(QemuUid(other1), QemuUid(uid2));
-  for (const std::string& file : {store + "/nvram/fw_VARS.fd", store + "/swtpm/tpm2-00.permall"}) {
+  EXPECT_TRUE(Printed(other2, "KVNODE-GUEST-EFI secureboot=0 var=none"));
+  EXPECT_TRUE(Printed(other2, "KVNODE-GUEST-TPM version=2 dev=tpm0 persistent=none"));
+  for (const std::string& file : files) {
     ASSERT_EQ(stat(file.c_str(), &st), 0) << file;
     EXPECT_EQ(st.st_uid, QemuUid(uid2)) << file;
   }
-  EXPECT_NE(stat(StoreDir("other").c_str(), &st), 0) << "a VM without persistence got a store";
-  ASSERT_TRUE(api.Restart("other").ok());
-  const std::string other2 = Booted(api, "other", other1);
-  EXPECT_TRUE(Printed(other2, "KVNODE-GUEST-EFI secureboot=0 var=none"));
-  EXPECT_TRUE(Printed(other2, "KVNODE-GUEST-TPM version=2 dev=tpm0 persistent=none"));
   ASSERT_EQ(api.Delete("other").error_code(), grpc::StatusCode::OK);
 
   // Secure Boot now: RestartRequired, then a store started afresh from the template with
