@@ -25,9 +25,8 @@ packages=(
   skopeo tar
   # test guest
   busybox-static cpio dosfstools mtools syslinux syslinux-common genisoimage
-  # its UEFI image (objcopy adds kernel and initramfs to systemd-boot's stub) and tpm2-tools'
-  # libcurl (the TSS libraries come from their .debs)
-  binutils libcurl3-gnutls
+  # tpm2-tools' libcurl (the TSS libraries come from their .debs)
+  libcurl3-gnutls
   # kvctl ssh and scp run the system's OpenSSH client; the test guest's ext4 data disks
   openssh-client e2fsprogs
   # tests (a registry on the test's own address, with htpasswd users)

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/atomic_file.h"
+#include "agent/base/failpoint.h"
 #include "agent/base/file_tree.h"
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
@@ -140,6 +141,7 @@ absl::StatusOr<PersistentVolumeClaim> VolumeManager::EnsureBackendStorageLocked(
         if (made.ok()) made = EnsureSubdir(tmp, kBackendSwtpmDir);
         if (made.ok() && fsync(tmp) < 0) made = absl::ErrnoToStatus(errno, "fsync " + making);
         close(tmp);
+        Failpoint("backend-storage-making");
       }
       if (made.ok() && renameat(dir, making.c_str(), dir, name.c_str()) < 0) {
         made = absl::ErrnoToStatus(errno, "rename " + making);
@@ -149,6 +151,7 @@ absl::StatusOr<PersistentVolumeClaim> VolumeManager::EnsureBackendStorageLocked(
   }
   close(dir);
   if (!made.ok()) return Annotate(made, "backend storage " + ns + "/" + name + " in " + where.path());
+  Failpoint("backend-storage-renamed");
   SetPhase(&pvc, "Bound");
   absl::Status put = store_->Put(kPvcKind, &pvc, "ADDED").status();
   if (!put.ok()) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # build-guest.sh OUTDIR — builds the kvnode test guest, OUTDIR/guest.img: a raw disk holding one
 # FAT filesystem (label KVNODEBOOT) with syslinux, a Debian cloud kernel and a busybox initramfs
-# whose /init is tests/guest/rootfs/init, and the same kernel and initramfs as a unified kernel
-# image (systemd-boot's EFI stub) at EFI/BOOT/BOOTX64.EFI, so that it boots by BIOS and by UEFI.
+# whose /init is tests/guest/rootfs/init, and systemd-boot at EFI/BOOT/BOOTX64.EFI with an entry
+# for the same kernel and initramfs, so that it boots by BIOS and by UEFI.
 # See tests/guest/README.md.
 #
 # Needs only Debian's apt mirror: the kernel .deb is fetched with `apt-get download` (never
@@ -39,8 +39,8 @@ busybox=/bin/busybox
 cmdline="console=ttyS0,115200 panic=0 quiet ${KVNODE_GUEST_CMDLINE_EXTRA:-}"
 cmdline=${cmdline% }
 
-for tool in apt-cache apt-get dpkg-deb cpio gzip mkfs.vfat mcopy syslinux flock ldd ssh-keygen objcopy; do
-	command -v "$tool" >/dev/null || die "missing $tool (apt-get install busybox-static cpio dosfstools mtools syslinux syslinux-common binutils)"
+for tool in apt-cache apt-get dpkg-deb cpio gzip mkfs.vfat mcopy syslinux flock ldd ssh-keygen; do
+	command -v "$tool" >/dev/null || die "missing $tool (apt-get install busybox-static cpio dosfstools mtools syslinux syslinux-common)"
 done
 # Read the whole list first: `--list | grep -q` lets busybox die of SIGPIPE, which pipefail
 # turns into a spurious failure.
@@ -70,12 +70,27 @@ fetch_deb() {
 	fi
 	if [ -s "$cache/debs/$file" ]; then echo "$cache/debs/$file"; fi
 }
+# What apt knows of every package the guest takes, in one apt-cache call (without a
+# pkgcache.bin each call costs about a second, and a test binary runs this script at its start):
+# each package's version, and the kernel the metapackage depends on.
+userland_packages=(qemu-guest-agent dropbear-bin libtomcrypt1 libtommath1 openssh-sftp-server
+	tpm2-tools libtss2-esys-3.0.2-0 libtss2-mu0 libtss2-rc0 libtss2-sys1 libtss2-tctildr0
+	libtss2-tcti-device0 systemd-boot-efi)
+declare -A apt_version=()
+kernel_dep=
+while read -r kind name value; do
+	case "$kind" in
+	version) apt_version[$name]=$value ;;
+	depends) [ "$name" = "$meta" ] && kernel_dep=$value ;;
+	esac
+done < <(apt-cache show --no-all-versions "$meta" "${userland_packages[@]}" 2>/dev/null |
+	awk '/^Package: / {p = $2} /^Version: / {print "version", p, $2}
+	     /^Depends: / {print "depends", p, substr($0, 10)}')
 deb=${KVNODE_GUEST_KERNEL_DEB:-}
 if [ -z "$deb" ]; then
 	# The metapackage depends on exactly one real kernel package at one version, e.g.
-	# "Depends: linux-image-6.1.0-57-cloud-amd64 (= 6.1.192-3)". (One apt-cache call: without a
-	# pkgcache.bin each call costs half a second.)
-	read -r pkg ver < <(apt-cache show --no-all-versions "$meta" 2>/dev/null |
+	# "Depends: linux-image-6.1.0-57-cloud-amd64 (= 6.1.192-3)".
+	read -r pkg ver < <(echo "Depends: $kernel_dep" |
 		sed -n 's/^Depends:.*\(linux-image-[0-9][^ ,]*\) (= \([^)]*\)).*/\1 \2/p' | head -n 1) || true
 	if [ -n "${pkg:-}" ]; then deb=$(fetch_deb "$pkg" "$ver"); fi
 	if [ -z "$deb" ]; then
@@ -92,10 +107,10 @@ fi
 
 # --- userland packages: Debian's qemu-guest-agent, and Dropbear with OpenSSH's sftp-server ---------
 # package_deb NAME: the newest .deb of NAME apt knows (downloaded into the cache), else the newest
-# one in the cache.
+# one in the cache. NAME must be one of userland_packages (their versions are read above).
 package_deb() {
 	local ver found
-	ver=$(apt-cache show --no-all-versions "$1" 2>/dev/null | sed -n 's/^Version: //p' | head -n 1)
+	ver=${apt_version[$1]:-}
 	if [ -n "$ver" ]; then found=$(fetch_deb "$1" "$ver"); fi
 	if [ -z "${found:-}" ]; then
 		# shellcheck disable=SC2012 # Debian package names
@@ -121,12 +136,12 @@ for p in tpm2-tools libtss2-esys-3.0.2-0 libtss2-mu0 libtss2-rc0 libtss2-sys1 li
 	libtss2-tcti-device0; do
 	tpm_debs+=("$(package_deb "$p")")
 done
-# systemd-boot's EFI stub (never installed): the unified kernel image's loader.
-efi_stub_deb=$(package_deb systemd-boot-efi)
+# systemd-boot (never installed): the UEFI boot loader.
+efi_loader_deb=$(package_deb systemd-boot-efi)
 
 # --- up to date? -----------------------------------------------------------------------------------
-stamp="flavour=$flavour deb=$(basename "$deb") agent=$(basename "$agent_deb") ssh=$(for d in "${ssh_debs[@]}"; do basename "$d"; done | tr '\n' ' ') tpm=$(for d in "${tpm_debs[@]}"; do basename "$d"; done | tr '\n' ' ') efi=$(basename "$efi_stub_deb") size_mb=$img_mb busybox=$(dpkg-query -W -f='${Version}' busybox-static 2>/dev/null || echo unknown) cmdline=$cmdline"
-inputs=("$self" "$here/rootfs" "$busybox" "$deb" "$agent_deb" "${ssh_debs[@]}" "${tpm_debs[@]}" "$efi_stub_deb")
+stamp="flavour=$flavour deb=$(basename "$deb") agent=$(basename "$agent_deb") ssh=$(for d in "${ssh_debs[@]}"; do basename "$d"; done | tr '\n' ' ') tpm=$(for d in "${tpm_debs[@]}"; do basename "$d"; done | tr '\n' ' ') efi=$(basename "$efi_loader_deb") size_mb=$img_mb busybox=$(dpkg-query -W -f='${Version}' busybox-static 2>/dev/null || echo unknown) cmdline=$cmdline"
+inputs=("$self" "$here/rootfs" "$busybox" "$deb" "$agent_deb" "${ssh_debs[@]}" "${tpm_debs[@]}" "$efi_loader_deb")
 if [ -z "${KVNODE_GUEST_FORCE:-}" ] && [ -s "$img" ] && [ -f "$img.stamp" ] &&
 	[ "$(cat "$img.stamp")" = "$stamp" ] &&
 	[ -z "$(find -L "${inputs[@]}" -newer "$img" -print -quit)" ]; then
@@ -293,20 +308,15 @@ install -D -m 0644 "$tcti" "$tpmroot/usr/lib/x86_64-linux-gnu/libtss2-tcti-devic
 (cd "$tpmroot" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc -R 0:0 --quiet) |
 	gzip -n -6 > "$work/tpm2.cpio.gz"
 
-# --- the unified kernel image: systemd-boot's stub with the kernel, initramfs and command line ---
-dpkg-deb -x "$efi_stub_deb" "$work/efi"
-stub="$work/efi/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
-[ -s "$stub" ] || die "$(basename "$efi_stub_deb") has no linuxx64.efi.stub"
-printf '%s' "$cmdline" > "$work/uki.cmdline"
-printf 'NAME="kvnode test guest"\nID=kvnode-guest\n' > "$work/uki.osrel"
-# Section addresses past the stub's own (it ends below 0x20000) and each other's: the kernel
-# below 32 MiB of room, the initramfs after it.
-objcopy \
-	--add-section .osrel="$work/uki.osrel" --change-section-vma .osrel=0x20000 \
-	--add-section .cmdline="$work/uki.cmdline" --change-section-vma .cmdline=0x30000 \
-	--add-section .linux="$work/k/boot/vmlinuz-$kver" --change-section-vma .linux=0x2000000 \
-	--add-section .initrd="$work/initrd.gz" --change-section-vma .initrd=0x4000000 \
-	"$stub" "$work/BOOTX64.EFI"
+# --- UEFI: systemd-boot as the removable-media loader, booting the same kernel and initramfs ------
+# (Debian's kernel is its own EFI program; systemd-boot hands it the initramfs and command line.
+# Nothing is stored twice: the image's data stays as small as the BIOS one.)
+dpkg-deb -x "$efi_loader_deb" "$work/efi"
+sdboot="$work/efi/usr/lib/systemd/boot/efi/systemd-bootx64.efi"
+[ -s "$sdboot" ] || die "$(basename "$efi_loader_deb") has no systemd-bootx64.efi"
+printf 'timeout 0\ndefault kvnode.conf\n' > "$work/loader.conf"
+printf 'title kvnode test guest\nlinux /vmlinuz\ninitrd /initrd.gz\noptions %s\n' "$cmdline" \
+	> "$work/kvnode.conf"
 
 # --- the disk -------------------------------------------------------------------------------------
 export MTOOLS_SKIP_CHECK=1
@@ -329,8 +339,10 @@ mcopy -i "$tmpimg" "$work/k/boot/vmlinuz-$kver" ::vmlinuz
 mcopy -i "$tmpimg" "$work/initrd.gz" ::initrd.gz
 mcopy -i "$tmpimg" "$work/syslinux.cfg" ::syslinux.cfg
 mcopy -i "$tmpimg" "$work/tpm2.cpio.gz" ::tpm2.cpio.gz
-mmd -i "$tmpimg" ::EFI ::EFI/BOOT
-mcopy -i "$tmpimg" "$work/BOOTX64.EFI" ::EFI/BOOT/BOOTX64.EFI
+mmd -i "$tmpimg" ::EFI ::EFI/BOOT ::loader ::loader/entries
+mcopy -i "$tmpimg" "$sdboot" ::EFI/BOOT/BOOTX64.EFI
+mcopy -i "$tmpimg" "$work/loader.conf" ::loader/loader.conf
+mcopy -i "$tmpimg" "$work/kvnode.conf" ::loader/entries/kvnode.conf
 
 cp "$work/k/boot/vmlinuz-$kver" "$out/vmlinuz"
 cp "$work/initrd.gz" "$out/initrd.gz"
@@ -340,7 +352,7 @@ echo "$cmdline" > "$out/cmdline"
 	echo "guest agent: $(basename "$agent_deb")"
 	echo "ssh: $(for d in "${ssh_debs[@]}"; do basename "$d"; done | tr '\n' ' ')"
 	echo "tpm2: $(for d in "${tpm_debs[@]}"; do basename "$d"; done | tr '\n' ' ')"
-	echo "uefi: $(basename "$efi_stub_deb") (EFI/BOOT/BOOTX64.EFI)"
+	echo "uefi: $(basename "$efi_loader_deb") (EFI/BOOT/BOOTX64.EFI, loader/entries/kvnode.conf)"
 	echo "cmdline: $cmdline"
 	echo "modules (load order):"
 	sed 's/^/  /' "$root/etc/kvnode/modules"

@@ -8,12 +8,15 @@
 // running VMI's identity alone; a second VM with neither persistent, running beside it, sees
 // none of them and loses its own at its restart. Switching the first VM to Secure Boot gives
 // RestartRequired, then a fresh store from the Microsoft-keys template, whose firmware refuses
-// the unsigned guest. Deleting the VM deletes its store. A Hyper-V enlightenment that TCG
-// cannot give keeps a VMI Pending with the field named, and a bare VMI asking for persistence
-// is refused.
+// the unsigned guest. Deleting the VM deletes its store. A handler killed while it makes the
+// store (before and after the dir's rename) leaves one whole store owned by the VM. A Hyper-V
+// enlightenment that TCG cannot give keeps a VMI Pending with the field named, and a bare VMI
+// asking for persistence is refused.
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -208,6 +211,53 @@ TEST_F(FirmwareTest, EfiVariablesAndTpmObjectsStayWithTheirVmAndOnlyWithIt) {
                          absl::Milliseconds(200)))
       << handler_->Log();
   EXPECT_NE(handler_->Kvctl({"get", "pvc", "persistent-state-for-fw"}).exit_code, 0);
+}
+
+TEST_F(FirmwareTest, AHandlerKilledWhileItMakesTheStoreLeavesOneWholeStoreOwnedByTheVm) {
+  VmApi api(handler_.get());
+  ASSERT_TRUE(handler_->PrepareDisk("default", "crash-root").ok());
+  // BIOS and a persistent TPM: the store without the slower UEFI boot.
+  std::string yaml = VmYaml("crash", "{}", "{persistent: true}");
+  const std::string efi = "            efi: {}";
+  yaml.replace(yaml.find(efi), efi.size(), "            bios: {}");
+  // The handler dies with the store's dir half made, then again with it made but the claim
+  // not stored; each time it starts again and goes on.
+  bool applied = false;
+  for (const char* point : {"backend-storage-making", "backend-storage-renamed"}) {
+    setenv("KVNODE_FAILPOINT", point, 1);
+    handler_->Kill();
+    ASSERT_TRUE(handler_->Restart().ok());
+    unsetenv("KVNODE_FAILPOINT");
+    if (!applied) {  // later, the handler starts the VM's VMI again by itself
+      auto out = handler_->ApplyYaml(yaml);
+      ASSERT_EQ(out.exit_code, 0) << out.out;
+      applied = true;
+    }
+    auto exited = handler_->WaitExit(absl::Seconds(60));
+    ASSERT_TRUE(exited.has_value()) << point << ": not reached\n" << handler_->Log();
+    EXPECT_EQ(WEXITSTATUS(*exited), 86) << point;
+  }
+  ASSERT_TRUE(handler_->Restart().ok());
+  const std::string uid = Booted(api, "crash");
+  ASSERT_FALSE(uid.empty());
+  EXPECT_TRUE(Printed(uid, "KVNODE-GUEST-EFI none"));
+  EXPECT_TRUE(Printed(uid, "KVNODE-GUEST-TPM version=2 dev=tpm0 persistent=none"));
+  // One store, whole (nvram/ and swtpm/), no half-made dir beside it, owned by the VM.
+  std::vector<std::string> entries;
+  for (const auto& e : std::filesystem::directory_iterator(handler_->state_dir() +
+                                                            "/volumes/default")) {
+    entries.push_back(e.path().filename().string());
+  }
+  EXPECT_THAT(entries, ::testing::UnorderedElementsAre("crash-root", "persistent-state-for-crash"));
+  struct stat st;
+  EXPECT_EQ(stat((StoreDir("crash") + "/nvram").c_str(), &st), 0);
+  EXPECT_EQ(stat((StoreDir("crash") + "/swtpm/tpm2-00.permall").c_str(), &st), 0);
+  auto pvc = handler_->Kvctl({"get", "pvc", "persistent-state-for-crash", "-o", "json"});
+  ASSERT_EQ(pvc.exit_code, 0) << pvc.out;
+  auto vm = api.Get("crash");
+  ASSERT_TRUE(vm.ok());
+  EXPECT_THAT(pvc.out, HasSubstr("\"uid\": \"" + vm->metadata().uid() + "\""));
+  EXPECT_THAT(pvc.out, HasSubstr("\"persistent-state-for\": \"crash\""));
 }
 
 TEST_F(FirmwareTest, WhatTheNodeCannotKeepOrProvideIsRefusedWithItsField) {
