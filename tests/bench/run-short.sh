@@ -25,9 +25,9 @@ bench() {
 bench manifest "$bin/manifest_bench" --benchmark_min_time=0.05
 bench qmp python3 "$here/qmp-cpu-features.py" --runs 1
 bench qmp-per-start python3 "$here/qmp-per-start.py" --runs 1
-bench start "$bin/kvnode-bench-start" --runs 2
+bench start "$bin/kvnode-bench-start" --runs 1
 bench watch "$bin/kvnode-bench-watch" --events 20
-bench density "$bin/kvnode-bench-density" --vmis 5 --idle 3s
+bench density "$bin/kvnode-bench-density" --vmis 3 --idle 2s
 bench density-floor "$bin/kvnode-bench-density" --vmis 3 --idle 2s --floor
 bench density-embed "$bin/kvnode-bench-density" --vmis 2 --idle 2s --embed
 bench migration "$bin/kvnode-bench-migration" --runs 1

@@ -21,6 +21,8 @@
 #   KVNODE_GUEST_IMAGE_MB          size of the image (default 64)
 #   KVNODE_GUEST_CMDLINE_EXTRA     appended to the kernel command line
 #   KVNODE_GUEST_FORCE=1           rebuild even if the image is up to date
+#   KVNODE_GUEST_REUSE=1           an image built by this script from the same rootfs and settings
+#                                  is used without asking apt for newer packages
 set -euo pipefail
 
 die() { echo "build-guest: $*" >&2; exit 1; }
@@ -51,6 +53,16 @@ fi
 # Builds of the same OUTDIR (parallel tests) wait for each other.
 exec 9>"$out/.guest.lock"
 flock 9
+
+# KVNODE_GUEST_REUSE=1 (the test fixture): an image built from this script, rootfs and busybox
+# with these settings is used as it is, without asking apt whether a package is newer (each
+# test binary runs this script at its start).
+if [ -n "${KVNODE_GUEST_REUSE:-}" ] && [ -z "${KVNODE_GUEST_FORCE:-}" ] && [ -s "$img" ] &&
+	[ -f "$img.stamp" ] && [ -z "$(find -L "$self" "$here/rootfs" "$busybox" -newer "$img" -print -quit)" ] &&
+	grep -q "^flavour=$flavour .* size_mb=$img_mb .*cmdline=$cmdline\$" "$img.stamp"; then
+	log "$img is up to date (reused without asking apt)"
+	exit 0
+fi
 
 # --- the kernel .deb ------------------------------------------------------------------------------
 case "$flavour" in

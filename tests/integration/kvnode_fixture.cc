@@ -87,6 +87,8 @@ const std::string& GuestImage() {
   static std::string image;
   std::call_once(once, [] {
     std::string dir = Env("KVNODE_GUEST_DIR", "/var/cache/kvnode-guest/image");
+    // An image this script built from the same rootfs is taken without asking apt again.
+    setenv("KVNODE_GUEST_REUSE", "1", 0);
     auto r = RunCommand({"/bin/bash", SourceDir() + "/tests/guest/build-guest.sh", dir},
                         absl::Minutes(10));
     if (!r.ok() || !r->success()) {
