@@ -42,8 +42,10 @@ void RemoveTreeUnder(const std::string& parent, const std::string& name) {
 
 namespace {
 
-absl::Status HandTreeAt(int dir_fd, uid_t uid, gid_t gid, uid_t only_from, int depth) {
-  if (depth > 16) return absl::FailedPreconditionError("directory tree deeper than 16 levels");
+absl::Status WalkTreeAt(int dir_fd, const TreeVisitor& visit, int depth) {
+  if (depth > kMaxTreeDepth) {
+    return absl::FailedPreconditionError("directory tree deeper than 16 levels");
+  }
   int fd = dup(dir_fd);
   if (fd < 0) return absl::ErrnoToStatus(errno, "dup");
   DIR* d = fdopendir(fd);
@@ -60,27 +62,16 @@ absl::Status HandTreeAt(int dir_fd, uid_t uid, gid_t gid, uid_t only_from, int d
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
     struct stat st;
     if (fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) continue;  // gone meanwhile
-    if (only_from != static_cast<uid_t>(-1) && st.st_uid != only_from) continue;
     if (S_ISDIR(st.st_mode)) {
       int child = openat(dir_fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (child < 0) {
         keep(absl::ErrnoToStatus(errno, std::string("open ") + e->d_name));
         continue;
       }
-      keep(HandTreeAt(child, uid, gid, only_from, depth + 1));
-      if (fchown(child, uid, gid) < 0 || fchmod(child, 0700) < 0) {
-        keep(absl::ErrnoToStatus(errno, std::string("chown ") + e->d_name));
-      }
+      keep(WalkTreeAt(child, visit, depth + 1));
       close(child);
-      continue;
     }
-    if (fchownat(dir_fd, e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
-      keep(absl::ErrnoToStatus(errno, std::string("chown ") + e->d_name));
-      continue;
-    }
-    if (S_ISREG(st.st_mode) && fchmodat(dir_fd, e->d_name, 0600, 0) < 0) {
-      keep(absl::ErrnoToStatus(errno, std::string("chmod ") + e->d_name));
-    }
+    keep(visit(dir_fd, e->d_name, st));
   }
   closedir(d);
   return first;
@@ -88,8 +79,22 @@ absl::Status HandTreeAt(int dir_fd, uid_t uid, gid_t gid, uid_t only_from, int d
 
 }  // namespace
 
+absl::Status WalkTree(int dir_fd, const TreeVisitor& visit) {
+  return WalkTreeAt(dir_fd, visit, 0);
+}
+
 absl::Status HandTreeTo(int dir_fd, uid_t uid, gid_t gid, uid_t only_from) {
-  return HandTreeAt(dir_fd, uid, gid, only_from, 0);
+  return WalkTree(dir_fd, [&](int parent, const char* name, const struct stat& st) {
+    if (only_from != static_cast<uid_t>(-1) && st.st_uid != only_from) return absl::OkStatus();
+    if (fchownat(parent, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+      return absl::ErrnoToStatus(errno, std::string("chown ") + name);
+    }
+    if ((S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) &&
+        fchmodat(parent, name, S_ISDIR(st.st_mode) ? 0700 : 0600, 0) < 0) {
+      return absl::ErrnoToStatus(errno, std::string("chmod ") + name);
+    }
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace kvnode

@@ -6,8 +6,10 @@
 #ifndef KVNODE_AGENT_BASE_FILE_TREE_H_
 #define KVNODE_AGENT_BASE_FILE_TREE_H_
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -21,10 +23,18 @@ void RemoveTreeAt(int parent_fd, const char* name);
 // The same for `parent`/`name`; `parent` itself is opened with O_NOFOLLOW.
 void RemoveTreeUnder(const std::string& parent, const std::string& name);
 
+// Calls `visit(parent_fd, name, stat)` for everything inside the directory open at `dir_fd`
+// (not the directory itself), a directory after its contents. Links are visited themselves,
+// never followed or descended; the walk stops kMaxTreeDepth levels down. The first error (of a
+// visit or of the walk) is returned after the rest was walked.
+inline constexpr int kMaxTreeDepth = 16;
+using TreeVisitor =
+    std::function<absl::Status(int parent_fd, const char* name, const struct stat& st)>;
+absl::Status WalkTree(int dir_fd, const TreeVisitor& visit);
+
 // Everything inside the directory open at `dir_fd` (not the directory itself) becomes
 // uid:gid, directories 0700 and files 0600; with `only_from` set, only what that uid owns is
-// touched. Links are changed themselves (never what they point at) and never descended; the
-// walk stops 16 levels down. The first error is returned after the rest was tried.
+// touched. Links are changed themselves (never what they point at); WalkTree's rules.
 absl::Status HandTreeTo(int dir_fd, uid_t uid, gid_t gid, uid_t only_from = static_cast<uid_t>(-1));
 
 }  // namespace kvnode

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
 #include "agent/manifest/instancetype.h"
+#include "agent/manifest/owner_refs.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "spdlog/spdlog.h"
 
@@ -312,13 +313,7 @@ absl::Status Instancetypes::RecordRevisionLocked(const VirtualMachine& vm, const
       labels[kObjectKindLabel] = object.kind();
       labels[kObjectUidLabel] = m.uid();
       labels[kObjectGenerationLabel] = std::to_string(m.generation());
-      auto* owner = meta->add_owner_references();
-      owner->set_api_version("kubevirt.io/v1");
-      owner->set_kind("VirtualMachine");
-      owner->set_name(vm.metadata().name());
-      owner->set_uid(vm.metadata().uid());
-      owner->set_controller(true);
-      owner->set_block_owner_deletion(true);
+      *meta->add_owner_references() = ControllerRefTo(vm);
       r.set_revision(m.generation());
       SetRevisionObject(object, &r);
       RETURN_IF_ERROR(store_->Put(kInstancetypeRevisionKind, &r, "ADDED").status());

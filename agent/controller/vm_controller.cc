@@ -13,6 +13,7 @@
 #include "agent/controller/vm_history.h"
 #include "agent/handler/vmi_status.h"
 #include "agent/manifest/instancetype.h"
+#include "agent/manifest/owner_refs.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "launcher/converter/vm_template.h"
 #include "spdlog/spdlog.h"
@@ -26,17 +27,6 @@ using kvnode::v1::VirtualMachineInstance;
 namespace {
 
 constexpr absl::Duration kRetryAfterError = absl::Seconds(5);
-
-kvnode::v1::OwnerReference OwnerRefTo(const VirtualMachine& vm) {
-  kvnode::v1::OwnerReference o;
-  o.set_api_version("kubevirt.io/v1");
-  o.set_kind(kVmKind);
-  o.set_name(vm.metadata().name());
-  o.set_uid(vm.metadata().uid());
-  o.set_controller(true);
-  o.set_block_owner_deletion(true);
-  return o;
-}
 
 std::string RevisionName(const VirtualMachine& vm) {
   return absl::StrCat("revision-start-vm-", vm.metadata().uid(), "-", vm.metadata().generation());
@@ -266,7 +256,7 @@ std::optional<VirtualMachineInstance> VmController::OwnVmiLocked(Record* r, bool
     *foreign = true;
     return std::nullopt;
   }
-  *vmi->mutable_metadata()->add_owner_references() = OwnerRefTo(vm);
+  *vmi->mutable_metadata()->add_owner_references() = ControllerRefTo(vm);
   if (absl::Status s = vmis_->UpdateOwnership(*vmi); !s.ok()) {
     spdlog::warn("VM {}/{}: cannot adopt VMI {}: {}", vm.metadata().namespace_(),
                  vm.metadata().name(), vmi->metadata().uid(), s.ToString());
@@ -297,7 +287,7 @@ absl::Status VmController::StartVmiLocked(Record* r, VirtualMachine* vm, const S
   auto* meta = vmi.mutable_metadata();
   meta->set_uid(NewRandomUuid());
   meta->clear_owner_references();
-  *meta->add_owner_references() = OwnerRefTo(*vm);
+  *meta->add_owner_references() = ControllerRefTo(*vm);
   (*meta->mutable_annotations())[kVmGenerationAnnotation] =
       std::to_string(vm->metadata().generation());
   if (HasStartPausedRequest(*vm)) vmi.mutable_spec()->set_start_strategy("Paused");
@@ -307,7 +297,7 @@ absl::Status VmController::StartVmiLocked(Record* r, VirtualMachine* vm, const S
   revision.set_kind(kRevisionKind);
   revision.mutable_metadata()->set_name(RevisionName(*vm));
   revision.mutable_metadata()->set_namespace_(vm->metadata().namespace_());
-  *revision.mutable_metadata()->add_owner_references() = OwnerRefTo(*vm);
+  *revision.mutable_metadata()->add_owner_references() = ControllerRefTo(*vm);
   *revision.mutable_spec() = started_from.spec();
   revision.set_revision(vm->metadata().generation());
 

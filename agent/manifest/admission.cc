@@ -9,8 +9,10 @@
 // Long because it is one walk of one object, as KubeVirt's admitter is: the checks of one part
 // of the spec read each other's results (a volume's disk, an interface's network, the requests
 // the guest memory and the CPU request come from) and share the private helpers, so splitting
-// it would mean exporting that state between files. The file is laid out top-down: shared helpers (names, quantities, strings), then one section per
-// part of the spec, then the public entry points, then PathResolver::Real().
+// it would mean exporting that state between files (Hyper-V's rules, which read only their own
+// block, live in hyperv.cc). The file is laid out top-down: shared helpers (names, quantities,
+// strings), then one section per part of the spec, then the public entry points, then
+// PathResolver::Real().
 #include "agent/manifest/admission.h"
 
 #include <arpa/inet.h>
@@ -37,6 +39,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/base/uuid.h"
 #include "agent/manifest/backend_storage.h"
+#include "agent/manifest/owner_refs.h"
 #include "agent/manifest/defaults.h"
 #include "agent/manifest/hyperv.h"
 #include "agent/manifest/quantity.h"
@@ -886,9 +889,8 @@ void CheckFirmware(const DomainSpec& domain, const FieldPath& path, AdmissionRev
                          "too (BIOS keeps no variables)");
     }
   }
-  // KubeVirt: secureBoot defaults to true with efi; OVMF's secure boot build needs SMM.
-  bool secure_boot = boot.has_efi() && (!boot.efi().has_secure_boot() || boot.efi().secure_boot());
-  if (!secure_boot) return;
+  // OVMF's secure boot build needs SMM.
+  if (!UsesSecureBoot(boot)) return;
   FieldPath sb_path = boot_path.Child("efi").Child("secureBoot");
   const auto& smm = domain.features().smm();
   if (domain.features().has_smm() && smm.has_enabled() && !smm.enabled()) {

@@ -1,6 +1,8 @@
 #include "agent/manifest/backend_storage.h"
 
 #include "absl/strings/str_cat.h"
+#include "agent/base/node_stack.h"
+#include "agent/manifest/owner_refs.h"
 
 namespace kvnode {
 
@@ -38,27 +40,23 @@ bool NeedsBackendStorage(const kvnode::v1::VirtualMachineInstanceSpec& spec) {
   return HasPersistentTpm(spec) || HasPersistentEfi(spec);
 }
 
+bool UsesSecureBoot(const kvnode::v1::Bootloader& bootloader) {
+  return bootloader.has_efi() &&
+         (!bootloader.efi().has_secure_boot() || bootloader.efi().secure_boot());
+}
+
 std::string NvramFirmware(const kvnode::v1::VirtualMachineInstanceSpec& spec) {
   const auto& bootloader = spec.domain().firmware().bootloader();
   if (!bootloader.has_efi()) return "";
-  // KubeVirt: secureBoot defaults to true with efi.
-  bool secure = !bootloader.efi().has_secure_boot() || bootloader.efi().secure_boot();
-  return secure ? "efi-secureboot" : "efi";
-}
-
-std::string ControllingVm(const kvnode::v1::ObjectMeta& meta) {
-  for (const auto& owner : meta.owner_references()) {
-    if (owner.kind() == "VirtualMachine" && owner.controller()) return owner.name();
-  }
-  return "";
+  return UsesSecureBoot(bootloader) ? "efi-secureboot" : "efi";
 }
 
 std::string PersistentTpmUnsupported(const kvnode::v1::VirtualMachineInstanceSpec& spec,
                                      uint64_t libvirt) {
   if (!HasPersistentTpm(spec) || libvirt == 0 || libvirt >= kLibvirtTpmStateDir) return "";
-  return absl::StrCat("spec.domain.devices.tpm.persistent: this node's libvirt (", libvirt / 1000000,
-                      ".", libvirt / 1000 % 1000, ".", libvirt % 1000,
-                      ") cannot keep a TPM's state in the VM's store (it needs 10.10.0 or later)");
+  return absl::StrCat("spec.domain.devices.tpm.persistent: this node's libvirt (",
+                      FormatVersion(libvirt), ") cannot keep a TPM's state in the VM's store (it "
+                      "needs ", FormatVersion(kLibvirtTpmStateDir), " or later)");
 }
 
 std::string BackendStorageClaimOf(const kvnode::v1::VirtualMachineInstance& vmi) {

@@ -46,13 +46,12 @@ bool HasPersistentEfi(const kvnode::v1::VirtualMachineInstanceSpec& spec);
 // KubeVirt's IsBackendStorageNeeded.
 bool NeedsBackendStorage(const kvnode::v1::VirtualMachineInstanceSpec& spec);
 
+// EFI with Secure Boot: KubeVirt turns secureBoot on unless the efi block says false.
+bool UsesSecureBoot(const kvnode::v1::Bootloader& bootloader);
+
 // Which firmware the EFI variables of `spec` are for: "efi-secureboot" (Secure Boot, the
 // default with efi), "efi", or "" (BIOS). VARS kept for one are never handed to the other.
 std::string NvramFirmware(const kvnode::v1::VirtualMachineInstanceSpec& spec);
-
-// The name of the VirtualMachine that controls `meta` (its controller owner reference of kind
-// VirtualMachine), or "" for a bare VMI.
-std::string ControllingVm(const kvnode::v1::ObjectMeta& meta);
 
 // libvirt keeps a TPM's state in a dir of the VM's choosing (<backend><source type='dir'/>)
 // from 10.10.0; an older one would ignore the element and keep the state for the execution

@@ -2,24 +2,50 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 
 namespace kvnode {
 namespace {
 
 using kvnode::v1::FeatureHyperv;
-using kvnode::v1::FeatureState;
 using kvnode::v1::VirtualMachineInstanceSpec;
 
-// KubeVirt's SetDefaults_FeatureState: present means enabled unless it says otherwise.
-template <typename Feature>
-void DefaultEnabled(Feature* f) {
-  if (!f->has_enabled()) f->set_enabled(true);
+// Every field of FeatureHyperv is a feature message whose first field is `optional bool
+// enabled` (FeatureState, FeatureSpinlocks, SyNICTimer, ...): the fields are reached by name
+// through reflection, in the schema's order (KubeVirt's).
+const google::protobuf::FieldDescriptor* FeatureField(const std::string& name) {
+  return FeatureHyperv::descriptor()->FindFieldByName(name);
 }
 
-// A state that is present and says enabled: true (KubeVirt's isFeatureStateEnabled, after
-// defaulting). `has` is whether the feature is present at all.
-bool ExplicitlyOn(bool has, bool has_enabled, bool enabled) {
-  return has && has_enabled && enabled;
+// The feature message of field `name`, or null when the field is absent.
+const google::protobuf::Message* Present(const FeatureHyperv& h, const std::string& name) {
+  const auto* field = FeatureField(name);
+  const auto* r = h.GetReflection();
+  return r->HasField(h, field) ? &r->GetMessage(h, field) : nullptr;
+}
+
+const google::protobuf::FieldDescriptor* EnabledField(const google::protobuf::Message& m) {
+  return m.GetDescriptor()->FindFieldByName("enabled");
+}
+
+// Present, and `enabled` set to true (KubeVirt's isFeatureStateEnabled, after defaulting).
+bool IsOn(const google::protobuf::Message* m) {
+  return m != nullptr && m->GetReflection()->HasField(*m, EnabledField(*m)) &&
+         m->GetReflection()->GetBool(*m, EnabledField(*m));
+}
+
+// Present, and `enabled` not set to false (as the converter reads it).
+bool Asked(const google::protobuf::Message* m) {
+  return m != nullptr && (!m->GetReflection()->HasField(*m, EnabledField(*m)) ||
+                          m->GetReflection()->GetBool(*m, EnabledField(*m)));
+}
+
+// KubeVirt's SetDefaults_FeatureState: present means enabled unless it says otherwise.
+void DefaultEnabled(google::protobuf::Message* m) {
+  if (!m->GetReflection()->HasField(*m, EnabledField(*m))) {
+    m->GetReflection()->SetBool(m, EnabledField(*m), true);
+  }
 }
 
 // One dependency of KubeVirt's table: `feature` (by field name) needs `requires`.
@@ -33,39 +59,6 @@ constexpr Dependency kDependencies[] = {
     {"synictimer", "synic"}, {"synic", "vpindex"},
 };
 
-// The enabled state of a hyperv field by name: {present, has_enabled, enabled}.
-struct State {
-  bool present = false;
-  bool has_enabled = false;
-  bool enabled = false;
-};
-
-template <typename Feature>
-State StateOf(bool present, const Feature& f) {
-  return {present, f.has_enabled(), f.enabled()};
-}
-
-State FieldState(const FeatureHyperv& h, const std::string& name) {
-  if (name == "vpindex") return StateOf(h.has_vpindex(), h.vpindex());
-  if (name == "vapic") return StateOf(h.has_vapic(), h.vapic());
-  if (name == "synic") return StateOf(h.has_synic(), h.synic());
-  if (name == "synictimer") return StateOf(h.has_synictimer(), h.synictimer());
-  if (name == "tlbflush") return StateOf(h.has_tlbflush(), h.tlbflush());
-  if (name == "ipi") return StateOf(h.has_ipi(), h.ipi());
-  if (name == "evmcs") return StateOf(h.has_evmcs(), h.evmcs());
-  return {};
-}
-
-// Only the requirements of the table are ever set on the user's behalf.
-FeatureState* MutableRequirement(FeatureHyperv* h, const std::string& name) {
-  if (name == "vpindex") return h->mutable_vpindex();
-  if (name == "vapic") return h->mutable_vapic();
-  if (name == "synic") return h->mutable_synic();
-  return nullptr;
-}
-
-bool IsOn(const State& s) { return ExplicitlyOn(s.present, s.has_enabled, s.enabled); }
-
 constexpr char kVmx[] = "vmx";
 
 }  // namespace
@@ -74,34 +67,25 @@ void DefaultHyperv(VirtualMachineInstanceSpec* spec) {
   auto* domain = spec->mutable_domain();
   if (!domain->features().has_hyperv()) return;
   FeatureHyperv* h = domain->mutable_features()->mutable_hyperv();
-  if (h->has_relaxed()) DefaultEnabled(h->mutable_relaxed());
-  if (h->has_vapic()) DefaultEnabled(h->mutable_vapic());
-  if (h->has_vpindex()) DefaultEnabled(h->mutable_vpindex());
-  if (h->has_runtime()) DefaultEnabled(h->mutable_runtime());
-  if (h->has_synic()) DefaultEnabled(h->mutable_synic());
-  if (h->has_reset()) DefaultEnabled(h->mutable_reset());
-  if (h->has_frequencies()) DefaultEnabled(h->mutable_frequencies());
-  if (h->has_reenlightenment()) DefaultEnabled(h->mutable_reenlightenment());
-  if (h->has_ipi()) DefaultEnabled(h->mutable_ipi());
-  if (h->has_evmcs()) DefaultEnabled(h->mutable_evmcs());
-  if (h->has_vendorid()) DefaultEnabled(h->mutable_vendorid());
-  if (h->has_synictimer()) {
-    DefaultEnabled(h->mutable_synictimer());
-    if (h->synictimer().has_direct()) DefaultEnabled(h->mutable_synictimer()->mutable_direct());
+  const auto* r = h->GetReflection();
+  for (int i = 0; i < FeatureHyperv::descriptor()->field_count(); ++i) {
+    const auto* field = FeatureHyperv::descriptor()->field(i);
+    // KubeVirt defaults no TLBFlush (it has no SetDefaults): tlbflush: {} converts as on but
+    // pulls in no dependency.
+    if (field->name() == "tlbflush" || !r->HasField(*h, field)) continue;
+    DefaultEnabled(r->MutableMessage(h, field));
   }
-  if (h->has_spinlocks()) {
-    DefaultEnabled(h->mutable_spinlocks());
-    if (h->spinlocks().enabled() && !h->spinlocks().has_spinlocks()) {
-      h->mutable_spinlocks()->set_spinlocks(kDefaultSpinlockRetries);
-    }
+  if (h->synictimer().has_direct()) DefaultEnabled(h->mutable_synictimer()->mutable_direct());
+  if (h->spinlocks().enabled() && !h->spinlocks().has_spinlocks()) {
+    h->mutable_spinlocks()->set_spinlocks(kDefaultSpinlockRetries);
   }
-  // KubeVirt defaults no TLBFlush (it has no SetDefaults): tlbflush: {} converts as on but
-  // pulls in no dependency.
   for (const Dependency& d : kDependencies) {
-    if (!IsOn(FieldState(*h, d.feature))) continue;
-    State req = FieldState(*h, d.requires);
-    if (req.present && req.has_enabled) continue;  // set by the user (or earlier): admission decides
-    if (FeatureState* r = MutableRequirement(h, d.requires)) r->set_enabled(true);
+    if (!IsOn(Present(*h, d.feature))) continue;
+    const google::protobuf::Message* req = Present(*h, d.requires);
+    if (req != nullptr && req->GetReflection()->HasField(*req, EnabledField(*req))) {
+      continue;  // set by the user (or earlier): admission decides
+    }
+    DefaultEnabled(r->MutableMessage(h, FeatureField(d.requires)));
   }
   if (h->has_evmcs() && h->evmcs().enabled()) {
     auto* cpu = domain->mutable_cpu();
@@ -132,8 +116,8 @@ void CheckHyperv(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
   const FeatureHyperv& h = features.hyperv();
   FieldPath hp = features_path.Child("hyperv");
   for (const Dependency& d : kDependencies) {
-    if (!IsOn(FieldState(h, d.feature))) continue;
-    if (IsOn(FieldState(h, d.requires))) continue;
+    if (!IsOn(Present(h, d.feature))) continue;
+    if (IsOn(Present(h, d.requires))) continue;
     review->errors.Add(hp.Child(d.feature),
                        absl::StrCat("'", hp.Child(d.feature).str(), "' requires '",
                                     hp.Child(d.requires).str(), "', which was disabled."));
@@ -169,30 +153,14 @@ void CheckHyperv(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
 
 std::vector<HypervFeatureUse> EnabledHypervFeatures(const FeatureHyperv& h) {
   std::vector<HypervFeatureUse> out;
-  auto add = [&](bool present, bool has_enabled, bool enabled, const char* field,
-                 const char* libvirt) {
-    if (present && (!has_enabled || enabled)) out.push_back({field, libvirt});
-  };
-  add(h.has_relaxed(), h.relaxed().has_enabled(), h.relaxed().enabled(), "relaxed", "relaxed");
-  add(h.has_vapic(), h.vapic().has_enabled(), h.vapic().enabled(), "vapic", "vapic");
-  add(h.has_spinlocks(), h.spinlocks().has_enabled(), h.spinlocks().enabled(), "spinlocks",
-      "spinlocks");
-  add(h.has_vpindex(), h.vpindex().has_enabled(), h.vpindex().enabled(), "vpindex", "vpindex");
-  add(h.has_runtime(), h.runtime().has_enabled(), h.runtime().enabled(), "runtime", "runtime");
-  add(h.has_synic(), h.synic().has_enabled(), h.synic().enabled(), "synic", "synic");
-  add(h.has_synictimer(), h.synictimer().has_enabled(), h.synictimer().enabled(), "synictimer",
-      "stimer");
-  add(h.has_reset(), h.reset().has_enabled(), h.reset().enabled(), "reset", "reset");
-  add(h.has_vendorid(), h.vendorid().has_enabled(), h.vendorid().enabled(), "vendorid",
-      "vendor_id");
-  add(h.has_frequencies(), h.frequencies().has_enabled(), h.frequencies().enabled(),
-      "frequencies", "frequencies");
-  add(h.has_reenlightenment(), h.reenlightenment().has_enabled(), h.reenlightenment().enabled(),
-      "reenlightenment", "reenlightenment");
-  add(h.has_tlbflush(), h.tlbflush().has_enabled(), h.tlbflush().enabled(), "tlbflush",
-      "tlbflush");
-  add(h.has_ipi(), h.ipi().has_enabled(), h.ipi().enabled(), "ipi", "ipi");
-  add(h.has_evmcs(), h.evmcs().has_enabled(), h.evmcs().enabled(), "evmcs", "evmcs");
+  for (int i = 0; i < FeatureHyperv::descriptor()->field_count(); ++i) {
+    const std::string& field = FeatureHyperv::descriptor()->field(i)->name();
+    if (!Asked(Present(h, field))) continue;
+    // libvirt's names differ for two of them.
+    out.push_back({field, field == "synictimer" ? "stimer"
+                          : field == "vendorid" ? "vendor_id"
+                                                : field});
+  }
   return out;
 }
 

@@ -1,12 +1,9 @@
 // VolumeManager's part in a VM's backend storage (agent/manifest/backend_storage.h): the claim
 // persistent-state-for-<vm>, made when the VM's first VMI that needs it starts, handed to each
 // VMI's identity while it runs and given back to root when it ends.
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/atomic_file.h"
@@ -17,6 +14,7 @@
 #include "agent/base/untrusted_file.h"
 #include "agent/base/uuid.h"
 #include "agent/manifest/backend_storage.h"
+#include "agent/manifest/owner_refs.h"
 #include "agent/manifest/quantity.h"
 #include "agent/storage/disk_image.h"
 #include "agent/storage/pvc_rules.h"
@@ -93,14 +91,8 @@ absl::StatusOr<PersistentVolumeClaim> VolumeManager::EnsureBackendStorageLocked(
   if (!absl::IsNotFound(stored.status())) return stored.status();
 
   const StorageClass sc = BackendStorageClass();
-  PersistentVolumeClaim pvc;
-  pvc.set_api_version("v1");
-  pvc.set_kind(kPvcKind);
+  PersistentVolumeClaim pvc = NewClaimRecord(ns, name);
   auto* meta = pvc.mutable_metadata();
-  meta->set_name(name);
-  meta->set_namespace_(ns);
-  meta->set_uid(NewRandomUuid());
-  meta->set_creation_timestamp(FormatTimestamp(clock_->Now()));
   (*meta->mutable_labels())[kBackendStoragePrefix] = vm;
   (*meta->mutable_annotations())[kReclaimPolicyAnnotation] = sc.reclaim_policy;
   *meta->add_owner_references() = owner;
@@ -210,20 +202,9 @@ absl::Status VolumeManager::PrepareBackendStorage(const kvnode::v1::VirtualMachi
   return Annotate(s, "backend storage " + ns + "/" + pvc.metadata().name());
 }
 
-absl::Status VolumeManager::ReturnBackendStorageToRoot(uid_t uid) {
-  std::vector<std::string> dirs;
-  {
-    absl::MutexLock lock(&mu_);
-    auto stored = store_->List(kPvcKind);
-    if (!stored.ok()) return stored.status();
-    for (const StoredObject& o : *stored) {
-      PersistentVolumeClaim pvc;
-      if (FromJson(o.json, &pvc).ok() && IsBackendStorageClaim(pvc)) {
-        dirs.push_back(ClaimDir(pvc).path());
-      }
-    }
-  }
-  for (const std::string& path : dirs) {
+absl::Status VolumeManager::ReturnBackendStorageToRoot(const std::vector<std::string>& stores,
+                                                       uid_t uid) {
+  for (const std::string& path : stores) {
     int dir = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dir < 0) continue;  // gone
     absl::Status s = HandTreeTo(dir, config_.rest_uid, config_.rest_gid, uid);
@@ -234,36 +215,14 @@ absl::Status VolumeManager::ReturnBackendStorageToRoot(uid_t uid) {
 }
 
 int64_t VolumeManager::BackendStorageBytes(const PersistentVolumeClaim& pvc) const {
-  // du of the tree, two levels deep (nvram/*, swtpm/*/*).
-  int64_t total = 0;
-  std::function<void(int, int)> walk = [&](int fd, int depth) {
-    int copy = dup(fd);
-    if (copy < 0) return;
-    DIR* d = fdopendir(copy);
-    if (d == nullptr) {
-      close(copy);
-      return;
-    }
-    while (struct dirent* e = readdir(d)) {
-      if (e->d_name[0] == '.' && (e->d_name[1] == 0 || (e->d_name[1] == '.' && e->d_name[2] == 0))) {
-        continue;
-      }
-      struct stat st;
-      if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
-      total += int64_t{st.st_blocks} * 512;
-      if (S_ISDIR(st.st_mode) && depth < 4) {
-        int child = openat(fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (child >= 0) {
-          walk(child, depth + 1);
-          close(child);
-        }
-      }
-    }
-    closedir(d);
-  };
   int dir = open(ClaimDir(pvc).path().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dir < 0) return 0;
-  walk(dir, 0);
+  int64_t total = 0;  // du of the tree
+  // Best effort: what the walk could not reach is not counted.
+  (void)WalkTree(dir, [&](int, const char*, const struct stat& st) {
+    total += int64_t{st.st_blocks} * 512;
+    return absl::OkStatus();
+  });
   close(dir);
   return total;
 }

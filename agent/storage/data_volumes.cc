@@ -22,6 +22,7 @@
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
 #include "agent/base/uuid.h"
+#include "agent/manifest/owner_refs.h"
 #include "agent/storage/disk_image.h"
 #include "agent/storage/dv_rules.h"
 #include "agent/storage/image_reference.h"
@@ -203,13 +204,7 @@ VolumeFacts VolumeManager::EnsureDataVolumes(const kvnode::v1::VirtualMachine& v
     dv.mutable_metadata()->set_namespace_(ns);
     *dv.mutable_spec() = t.spec();
     DefaultDataVolume(&dv);
-    auto* owner = dv.mutable_metadata()->add_owner_references();
-    owner->set_api_version("kubevirt.io/v1");
-    owner->set_kind("VirtualMachine");
-    owner->set_name(vm.metadata().name());
-    owner->set_uid(vm.metadata().uid());
-    owner->set_controller(true);
-    owner->set_block_owner_deletion(true);
+    *dv.mutable_metadata()->add_owner_references() = ControllerRefTo(vm);
     absl::Status s =
         AdmitDataVolume(dv, config_.classes, CloneSourceSizeLocked(dv)).errors.ToStatus();
     if (s.ok()) s = CreateDataVolumeLocked(dv).status();

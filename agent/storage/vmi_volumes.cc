@@ -303,14 +303,19 @@ absl::Status ReturnFileToRoot(int fd, const std::string& path, uid_t uid, uid_t 
 
 absl::Status VolumeManager::ReturnToRoot(
     const std::optional<kvnode::v1::VirtualMachineInstance>& vmi, uid_t uid) {
-  std::vector<std::string> images;
+  std::vector<std::string> images, stores;
   {
     absl::MutexLock lock(&mu_);
     auto stored = store_->List(kPvcKind);
     if (!stored.ok()) return stored.status();
     for (const StoredObject& o : *stored) {
       kvnode::v1::PersistentVolumeClaim pvc;
-      if (FromJson(o.json, &pvc).ok()) images.push_back(ClaimImage(pvc));
+      if (!FromJson(o.json, &pvc).ok()) continue;
+      if (IsBackendStorageClaim(pvc)) {
+        stores.push_back(ClaimDir(pvc).path());
+      } else {
+        images.push_back(ClaimImage(pvc));
+      }
     }
   }
   for (const std::string& image : images) {
@@ -320,7 +325,7 @@ absl::Status VolumeManager::ReturnToRoot(
     close(fd);
     RETURN_IF_ERROR(s);
   }
-  RETURN_IF_ERROR(ReturnBackendStorageToRoot(uid));
+  RETURN_IF_ERROR(ReturnBackendStorageToRoot(stores, uid));
   if (!vmi.has_value()) return absl::OkStatus();
   {
     absl::MutexLock lock(&mu_);

@@ -171,6 +171,19 @@ StorageClass VolumeManager::ClassOf(const PersistentVolumeClaim& pvc) const {
   return local;
 }
 
+PersistentVolumeClaim VolumeManager::NewClaimRecord(const std::string& ns,
+                                                   const std::string& name) const {
+  PersistentVolumeClaim pvc;
+  pvc.set_api_version("v1");
+  pvc.set_kind(kPvcKind);
+  auto* meta = pvc.mutable_metadata();
+  meta->set_name(name);
+  meta->set_namespace_(ns);
+  meta->set_uid(NewRandomUuid());
+  meta->set_creation_timestamp(FormatTimestamp(clock_->Now()));
+  return pvc;
+}
+
 ClaimDirChain VolumeManager::ClaimDir(const PersistentVolumeClaim& pvc) const {
   return ClaimDirOf(ClassOf(pvc), paths_, pvc.metadata().namespace_(), pvc.metadata().name());
 }
@@ -415,14 +428,8 @@ absl::StatusOr<PersistentVolumeClaim> VolumeManager::AdoptLocked(const std::stri
     return absl::NotFoundError(
         absl::StrCat("PersistentVolumeClaim \"", name, "\" not found in namespace \"", ns, "\""));
   }
-  PersistentVolumeClaim pvc;
-  pvc.set_api_version("v1");
-  pvc.set_kind(kPvcKind);
+  PersistentVolumeClaim pvc = NewClaimRecord(ns, name);
   auto* meta = pvc.mutable_metadata();
-  meta->set_name(name);
-  meta->set_namespace_(ns);
-  meta->set_uid(NewRandomUuid());
-  meta->set_creation_timestamp(FormatTimestamp(clock_->Now()));
   (*meta->mutable_annotations())[kReclaimPolicyAnnotation] = kReclaimRetain;
   (*meta->mutable_annotations())[kAdoptedAnnotation] = "true";
   (*pvc.mutable_spec()->mutable_resources()->mutable_requests())["storage"] =

@@ -281,6 +281,10 @@ class VolumeManager : public VmVolumes {
   ClaimDirChain NewClaimDir(const std::string& class_name, const std::string& ns,
                             const std::string& claim) const;
   std::vector<std::string> UsersOf(const std::string& ns, const std::string& claim);
+  // A claim record this node makes: apiVersion, kind, name, namespace, a new UID and now as its
+  // creation time.
+  kvnode::v1::PersistentVolumeClaim NewClaimRecord(const std::string& ns,
+                                                   const std::string& name) const;
   // Makes the claim's dir and an empty sparse disk.img of its size, and marks it Bound.
   absl::Status ProvisionLocked(kvnode::v1::PersistentVolumeClaim* pvc)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -336,8 +340,8 @@ class VolumeManager : public VmVolumes {
   // root's); EFI variables of another firmware removed. Nothing for a VMI that needs none.
   absl::Status PrepareBackendStorage(const kvnode::v1::VirtualMachineInstance& vmi,
                                      const FsIdentity& id) ABSL_LOCKS_EXCLUDED(mu_);
-  // What `uid` owns in any backend storage becomes root's again.
-  absl::Status ReturnBackendStorageToRoot(uid_t uid) ABSL_LOCKS_EXCLUDED(mu_);
+  // What `uid` owns in the backend storage dirs `stores` becomes root's again.
+  absl::Status ReturnBackendStorageToRoot(const std::vector<std::string>& stores, uid_t uid);
   // The bytes the claim's files take.
   int64_t BackendStorageBytes(const kvnode::v1::PersistentVolumeClaim& pvc) const;
 

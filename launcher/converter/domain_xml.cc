@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
+#include "agent/manifest/backend_storage.h"
 #include "agent/manifest/quantity.h"
 #include "launcher/converter/device_xml.h"
 #include "launcher/converter/disk_xml.h"
@@ -114,9 +115,7 @@ void AppendSysinfo(const ConvertContext& ctx, pugi::xml_node domain) {
 }
 
 bool SecureBoot(const ConvertContext& ctx) {
-  const auto& bl = ctx.domain().firmware().bootloader();
-  // KubeVirt: secureBoot defaults to true for EFI.
-  return bl.has_efi() && (!bl.efi().has_secure_boot() || bl.efi().secure_boot());
+  return UsesSecureBoot(ctx.domain().firmware().bootloader());
 }
 
 absl::Status AppendEfi(const ConvertContext& ctx, pugi::xml_node os) {

@@ -1,5 +1,7 @@
 #include "launcher/converter/vm_template.h"
 
+#include "agent/manifest/owner_refs.h"
+
 namespace kvnode {
 
 kvnode::v1::VirtualMachineInstance VmiFromVmTemplate(const kvnode::v1::VirtualMachine& vm) {
@@ -10,13 +12,7 @@ kvnode::v1::VirtualMachineInstance VmiFromVmTemplate(const kvnode::v1::VirtualMa
   *meta = vm.spec().template_().metadata();
   meta->set_name(vm.metadata().name());
   meta->set_namespace_(vm.metadata().namespace_());
-  auto* owner = meta->add_owner_references();
-  owner->set_api_version("kubevirt.io/v1");
-  owner->set_kind("VirtualMachine");
-  owner->set_name(vm.metadata().name());
-  owner->set_uid(vm.metadata().uid());
-  owner->set_controller(true);
-  owner->set_block_owner_deletion(true);
+  *meta->add_owner_references() = ControllerRefTo(vm);
   *vmi.mutable_spec() = vm.spec().template_().spec();
   return vmi;
 }
