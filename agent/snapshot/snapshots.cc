@@ -12,6 +12,7 @@
 #include "agent/base/file_tree.h"
 #include "agent/base/status_macros.h"
 #include "agent/manifest/conditions.h"
+#include "agent/manifest/owner_refs.h"
 #include "agent/manifest/volume_hotplug.h"
 #include "agent/storage/disk_image.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -775,13 +776,7 @@ absl::Status Snapshots::RunRestore(VirtualMachineRestore* r,
   }
   ASSIGN_OR_RETURN(VirtualMachine vm, host_->GetVm(ns, r->spec().target().name()));
   if (!in_place) {
-    kvnode::v1::OwnerReference owner;
-    owner.set_api_version("kubevirt.io/v1");
-    owner.set_kind("VirtualMachine");
-    owner.set_name(vm.metadata().name());
-    owner.set_uid(vm.metadata().uid());
-    owner.set_controller(true);
-    owner.set_block_owner_deletion(true);
+    const kvnode::v1::OwnerReference owner = ControllerRefTo(vm);
     for (const auto& [volume, claim] : claim_of_volume) {
       RETURN_IF_ERROR(volumes_->AddClaimOwner(ns, claim, owner));
     }
