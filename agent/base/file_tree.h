@@ -16,6 +16,9 @@
 
 namespace kvnode {
 
+// The directory part of `path`: what comes before its last '/', "." when it has none.
+std::string DirName(const std::string& path);
+
 // Removes `name` (a file, a link or a whole directory tree) inside the directory open at
 // `parent_fd`. Best effort: what cannot be removed stays.
 void RemoveTreeAt(int parent_fd, const char* name);

@@ -24,20 +24,6 @@ std::string PvcRef(const kvnode::v1::DataVolumeSourcePVC& pvc) {
   return pvc.name().empty() ? "<none>" : pvc.namespace_() + "/" + pvc.name();
 }
 
-void PrintConditions(std::ostream& o,
-                     const google::protobuf::RepeatedPtrField<kvnode::v1::Condition>& cs) {
-  o << "Conditions:\n";
-  if (cs.empty()) {
-    o << "  <none>\n";
-    return;
-  }
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& c : cs) {
-    rows.push_back({"  " + c.type(), c.status(), c.reason(), c.message()});
-  }
-  PrintTable(o, {"  TYPE", "STATUS", "REASON", "MESSAGE"}, rows);
-}
-
 }  // namespace
 
 int ApplyDataSource(Cli& cli, const DataSource& ds, bool dry_run) {

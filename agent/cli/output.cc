@@ -36,6 +36,20 @@ void PrintTable(std::ostream& out, const std::vector<std::string>& header,
   for (const auto& r : rows) print(r);
 }
 
+void PrintConditions(std::ostream& out,
+                     const google::protobuf::RepeatedPtrField<kvnode::v1::Condition>& conditions) {
+  out << "Conditions:\n";
+  if (conditions.empty()) {
+    out << "  <none>\n";
+    return;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : conditions) {
+    rows.push_back({"  " + c.type(), c.status(), c.reason(), c.last_transition_time(), c.message()});
+  }
+  PrintTable(out, {"  TYPE", "STATUS", "REASON", "LAST TRANSITION", "MESSAGE"}, rows);
+}
+
 std::string Age(const std::string& timestamp, absl::Time now) {
   absl::Time t;
   if (!ParseTimestamp(timestamp, &t)) return "<unknown>";

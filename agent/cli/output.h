@@ -9,6 +9,8 @@
 
 #include "absl/time/time.h"
 #include "google/protobuf/message.h"
+#include "google/protobuf/repeated_ptr_field.h"
+#include "kvnode/v1/meta.pb.h"
 #include "grpcpp/support/status.h"
 
 namespace kvnode {
@@ -16,6 +18,11 @@ namespace kvnode {
 // Rows under a header, columns padded to the widest cell plus three spaces, as kubectl.
 void PrintTable(std::ostream& out, const std::vector<std::string>& header,
                 const std::vector<std::vector<std::string>>& rows);
+
+// "Conditions:" and a table of TYPE, STATUS, REASON, LAST TRANSITION and MESSAGE ("  <none>"
+// when there are none), as `kubectl describe` shows them.
+void PrintConditions(std::ostream& out,
+                     const google::protobuf::RepeatedPtrField<kvnode::v1::Condition>& conditions);
 
 // "12s", "5m", "3h", "2d" since `timestamp` (RFC 3339), "<unknown>" if it does not parse.
 std::string Age(const std::string& timestamp, absl::Time now);

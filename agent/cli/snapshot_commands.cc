@@ -23,18 +23,6 @@ std::unique_ptr<kvnode::v1::Snapshots::Stub> SnapshotStub(const Cli& cli) {
 std::string OrNone(const std::string& s) { return s.empty() ? "<none>" : s; }
 std::string Bool(bool b) { return b ? "true" : "false"; }
 
-void PrintConditions(std::ostream& o,
-                     const google::protobuf::RepeatedPtrField<kvnode::v1::Condition>& cs) {
-  o << "Conditions:\n";
-  if (cs.empty()) {
-    o << "  <none>\n";
-    return;
-  }
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& c : cs) rows.push_back({"  " + c.type(), c.status(), c.reason()});
-  PrintTable(o, {"  TYPE", "STATUS", "REASON"}, rows);
-}
-
 }  // namespace
 
 int ApplyVmSnapshot(Cli& cli, const VirtualMachineSnapshot& snapshot, bool dry_run) {

@@ -269,16 +269,7 @@ int DescribeVm(Cli& cli, const std::string& name) {
   for (const auto& v : DescribeVolumes(vm.spec().template_().spec())) o << "  " << v << "\n";
   DescribeFirmwareStore(cli, vm);
   (void)PrintVolumeReview(cli, name, "Background", "Volume review (if the VM is deleted):");
-  o << "Conditions:\n";
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& c : st.conditions()) {
-    rows.push_back({"  " + c.type(), c.status(), c.reason(), c.last_transition_time(), c.message()});
-  }
-  if (rows.empty()) {
-    o << "  <none>\n";
-  } else {
-    PrintTable(o, {"  TYPE", "STATUS", "REASON", "LAST TRANSITION", "MESSAGE"}, rows);
-  }
+  PrintConditions(o, st.conditions());
   o << "Events:\n";
   auto events = EventsOf(cli, "VirtualMachine", name, m.uid());
   if (events.empty()) {

@@ -442,16 +442,7 @@ int CmdDescribe(Cli& cli) {
     if (st.launcher().qemu_pid() > 0) o << ", QEMU pid " << st.launcher().qemu_pid();
     o << "\n";
   }
-  o << "Conditions:\n";
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& c : st.conditions()) {
-    rows.push_back({"  " + c.type(), c.status(), c.reason(), c.last_transition_time(), c.message()});
-  }
-  if (rows.empty()) {
-    o << "  <none>\n";
-  } else {
-    PrintTable(o, {"  TYPE", "STATUS", "REASON", "LAST TRANSITION", "MESSAGE"}, rows);
-  }
+  PrintConditions(o, st.conditions());
   if (st.volume_status_size() > 0) {
     o << "Volume status:\n";
     std::vector<std::vector<std::string>> vrows;

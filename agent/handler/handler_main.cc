@@ -27,6 +27,7 @@
 #include "agent/storage/storage_service.h"
 #include "agent/handler/snapshot_host.h"
 #include "agent/api/notify_service.h"
+#include "agent/base/file_tree.h"
 #include "agent/base/logging.h"
 #include "agent/base/node_stack.h"
 #include "agent/base/state_layout.h"
@@ -66,11 +67,6 @@ absl::Status MakeDir(const std::string& path, mode_t mode) {
   }
   if (chmod(path.c_str(), mode) < 0) return absl::ErrnoToStatus(errno, "chmod " + path);
   return absl::OkStatus();
-}
-
-std::string DirName(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
 // Runs `kvnode-launcher prime-capabilities` as the primer's identity (the first of the

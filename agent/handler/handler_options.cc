@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/flags.h"
+#include "agent/base/file_tree.h"
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/uuid.h"
@@ -36,11 +37,6 @@ std::string HostName() {
   std::string name = buf;
   for (char& c : name) c = static_cast<char>(tolower(c));
   return name.empty() ? "node01" : name;
-}
-
-std::string DirName(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
 absl::Status ParseDurations(const FlagSet& flags, HandlerConfig* config) {

@@ -41,6 +41,7 @@
 #include "agent/manifest/backend_storage.h"
 #include "agent/manifest/owner_refs.h"
 #include "agent/manifest/defaults.h"
+#include "agent/manifest/field_errors.h"
 #include "agent/manifest/hyperv.h"
 #include "agent/manifest/quantity.h"
 #include "google/protobuf/unknown_field_set.h"
@@ -102,16 +103,6 @@ constexpr char kQualifiedNameRule[] =
 // Formatting and small predicates
 // ---------------------------------------------------------------------------------------------
 
-// A value for a message: quoted, control characters masked, cut at 80 characters.
-std::string Quote(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s.substr(0, 80)) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
-  }
-  if (s.size() > 80) out += "...";
-  return out + "\"";
-}
 
 bool IsLowerAlnum(char c) { return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'z'); }
 
@@ -204,7 +195,7 @@ std::string PortNameProblem(absl::string_view s) {
 void AddInvalid(absl::string_view value, absl::string_view what, const std::string& problem,
                 const FieldPath& path, AdmissionReview* review) {
   if (problem.empty()) return;
-  review->errors.Add(path, absl::StrCat(Quote(value), " is not a valid ", what, ": ", problem));
+  review->errors.Add(path, absl::StrCat(QuoteValue(value), " is not a valid ", what, ": ", problem));
 }
 
 // A required DNS-1123 label (object, disk, volume, interface and network names).
@@ -233,7 +224,7 @@ class NameSet {
   void Check(const std::string& name, const FieldPath& path, AdmissionReview* review) {
     if (name.empty()) return;
     if (!seen_.insert(name).second) {
-      review->errors.Add(path, absl::StrCat("duplicate name ", Quote(name)));
+      review->errors.Add(path, absl::StrCat("duplicate name ", QuoteValue(name)));
     }
   }
 
@@ -265,7 +256,7 @@ std::optional<Quantity> NonNegativeQuantity(const std::string& text, const Field
     return std::nullopt;
   }
   if (q->IsNegative()) {
-    review->errors.Add(path, absl::StrCat("must not be negative (got ", Quote(text), ")"));
+    review->errors.Add(path, absl::StrCat("must not be negative (got ", QuoteValue(text), ")"));
     return std::nullopt;
   }
   return *q;
@@ -282,11 +273,11 @@ void CheckDiskSize(const std::string& text, const FieldPath& path, AdmissionRevi
   if (!q.ok()) {
     review->errors.Add(path, std::string(q.status().message()));
   } else if (q->IsNegative() || q->Value() <= 0) {
-    review->errors.Add(path, absl::StrCat("must be greater than zero (got ", Quote(text), ")"));
+    review->errors.Add(path, absl::StrCat("must be greater than zero (got ", QuoteValue(text), ")"));
   } else if (q->Value() > kMaxDiskBytes) {
     review->errors.Add(path, absl::StrCat("must be at most ", FormatBinaryQuantity(kMaxDiskBytes),
                                           ", the largest disk this node creates (got ",
-                                          Quote(text), ")"));
+                                          QuoteValue(text), ")"));
   }
 }
 
@@ -308,7 +299,7 @@ bool IsPciAddress(absl::string_view s) {
 
 void CheckPciAddress(const std::string& address, const FieldPath& path, AdmissionReview* review) {
   if (address.empty() || IsPciAddress(address)) return;
-  review->errors.Add(path, absl::StrCat(Quote(address),
+  review->errors.Add(path, absl::StrCat(QuoteValue(address),
                                         " is not a valid PCI address (expected dddd:bb:dd.f, such "
                                         "as 0000:02:01.0)"));
 }
@@ -391,15 +382,6 @@ bool HasOwnStringRules(const FieldDescriptor* field) {
   return false;
 }
 
-// Whether `value` is one of the comma-separated `list`'s items.
-bool IsListItem(absl::string_view list, absl::string_view value) {
-  while (true) {
-    size_t comma = list.find(',');
-    if (list.substr(0, comma) == value) return true;
-    if (comma == absl::string_view::npos) return false;
-    list.remove_prefix(comma + 1);
-  }
-}
 
 // What is wrong with a string against the schema's string enums (the allowed_values option),
 // quantities (the quantity option, or `quantity` for the values of a quantity_map), as the
@@ -409,7 +391,7 @@ std::string SchemaStringProblem(const FieldDescriptor* field, absl::string_view 
   const std::string& allowed = field->options().GetExtension(kvnode::v1::allowed_values);
   if (!allowed.empty() && !value.empty() && !IsListItem(allowed, value)) {
     std::vector<absl::string_view> values = absl::StrSplit(allowed, ',', absl::SkipEmpty());
-    return absl::StrCat("unknown value ", Quote(value), " (expected ", absl::StrJoin(values, ", "),
+    return absl::StrCat("unknown value ", QuoteValue(value), " (expected ", absl::StrJoin(values, ", "),
                         ")");
   }
   quantity = quantity || field->options().GetExtension(kvnode::v1::quantity);
@@ -573,12 +555,12 @@ void CheckSchemaValues(const Message& msg, const FieldPath& path, AdmissionRevie
 void CheckLabels(const StringMap& labels, const FieldPath& path, AdmissionReview* review) {
   for (const std::string& key : SortedKeys(labels)) {
     if (std::string p = QualifiedNameProblem(key); !p.empty()) {
-      review->errors.Add(path.Key(key), absl::StrCat("invalid label key ", Quote(key), ": ", p));
+      review->errors.Add(path.Key(key), absl::StrCat("invalid label key ", QuoteValue(key), ": ", p));
     }
     const std::string& value = labels.at(key);
     if (std::string p = LabelValueProblem(value); !p.empty()) {
       review->errors.Add(path.Key(key),
-                         absl::StrCat("invalid label value ", Quote(value), ": ", p));
+                         absl::StrCat("invalid label value ", QuoteValue(value), ": ", p));
     }
   }
 }
@@ -590,7 +572,7 @@ void CheckAnnotations(const StringMap& annotations, const FieldPath& path,
     total += key.size() + annotations.at(key).size();
     if (std::string p = QualifiedNameProblem(key); !p.empty()) {
       review->errors.Add(path.Key(key),
-                         absl::StrCat("invalid annotation key ", Quote(key), ": ", p));
+                         absl::StrCat("invalid annotation key ", QuoteValue(key), ": ", p));
     }
   }
   if (total > kMaxAnnotationBytes) {
@@ -622,7 +604,7 @@ void CheckResourceMap(const StringMap& map, const FieldPath& path, std::optional
                       std::optional<Quantity>* memory, AdmissionReview* review) {
   for (const std::string& key : SortedKeys(map)) {
     if (key != "cpu" && key != "memory") {
-      review->errors.Add(path.Key(key), absl::StrCat("unknown resource name ", Quote(key),
+      review->errors.Add(path.Key(key), absl::StrCat("unknown resource name ", QuoteValue(key),
                                                      " (only cpu and memory are supported)"));
       continue;
     }
@@ -715,7 +697,7 @@ void CheckMemory(const DomainSpec& domain, const FieldPath& domain_path,
   }
   if (!guest) return;
   if (guest->Value() < kMinMemoryBytes) {
-    review->errors.Add(path, absl::StrCat("must be at least 1Mi (got ", Quote(text), ")"));
+    review->errors.Add(path, absl::StrCat("must be at least 1Mi (got ", QuoteValue(text), ")"));
     return;
   }
   if (explicit_guest && resources.limit_memory &&
@@ -774,7 +756,7 @@ void CheckCpu(const kvnode::v1::CPU& cpu, const FieldPath& path, AdmissionReview
   CheckCpuTopology(cpu, path, review);
   if (!cpu.model().empty() && !AllCharsIn(cpu.model(), "_.-")) {
     review->errors.Add(path.Child("model"),
-                       absl::StrCat(Quote(cpu.model()),
+                       absl::StrCat(QuoteValue(cpu.model()),
                                     " is not a valid CPU model (host-model, host-passthrough, or a "
                                     "QEMU model name of [A-Za-z0-9_.-])"));
   }
@@ -786,7 +768,7 @@ void CheckCpu(const kvnode::v1::CPU& cpu, const FieldPath& path, AdmissionReview
     } else if (!AllCharsIn(name, "_.-")) {
       review->errors.Add(
           name_path,
-          absl::StrCat(Quote(name), " is not a valid CPU feature name ([A-Za-z0-9_.-])"));
+          absl::StrCat(QuoteValue(name), " is not a valid CPU feature name ([A-Za-z0-9_.-])"));
     }
   }
   if (cpu.isolate_emulator_thread() && !cpu.dedicated_cpu_placement()) {
@@ -867,7 +849,7 @@ void CheckSerial(const std::string& serial, const FieldPath& path, AdmissionRevi
                        absl::StrCat("must be no more than ", kMaxSerialLength, " characters"));
   } else if (!AllCharsIn(serial, "_.+-")) {
     review->errors.Add(path, absl::StrCat("must be made up of the characters [A-Za-z0-9_.+-] (got ",
-                                          Quote(serial), ")"));
+                                          QuoteValue(serial), ")"));
   }
 }
 
@@ -876,7 +858,7 @@ void CheckFirmware(const DomainSpec& domain, const FieldPath& path, AdmissionRev
   FieldPath fw_path = path.Child("firmware");
   if (!fw.uuid().empty() && !IsCanonicalUuid(fw.uuid())) {
     review->errors.Add(fw_path.Child("uuid"),
-                       absl::StrCat(Quote(fw.uuid()), " is not a valid UUID"));
+                       absl::StrCat(QuoteValue(fw.uuid()), " is not a valid UUID"));
   }
   CheckSerial(fw.serial(), fw_path.Child("serial"), review);
   const auto& boot = fw.bootloader();
@@ -902,7 +884,7 @@ void CheckFirmware(const DomainSpec& domain, const FieldPath& path, AdmissionRev
   }
   if (!IsQ35(domain.machine().type())) {
     review->errors.Add(sb_path, absl::StrCat("EFI SecureBoot requires a q35 machine type (got ",
-                                             Quote(domain.machine().type()), ")"));
+                                             QuoteValue(domain.machine().type()), ")"));
   }
 }
 
@@ -911,7 +893,7 @@ void CheckMachineAndClock(const DomainSpec& domain, const FieldPath& path,
   const std::string& type = domain.machine().type();
   if (!type.empty() && !IsSupportedMachineType(type)) {
     review->errors.Add(path.Child("machine").Child("type"),
-                       absl::StrCat(Quote(type),
+                       absl::StrCat(QuoteValue(type),
                                     " is not supported (expected q35, pc, pc-q35-* or "
                                     "pc-i440fx-*)"));
   }
@@ -922,7 +904,7 @@ void CheckMachineAndClock(const DomainSpec& domain, const FieldPath& path,
   }
   if (!clock.timezone().empty() && !AllCharsIn(clock.timezone(), "_+-/")) {
     review->errors.Add(clock_path.Child("timezone"),
-                       absl::StrCat(Quote(clock.timezone()),
+                       absl::StrCat(QuoteValue(clock.timezone()),
                                     " is not a valid time zone name (such as Europe/Paris)"));
   }
 }
@@ -979,7 +961,7 @@ void CheckDiskIo(const Disk& disk, const FieldPath& path, AdmissionReview* revie
   if (disk.io() == "native" && !disk.cache().empty() && disk.cache() != "none") {
     review->errors.Add(path.Child("io"),
                        absl::StrCat("native needs cache none or unset (got cache ",
-                                    Quote(disk.cache()), "): QEMU's aio=native requires O_DIRECT"));
+                                    QuoteValue(disk.cache()), "): QEMU's aio=native requires O_DIRECT"));
   }
 }
 
@@ -1094,7 +1076,7 @@ bool IsPathCharacter(char c) {
 
 bool CheckPathCharacters(const std::string& p, const FieldPath& path, AdmissionReview* review) {
   if (std::all_of(p.begin(), p.end(), IsPathCharacter)) return true;
-  review->errors.Add(path, absl::StrCat(Quote(p),
+  review->errors.Add(path, absl::StrCat(QuoteValue(p),
                                         " must contain only letters, digits and the characters "
                                         "._-+/@:=,~%"));
   return false;
@@ -1200,7 +1182,7 @@ void CheckContainerDisk(const kvnode::v1::ContainerDiskSource& cd, const FieldPa
     review->errors.Add(path.Child("image"), "required");
   } else if (std::string problem = ImageReferenceProblem(cd.image()); !problem.empty()) {
     review->errors.Add(path.Child("image"),
-                       absl::StrCat(Quote(cd.image()), " is not a valid image reference: ", problem));
+                       absl::StrCat(QuoteValue(cd.image()), " is not a valid image reference: ", problem));
   }
   if (!cd.image_pull_secret().empty()) {
     CheckSubdomainName(cd.image_pull_secret(), "secret name", path.Child("imagePullSecret"),
@@ -1227,7 +1209,7 @@ void CheckHostDiskPlacement(const std::string& path, const FieldPath& field, con
   absl::StatusOr<std::string> resolved = paths.Resolve(path);
   if (!resolved.ok()) {
     review->errors.Add(
-        field, absl::StrCat("cannot resolve ", Quote(path), ": ", resolved.status().message()));
+        field, absl::StrCat("cannot resolve ", QuoteValue(path), ": ", resolved.status().message()));
     return;
   }
   std::vector<std::string> components = CleanComponents(*resolved);
@@ -1235,9 +1217,9 @@ void CheckHostDiskPlacement(const std::string& path, const FieldPath& field, con
     absl::StatusOr<std::string> real_root = paths.Resolve(root);
     if (IsStrictlyUnder(components, CleanComponents(real_root.ok() ? *real_root : root))) return;
   }
-  std::string what = Quote(path);
+  std::string what = QuoteValue(path);
   if (JoinPath(components) != path) {
-    absl::StrAppend(&what, " resolves to ", Quote(JoinPath(components)), ", which");
+    absl::StrAppend(&what, " resolves to ", QuoteValue(JoinPath(components)), ", which");
   }
   review->errors.Add(field, absl::StrCat(what, " is not under a host disk root (",
                                          absl::StrJoin(node.host_disk_roots, ", "), ")"));
@@ -1256,7 +1238,7 @@ void CheckHostDisk(const kvnode::v1::HostDisk& hd, const FieldPath& path, const 
     absolute = false;  // nothing more to say about it
   } else if (!absolute) {
     review->errors.Add(path_field,
-                       absl::StrCat("must be an absolute path (got ", Quote(hd.path()), ")"));
+                       absl::StrCat("must be an absolute path (got ", QuoteValue(hd.path()), ")"));
   }
   if (hd.type().empty()) {
     review->errors.Add(path.Child("type"), "required (Disk or DiskOrCreate)");
@@ -1334,7 +1316,7 @@ void CheckDisksMatchVolumes(const VirtualMachineInstanceSpec& spec, const FieldP
     if (disks[i].name().empty()) continue;
     if (it == volumes.end()) {
       review->errors.Add(disks_path.Index(i).Child("name"),
-                         absl::StrCat("no volume named ", Quote(disks[i].name())));
+                         absl::StrCat("no volume named ", QuoteValue(disks[i].name())));
     } else if (disks[i].has_lun() && !it->second->has_persistent_volume_claim() &&
                !it->second->has_data_volume()) {
       review->errors.Add(disks_path.Index(i).Child("lun"),
@@ -1349,7 +1331,7 @@ void CheckDisksMatchVolumes(const VirtualMachineInstanceSpec& spec, const FieldP
     const std::string& name = spec.volumes(i).name();
     if (!name.empty() && disk_names.count(name) == 0) {
       review->errors.Add(path.Child("volumes").Index(i).Child("name"),
-                         absl::StrCat("no disk uses volume ", Quote(name)));
+                         absl::StrCat("no disk uses volume ", QuoteValue(name)));
     }
   }
 }
@@ -1408,18 +1390,18 @@ void CheckMac(const Interface& iface, const FieldPath& path, AdmissionReview* re
   if (mac.empty()) return;
   uint8_t octets[6];
   if (!ParseMac(mac, octets)) {
-    review->errors.Add(path, absl::StrCat(Quote(mac),
+    review->errors.Add(path, absl::StrCat(QuoteValue(mac),
                                           " is not a valid MAC address (expected six "
                                           "octets, such as 02:00:00:12:34:56)"));
   } else if (octets[0] & 1) {
-    review->errors.Add(path, absl::StrCat(Quote(mac),
+    review->errors.Add(path, absl::StrCat(QuoteValue(mac),
                                           " is a multicast address (the first octet "
                                           "must be even)"));
   } else if (std::all_of(octets, octets + 6, [](uint8_t o) { return o == 0; })) {
-    review->errors.Add(path, absl::StrCat(Quote(mac), " is not a valid MAC address (all zero)"));
+    review->errors.Add(path, absl::StrCat(QuoteValue(mac), " is not a valid MAC address (all zero)"));
   } else if (iface.has_masquerade() && octets[0] == 2 &&
              std::all_of(octets + 1, octets + 6, [](uint8_t o) { return o == 0; })) {
-    review->errors.Add(path, absl::StrCat(Quote(mac),
+    review->errors.Add(path, absl::StrCat(QuoteValue(mac),
                                           " is reserved for the in-pod bridge; "
                                           "choose another one"));
   }
@@ -1446,7 +1428,7 @@ void CheckPorts(const Interface& iface, const FieldPath& path, AdmissionReview* 
                review);
     if (!names.insert(port.name()).second) {
       review->errors.Add(port_path.Child("name"),
-                         absl::StrCat("duplicate port name ", Quote(port.name())));
+                         absl::StrCat("duplicate port name ", QuoteValue(port.name())));
     }
   }
 }
@@ -1478,7 +1460,7 @@ void CheckInterfaces(const VirtualMachineInstanceSpec& spec, const FieldPath& pa
     auto it = networks.find(iface.name());
     if (!iface.name().empty() && it == networks.end()) {
       review->errors.Add(ipath.Child("name"),
-                         absl::StrCat("no network named ", Quote(iface.name())));
+                         absl::StrCat("no network named ", QuoteValue(iface.name())));
     }
     CheckInterfaceBinding(iface, it == networks.end() ? nullptr : it->second, ipath, review);
     CheckMac(iface, ipath.Child("macAddress"), review);
@@ -1499,10 +1481,10 @@ void CheckCidr(const std::string& cidr, int family, int max_prefix, const FieldP
       parts[1].size() > 3 || !absl::SimpleAtoi(parts[1], &prefix) ||
       !std::all_of(parts[1].begin(), parts[1].end(), absl::ascii_isdigit)) {
     review->errors.Add(path,
-                       absl::StrCat(Quote(cidr), " is not a valid ", name, " CIDR (such as ",
+                       absl::StrCat(QuoteValue(cidr), " is not a valid ", name, " CIDR (such as ",
                                     family == AF_INET ? "10.0.2.0/24" : "fd10:0:2::/120", ")"));
   } else if (prefix < 1 || prefix > max_prefix) {
-    review->errors.Add(path, absl::StrCat(Quote(cidr), ": the prefix length must be between 1 and ",
+    review->errors.Add(path, absl::StrCat(QuoteValue(cidr), ": the prefix length must be between 1 and ",
                                           max_prefix, " (got ", prefix, ")"));
   }
 }
@@ -1521,7 +1503,7 @@ void CheckNetworks(const VirtualMachineInstanceSpec& spec, const FieldPath& path
     names.Check(net.name(), npath.Child("name"), review);
     if (!net.name().empty() && used.count(net.name()) == 0) {
       review->errors.Add(npath.Child("name"),
-                         absl::StrCat("no interface uses network ", Quote(net.name())));
+                         absl::StrCat("no interface uses network ", QuoteValue(net.name())));
     }
     if (net.network_source_case() == Network::NETWORK_SOURCE_NOT_SET) {
       review->errors.Add(npath, "must have a network source (pod or multus)");
@@ -1682,7 +1664,7 @@ void CheckPodDns(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
     unsigned char addr[16];
     if (inet_pton(AF_INET, ns.c_str(), addr) != 1 && inet_pton(AF_INET6, ns.c_str(), addr) != 1) {
       review->errors.Add(config.Child("nameservers").Index(i),
-                         absl::StrCat(Quote(ns), " is not a valid IP address"));
+                         absl::StrCat(QuoteValue(ns), " is not a valid IP address"));
     }
   }
   if (dns.searches_size() > 32) {
@@ -1825,7 +1807,7 @@ void CheckDataVolumeSource(const kvnode::v1::DataVolumeSourceSpec& source, const
       } else if (!IsHttpUrl(source.http().url())) {
         review->errors.Add(
             path.Child("http").Child("url"),
-            absl::StrCat(Quote(source.http().url()), " is not an http:// or https:// URL"));
+            absl::StrCat(QuoteValue(source.http().url()), " is not an http:// or https:// URL"));
       }
       return;
     case DataVolumeSourceSpec::kPvc:
@@ -1842,7 +1824,7 @@ void CheckDataVolumeSource(const kvnode::v1::DataVolumeSourceSpec& source, const
       } else if (!absl::StartsWith(source.registry().url(), "docker://") &&
                  !absl::StartsWith(source.registry().url(), "oci-archive://")) {
         review->errors.Add(path.Child("registry").Child("url"),
-                           absl::StrCat(Quote(source.registry().url()),
+                           absl::StrCat(QuoteValue(source.registry().url()),
                                         " is not a docker:// or oci-archive:// URL"));
       }
       return;
@@ -1861,7 +1843,7 @@ void CheckStorageRequest(const kvnode::v1::VolumeResourceRequirements& res, cons
       CheckDiskSize(res.requests().at(key), requests.Key(key), review);
     } else {
       review->errors.Add(requests.Key(key),
-                         absl::StrCat("unknown resource name ", Quote(key), " (expected storage)"));
+                         absl::StrCat("unknown resource name ", QuoteValue(key), " (expected storage)"));
     }
   }
   if (!res.requests().count("storage") && !size_optional) {
@@ -1871,7 +1853,7 @@ void CheckStorageRequest(const kvnode::v1::VolumeResourceRequirements& res, cons
   for (const std::string& key : SortedKeys(res.limits())) {
     if (key != "storage") {
       review->errors.Add(limits.Key(key),
-                         absl::StrCat("unknown resource name ", Quote(key), " (expected storage)"));
+                         absl::StrCat("unknown resource name ", QuoteValue(key), " (expected storage)"));
     }
   }
 }
@@ -1914,18 +1896,18 @@ void CheckDataVolumeTemplates(const kvnode::v1::VirtualMachine& vm, bool templat
     names.Check(dvt.metadata().name(), name_path, review);
     if (!dvt.api_version().empty() && dvt.api_version() != "cdi.kubevirt.io/v1beta1") {
       review->errors.Add(tpath.Child("apiVersion"),
-                         absl::StrCat("unsupported apiVersion ", Quote(dvt.api_version()),
+                         absl::StrCat("unsupported apiVersion ", QuoteValue(dvt.api_version()),
                                       " (expected cdi.kubevirt.io/v1beta1)"));
     }
     if (!dvt.kind().empty() && dvt.kind() != "DataVolume") {
-      review->errors.Add(tpath.Child("kind"), absl::StrCat("unknown kind ", Quote(dvt.kind()),
+      review->errors.Add(tpath.Child("kind"), absl::StrCat("unknown kind ", QuoteValue(dvt.kind()),
                                                            " (expected DataVolume)"));
     }
     const std::string& ns = dvt.metadata().namespace_();
     if (!ns.empty() && ns != vm.metadata().namespace_()) {
       review->errors.Add(tpath.Child("metadata").Child("namespace"),
-                         absl::StrCat(Quote(ns), " differs from the VM's namespace ",
-                                      Quote(vm.metadata().namespace_())));
+                         absl::StrCat(QuoteValue(ns), " differs from the VM's namespace ",
+                                      QuoteValue(vm.metadata().namespace_())));
     }
     CheckLabels(dvt.metadata().labels(), tpath.Child("metadata").Child("labels"), review);
     CheckAnnotations(dvt.metadata().annotations(), tpath.Child("metadata").Child("annotations"),
@@ -1955,7 +1937,7 @@ void AdmitDataVolumeSourceRef(const kvnode::v1::DataVolumeSpec& spec, const Fiel
   }
   if (ref.kind() != "DataSource") {
     review->errors.Add(path.Child("kind"),
-                       absl::StrCat("Unsupported sourceRef kind ", Quote(ref.kind()),
+                       absl::StrCat("Unsupported sourceRef kind ", QuoteValue(ref.kind()),
                                     ", currently only DataSource is supported"));
   }
   CheckSubdomainName(ref.name(), "DataSource name", path.Child("name"), review);
@@ -2182,7 +2164,7 @@ class RealPathResolver final : public PathResolver {
  public:
   absl::StatusOr<std::string> Resolve(const std::string& path) const override {
     if (path.empty() || path[0] != '/') {
-      return absl::InvalidArgumentError(absl::StrCat("not an absolute path: ", Quote(path)));
+      return absl::InvalidArgumentError(absl::StrCat("not an absolute path: ", QuoteValue(path)));
     }
     std::deque<std::string> pending;
     for (absl::string_view c : absl::StrSplit(path, '/', absl::SkipEmpty()))

@@ -256,7 +256,7 @@ TEST(AdmissionMetadataTest, ErrorsAreCollectedNotStoppedAtTheFirst) {
 // VirtualMachine
 // ---------------------------------------------------------------------------------------------
 
-constexpr char kApp01[] = R"(apiVersion: kubevirt.io/v1
+constexpr char kApp01Vm[] = R"(apiVersion: kubevirt.io/v1
 kind: VirtualMachine
 metadata:
   name: app01
@@ -293,7 +293,7 @@ spec:
 
 VirtualMachine App01() {
   VirtualMachine vm;
-  absl::Status s = LoadMessageFromText(kApp01, &vm);
+  absl::Status s = LoadMessageFromText(kApp01Vm, &vm);
   EXPECT_TRUE(s.ok()) << s;
   return vm;
 }

@@ -102,6 +102,13 @@ class FieldErrors {
   std::vector<FieldError> errors_;
 };
 
+// A value for a message: quoted ('"' and '\\' escaped), control characters shown as '?' (as
+// FieldPath::Key shows them), cut at 80 bytes with "...".
+std::string QuoteValue(absl::string_view s);
+
+// Whether `value` is one of the comma-separated `list`'s items.
+bool IsListItem(absl::string_view list, absl::string_view value);
+
 }  // namespace kvnode
 
 #endif  // KVNODE_AGENT_MANIFEST_FIELD_ERRORS_H_

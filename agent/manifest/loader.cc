@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "agent/manifest/field_errors.h"
 #include "agent/manifest/quantity.h"
 #include "kvnode/v1/instancetype.pb.h"
 #include "kvnode/v1/kubevirt.pb.h"
@@ -44,20 +45,6 @@ bool IsExplicitString(const YamlNode& node) {
   return node.tag() == YamlNode::Tag::kNonSpecific || node.tag() == YamlNode::Tag::kString;
 }
 
-std::string Quote(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s.substr(0, 80)) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += '?';
-      continue;
-    }
-    out += c;
-  }
-  if (s.size() > 80) out += "...";
-  return out + "\"";
-}
-
 bool ParseBool(absl::string_view s, bool* out) {
   // YAML 1.2 core plus the YAML 1.1 words that Kubernetes' go-yaml also reads as booleans.
   static constexpr absl::string_view kTrue[] = {"true", "True", "TRUE", "yes", "Yes", "YES",
@@ -81,7 +68,7 @@ std::string ParseInteger(absl::string_view s, int64_t lo, uint64_t hi, int64_t* 
   std::string text(s);
   if (text.empty() || text.find_first_not_of("+-0123456789") != std::string::npos ||
       text.find_first_of("0123456789") == std::string::npos) {
-    return "expected an integer, got " + Quote(s);
+    return "expected an integer, got " + QuoteValue(s);
   }
   errno = 0;
   char* end = nullptr;
@@ -102,21 +89,12 @@ std::string ParseInteger(absl::string_view s, int64_t lo, uint64_t hi, int64_t* 
   return "";
 }
 
-// Whether `value` is one of the comma-separated `list`'s items.
-bool IsListItem(absl::string_view list, absl::string_view value) {
-  while (true) {
-    size_t comma = list.find(',');
-    if (list.substr(0, comma) == value) return true;
-    if (comma == absl::string_view::npos) return false;
-    list.remove_prefix(comma + 1);
-  }
-}
 
 void CheckStringValue(const FieldDescriptor* field, absl::string_view value,
                       const FieldPathRef& path, FieldErrors* errors) {
   const std::string& allowed = field->options().GetExtension(kvnode::v1::allowed_values);
   if (!allowed.empty() && !value.empty() && !IsListItem(allowed, value)) {
-    errors->Add(path, absl::StrCat("unknown value ", Quote(value), " (expected ",
+    errors->Add(path, absl::StrCat("unknown value ", QuoteValue(value), " (expected ",
                                    absl::StrReplaceAll(allowed, {{",", ", "}}), ")"));
     return;
   }
@@ -142,7 +120,7 @@ void SetIntegerField(const YamlNode& node, absl::string_view text, Message* msg,
                      FieldErrors* errors) {
   bool repeated = field->is_repeated();
   if (IsExplicitString(node)) {
-    errors->Add(path, absl::StrCat("expected an integer, got a string (", Quote(text), ")"));
+    errors->Add(path, absl::StrCat("expected an integer, got a string (", QuoteValue(text), ")"));
     return;
   }
   int64_t lo = 0;
@@ -205,7 +183,7 @@ void SetScalarField(const YamlNode& node, Message* msg, const Reflection* r,
       bool v;
       if (IsExplicitString(node) || !ParseBool(text, &v)) {
         errors->Add(path, absl::StrCat("expected a boolean, got ", NodeTypeName(node), " (",
-                                       Quote(text), ")"));
+                                       QuoteValue(text), ")"));
         return;
       }
       repeated ? r->AddBool(msg, field, v) : r->SetBool(msg, field, v);
@@ -389,14 +367,14 @@ std::string UnknownFieldMessage(const Descriptor* d, absl::string_view key) {
     return reason;
   }
   if (const FieldDescriptor* named = d->FindFieldByName(std::string(key)); named != nullptr) {
-    return absl::StrCat("unknown field ", Quote(key), " (KubeVirt's field is ",
-                        Quote(named->json_name()), ")");
+    return absl::StrCat("unknown field ", QuoteValue(key), " (KubeVirt's field is ",
+                        QuoteValue(named->json_name()), ")");
   }
   if (const FieldDescriptor* near = FindCaseInsensitive(d, key); near != nullptr) {
-    return absl::StrCat("unknown field ", Quote(key), " (did you mean ", Quote(near->json_name()),
+    return absl::StrCat("unknown field ", QuoteValue(key), " (did you mean ", QuoteValue(near->json_name()),
                         "?)");
   }
-  return absl::StrCat("unknown field ", Quote(key));
+  return absl::StrCat("unknown field ", QuoteValue(key));
 }
 
 void LoadMessageAt(const YamlNode& node, Message* message, const FieldPathRef& path,
@@ -434,7 +412,7 @@ void LoadMessageAt(const YamlNode& node, Message* message, const FieldPathRef& p
         oneof != nullptr && !oneof->is_synthetic()) {
       const FieldDescriptor* set = r->GetOneofFieldDescriptor(*message, oneof);
       if (set != nullptr && set != field) {
-        errors->Add(field_path, absl::StrCat("may not be combined with ", Quote(set->json_name()),
+        errors->Add(field_path, absl::StrCat("may not be combined with ", QuoteValue(set->json_name()),
                                              " (only one may be set)"));
         continue;
       }
@@ -523,7 +501,7 @@ absl::StatusOr<std::unique_ptr<Message>> NewObjectForKind(absl::string_view api_
     if (std::find(k.api_versions.begin(), k.api_versions.end(), api_version) ==
         k.api_versions.end()) {
       errors->Add(FieldPath("apiVersion"),
-                  absl::StrCat("unsupported apiVersion ", Quote(api_version), " for kind ",
+                  absl::StrCat("unsupported apiVersion ", QuoteValue(api_version), " for kind ",
                                k.kind, " (expected ", absl::StrJoin(k.api_versions, " or "), ")"));
       return absl::InvalidArgumentError("apiVersion");
     }
@@ -544,10 +522,10 @@ absl::StatusOr<std::unique_ptr<Message>> NewObjectForKind(absl::string_view api_
   };
   if (auto it = kNotHere.find(kind); it != kNotHere.end()) {
     errors->Add(FieldPath("kind"),
-                absl::StrCat(Quote(kind), " is not supported on this node: ", it->second));
+                absl::StrCat(QuoteValue(kind), " is not supported on this node: ", it->second));
     return absl::InvalidArgumentError("kind");
   }
-  errors->Add(FieldPath("kind"), absl::StrCat("unknown kind ", Quote(kind), " (expected ",
+  errors->Add(FieldPath("kind"), absl::StrCat("unknown kind ", QuoteValue(kind), " (expected ",
                                               absl::StrJoin(names, ", "), ")"));
   return absl::InvalidArgumentError("kind");
 }

@@ -20,7 +20,7 @@ using kvnode::v1::DomainOptions;
 using kvnode::v1::VirtualMachineInstance;
 using ::testing::HasSubstr;
 
-VirtualMachineInstance Vmi(const std::string& spec_yaml) {
+VirtualMachineInstance SmallVmi(const std::string& spec_yaml) {
   std::string yaml = absl::StrCat(
       "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: vm1\n"
       "  namespace: ns1\n  uid: 00000000-0000-0000-0000-0000000000aa\nspec:\n"
@@ -50,7 +50,7 @@ pugi::xml_document Convert(const VirtualMachineInstance& vmi, const DomainOption
 }
 
 pugi::xml_document Convert(const std::string& spec_yaml, absl::string_view virt_type = "kvm") {
-  VirtualMachineInstance vmi = Vmi(spec_yaml);
+  VirtualMachineInstance vmi = SmallVmi(spec_yaml);
   return Convert(vmi, Options(vmi, virt_type));
 }
 
@@ -65,14 +65,14 @@ absl::Status ConvertError(const VirtualMachineInstance& vmi, const DomainOptions
 }
 
 absl::Status ConvertError(const std::string& spec_yaml) {
-  VirtualMachineInstance vmi = Vmi(spec_yaml);
+  VirtualMachineInstance vmi = SmallVmi(spec_yaml);
   return ConvertError(vmi, Options(vmi));
 }
 
 // What kvnode does not do is refused by name, every such field when applied (the handler) and
 // the first when converted (the launcher); the two cannot disagree: one list.
 TEST(UnsupportedTest, EveryUnsupportedFieldIsNamedAndTheConverterRefusesTheFirst) {
-  VirtualMachineInstance vmi = Vmi(
+  VirtualMachineInstance vmi = SmallVmi(
       "    cpu: {cores: 2, dedicatedCpuPlacement: true, isolateEmulatorThread: true}\n"
       "    devices: {autoattachVSOCK: true, networkInterfaceMultiqueue: true}\n"
       "  volumes:\n"
@@ -130,7 +130,7 @@ TEST(ConvertTest, DomainUuidEqualsTheSmbiosUuid) {
 }
 
 TEST(ConvertTest, ManifestStringsAreEscaped) {
-  auto vmi = Vmi(
+  auto vmi = SmallVmi(
       "    devices:\n      disks: [{name: d, serial: \"<a&b\\\"c>\", disk: {bus: virtio}}]\n"
       "  volumes: [{name: d, persistentVolumeClaim: {claimName: c}}]\n");
   auto xml = ConvertToDomainXml(vmi, Options(vmi));
@@ -147,7 +147,7 @@ TEST(ConvertTest, StringsXmlCannotCarryAreRefused) {
 }
 
 TEST(ConvertTest, DiskWithoutVolumeSourceIsRefusedByPath) {
-  auto vmi = Vmi(
+  auto vmi = SmallVmi(
       "    devices:\n      disks: [{name: d, disk: {bus: virtio}}]\n"
       "  volumes: [{name: d, persistentVolumeClaim: {claimName: c}}]\n");
   DomainOptions options = Options(vmi);
@@ -159,7 +159,7 @@ TEST(ConvertTest, DiskWithoutVolumeSourceIsRefusedByPath) {
 }
 
 TEST(ConvertTest, InterfaceWithoutAttachmentIsRefusedByPath) {
-  auto vmi = Vmi("");
+  auto vmi = SmallVmi("");
   DomainOptions options = Options(vmi);
   options.clear_interfaces();
   absl::Status s = ConvertError(vmi, options);
@@ -242,7 +242,7 @@ TEST(ConvertTest, ATpmIsAnEmulatedTpm2) {
 
 // A VMI of VM "vm1" (its controller), as the VM controller makes it.
 VirtualMachineInstance VmisOwnVm(const std::string& spec_yaml) {
-  VirtualMachineInstance vmi = Vmi(spec_yaml);
+  VirtualMachineInstance vmi = SmallVmi(spec_yaml);
   auto* owner = vmi.mutable_metadata()->add_owner_references();
   owner->set_kind("VirtualMachine");
   owner->set_name("vm1");
@@ -282,7 +282,7 @@ TEST(ConvertTest, PersistentFirmwareStateLivesInTheVmsBackendStorage) {
               HasSubstr("/vm1_VARS.fd"));
   // Without the VM's storage (a bare VMI, which admission refuses) the converter says so.
   VirtualMachineInstance bare =
-      Vmi("    devices: {tpm: {persistent: true}}\n");
+      SmallVmi("    devices: {tpm: {persistent: true}}\n");
   EXPECT_THAT(std::string(ConvertError(bare, Options(bare)).message()),
               HasSubstr("spec.domain.devices.tpm.persistent: needs the VM's backend storage"));
 }
@@ -323,7 +323,7 @@ TEST(ConvertTest, HypervEnlightenmentsAsKubeVirtConvertsThem) {
 }
 
 TEST(ConvertTest, CacheIsNoneWithDirectIoElseWritethrough) {
-  auto vmi = Vmi(
+  auto vmi = SmallVmi(
       "    devices:\n      disks: [{name: d, disk: {bus: virtio}}]\n"
       "  volumes: [{name: d, persistentVolumeClaim: {claimName: c}}]\n");
   DomainOptions options = Options(vmi);
@@ -345,7 +345,7 @@ TEST(ConvertTest, BlockDeviceWithCacheNoneGetsNativeIo) {
 }
 
 TEST(ConvertTest, BlockClaimIsABlockDiskOnItsDeviceNode) {
-  auto vmi = Vmi(
+  auto vmi = SmallVmi(
       "    devices:\n      disks: [{name: d, disk: {bus: virtio}}]\n"
       "  volumes: [{name: d, persistentVolumeClaim: {claimName: san}}]\n");
   auto doc = Convert(vmi, BuildDomainOptions(vmi, NodePaths("/var/lib/kvnode"), "kvm",
@@ -357,7 +357,7 @@ TEST(ConvertTest, BlockClaimIsABlockDiskOnItsDeviceNode) {
 }
 
 TEST(ConvertTest, OverlayOverABlockDeviceHasABlockBackingStore) {
-  auto vmi = Vmi(
+  auto vmi = SmallVmi(
       "    devices:\n      disks: [{name: e, disk: {bus: virtio}}]\n"
       "  volumes: [{name: e, ephemeral: {persistentVolumeClaim: {claimName: san}}}]\n");
   auto doc = Convert(vmi, BuildDomainOptions(vmi, NodePaths("/var/lib/kvnode"), "kvm",
@@ -393,7 +393,7 @@ TEST(ConvertTest, FreePageReportingFollowsKubeVirtsRuleAndIsOffUnderTcg) {
   // High-performance VMIs never have it (hugepages; CPU pinning is refused before).
   EXPECT_EQ(Xpath(Convert("    memory: {hugepages: {pageSize: 2Mi}}\n"), kFpr), "off");
   // The VMI opts out by annotation; any other value leaves it on.
-  VirtualMachineInstance vmi = Vmi("");
+  VirtualMachineInstance vmi = SmallVmi("");
   (*vmi.mutable_metadata()->mutable_annotations())[kFreePageReportingDisabledAnnotation] = "true";
   EXPECT_EQ(Xpath(Convert(vmi, Options(vmi)), kFpr), "off");
   (*vmi.mutable_metadata()->mutable_annotations())[kFreePageReportingDisabledAnnotation] = "yes";
@@ -417,14 +417,14 @@ TEST(ConvertTest, FreePageReportingFollowsKubeVirtsRuleAndIsOffUnderTcg) {
 }
 
 TEST(ConvertTest, UnknownVirtTypeIsRefused) {
-  auto vmi = Vmi("");
+  auto vmi = SmallVmi("");
   DomainOptions options = Options(vmi);
   options.set_virt_type("xen");
   EXPECT_THAT(std::string(ConvertError(vmi, options).message()), HasSubstr("options.virt_type"));
 }
 
 TEST(ConvertTest, SocketsLiveInTheSocketDirWhateverTheStateDirsLength) {
-  auto vmi = Vmi("");
+  auto vmi = SmallVmi("");
   const NodePaths node("/srv/" + std::string(200, 's') + "/kvnode");
   auto doc = Convert(vmi, BuildDomainOptions(vmi, node, "kvm"));
   VmiPaths paths = node.vmi(vmi.metadata().uid());

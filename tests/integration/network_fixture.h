@@ -33,7 +33,6 @@ namespace nettest {
 
 using kvnode::v1::VirtualMachineInstance;
 
-inline constexpr char kIp[] = "/usr/sbin/ip";
 inline constexpr int kLauncherUid = 4242;
 inline constexpr int kLauncherGid = 4243;
 inline constexpr uint32_t kMtu = 1400;

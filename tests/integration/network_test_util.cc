@@ -32,7 +32,6 @@ namespace nettest {
 namespace {
 
 constexpr char kNetnsDir[] = "/run/netns";
-constexpr char kIp[] = "/usr/sbin/ip";
 
 // Namespaces of runs whose process is gone: "kvt<pid>-..." with no process <pid>.
 void SweepDeadRuns() {

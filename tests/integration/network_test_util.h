@@ -27,6 +27,8 @@
 namespace kvnode {
 namespace nettest {
 
+inline constexpr char kIp[] = "/usr/sbin/ip";
+
 // "kvt<pid>-": the prefix of every namespace name this test process makes.
 std::string RunPrefix();
 
