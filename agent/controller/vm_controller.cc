@@ -645,6 +645,20 @@ void VmController::LetMigratedVmGoLocked(const VirtualMachineInstance& vmi) {
   Key key{vmi.metadata().namespace_(), vmi.metadata().name()};
   auto it = vms_.find(key);
   const auto* owner = ControllerOf(vmi);
+  // KubeVirt's MigrationHandoff: the target keeps the VM's firmware state (backend storage)
+  // now, and this node's copy of its EFI variables and TPM secrets goes, before the VM's other
+  // claims are orphaned below. When that fails the record stays, so that the next start of
+  // the handler tries again (LetMigratedVmsGoLocked).
+  bool released = true;
+  if (config_.volumes != nullptr && owner != nullptr) {
+    absl::Status s = config_.volumes->ReleaseBackendStorage(vmi.metadata().namespace_(),
+                                                            owner->name(), owner->uid());
+    if (!s.ok()) {
+      spdlog::error("VM {}/{}: removing its backend storage after its VMI migrated away: {}",
+                    vmi.metadata().namespace_(), owner->name(), s.ToString());
+      released = false;
+    }
+  }
   if (it != vms_.end() && owner != nullptr && owner->uid() == it->second->vm.metadata().uid()) {
     // The VM went with its VMI to the target node, which holds it from now on: nothing of it
     // stays here, and its claims are orphaned (the collector deletes nothing of it).
@@ -655,6 +669,7 @@ void VmController::LetMigratedVmGoLocked(const VirtualMachineInstance& vmi) {
     r->vm.mutable_metadata()->add_finalizers("orphan");
     RemoveVmLocked(key);
   }
+  if (!released) return;
   VirtualMachineInstance left = vmi;
   (void)store_->Delete(kMigratedAwayVmiKind, &left);
 }

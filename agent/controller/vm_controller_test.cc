@@ -749,7 +749,15 @@ class FixedVolumes : public VmVolumes {
  public:
   VolumeFacts facts;
   std::map<std::string, std::map<std::string, std::string>> claim_labels;  // by claim name
+  // "ns/vm uid" of each ReleaseBackendStorage call; `release_error` fails them.
+  std::vector<std::string> released;
+  absl::Status release_error;
   VolumeFacts EnsureDataVolumes(const VirtualMachine&) override { return facts; }
+  absl::Status ReleaseBackendStorage(const std::string& ns, const std::string& vm,
+                                     const std::string& vm_uid) override {
+    released.push_back(ns + "/" + vm + " " + vm_uid);
+    return release_error;
+  }
   absl::StatusOr<std::map<std::string, std::string>> ClaimLabels(
       const std::string& ns, const std::string& name) override {
     auto it = claim_labels.find(name);
@@ -757,6 +765,31 @@ class FixedVolumes : public VmVolumes {
     return it->second;
   }
 };
+
+// KubeVirt's MigrationHandoff on the source: the VM's firmware store here goes with the VM, and
+// a release that failed is tried again when the handler starts next.
+TEST_F(VmMigratedAwayTest, TheVmsBackendStorageHereIsReleasedAndRetriedAfterAFailure) {
+  FixedVolumes volumes;
+  volumes.release_error = absl::InternalError("disk full");
+  volumes_ = &volumes;
+  NewController();
+  Apply("Always");
+  Run();
+  const std::string vm_uid = Vm().metadata().uid();
+  MigrateAway();
+  vmis_->Remove("vm1");
+  Sync();
+  EXPECT_FALSE(controller_->Get(Ref()).ok());
+  ASSERT_EQ(volumes.released.size(), 1u);
+  EXPECT_EQ(volumes.released[0], "default/vm1 " + vm_uid);
+  EXPECT_EQ(Stored(kMigratedAwayVmiKind), 1u) << "kept for a retry";
+  volumes.release_error = absl::OkStatus();
+  NewController();
+  Sync();
+  ASSERT_EQ(volumes.released.size(), 2u);
+  EXPECT_EQ(Stored(kMigratedAwayVmiKind), 0u);
+  controller_.reset();
+}
 
 // A VM held back by a DataVolume says which one and why, in its conditions and events.
 TEST_F(VmControllerTest, AFailedDataVolumeIsNamedInTheVmsStatusAndEvents) {

@@ -30,6 +30,11 @@ class VmVolumes {
     return absl::NotFoundError("persistentvolumeclaims \"" + name + "\" not found (in " + ns +
                                ")");
   }
+  // KubeVirt's MigrationHandoff, the source's half: VM `vm` (UID `vm_uid`) left this node with
+  // its VMI, and the target node keeps its firmware state (backend storage) now; this node's
+  // copy goes. OK when there is none.
+  virtual absl::Status ReleaseBackendStorage(const std::string& ns, const std::string& vm,
+                                             const std::string& vm_uid) = 0;
   virtual absl::StatusOr<kvnode::v1::DataVolume> DataVolumeNamed(const std::string& ns,
                                                                  const std::string& name) {
     return absl::NotFoundError("datavolumes.cdi.kubevirt.io \"" + name + "\" not found (in " +

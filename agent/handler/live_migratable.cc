@@ -2,7 +2,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/handler/vmi_status.h"
-#include "agent/manifest/backend_storage.h"
 
 namespace kvnode {
 namespace {
@@ -73,13 +72,9 @@ MigratableVerdict EvaluateLiveMigratable(const kvnode::v1::VirtualMachineInstanc
       default: break;
     }
   }
-  // The VM's backend storage is node-local and block migration copies disks only; nothing
-  // carries the EFI variables and the TPM's files to the target yet.
-  if (NeedsBackendStorage(spec)) {
-    return No(kDisks, "cannot migrate VMI: its VM's persistent firmware state (EFI variables "
-                      "or TPM, persistent-state-for-<vm>) is kept on this node and is not "
-                      "copied by a live migration on this node yet");
-  }
+  // The VM's firmware store (backend storage) goes too: the target makes its own, which the
+  // migration stream fills (the flash's contents and the TPM's state blobs), as KubeVirt does
+  // for a ReadWriteOnce backend storage.
   for (const auto& i : spec.domain().devices().interfaces()) {
     if (i.has_bridge()) {
       return No(kInterface, "cannot migrate VMI which does not use masquerade to connect to the "

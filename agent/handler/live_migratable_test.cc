@@ -45,6 +45,19 @@ TEST(LiveMigratable, PvcOfASharedStorageClassMigrates) {
   EXPECT_TRUE(EvaluateLiveMigratable(dv, kClaims).migratable);
 }
 
+// The VM's firmware store goes with the migration (the target makes its own, which the
+// migration stream fills), as KubeVirt's ReadWriteOnce backend storage.
+TEST(LiveMigratable, PersistentEfiAndTpmMigrate) {
+  auto spec = WithVolume([](kvnode::v1::Volume* v) {
+    v->mutable_persistent_volume_claim()->set_claim_name("root");
+  });
+  auto* domain = spec.mutable_domain();
+  domain->mutable_devices()->mutable_tpm()->set_persistent(true);
+  domain->mutable_firmware()->mutable_bootloader()->mutable_efi()->set_persistent(true);
+  EXPECT_TRUE(EvaluateLiveMigratable(spec, kClaims).migratable)
+      << EvaluateLiveMigratable(spec, kClaims).message;
+}
+
 TEST(LiveMigratable, PvcAndDataVolumeOfANodeLocalFileClassMigrateByCopy) {
   auto spec = WithVolume([](kvnode::v1::Volume* v) {
     v->mutable_persistent_volume_claim()->set_claim_name("scratch");

@@ -250,6 +250,8 @@ class VmiController {
   // image, when it prepares the VMI's volumes).
   std::vector<std::string> CopiedVmiDisksOf(const kvnode::v1::VirtualMachineInstance& vmi);
   // Source: the VMI's claims as the target needs them (none without a VolumeManager).
+  // The dir of the firmware store (backend storage) of `vmi`'s VM here; "" when none.
+  std::string BackendStorageDirOf(const kvnode::v1::VirtualMachineInstance& vmi);
   std::vector<VolumeManager::MigratingClaim> MigratingClaimsOf(
       const kvnode::v1::VirtualMachineInstance& vmi);
   // The VM controller's side of a migration (vm_handover.h); set once it runs. Not owned.

@@ -228,6 +228,10 @@ std::vector<VolumeManager::MigratingClaim> VmiController::MigratingClaimsOf(
   return config_.volumes->MigratingClaimsOf(vmi);
 }
 
+std::string VmiController::BackendStorageDirOf(const VirtualMachineInstance& vmi) {
+  return config_.volumes == nullptr ? "" : config_.volumes->BackendStorageDirOf(vmi);
+}
+
 void VmiController::PromoteTargetLocked(Record* r, const kvnode::v1::DomainStatus& domain) {
   r->migration_target = false;
   // The source let go of the disks: their group becomes this VMI identity's too.

@@ -324,6 +324,7 @@ std::string MigrationController::PrepareTarget(Outbound* m, kvnode::v1::Migratio
   // Node-local claims (disk_bytes > 0) are made on the target and copied by block migration,
   // as are emptyDisks.
   m->vmi_disks = vmis_->CopiedVmiDisksOf(*vmi);
+  m->backend_storage_dir = vmis_->BackendStorageDirOf(*vmi);
   for (auto& c : vmis_->MigratingClaimsOf(*vmi)) {
     if (c.disk_bytes > 0) m->local_disks[c.pvc.metadata().name()] = c.image;
     auto* claim = req.add_claims();
@@ -338,6 +339,10 @@ std::string MigrationController::PrepareTarget(Outbound* m, kvnode::v1::Migratio
   ctx.set_wait_for_ready(true);
   grpc::Status s = target->PrepareTarget(&ctx, req, prepared);
   if (!s.ok()) return "prepare the target: " + s.error_message();
+  if (!m->backend_storage_dir.empty() && prepared->backend_storage_dir().empty()) {
+    return "prepare the target: node " + m->vmim.spec().target_node() +
+           " made no firmware store (backend storage) for the VM";
+  }
   for (const auto& [claim, image] : m->local_disks) {
     bool made = false;
     for (const auto& d : prepared->copied_disks()) made = made || d.claim() == claim;
@@ -376,6 +381,13 @@ std::string MigrationController::StartLauncherMigration(
     disk->set_to(d.target_path());
   }
   for (const std::string& disk : m->vmi_disks) req.add_copy_disks(disk);
+  // The VM's firmware store: libvirt's NVRAM path and the TPM's state dir move to the store
+  // the target made (the migration stream fills both).
+  if (!m->backend_storage_dir.empty() && !prepared.backend_storage_dir().empty()) {
+    auto* store = req.add_rewrites();
+    store->set_from(m->backend_storage_dir);
+    store->set_to(prepared.backend_storage_dir());
+  }
   req.set_direct(m->direct);
   req.set_guest_pause(m->policy.guest_pause);
   const std::string& policy_name = m->vmim.status().migration_state().migration_policy_name();

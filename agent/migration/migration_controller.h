@@ -76,6 +76,8 @@ class MigrationController {
     // VMI's emptyDisks (under its dir, which the target has too).
     std::map<std::string, std::string> local_disks;
     std::vector<std::string> vmi_disks;
+    // This node's firmware store of the VM (backend storage), "" when none.
+    std::string backend_storage_dir;
     bool block_migration() const { return !local_disks.empty() || !vmi_disks.empty(); }
     // QEMU's stream over the pods' loopback (not through libvirt's connection).
     bool direct = false;

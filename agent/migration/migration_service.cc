@@ -98,6 +98,7 @@ grpc::Status MigrationService::PrepareTarget(grpc::ServerContext* ctx,
   resp->set_target_state_dir(state_dir_);
   resp->set_pod_ip(target->pod_ip);
   resp->set_launcher_pid(target->launcher_pid);
+  resp->set_backend_storage_dir(vmis_->BackendStorageDirOf(req->vmi()));
   for (const auto& [claim, path] : target->copied_claims) {
     auto* d = resp->add_copied_disks();
     d->set_claim(claim);

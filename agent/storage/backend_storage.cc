@@ -52,17 +52,19 @@ bool IsBackendStorageClaim(const PersistentVolumeClaim& pvc) {
 StorageClass VolumeManager::BackendStorageClass() const {
   // KubeVirt takes its vmStateStorageClass, else the default class; a Block class cannot hold
   // files, so then the embedded local class.
+  // Never a shared class: two nodes' swtpm would share one state dir during a migration
+  // (swtpm locks it), and libvirt treats only network filesystems as shared.
   auto sc = config_.classes.Find("");
-  if (sc.ok() && sc->volume_mode != kVolumeModeBlock) return *sc;
+  if (sc.ok() && sc->volume_mode != kVolumeModeBlock && !sc->shared) return *sc;
   auto local = config_.classes.Find(kDefaultStorageClass);
-  if (local.ok() && local->volume_mode != kVolumeModeBlock) return *local;
+  if (local.ok() && local->volume_mode != kVolumeModeBlock && !local->shared) return *local;
   StorageClass fallback;
   fallback.name = kDefaultStorageClass;
   return fallback;
 }
 
 absl::StatusOr<PersistentVolumeClaim> VolumeManager::EnsureBackendStorageLocked(
-    const kvnode::v1::VirtualMachineInstance& vmi) {
+    const kvnode::v1::VirtualMachineInstance& vmi, bool migration_target) {
   const std::string& ns = vmi.metadata().namespace_();
   const std::string vm = ControllingVm(vmi.metadata());
   const std::string name = BackendStorageClaimName(vm);
@@ -96,6 +98,9 @@ absl::StatusOr<PersistentVolumeClaim> VolumeManager::EnsureBackendStorageLocked(
   (*meta->mutable_labels())[kBackendStoragePrefix] = vm;
   (*meta->mutable_annotations())[kReclaimPolicyAnnotation] = sc.reclaim_policy;
   *meta->add_owner_references() = owner;
+  if (migration_target) {
+    (*meta->mutable_annotations())[kBlockMigrationVmiAnnotation] = vmi.metadata().uid();
+  }
   auto* spec = pvc.mutable_spec();
   spec->add_access_modes("ReadWriteOnce");
   spec->set_storage_class_name(sc.name);
@@ -150,17 +155,19 @@ absl::StatusOr<PersistentVolumeClaim> VolumeManager::EnsureBackendStorageLocked(
     (void)RemoveClaimDirLocked(pvc, false);
     return put;
   }
-  spdlog::info("VM {}/{}: backend storage {} made in {} ({}, owned by the VM)", ns, vm, name,
-               where.path(), sc.name);
+  spdlog::info("VM {}/{}: backend storage {} made in {} ({}, owned by the VM{})", ns, vm, name,
+               where.path(), sc.name,
+               migration_target ? ", for the incoming migration of VMI " + vmi.metadata().uid()
+                                : std::string());
   return pvc;
 }
 
 absl::Status VolumeManager::PrepareBackendStorage(const kvnode::v1::VirtualMachineInstance& vmi,
-                                                  const FsIdentity& id) {
+                                                  const FsIdentity& id, bool migration_target) {
   if (BackendStorageClaimOf(vmi).empty()) return absl::OkStatus();
   const std::string& ns = vmi.metadata().namespace_();
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(PersistentVolumeClaim pvc, EnsureBackendStorageLocked(vmi));
+  ASSIGN_OR_RETURN(PersistentVolumeClaim pvc, EnsureBackendStorageLocked(vmi, migration_target));
   if (pvc.status().phase() != "Bound") {
     return WithVolumeReason(
         absl::UnavailableError(absl::StrCat("PersistentVolumeClaim \"", pvc.metadata().name(),
@@ -200,6 +207,38 @@ absl::Status VolumeManager::PrepareBackendStorage(const kvnode::v1::VirtualMachi
   }
   close(dir);
   return Annotate(s, "backend storage " + ns + "/" + pvc.metadata().name());
+}
+
+std::string VolumeManager::BackendStorageDirOf(const kvnode::v1::VirtualMachineInstance& vmi) {
+  const std::string name = BackendStorageClaimOf(vmi);
+  if (name.empty()) return "";
+  absl::MutexLock lock(&mu_);
+  auto pvc = LoadPvcLocked(vmi.metadata().namespace_(), name);
+  return pvc.ok() && IsBackendStorageClaim(*pvc) ? ClaimDir(*pvc).path() : "";
+}
+
+absl::Status VolumeManager::ReleaseBackendStorage(const std::string& ns, const std::string& vm,
+                                                  const std::string& vm_uid) {
+  const std::string name = BackendStorageClaimName(vm);
+  absl::MutexLock lock(&mu_);
+  auto pvc = LoadPvcLocked(ns, name);
+  if (absl::IsNotFound(pvc.status())) return absl::OkStatus();
+  if (!pvc.ok()) return pvc.status();
+  // The VM's own store: its label, and owned by the VM (or by nobody: a retry after the VM's
+  // removal orphaned it).
+  auto label = pvc->metadata().labels().find(kBackendStoragePrefix);
+  bool owned = pvc->metadata().owner_references().empty();
+  for (const auto& o : pvc->metadata().owner_references()) owned |= o.uid() == vm_uid;
+  if (label == pvc->metadata().labels().end() || label->second != vm || !owned) {
+    return absl::OkStatus();  // not this VM's store
+  }
+  RETURN_IF_ERROR(RemoveClaimDirLocked(*pvc, /*retain=*/false));
+  PersistentVolumeClaim gone = *pvc;
+  RETURN_IF_ERROR(store_->Delete(kPvcKind, &gone).status());
+  spdlog::info("VM {}/{} moved to another node with its VMI: its backend storage {} here is "
+               "removed (the target keeps the firmware state now)",
+               ns, vm, name);
+  return absl::OkStatus();
 }
 
 absl::Status VolumeManager::ReturnBackendStorageToRoot(const std::vector<std::string>& stores,

@@ -8,6 +8,7 @@
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
 #include "agent/manifest/admission.h"
+#include "agent/manifest/backend_storage.h"
 #include "agent/storage/disk_image.h"
 #include "agent/storage/pvc_rules.h"
 #include "agent/storage/volume_manager.h"
@@ -159,7 +160,9 @@ absl::StatusOr<std::string> VolumeManager::MakeCopiedClaimLocked(
 
 void VolumeManager::DropCopiedClaims(const kvnode::v1::VirtualMachineInstance& vmi) {
   const std::string& ns = vmi.metadata().namespace_();
-  for (const std::string& name : ClaimsOf(vmi)) {
+  std::vector<std::string> made = ClaimsOf(vmi);
+  if (std::string store = BackendStorageClaimOf(vmi); !store.empty()) made.push_back(store);
+  for (const std::string& name : made) {
     if (!UsersOf(ns, name).empty()) continue;
     absl::MutexLock lock(&mu_);
     auto pvc = LoadPvcLocked(ns, name);
@@ -172,9 +175,10 @@ void VolumeManager::DropCopiedClaims(const kvnode::v1::VirtualMachineInstance& v
     PersistentVolumeClaim gone = *pvc;
     if (!store_->Delete(kPvcKind, &gone).ok()) continue;
     (void)RemoveClaimDirLocked(*pvc, /*retain=*/false);
-    spdlog::info("PersistentVolumeClaim {}/{}: removed the partial copy a failed block migration "
-                 "of VMI {} left",
-                 ns, name, vmi.metadata().uid());
+    spdlog::info("PersistentVolumeClaim {}/{}: removed the {} a failed migration of VMI {} left",
+                 ns, name,
+                 IsBackendStorageClaim(*pvc) ? "backend storage" : "partial copy of the disk",
+                 vmi.metadata().uid());
   }
 }
 

@@ -279,7 +279,8 @@ absl::Status VolumeManager::PrepareVmi(const kvnode::v1::VirtualMachineInstance&
         break;
     }
   }
-  return PrepareBackendStorage(vmi, user);
+  // A migration target (share_group) makes the store empty, for the migration to fill.
+  return PrepareBackendStorage(vmi, user, /*migration_target=*/share_group);
 }
 
 namespace {

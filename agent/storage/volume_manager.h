@@ -150,8 +150,20 @@ class VolumeManager : public VmVolumes {
       const std::vector<MigratingClaim>& claims, const std::string& node,
       const std::set<std::string>& in_use);
   // Target, after a migration that did not take the VMI: removes the claims made for it by
-  // block migration (they hold a partial copy) that no live VMI uses.
+  // block migration (they hold a partial copy) and the backend storage made for it, when no
+  // live VMI uses them.
   void DropCopiedClaims(const kvnode::v1::VirtualMachineInstance& vmi);
+  // The dir of the backend storage of `vmi`'s VM on this node; "" when it needs none or has
+  // none here yet. A migration's source moves its own dir to the target's in the domain XML.
+  std::string BackendStorageDirOf(const kvnode::v1::VirtualMachineInstance& vmi);
+  // KubeVirt's MigrationHandoff, the source's half: VM `vm` (UID `vm_uid`) left this node
+  // with its VMI, whose target keeps the firmware state from now on; this node's store of it
+  // (EFI variables, TPM secrets) is removed, its dir before its record, so that a crash
+  // between the two leaves a record that the next call removes. OK when there is none; a
+  // store of that name owned by another VM is left alone (one owned by nobody is taken as
+  // this VM's: the VM's removal orphans its claims).
+  absl::Status ReleaseBackendStorage(const std::string& ns, const std::string& vm,
+                                     const std::string& vm_uid) override;
   SecretStore& secrets() { return secrets_; }
   ConfigMaps& config_maps() { return config_maps_; }
 
@@ -331,15 +343,24 @@ class VolumeManager : public VmVolumes {
                                                     const std::set<std::string>& in_use)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // --- Backend storage (backend_storage.cc) ---
-  // The class a VM's backend storage claim is made in: the default class unless it is Block.
+  // The class a VM's backend storage claim is made in: the default class when it is node-local
+  // and of files, else the embedded local class (the store is never shared between nodes: a
+  // migration carries it, see PrepareBackendStorage).
   StorageClass BackendStorageClass() const;
-  // The backend storage claim of `vmi`'s VM, made (owned by the VM) when missing.
+  // The backend storage claim of `vmi`'s VM, made (owned by the VM) when missing; one made for
+  // an incoming migration (`migration_target`) carries the VMI's UID in
+  // kBlockMigrationVmiAnnotation, so that a migration that fails removes it (DropCopiedClaims).
   absl::StatusOr<kvnode::v1::PersistentVolumeClaim> EnsureBackendStorageLocked(
-      const kvnode::v1::VirtualMachineInstance& vmi) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      const kvnode::v1::VirtualMachineInstance& vmi, bool migration_target)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The VM's backend storage handed to the VMI's identity (its contents; the claim's dir stays
   // root's); EFI variables of another firmware removed. Nothing for a VMI that needs none.
+  // On a migration target the store is made empty (its NVRAM from the firmware's template):
+  // the migration stream carries the flash's contents, which QEMU writes into the target's
+  // file once loaded, and the TPM's state blobs, which the target's swtpm keeps.
   absl::Status PrepareBackendStorage(const kvnode::v1::VirtualMachineInstance& vmi,
-                                     const FsIdentity& id) ABSL_LOCKS_EXCLUDED(mu_);
+                                     const FsIdentity& id, bool migration_target)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // What `uid` owns in the backend storage dirs `stores` becomes root's again.
   absl::Status ReturnBackendStorageToRoot(const std::vector<std::string>& stores, uid_t uid);
   // The bytes the claim's files take.

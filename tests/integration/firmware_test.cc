@@ -22,7 +22,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/guest_test.h"
@@ -33,45 +32,6 @@ namespace {
 
 using kvnode::v1::VirtualMachineInstance;
 using ::testing::HasSubstr;
-
-// The test guest as a VM booting by UEFI; $NAME, $EFI (the efi block) and $TPM (the tpm
-// block) filled in.
-constexpr char kVm[] = R"(apiVersion: kubevirt.io/v1
-kind: VirtualMachine
-metadata:
-  name: $NAME
-spec:
-  runStrategy: Always
-  template:
-    spec:
-      terminationGracePeriodSeconds: 5
-      domain:
-        resources:
-          requests:
-            memory: 256Mi
-        firmware:
-          bootloader:
-            efi: $EFI
-        features:
-          hyperv:
-            spinlocks: {spinlocks: 8191}
-            vendorid: {vendorid: KVNodeHv}
-        devices:
-          autoattachPodInterface: false
-          autoattachGraphicsDevice: false
-          tpm: $TPM
-          disks:
-            - name: root
-              bootOrder: 1
-              disk: {bus: virtio}
-      volumes:
-        - name: root
-          persistentVolumeClaim: {claimName: $NAME-root}
-)";
-
-std::string VmYaml(const std::string& name, const std::string& efi, const std::string& tpm) {
-  return absl::StrReplaceAll(kVm, {{"$NAME", name}, {"$EFI", efi}, {"$TPM", tpm}});
-}
 
 class FirmwareTest : public GuestTest {
  protected:
@@ -128,9 +88,9 @@ TEST_F(FirmwareTest, EfiVariablesAndTpmObjectsStayWithTheirVmAndOnlyWithIt) {
   // Two VMs side by side (they boot together): "fw" keeps its firmware state, "other" keeps
   // none.
   auto applied = handler_->ApplyYaml(
-      VmYaml("fw", "{secureBoot: false, persistent: true}", "{persistent: true}"));
+      FirmwareVmYaml("fw", "{secureBoot: false, persistent: true}", "{persistent: true}"));
   ASSERT_EQ(applied.exit_code, 0) << applied.out;
-  applied = handler_->ApplyYaml(VmYaml("other", "{secureBoot: false}", "{}"));
+  applied = handler_->ApplyYaml(FirmwareVmYaml("other", "{secureBoot: false}", "{}"));
   ASSERT_EQ(applied.exit_code, 0) << applied.out;
   const std::string uid1 = Booted(api, "fw");
   const std::string other1 = Booted(api, "other");
@@ -185,7 +145,7 @@ TEST_F(FirmwareTest, EfiVariablesAndTpmObjectsStayWithTheirVmAndOnlyWithIt) {
   // Secure Boot now: RestartRequired, then a store started afresh from the template with
   // Microsoft's keys, whose firmware refuses the unsigned guest.
   applied = handler_->ApplyYaml(
-      VmYaml("fw", "{secureBoot: true, persistent: true}", "{persistent: true}"));
+      FirmwareVmYaml("fw", "{secureBoot: true, persistent: true}", "{persistent: true}"));
   ASSERT_EQ(applied.exit_code, 0) << applied.out;
   auto waiting = api.WaitVm("fw", [](const kvnode::v1::VirtualMachine& vm) {
     for (const auto& c : vm.status().conditions()) {
@@ -217,7 +177,7 @@ TEST_F(FirmwareTest, AHandlerKilledWhileItMakesTheStoreLeavesOneWholeStoreOwnedB
   VmApi api(handler_.get());
   ASSERT_TRUE(handler_->PrepareDisk("default", "crash-root").ok());
   // BIOS and a persistent TPM: the store without the slower UEFI boot.
-  std::string yaml = VmYaml("crash", "{}", "{persistent: true}");
+  std::string yaml = FirmwareVmYaml("crash", "{}", "{persistent: true}");
   const std::string efi = "            efi: {}";
   yaml.replace(yaml.find(efi), efi.size(), "            bios: {}");
   // The handler dies with the store's dir half made, then again with it made but the claim

@@ -5,7 +5,8 @@
 // handler killed and restarted, then a migration that succeeds (which also shows the VMI could
 // migrate again); a VMI with a hostDisk is refused with its LiveMigratable reason; a node that
 // does not share the claim's class refuses it as a target; a claim of a node-local class is
-// copied by block migration (and a VM's claim plugged in with addvolume goes along). Both
+// copied by block migration (and a VM's claim plugged in with addvolume goes along); a VM's
+// firmware store (EFI variables, TPM state) moves with it and leaves nothing on A. Both
 // nodes' default storage class is shared (TwoNodes). After
 // every failure the guest still runs on A (its counter goes on, same boot) and nothing of it is
 // left on B.
@@ -616,6 +617,76 @@ spec:
   // B's controller owns it now: a stop there stops the guest.
   ASSERT_TRUE(on_b.Stop("roamer", 0).ok());
   EXPECT_TRUE(on_b.WaitNoVmi("roamer"));
+}
+
+// A VM's firmware state goes with it (KubeVirt's ReadWriteOnce backend storage and its
+// MigrationHandoff): the EFI variable and the persistent TPM object the guest made on A are
+// what the same guest reads on B after a live migration, and what its next boot on B finds
+// (B's store, persistent-state-for-<vm>, holds them, owned by B's QEMU identity); A's store is
+// gone, TPM secrets and all. A migration cancelled before that leaves no store on B.
+TEST_F(MigrationTest, FirmwareStateMovesWithTheVmAndNothingOfItStaysBehind) {
+  ASSERT_TRUE(a()->PrepareDisk("default", "vault-root").ok());
+  auto applied = a()->ApplyYaml(
+      FirmwareVmYaml("vault", "{secureBoot: false, persistent: true}", "{persistent: true}"));
+  ASSERT_EQ(applied.exit_code, 0) << applied.out;
+  VmApi on_a(a()), on_b(b());
+  auto running = on_a.WaitRunning("vault", "", absl::Seconds(120));
+  ASSERT_TRUE(running.ok()) << running.status() << a()->DiagnosticLogs();
+  const std::string uid = running->metadata().uid();
+  ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-BOOTED", absl::Seconds(150))) << a()->SerialLog(uid);
+  const std::string marked = "KVNODE-GUEST-FIRMWARE-MARKED var=moved persistent=0x81000001";
+  ASSERT_TRUE(a()->TypeOnConsole("default", "vault", "firmware-mark moved\n").ok());
+  ASSERT_TRUE(SerialShows(uid, marked, absl::Seconds(60))) << a()->SerialLog(uid);
+  const std::string store = "/volumes/default/persistent-state-for-vault";
+  const std::string store_a = a()->state_dir() + store, store_b = b()->state_dir() + store;
+  struct stat st;
+  ASSERT_EQ(stat(store_a.c_str(), &st), 0) << store_a;
+
+  // Cancelled midway: B removes the store it made for the migration.
+  VirtualMachineInstanceMigration vmim;
+  grpc::Status s = Migrate("vault", nodes_->name_b(), kSlowMiB, &vmim);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  WaitRunningWithProgress(vmim.metadata().uid());
+  ASSERT_TRUE(Cancel("vault").ok());
+  EXPECT_EQ(WaitEnded(vmim.metadata().uid()).status().phase(), "Failed");
+  EXPECT_TRUE(Eventually([&] { return stat(store_b.c_str(), &st) < 0; }, absl::Seconds(45)))
+      << "B kept the firmware store of a cancelled migration";
+  EXPECT_NE(b()->Kvctl({"get", "pvc", "persistent-state-for-vault"}).exit_code, 0);
+
+  ASSERT_TRUE(Migrate("vault", nodes_->name_b(), 0, &vmim).ok());
+  auto ended = WaitEnded(vmim.metadata().uid());
+  ASSERT_EQ(ended.status().phase(), "Succeeded") << ended.DebugString() << b()->DiagnosticLogs();
+  // The same guest, on B, reads both back from B's flash and B's swtpm.
+  ASSERT_TRUE(b()->TypeOnConsole("default", "vault", "firmware-mark\n").ok());
+  EXPECT_TRUE(Eventually(
+      [&] { return b()->SerialLog(uid).find(marked) != std::string::npos; }, absl::Seconds(60)))
+      << b()->SerialLog(uid);
+  // MigrationHandoff: A's store is gone; B's belongs to B's QEMU identity.
+  EXPECT_TRUE(Eventually([&] { return stat(store_a.c_str(), &st) < 0; }, absl::Seconds(30)))
+      << "node A kept the VM's firmware store after it left";
+  EXPECT_NE(a()->Kvctl({"get", "pvc", "persistent-state-for-vault"}).exit_code, 0);
+  auto qemus = b()->QemuProcesses(uid);
+  ASSERT_EQ(qemus.size(), 1u);
+  struct stat qemu;
+  ASSERT_EQ(stat(absl::StrCat("/proc/", qemus[0]).c_str(), &qemu), 0);
+  ASSERT_EQ(stat((store_b + "/swtpm/tpm2-00.permall").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, qemu.st_uid);
+
+  // A new VMI on B boots from B's store and finds both.
+  auto restarted = b()->Kvctl({"restart", "vault"});
+  ASSERT_EQ(restarted.exit_code, 0) << restarted.out;
+  auto again = on_b.WaitRunning("vault", uid, absl::Seconds(120));
+  ASSERT_TRUE(again.ok()) << again.status() << b()->DiagnosticLogs();
+  const std::string uid2 = again->metadata().uid();
+  auto shows = [&](const std::string& line) {
+    return Eventually(
+        [&] { return b()->SerialLog(uid2).find(line) != std::string::npos; },
+        absl::Seconds(150));
+  };
+  EXPECT_TRUE(shows("KVNODE-GUEST-EFI secureboot=0 var=moved")) << b()->SerialLog(uid2);
+  EXPECT_TRUE(shows("dev=tpm0 persistent=0x81000001")) << b()->SerialLog(uid2);
+  ASSERT_TRUE(on_b.Stop("vault", 0).ok());
+  EXPECT_TRUE(on_b.WaitNoVmi("vault"));
 }
 
 TEST_F(MigrationTest, HostDiskVmiIsRefusedWithItsLiveMigratableReason) {

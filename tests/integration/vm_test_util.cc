@@ -3,10 +3,50 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "agent/base/subprocess.h"
 #include "grpcpp/grpcpp.h"
 
 namespace kvnode::testing {
+
+// FirmwareVmYaml's manifest: $NAME, $EFI (the efi block) and $TPM (the tpm block) filled in.
+constexpr char kFirmwareVm[] = R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: $NAME
+spec:
+  runStrategy: Always
+  template:
+    spec:
+      terminationGracePeriodSeconds: 5
+      domain:
+        resources:
+          requests:
+            memory: 256Mi
+        firmware:
+          bootloader:
+            efi: $EFI
+        features:
+          hyperv:
+            spinlocks: {spinlocks: 8191}
+            vendorid: {vendorid: KVNodeHv}
+        devices:
+          autoattachPodInterface: false
+          autoattachGraphicsDevice: false
+          tpm: $TPM
+          disks:
+            - name: root
+              bootOrder: 1
+              disk: {bus: virtio}
+      volumes:
+        - name: root
+          persistentVolumeClaim: {claimName: $NAME-root}
+)";
+
+std::string FirmwareVmYaml(const std::string& name, const std::string& efi,
+                           const std::string& tpm) {
+  return absl::StrReplaceAll(kFirmwareVm, {{"$NAME", name}, {"$EFI", efi}, {"$TPM", tpm}});
+}
 
 using kvnode::v1::VirtualMachine;
 using kvnode::v1::VirtualMachineInstance;

@@ -22,6 +22,13 @@ kvnode::v1::VirtualMachine GuestVm(const std::string& name, const std::string& s
                                    const std::string& root_claim, int64_t grace_seconds = 30,
                                    const std::string& data_claim = "");
 
+// The test guest as a VM (runStrategy Always, PVC <name>-root, no network) booting by UEFI
+// with Hyper-V's spinlocks and vendorid: `efi` is the YAML of
+// firmware.bootloader.efi (e.g. "{secureBoot: false, persistent: true}") and `tpm` of
+// devices.tpm (e.g. "{persistent: true}").
+std::string FirmwareVmYaml(const std::string& name, const std::string& efi,
+                           const std::string& tpm);
+
 // A blank 1 MiB data disk (the guest's boot counter) as PVC `claim`.
 absl::Status PrepareDataDisk(HandlerProcess* h, const std::string& ns, const std::string& claim);
 // The first line of a data disk: "KVNODE-DATA counter=N".
