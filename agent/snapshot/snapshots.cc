@@ -11,6 +11,7 @@
 #include "agent/base/failpoint.h"
 #include "agent/base/file_tree.h"
 #include "agent/base/status_macros.h"
+#include "agent/manifest/backend_storage.h"
 #include "agent/manifest/conditions.h"
 #include "agent/manifest/owner_refs.h"
 #include "agent/manifest/volume_hotplug.h"
@@ -97,6 +98,18 @@ absl::Status SealCopy(const std::string& path) {
   }
   close(fd);
   return s;
+}
+
+// A copy of the directory tree `from` as the new directory `to` (0700).
+absl::Status CopyDirTree(const std::string& from, const std::string& to) {
+  if (mkdir(to.c_str(), 0700) < 0) return absl::ErrnoToStatus(errno, "mkdir " + to);
+  int in = open(from.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (in < 0) return absl::ErrnoToStatus(errno, "open " + from);
+  int out = open(to.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  absl::Status s = out < 0 ? absl::ErrnoToStatus(errno, "open " + to) : CopyTree(in, out);
+  close(in);
+  if (out >= 0) close(out);
+  return Annotate(s, "copy " + from + " to " + to);
 }
 
 bool AgentConnected(const kvnode::v1::VirtualMachineInstance& vmi) {
@@ -425,6 +438,13 @@ void Snapshots::SyncSnapshot(VirtualMachineSnapshot s) {
     facts[claim] = f;
   }
   const auto volumes = SnapshotVolumesOf(vm->spec(), facts);
+  // The VM's firmware store (backend storage) is kept beside its volumes, as KubeVirt keeps a
+  // snapshot of the backend PVC (volume name persistent-state-for-<vm>).
+  std::optional<VolumeManager::BackendStore> store;
+  if (NeedsBackendStorage(vm->spec().template_().spec())) {
+    auto found = volumes_->BackendStorageOf(ns, vm->metadata().name());
+    if (found.ok()) store = std::move(*found);
+  }
   const std::string vm_ref = ns + "/" + vm->metadata().name();
   std::string not_ready = ClaimsNotReady(vm_ref, volumes, facts);
   absl::Status held =
@@ -444,7 +464,7 @@ void Snapshots::SyncSnapshot(VirtualMachineSnapshot s) {
   PutIfChanged(kVmSnapshotKind, &s, before);
 
   const VirtualMachineSnapshot locked = s;
-  auto content = TakeCopies(&s, *vm, volumes, claims);
+  auto content = TakeCopies(&s, *vm, volumes, claims, store);
   // The API may have marked it for deletion during the copy: that goes first, next pass.
   auto now_stored = GetSnapshot(ns, name);
   if (!now_stored.ok() || !now_stored->metadata().deletion_timestamp().empty()) return;
@@ -468,6 +488,7 @@ void Snapshots::SyncSnapshot(VirtualMachineSnapshot s) {
   for (const SnapshotVolume& v : volumes) {
     (v.enabled ? lists->add_included_volumes() : lists->add_excluded_volumes())->assign(v.volume);
   }
+  if (store.has_value()) lists->add_included_volumes()->assign(store->pvc.metadata().name());
   Condition(conds, "Progressing", false, "Operation complete", done);
   Condition(conds, "Ready", true, "Ready", done);
   (void)host_->HoldForSnapshot(*vm, name, /*hold=*/false);
@@ -479,7 +500,8 @@ void Snapshots::SyncSnapshot(VirtualMachineSnapshot s) {
 absl::StatusOr<VirtualMachineSnapshotContent> Snapshots::TakeCopies(
     VirtualMachineSnapshot* snapshot, const VirtualMachine& vm,
     const std::vector<SnapshotVolume>& volumes,
-    const std::map<std::string, VolumeManager::SnapshotClaim>& claims) {
+    const std::map<std::string, VolumeManager::SnapshotClaim>& claims,
+    const std::optional<VolumeManager::BackendStore>& store) {
   const std::string ns = snapshot->metadata().namespace_();
   const std::string name = ContentNameFor(*snapshot);
   auto existing = GetContent(ns, name);
@@ -523,6 +545,17 @@ absl::StatusOr<VirtualMachineSnapshotContent> Snapshots::TakeCopies(
     backup->set_volume_snapshot_name(VolumeSnapshotNameFor(snapshot->metadata().uid(), v.volume));
     copies.emplace_back(claim.image, dir + "/" + v.volume + ".img");
   }
+  if (store.has_value()) {
+    const std::string& volume = store->pvc.metadata().name();
+    auto* backup = spec->add_volume_backups();
+    backup->set_volume_name(volume);
+    auto* pvc_meta = backup->mutable_persistent_volume_claim()->mutable_metadata();
+    pvc_meta->set_name(volume);
+    pvc_meta->set_namespace_(ns);
+    *pvc_meta->mutable_labels() = store->pvc.metadata().labels();
+    *backup->mutable_persistent_volume_claim()->mutable_spec() = store->pvc.spec();
+    backup->set_volume_snapshot_name(VolumeSnapshotNameFor(snapshot->metadata().uid(), volume));
+  }
   content.clear_status();
   content.mutable_status()->set_ready_to_use(false);
   RETURN_IF_ERROR(
@@ -543,6 +576,10 @@ absl::StatusOr<VirtualMachineSnapshotContent> Snapshots::TakeCopies(
   kvnode::v1::BackupResult result;
   absl::Status copied = [&]() -> absl::Status {
     RETURN_IF_ERROR(MakeDirs(paths_.state_dir(), {"snapshots", ns, name}));
+    // The store's files as they are (a running guest's swtpm and flash write them seldom).
+    if (store.has_value()) {
+      RETURN_IF_ERROR(CopyDirTree(store->dir, dir + "/" + store->pvc.metadata().name()));
+    }
     const absl::Time start = absl::Now();
     if (!vmi.has_value()) {
       for (const auto& [from, to] : copies) RETURN_IF_ERROR(CopyRawDisk(from, to));
@@ -722,12 +759,23 @@ absl::Status Snapshots::RunRestore(VirtualMachineRestore* r,
   auto* st = r->mutable_status();
   st->clear_restores();
   std::map<std::string, std::string> claim_of_volume;
+  // The source VM's firmware store, restored as the target VM's own (always in place: it is
+  // found by the VM's name).
+  const std::string store_volume =
+      BackendStorageClaimName(content.spec().source().virtual_machine().metadata().name());
+  const std::string target_store = BackendStorageClaimName(r->spec().target().name());
+  bool has_store = false;
   for (const auto& backup : content.spec().volume_backups()) {
     auto* restore = st->add_restores();
     restore->set_volume_name(backup.volume_name());
+    restore->set_volume_snapshot_name(backup.volume_snapshot_name());
+    if (backup.volume_name() == store_volume) {
+      restore->set_persistent_volume_claim(target_store);
+      has_store = true;
+      continue;
+    }
     restore->set_persistent_volume_claim(RestoredClaimName(
         *r, backup.volume_name(), backup.persistent_volume_claim().metadata().name()));
-    restore->set_volume_snapshot_name(backup.volume_snapshot_name());
     claim_of_volume[backup.volume_name()] = restore->persistent_volume_claim();
   }
   const std::string dir = ContentDir(ns, content.metadata().name());
@@ -736,7 +784,12 @@ absl::Status Snapshots::RunRestore(VirtualMachineRestore* r,
     // meanwhile, a copy fails and the restore waits for the snapshot again.
     mu_.Unlock();
     absl::Status filled = [&]() -> absl::Status {
+      if (has_store) {
+        RETURN_IF_ERROR(volumes_->RestoreBackendStorage(ns, r->spec().target().name(),
+                                                        dir + "/" + store_volume));
+      }
       for (const auto& backup : content.spec().volume_backups()) {
+        if (backup.volume_name() == store_volume) continue;
         const std::string image = dir + "/" + backup.volume_name() + ".img";
         const std::string& claim = claim_of_volume.at(backup.volume_name());
         if (in_place) {
@@ -775,6 +828,7 @@ absl::Status Snapshots::RunRestore(VirtualMachineRestore* r,
     RETURN_IF_ERROR(store_->Put(kVmRestoreKind, r, "MODIFIED").status());
   }
   ASSIGN_OR_RETURN(VirtualMachine vm, host_->GetVm(ns, r->spec().target().name()));
+  if (has_store) RETURN_IF_ERROR(volumes_->AddClaimOwner(ns, target_store, ControllerRefTo(vm)));
   if (!in_place) {
     const kvnode::v1::OwnerReference owner = ControllerRefTo(vm);
     for (const auto& [volume, claim] : claim_of_volume) {

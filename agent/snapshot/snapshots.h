@@ -12,7 +12,9 @@
 // The content keeps the VM's spec and each claim's metadata and spec. A restore holds the
 // target VM (which must be stopped: targetReadinessPolicy), fills claims from the copies (new
 // claims restore-<restore uid>-<volume>, or the same claims in place), and writes the VM's spec
-// from the snapshot in one store write.
+// from the snapshot in one store write. The VM's firmware store (backend storage: EFI
+// variables, TPM state) is copied as a tree, <content>/persistent-state-for-<vm>/, and restored
+// as the target VM's store in place (one rename exchange).
 //
 // Crash safety: a content is stored before its copies are made and is readyToUse only after
 // every copy is synced; a handler that dies during a copy finds the content not ready when it
@@ -112,12 +114,13 @@ class Snapshots {
  private:
   void Loop();
   void SyncSnapshot(kvnode::v1::VirtualMachineSnapshot snapshot);
-  // Copies the VM's claims for `snapshot` (stored InProgress, its VM held); returns the
-  // content as stored ready, or why it could not.
+  // Copies the VM's claims for `snapshot` (stored InProgress, its VM held), and its firmware
+  // store when it has one; returns the content as stored ready, or why it could not.
   absl::StatusOr<kvnode::v1::VirtualMachineSnapshotContent> TakeCopies(
       kvnode::v1::VirtualMachineSnapshot* snapshot, const kvnode::v1::VirtualMachine& vm,
       const std::vector<SnapshotVolume>& volumes,
-      const std::map<std::string, VolumeManager::SnapshotClaim>& claims)
+      const std::map<std::string, VolumeManager::SnapshotClaim>& claims,
+      const std::optional<VolumeManager::BackendStore>& store)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishDeletion(const kvnode::v1::VirtualMachineSnapshot& snapshot)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -339,5 +339,66 @@ TEST_F(SnapshotsTest, FailImmediateRefusesARunningTarget) {
   EXPECT_EQ(host_.restored, 0);
 }
 
+// The VM's firmware store (a persistent TPM's state, its EFI variables) is kept in the snapshot
+// as a tree and restored as the VM's store in place: what the guest wrote after the snapshot is
+// gone, and a restore onto a new VM gives that VM a store of its own, owned by it.
+TEST_F(SnapshotsTest, TheFirmwareStoreIsKeptAndRestoredWithTheVm) {
+  auto* spec = host_.vms["db"].mutable_spec()->mutable_template_()->mutable_spec();
+  spec->mutable_domain()->mutable_devices()->mutable_tpm()->set_persistent(true);
+  // The store, as the VM's first VMI made it.
+  kvnode::v1::VirtualMachineInstance vmi;
+  vmi.mutable_metadata()->set_name("db");
+  vmi.mutable_metadata()->set_namespace_("default");
+  vmi.mutable_metadata()->set_uid("db-vmi-1");
+  auto* owner = vmi.mutable_metadata()->add_owner_references();
+  owner->set_kind("VirtualMachine");
+  owner->set_name("db");
+  owner->set_uid("db-uid");
+  owner->set_controller(true);
+  vmi.mutable_spec()->mutable_domain()->mutable_devices()->mutable_tpm()->set_persistent(true);
+  ASSERT_TRUE(volumes_->PrepareVmi(vmi, FsIdentity{getuid(), getgid(), {}}).ok());
+  const std::string store = root_ + "/volumes/default/persistent-state-for-db";
+  std::ofstream(store + "/swtpm/tpm2-00.permall") << "sealed";
+  VirtualMachineSnapshot created = Snap("snap");
+  snapshots_->SyncOnce();
+  auto s = snapshots_->GetSnapshot("default", "snap");
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->status().phase(), "Succeeded") << s->DebugString();
+  EXPECT_THAT(s->status().snapshot_volumes().included_volumes(),
+              ElementsAre("data", "persistent-state-for-db"));
+  const std::string content = "vmsnapshot-content-" + created.metadata().uid();
+  auto c = snapshots_->GetContent("default", content);
+  ASSERT_TRUE(c.ok());
+  ASSERT_EQ(c->spec().volume_backups_size(), 2);
+  EXPECT_EQ(c->spec().volume_backups(1).volume_name(), "persistent-state-for-db");
+  EXPECT_EQ(Marker(root_ + "/snapshots/default/" + content +
+                   "/persistent-state-for-db/swtpm/tpm2-00.permall"),
+            "sealed");
+  // The guest changes its TPM, then the VM is restored: the snapshot's state is back.
+  std::ofstream(store + "/swtpm/tpm2-00.permall") << "other!";
+  std::ofstream(store + "/swtpm/later") << "x";
+  Restore("back", "db", "InPlace");
+  snapshots_->SyncOnce();
+  auto r = snapshots_->GetRestore("default", "back");
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->status().complete()) << r->DebugString();
+  EXPECT_EQ(Marker(store + "/swtpm/tpm2-00.permall"), "sealed");
+  EXPECT_NE(access((store + "/swtpm/later").c_str(), F_OK), 0);
+  EXPECT_NE(access((root_ + "/volumes/default/.persistent-state-for-db.restoring").c_str(), F_OK),
+            0);
+  // Onto a new VM: a store of its own, owned by it.
+  Restore("clone", "db-copy");
+  snapshots_->SyncOnce();
+  r = snapshots_->GetRestore("default", "clone");
+  ASSERT_TRUE(r->status().complete()) << r->DebugString();
+  EXPECT_EQ(Marker(root_ + "/volumes/default/persistent-state-for-db-copy/swtpm/tpm2-00.permall"),
+            "sealed");
+  auto pvc = volumes_->GetPvc("default", "persistent-state-for-db-copy");
+  ASSERT_TRUE(pvc.ok()) << pvc.status();
+  EXPECT_EQ(pvc->pvc().metadata().labels().at("persistent-state-for"), "db-copy");
+  ASSERT_EQ(pvc->pvc().metadata().owner_references_size(), 1);
+  EXPECT_EQ(pvc->pvc().metadata().owner_references(0).uid(), "new-vm-uid");
+}
+
 }  // namespace
 }  // namespace kvnode

@@ -2,6 +2,7 @@
 // persistent-state-for-<vm>, made when the VM's first VMI that needs it starts, handed to each
 // VMI's identity while it runs and given back to root when it ends.
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,6 +64,22 @@ StorageClass VolumeManager::BackendStorageClass() const {
   return fallback;
 }
 
+PersistentVolumeClaim VolumeManager::BackendStorageRecord(const std::string& ns,
+                                                         const std::string& vm,
+                                                         const StorageClass& sc) const {
+  PersistentVolumeClaim pvc = NewClaimRecord(ns, BackendStorageClaimName(vm));
+  auto* meta = pvc.mutable_metadata();
+  (*meta->mutable_labels())[kBackendStoragePrefix] = vm;
+  (*meta->mutable_annotations())[kReclaimPolicyAnnotation] = sc.reclaim_policy;
+  auto* spec = pvc.mutable_spec();
+  spec->add_access_modes("ReadWriteOnce");
+  spec->set_storage_class_name(sc.name);
+  spec->set_volume_mode(kVolumeModeFilesystem);
+  (*spec->mutable_resources()->mutable_requests())["storage"] = kBackendStorageSize;
+  spec->set_volume_name("pvc-" + meta->uid());
+  return pvc;
+}
+
 absl::StatusOr<PersistentVolumeClaim> VolumeManager::EnsureBackendStorageLocked(
     const kvnode::v1::VirtualMachineInstance& vmi, bool migration_target) {
   const std::string& ns = vmi.metadata().namespace_();
@@ -93,20 +110,12 @@ absl::StatusOr<PersistentVolumeClaim> VolumeManager::EnsureBackendStorageLocked(
   if (!absl::IsNotFound(stored.status())) return stored.status();
 
   const StorageClass sc = BackendStorageClass();
-  PersistentVolumeClaim pvc = NewClaimRecord(ns, name);
+  PersistentVolumeClaim pvc = BackendStorageRecord(ns, vm, sc);
   auto* meta = pvc.mutable_metadata();
-  (*meta->mutable_labels())[kBackendStoragePrefix] = vm;
-  (*meta->mutable_annotations())[kReclaimPolicyAnnotation] = sc.reclaim_policy;
   *meta->add_owner_references() = owner;
   if (migration_target) {
     (*meta->mutable_annotations())[kBlockMigrationVmiAnnotation] = vmi.metadata().uid();
   }
-  auto* spec = pvc.mutable_spec();
-  spec->add_access_modes("ReadWriteOnce");
-  spec->set_storage_class_name(sc.name);
-  spec->set_volume_mode(kVolumeModeFilesystem);
-  (*spec->mutable_resources()->mutable_requests())["storage"] = kBackendStorageSize;
-  spec->set_volume_name("pvc-" + meta->uid());
 
   // The dir appears whole or not at all: made under a temporary name, then renamed. A crash
   // after the rename but before the claim was stored leaves a whole dir, taken as it is.
@@ -238,6 +247,78 @@ absl::Status VolumeManager::ReleaseBackendStorage(const std::string& ns, const s
   spdlog::info("VM {}/{} moved to another node with its VMI: its backend storage {} here is "
                "removed (the target keeps the firmware state now)",
                ns, vm, name);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VolumeManager::BackendStore> VolumeManager::BackendStorageOf(
+    const std::string& ns, const std::string& vm) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(PersistentVolumeClaim pvc, LoadPvcLocked(ns, BackendStorageClaimName(vm)));
+  auto label = pvc.metadata().labels().find(kBackendStoragePrefix);
+  if (label == pvc.metadata().labels().end() || label->second != vm) {
+    return absl::NotFoundError("claim " + pvc.metadata().name() + " is not VM " + vm + "'s store");
+  }
+  const std::string dir = ClaimDir(pvc).path();
+  return BackendStore{std::move(pvc), dir};
+}
+
+absl::Status VolumeManager::RestoreBackendStorage(const std::string& ns, const std::string& vm,
+                                                  const std::string& copy_dir) {
+  const std::string name = BackendStorageClaimName(vm);
+  if (std::vector<std::string> users = UsersOf(ns, name); !users.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the backend storage ", name, " is in use by VMI ", users[0], ": it is restored only "
+        "while the VM is stopped"));
+  }
+  absl::MutexLock lock(&mu_);
+  auto stored = LoadPvcLocked(ns, name);
+  if (!stored.ok() && !absl::IsNotFound(stored.status())) return stored.status();
+  if (stored.ok()) {
+    auto label = stored->metadata().labels().find(kBackendStoragePrefix);
+    if (label == stored->metadata().labels().end() || label->second != vm) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "PersistentVolumeClaim \"", name, "\" exists but is not the backend storage of VM \"",
+          vm, "\""));
+    }
+  }
+  PersistentVolumeClaim pvc =
+      stored.ok() ? *stored : BackendStorageRecord(ns, vm, BackendStorageClass());
+  // The copy is made beside the store under a temporary name (a leftover of a crash is removed
+  // first), then takes the store's place in one exchange; the old contents go last.
+  const ClaimDirChain where = ClaimDir(pvc);
+  ClaimDirChain parent = where;
+  parent.names.pop_back();
+  ASSIGN_OR_RETURN(int dir, OpenDirChain(parent.base, parent.names, 0711, true));
+  const std::string restoring = "." + name + ".restoring";
+  RemoveTreeAt(dir, restoring.c_str());
+  absl::Status s;
+  int from = open(copy_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (from < 0) s = absl::ErrnoToStatus(errno, "open " + copy_dir);
+  if (s.ok() && mkdirat(dir, restoring.c_str(), 0711) < 0) {
+    s = absl::ErrnoToStatus(errno, "mkdir " + restoring);
+  }
+  if (s.ok()) {
+    int to = openat(dir, restoring.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    s = to < 0 ? absl::ErrnoToStatus(errno, "open " + restoring) : CopyTree(from, to);
+    if (to >= 0) close(to);
+  }
+  if (from >= 0) close(from);
+  if (s.ok()) {
+    struct stat st;
+    bool exists = fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    int rc = exists ? renameat2(dir, restoring.c_str(), dir, name.c_str(), RENAME_EXCHANGE)
+                    : renameat(dir, restoring.c_str(), dir, name.c_str());
+    if (rc < 0) s = absl::ErrnoToStatus(errno, "rename " + restoring);
+    if (s.ok() && fsync(dir) < 0) s = absl::ErrnoToStatus(errno, "fsync");
+    if (s.ok()) RemoveTreeAt(dir, restoring.c_str());  // the old contents
+  }
+  close(dir);
+  RETURN_IF_ERROR(Annotate(s, "restore backend storage " + ns + "/" + name));
+  if (!stored.ok()) {
+    SetPhase(&pvc, "Bound");
+    RETURN_IF_ERROR(store_->Put(kPvcKind, &pvc, "ADDED").status());
+  }
+  spdlog::info("VM {}/{}: backend storage {} restored from {}", ns, vm, name, copy_dir);
   return absl::OkStatus();
 }
 

@@ -198,6 +198,20 @@ class VolumeManager : public VmVolumes {
   // claim of a Block class.
   absl::Status RestoreClaimInPlace(const std::string& ns, const std::string& name,
                                    const std::string& image);
+  // The firmware store (backend storage) of VM `vm`: its claim and its dir; NotFound when the
+  // VM has none here.
+  struct BackendStore {
+    kvnode::v1::PersistentVolumeClaim pvc;
+    std::string dir;
+  };
+  absl::StatusOr<BackendStore> BackendStorageOf(const std::string& ns, const std::string& vm);
+  // A restore: the store of VM `vm` becomes a copy of the tree at `copy_dir` (what a snapshot
+  // kept), taking the old store's place in one rename exchange (a crash leaves the old
+  // contents or the restored ones, never a mix; a second call does it again). Its claim is made
+  // (labelled for the VM, owned by nobody until AddClaimOwner) when the VM has none. Refused
+  // while a live VMI uses the store.
+  absl::Status RestoreBackendStorage(const std::string& ns, const std::string& vm,
+                                     const std::string& copy_dir);
   // Adds `owner` to the claim's ownerReferences (a restored claim goes with its VM); nothing
   // when it is there already.
   absl::Status AddClaimOwner(const std::string& ns, const std::string& name,
@@ -347,6 +361,10 @@ class VolumeManager : public VmVolumes {
   // and of files, else the embedded local class (the store is never shared between nodes: a
   // migration carries it, see PrepareBackendStorage).
   StorageClass BackendStorageClass() const;
+  // The record of a new backend storage claim of VM `vm` in class `sc` (no owner yet).
+  kvnode::v1::PersistentVolumeClaim BackendStorageRecord(const std::string& ns,
+                                                         const std::string& vm,
+                                                         const StorageClass& sc) const;
   // The backend storage claim of `vmi`'s VM, made (owned by the VM) when missing; one made for
   // an incoming migration (`migration_target`) carries the VMI's UID in
   // kBlockMigrationVmiAnnotation, so that a migration that fails removes it (DropCopiedClaims).

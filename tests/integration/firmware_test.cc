@@ -129,7 +129,7 @@ TEST_F(FirmwareTest, EfiVariablesAndTpmObjectsStayWithTheirVmAndOnlyWithIt) {
   // none of fw's.
   ASSERT_TRUE(api.Restart("fw").ok());
   ASSERT_TRUE(api.Restart("other").ok());
-  const std::string uid2 = Booted(api, "fw", uid1);
+  std::string uid2 = Booted(api, "fw", uid1);
   const std::string other2 = Booted(api, "other", other1);
   ASSERT_FALSE(uid2.empty());
   EXPECT_TRUE(Printed(uid2, "KVNODE-GUEST-EFI secureboot=0 var=kept-1"));
@@ -141,6 +141,46 @@ TEST_F(FirmwareTest, EfiVariablesAndTpmObjectsStayWithTheirVmAndOnlyWithIt) {
     EXPECT_EQ(st.st_uid, QemuUid(uid2)) << file;
   }
   ASSERT_EQ(api.Delete("other").error_code(), grpc::StatusCode::OK);
+
+  // A snapshot of the stopped VM keeps its store; the guest then drops its TPM object, and the
+  // restore brings back what the snapshot kept.
+  ASSERT_TRUE(api.Stop("fw", 0).ok());
+  ASSERT_TRUE(api.WaitNoVmi("fw"));
+  // Applies a snapshot object; true once `kvctl get <resource> <name>` shows `done`.
+  auto apply_until = [&](const std::string& yaml, const std::string& resource,
+                         const std::string& name, const std::string& done) {
+    auto applied = handler_->ApplyYaml(yaml);
+    EXPECT_EQ(applied.exit_code, 0) << applied.out;
+    return Eventually([&] {
+      return absl::StrContains(handler_->Kvctl({"get", resource, name}).out, done);
+    }, absl::Seconds(60));
+  };
+  ASSERT_TRUE(apply_until(
+      "apiVersion: snapshot.kubevirt.io/v1beta1\nkind: VirtualMachineSnapshot\n"
+      "metadata:\n  name: fw-snap\nspec:\n  source: {apiGroup: kubevirt.io, kind: "
+      "VirtualMachine, name: fw}\n",
+      "vmsnapshot", "fw-snap", "Succeeded"));
+  ASSERT_TRUE(api.Start("fw").ok());
+  const std::string changed = Booted(api, "fw", uid2);
+  ASSERT_FALSE(changed.empty());
+  // The TPM object goes (efivarfs keeps an existing variable immutable, and the test guest has
+  // no chattr: the variable stays as it is).
+  ASSERT_TRUE(handler_->TypeOnConsole("default", "fw", "firmware-mark '' evict\n").ok());
+  EXPECT_TRUE(Printed(changed, "KVNODE-GUEST-FIRMWARE-MARKED var=kept-1 persistent=none"))
+      << handler_->SerialLog(changed);
+  ASSERT_TRUE(api.Stop("fw", 0).ok());
+  ASSERT_TRUE(api.WaitNoVmi("fw"));
+  ASSERT_TRUE(apply_until(
+      "apiVersion: snapshot.kubevirt.io/v1beta1\nkind: VirtualMachineRestore\n"
+      "metadata:\n  name: fw-back\nspec:\n  target: {apiGroup: kubevirt.io, kind: "
+      "VirtualMachine, name: fw}\n  virtualMachineSnapshotName: fw-snap\n",
+      "vmrestore", "fw-back", "true"))
+      << handler_->Kvctl({"get", "vmrestore", "fw-back"}).out;
+  ASSERT_TRUE(api.Start("fw").ok());
+  uid2 = Booted(api, "fw", changed);
+  ASSERT_FALSE(uid2.empty());
+  EXPECT_TRUE(Printed(uid2, "KVNODE-GUEST-EFI secureboot=0 var=kept-1"));
+  EXPECT_TRUE(Printed(uid2, "KVNODE-GUEST-TPM version=2 dev=tpm0 persistent=0x81000001"));
 
   // Secure Boot now: RestartRequired, then a store started afresh from the template with
   // Microsoft's keys, whose firmware refuses the unsigned guest.
