@@ -242,6 +242,7 @@ absl::Status VolumeManager::ReleaseBackendStorage(const std::string& ns, const s
     return absl::OkStatus();  // not this VM's store
   }
   RETURN_IF_ERROR(RemoveClaimDirLocked(*pvc, /*retain=*/false));
+  Failpoint("backend-storage-released");  // the dir gone, the record not yet
   PersistentVolumeClaim gone = *pvc;
   RETURN_IF_ERROR(store_->Delete(kPvcKind, &gone).status());
   spdlog::info("VM {}/{} moved to another node with its VMI: its backend storage {} here is "

@@ -623,7 +623,8 @@ spec:
 // MigrationHandoff): the EFI variable and the persistent TPM object the guest made on A are
 // what the same guest reads on B after a live migration, and what its next boot on B finds
 // (B's store, persistent-state-for-<vm>, holds them, owned by B's QEMU identity); A's store is
-// gone, TPM secrets and all. A migration cancelled before that leaves no store on B.
+// gone, TPM secrets and all, also when A's handler dies in the middle of removing it. A
+// migration cancelled before that leaves no store on B.
 TEST_F(MigrationTest, FirmwareStateMovesWithTheVmAndNothingOfItStaysBehind) {
   ASSERT_TRUE(a()->PrepareDisk("default", "vault-root").ok());
   auto applied = a()->ApplyYaml(
@@ -653,7 +654,18 @@ TEST_F(MigrationTest, FirmwareStateMovesWithTheVmAndNothingOfItStaysBehind) {
       << "B kept the firmware store of a cancelled migration";
   EXPECT_NE(b()->Kvctl({"get", "pvc", "persistent-state-for-vault"}).exit_code, 0);
 
+  // Node A's handler dies as it hands the store over (its dir removed, its record not yet),
+  // and the handler that starts after it finishes the handover.
+  setenv("KVNODE_FAILPOINT", "backend-storage-released", 1);
+  a()->Kill();
+  absl::Status relaunched = a()->Restart();
+  unsetenv("KVNODE_FAILPOINT");
+  ASSERT_TRUE(relaunched.ok()) << relaunched;
   ASSERT_TRUE(Migrate("vault", nodes_->name_b(), 0, &vmim).ok());
+  auto died = a()->WaitExit(absl::Seconds(90));
+  ASSERT_TRUE(died.has_value()) << "the failpoint was not reached\n" << a()->Log();
+  EXPECT_EQ(WEXITSTATUS(*died), 86);
+  ASSERT_TRUE(a()->Restart().ok());
   auto ended = WaitEnded(vmim.metadata().uid());
   ASSERT_EQ(ended.status().phase(), "Succeeded") << ended.DebugString() << b()->DiagnosticLogs();
   // The same guest, on B, reads both back from B's flash and B's swtpm.
