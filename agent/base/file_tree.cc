@@ -161,10 +161,16 @@ absl::Status CopyTreeAt(int from_fd, int to_fd, int depth) {
 
 }  // namespace
 
-absl::Status CopyTree(int from_fd, int to_fd) {
-  RETURN_IF_ERROR(CopyTreeAt(from_fd, to_fd, 0));
-  if (fsync(to_fd) < 0) return absl::ErrnoToStatus(errno, "fsync");
-  return absl::OkStatus();
+absl::Status CopyTree(const std::string& from, const std::string& to, mode_t mode) {
+  if (mkdir(to.c_str(), mode) < 0) return absl::ErrnoToStatus(errno, "mkdir " + to);
+  int in = open(from.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (in < 0) return absl::ErrnoToStatus(errno, "open " + from);
+  int out = open(to.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  absl::Status s = out < 0 ? absl::ErrnoToStatus(errno, "open " + to) : CopyTreeAt(in, out, 0);
+  if (s.ok() && fsync(out) < 0) s = absl::ErrnoToStatus(errno, "fsync " + to);
+  close(in);
+  if (out >= 0) close(out);
+  return Annotate(s, "copy " + from + " to " + to);
 }
 
 absl::Status HandTreeTo(int dir_fd, uid_t uid, gid_t gid, uid_t only_from) {

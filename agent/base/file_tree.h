@@ -40,10 +40,11 @@ absl::Status WalkTree(int dir_fd, const TreeVisitor& visit);
 // touched. Links are changed themselves (never what they point at); WalkTree's rules.
 absl::Status HandTreeTo(int dir_fd, uid_t uid, gid_t gid, uid_t only_from = static_cast<uid_t>(-1));
 
-// Copies everything inside the directory open at `from_fd` into the (empty) directory open at
-// `to_fd`: directories (0700) and regular files (0600, synced), owned by the caller; anything
-// else (a link, a socket) is skipped, never followed. WalkTree's depth limit.
-absl::Status CopyTree(int from_fd, int to_fd);
+// Makes the directory `to` (`mode`; it must not exist) and copies everything inside the
+// directory `from` into it: directories (0700) and regular files (0600, synced), owned by the
+// caller; anything else (a link, a socket) is skipped, never followed; neither path's last
+// component may be a link. WalkTree's depth limit.
+absl::Status CopyTree(const std::string& from, const std::string& to, mode_t mode);
 
 }  // namespace kvnode
 

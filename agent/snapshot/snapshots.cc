@@ -1,3 +1,8 @@
+// Snapshots (snapshots.h): the API's objects, the snapshot and the restore passes.
+// Long because it is one controller with one lock and one thread: the restore half uses the
+// same file-local helpers (Load, Condition, the PutIfChanged template, the content's paths) and
+// the same unlock-around-a-copy discipline as the snapshot half; the pure rules of both live in
+// snapshot_rules.cc and the claims' side in the VolumeManager.
 #include "agent/snapshot/snapshots.h"
 
 #include <fcntl.h>
@@ -98,18 +103,6 @@ absl::Status SealCopy(const std::string& path) {
   }
   close(fd);
   return s;
-}
-
-// A copy of the directory tree `from` as the new directory `to` (0700).
-absl::Status CopyDirTree(const std::string& from, const std::string& to) {
-  if (mkdir(to.c_str(), 0700) < 0) return absl::ErrnoToStatus(errno, "mkdir " + to);
-  int in = open(from.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (in < 0) return absl::ErrnoToStatus(errno, "open " + from);
-  int out = open(to.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  absl::Status s = out < 0 ? absl::ErrnoToStatus(errno, "open " + to) : CopyTree(in, out);
-  close(in);
-  if (out >= 0) close(out);
-  return Annotate(s, "copy " + from + " to " + to);
 }
 
 bool AgentConnected(const kvnode::v1::VirtualMachineInstance& vmi) {
@@ -531,31 +524,25 @@ absl::StatusOr<VirtualMachineSnapshotContent> Snapshots::TakeCopies(
   *source->mutable_spec() = vm.spec();
   std::vector<std::pair<std::string, std::string>> copies;  // claim image -> copy
   const std::string dir = ContentDir(ns, name);
-  for (const SnapshotVolume& v : volumes) {
-    if (!v.enabled) continue;
-    const auto& claim = claims.at(v.claim);
-    auto* backup = spec->add_volume_backups();
-    backup->set_volume_name(v.volume);
-    auto* pvc_meta = backup->mutable_persistent_volume_claim()->mutable_metadata();
-    pvc_meta->set_name(claim.pvc.metadata().name());
-    pvc_meta->set_namespace_(ns);
-    *pvc_meta->mutable_labels() = claim.pvc.metadata().labels();
-    *pvc_meta->mutable_annotations() = claim.pvc.metadata().annotations();
-    *backup->mutable_persistent_volume_claim()->mutable_spec() = claim.pvc.spec();
-    backup->set_volume_snapshot_name(VolumeSnapshotNameFor(snapshot->metadata().uid(), v.volume));
-    copies.emplace_back(claim.image, dir + "/" + v.volume + ".img");
-  }
-  if (store.has_value()) {
-    const std::string& volume = store->pvc.metadata().name();
+  // Each claim (and the firmware store) as a volume backup: the claim's metadata and spec.
+  auto add_backup = [&](const std::string& volume, const kvnode::v1::PersistentVolumeClaim& pvc) {
     auto* backup = spec->add_volume_backups();
     backup->set_volume_name(volume);
     auto* pvc_meta = backup->mutable_persistent_volume_claim()->mutable_metadata();
-    pvc_meta->set_name(volume);
+    pvc_meta->set_name(pvc.metadata().name());
     pvc_meta->set_namespace_(ns);
-    *pvc_meta->mutable_labels() = store->pvc.metadata().labels();
-    *backup->mutable_persistent_volume_claim()->mutable_spec() = store->pvc.spec();
+    *pvc_meta->mutable_labels() = pvc.metadata().labels();
+    *pvc_meta->mutable_annotations() = pvc.metadata().annotations();
+    *backup->mutable_persistent_volume_claim()->mutable_spec() = pvc.spec();
     backup->set_volume_snapshot_name(VolumeSnapshotNameFor(snapshot->metadata().uid(), volume));
+  };
+  for (const SnapshotVolume& v : volumes) {
+    if (!v.enabled) continue;
+    const auto& claim = claims.at(v.claim);
+    add_backup(v.volume, claim.pvc);
+    copies.emplace_back(claim.image, dir + "/" + v.volume + ".img");
   }
+  if (store.has_value()) add_backup(store->pvc.metadata().name(), store->pvc);
   content.clear_status();
   content.mutable_status()->set_ready_to_use(false);
   RETURN_IF_ERROR(
@@ -578,7 +565,7 @@ absl::StatusOr<VirtualMachineSnapshotContent> Snapshots::TakeCopies(
     RETURN_IF_ERROR(MakeDirs(paths_.state_dir(), {"snapshots", ns, name}));
     // The store's files as they are (a running guest's swtpm and flash write them seldom).
     if (store.has_value()) {
-      RETURN_IF_ERROR(CopyDirTree(store->dir, dir + "/" + store->pvc.metadata().name()));
+      RETURN_IF_ERROR(CopyTree(store->dir, dir + "/" + store->pvc.metadata().name(), 0700));
     }
     const absl::Time start = absl::Now();
     if (!vmi.has_value()) {

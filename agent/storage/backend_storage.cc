@@ -292,18 +292,7 @@ absl::Status VolumeManager::RestoreBackendStorage(const std::string& ns, const s
   ASSIGN_OR_RETURN(int dir, OpenDirChain(parent.base, parent.names, 0711, true));
   const std::string restoring = "." + name + ".restoring";
   RemoveTreeAt(dir, restoring.c_str());
-  absl::Status s;
-  int from = open(copy_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (from < 0) s = absl::ErrnoToStatus(errno, "open " + copy_dir);
-  if (s.ok() && mkdirat(dir, restoring.c_str(), 0711) < 0) {
-    s = absl::ErrnoToStatus(errno, "mkdir " + restoring);
-  }
-  if (s.ok()) {
-    int to = openat(dir, restoring.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    s = to < 0 ? absl::ErrnoToStatus(errno, "open " + restoring) : CopyTree(from, to);
-    if (to >= 0) close(to);
-  }
-  if (from >= 0) close(from);
+  absl::Status s = CopyTree(copy_dir, parent.path() + "/" + restoring, 0711);
   if (s.ok()) {
     struct stat st;
     bool exists = fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
