@@ -49,7 +49,8 @@ absl::StatusOr<std::unique_ptr<FloorDomain>> FloorDomain::Start(const std::strin
                                                                 const std::string& xml_path,
                                                                 const std::string& capabilities,
                                                                 const LauncherIdentity& id,
-                                                                double* ms, int netns_fd) {
+                                                                double* ms, int netns_fd,
+                                                                double* daemon_ms) {
   std::stringstream xml;
   xml << std::ifstream(xml_path).rdbuf();
   std::smatch name;
@@ -84,6 +85,7 @@ absl::StatusOr<std::unique_ptr<FloorDomain>> FloorDomain::Start(const std::strin
     if (absl::Now() - t0 > absl::Seconds(60)) return absl::DeadlineExceededError("no " + socket);
     usleep(2000);
   }
+  if (daemon_ms != nullptr) *daemon_ms = absl::ToDoubleMilliseconds(absl::Now() - t0);
   if (!Virsh(base, id, {"create", xml_path})) {
     return absl::InternalError("virsh create " + xml_path + " failed");
   }

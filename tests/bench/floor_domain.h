@@ -34,12 +34,14 @@ class FloorDomain : public BareGuest {
   // `xml_path` describes; *ms is the time from spawning the daemon to `virsh create`
   // returning (the domain running). With netns_fd >= 0 the daemon (and so QEMU) runs in that
   // network namespace, where a domain's `<interface type="ethernet">` finds its tap, as a
-  // launcher's libvirtd runs in its pod's.
+  // launcher's libvirtd runs in its pod's. `daemon_ms` (may be null): the part of *ms until
+  // the daemon's socket appeared; the rest is `virsh create`.
   static absl::StatusOr<std::unique_ptr<FloorDomain>> Start(const std::string& base,
                                                             const std::string& xml_path,
                                                             const std::string& capabilities,
                                                             const LauncherIdentity& id,
-                                                            double* ms, int netns_fd = -1);
+                                                            double* ms, int netns_fd = -1,
+                                                            double* daemon_ms = nullptr);
   ~FloorDomain() override;
 
   pid_t holder_pid() const override { return daemon_; }
