@@ -88,6 +88,28 @@ class FakeVmiClient final : public VmiClient {
   }
   int volume_updates = 0;
 
+  // As VmiController::UpdateCpu: the sockets go into the spec and HotVCPUChange shows until
+  // the test lets the guest take them (FinishCpuHotplug).
+  absl::Status UpdateCpu(const kvnode::v1::VirtualMachineInstance& vmi) override {
+    auto it = vmis_.find(vmi.metadata().name());
+    if (it == vmis_.end()) return absl::NotFoundError("gone");
+    if (!cpu_update_error.ok()) return cpu_update_error;
+    it->second.mutable_spec()->mutable_domain()->mutable_cpu()->set_sockets(
+        vmi.spec().domain().cpu().sockets());
+    SetCondition(it->second.mutable_status()->mutable_conditions(), "HotVCPUChange", "True", "",
+                 "", clock_->Now());
+    (void)store_->Put("VirtualMachineInstance", &it->second, "MODIFIED");
+    ++cpu_updates;
+    return absl::OkStatus();
+  }
+  void FinishCpuHotplug(const std::string& name) {
+    auto& v = vmis_.at(name);
+    RemoveCondition(v.mutable_status()->mutable_conditions(), "HotVCPUChange");
+    (void)store_->Put("VirtualMachineInstance", &v, "MODIFIED");
+  }
+  int cpu_updates = 0;
+  absl::Status cpu_update_error;
+
   // --- driving VMIs ---
   bool Has(const std::string& name) const { return vmis_.count(name) > 0; }
   kvnode::v1::VirtualMachineInstance& At(const std::string& name) { return vmis_.at(name); }

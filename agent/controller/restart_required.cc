@@ -15,7 +15,7 @@ constexpr char kTemplateSpecPath[] = "spec.template.spec";
 
 // The template specs with what may change without a restart made equal.
 std::vector<FieldChange> NonLiveChanges(const VirtualMachineSpec& started_from,
-                                        const VirtualMachineSpec& now) {
+                                        const VirtualMachineSpec& now, RolloutStrategy strategy) {
   // A hotpluggable volume is plugged in and out of the running guest (volume_hotplug.h).
   VirtualMachineInstanceSpec before = WithoutHotplugVolumes(started_from.template_().spec());
   const VirtualMachineInstanceSpec after = WithoutHotplugVolumes(now.template_().spec());
@@ -23,22 +23,27 @@ std::vector<FieldChange> NonLiveChanges(const VirtualMachineSpec& started_from,
   *before.mutable_affinity() = after.affinity();
   if (!after.has_affinity()) before.clear_affinity();
   *before.mutable_tolerations() = after.tolerations();
+  if (strategy == RolloutStrategy::kLiveUpdate && before.domain().has_cpu() &&
+      after.domain().has_cpu()) {
+    before.mutable_domain()->mutable_cpu()->set_sockets(after.domain().cpu().sockets());
+  }
   return DiffMessages(before, after, kTemplateSpecPath);
 }
 
 }  // namespace
 
 std::vector<std::string> RestartRequiredFields(const VirtualMachineSpec& started_from,
-                                               const VirtualMachineSpec& now) {
+                                               const VirtualMachineSpec& now,
+                                               RolloutStrategy strategy) {
   std::vector<std::string> fields;
-  for (const auto& c : NonLiveChanges(started_from, now)) fields.push_back(c.path);
+  for (const auto& c : NonLiveChanges(started_from, now, strategy)) fields.push_back(c.path);
   return fields;
 }
 
 std::string RestartRequiredMessage(const VirtualMachineSpec& started_from,
-                                   const VirtualMachineSpec& now) {
+                                   const VirtualMachineSpec& now, RolloutStrategy strategy) {
   std::vector<std::string> parts;
-  for (const auto& c : NonLiveChanges(started_from, now)) {
+  for (const auto& c : NonLiveChanges(started_from, now, strategy)) {
     // Short values read well inline; whole objects would drown the field names.
     bool short_values = c.before.size() <= 40 && c.after.size() <= 40;
     parts.push_back(short_values ? c.path + " (" + c.before + " -> " + c.after + ")" : c.path);
@@ -48,15 +53,16 @@ std::string RestartRequiredMessage(const VirtualMachineSpec& started_from,
 }
 
 bool SyncRestartRequired(kvnode::v1::VirtualMachine* vm, const VirtualMachineSpec& started_from,
-                         absl::Time now) {
-  return SyncRestartRequired(vm, started_from, vm->spec(), now);
+                         RolloutStrategy strategy, absl::Time now) {
+  return SyncRestartRequired(vm, started_from, vm->spec(), strategy, now);
 }
 
 bool SyncRestartRequired(kvnode::v1::VirtualMachine* vm, const VirtualMachineSpec& started_from,
-                         const VirtualMachineSpec& now_spec, absl::Time now) {
-  if (RestartRequiredFields(started_from, now_spec).empty()) return false;
+                         const VirtualMachineSpec& now_spec, RolloutStrategy strategy,
+                         absl::Time now) {
+  if (RestartRequiredFields(started_from, now_spec, strategy).empty()) return false;
   return SetCondition(vm->mutable_status()->mutable_conditions(), "RestartRequired", "True", "",
-                      RestartRequiredMessage(started_from, now_spec), now);
+                      RestartRequiredMessage(started_from, now_spec, strategy), now);
 }
 
 }  // namespace kvnode

@@ -1,10 +1,12 @@
 // RestartRequired (KubeVirt syncRestartRequired / addRestartRequiredIfNeeded): the VM's
 // template spec differs from the one its running VMI was started from in a field that cannot
-// change on a running guest. kvnode hot-plugs nothing (no CPU, memory, disk or interface
-// hotplug), so every template spec field counts except nodeSelector, affinity and
-// tolerations, which KubeVirt's LiveUpdate rollout applies without a restart and which mean
-// nothing to a VMI already placed on this node. Template metadata (labels, annotations) never
-// needs a restart.
+// change on a running guest. Every template spec field counts except: hotpluggable volumes
+// (plugged in and out of the guest); nodeSelector, affinity and tolerations, which KubeVirt's
+// LiveUpdate rollout applies without a restart and which mean nothing to a VMI already placed
+// on this node; and, with the LiveUpdate rollout strategy, domain.cpu.sockets (CPU hotplug: the
+// VM controller plugs them, or sets RestartRequired itself when the VMI cannot take them).
+// kvnode has no memory or interface hotplug yet, so memory.guest and the interfaces count.
+// Template metadata (labels, annotations) never needs a restart.
 //
 // Pure. Thread-compatible.
 #ifndef KVNODE_AGENT_CONTROLLER_RESTART_REQUIRED_H_
@@ -18,25 +20,32 @@
 
 namespace kvnode {
 
+// KubeVirt's vmRolloutStrategy.
+enum class RolloutStrategy { kLiveUpdate, kStage };
+
 // The changed template fields, as "spec.template.spec.domain.memory.guest" (paths only).
 std::vector<std::string> RestartRequiredFields(const kvnode::v1::VirtualMachineSpec& started_from,
-                                               const kvnode::v1::VirtualMachineSpec& now);
+                                               const kvnode::v1::VirtualMachineSpec& now,
+                                               RolloutStrategy strategy);
 
 // KubeVirt's message, followed by the fields: "a non-live-updatable field was changed in the
 // template spec: spec.template.spec.domain.memory.guest (128Mi -> 256Mi)".
 std::string RestartRequiredMessage(const kvnode::v1::VirtualMachineSpec& started_from,
-                                   const kvnode::v1::VirtualMachineSpec& now);
+                                   const kvnode::v1::VirtualMachineSpec& now,
+                                   RolloutStrategy strategy);
 
 // Sets RestartRequired=True with the message when fields changed; leaves an existing
 // condition alone otherwise (KubeVirt clears it only when the VMI is started or stopped).
 // Returns true when the condition changed.
 bool SyncRestartRequired(kvnode::v1::VirtualMachine* vm,
-                         const kvnode::v1::VirtualMachineSpec& started_from, absl::Time now);
+                         const kvnode::v1::VirtualMachineSpec& started_from,
+                         RolloutStrategy strategy, absl::Time now);
 // The same with the VM's spec as it stands now given apart: a VM that names an instancetype is
 // compared as expanded (instancetype.h), so that an edited instancetype needs a restart too.
 bool SyncRestartRequired(kvnode::v1::VirtualMachine* vm,
                          const kvnode::v1::VirtualMachineSpec& started_from,
-                         const kvnode::v1::VirtualMachineSpec& now_spec, absl::Time now);
+                         const kvnode::v1::VirtualMachineSpec& now_spec, RolloutStrategy strategy,
+                         absl::Time now);
 
 }  // namespace kvnode
 

@@ -11,17 +11,19 @@ namespace {
 using testing::T0;
 using testing::Vm;
 
+constexpr RolloutStrategy kLive = RolloutStrategy::kLiveUpdate;
+
 TEST(RestartRequired, MemoryChangeNamesTheFieldWithBothValues) {
   auto started = Vm("Always");
   auto now = started;
   now.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()->mutable_memory()
       ->set_guest("256Mi");
-  EXPECT_EQ(RestartRequiredFields(started.spec(), now.spec()),
+  EXPECT_EQ(RestartRequiredFields(started.spec(), now.spec(), kLive),
             std::vector<std::string>{"spec.template.spec.domain.memory.guest"});
-  EXPECT_EQ(RestartRequiredMessage(started.spec(), now.spec()),
+  EXPECT_EQ(RestartRequiredMessage(started.spec(), now.spec(), kLive),
             "a non-live-updatable field was changed in the template spec: "
             "spec.template.spec.domain.memory.guest (128Mi -> 256Mi)");
-  EXPECT_TRUE(SyncRestartRequired(&now, started.spec(), T0()));
+  EXPECT_TRUE(SyncRestartRequired(&now, started.spec(), kLive, T0()));
   const auto* c = FindCondition(now.status().conditions(), "RestartRequired");
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->status(), "True");
@@ -39,8 +41,8 @@ TEST(RestartRequired, NothingForTemplateMetadataNodeSelectorOrRunStrategy) {
   tmpl->mutable_affinity()->mutable_node_affinity()
       ->add_preferred_during_scheduling_ignored_during_execution()->set_weight(10);
   tmpl->add_tolerations()->set_key("dedicated");
-  EXPECT_TRUE(RestartRequiredFields(started.spec(), now.spec()).empty());
-  EXPECT_FALSE(SyncRestartRequired(&now, started.spec(), T0()));
+  EXPECT_TRUE(RestartRequiredFields(started.spec(), now.spec(), kLive).empty());
+  EXPECT_FALSE(SyncRestartRequired(&now, started.spec(), kLive, T0()));
   EXPECT_EQ(FindCondition(now.status().conditions(), "RestartRequired"), nullptr);
 }
 
@@ -50,11 +52,11 @@ TEST(RestartRequired, RemovingAffinityOrTolerationsNeedsNoRestartEither) {
       ->mutable_pod_anti_affinity();
   started.mutable_spec()->mutable_template_()->mutable_spec()->add_tolerations()->set_key("a");
   auto now = Vm("Always");
-  EXPECT_TRUE(RestartRequiredFields(started.spec(), now.spec()).empty());
+  EXPECT_TRUE(RestartRequiredFields(started.spec(), now.spec(), kLive).empty());
   // topologySpreadConstraints is not live-updatable in KubeVirt.
   now.mutable_spec()->mutable_template_()->mutable_spec()->add_topology_spread_constraints()
       ->set_max_skew(1);
-  EXPECT_EQ(RestartRequiredFields(started.spec(), now.spec()),
+  EXPECT_EQ(RestartRequiredFields(started.spec(), now.spec(), kLive),
             std::vector<std::string>{"spec.template.spec.topologySpreadConstraints[0]"});
 }
 
@@ -65,9 +67,35 @@ TEST(RestartRequired, ListChangesNameTheElementAndLongValuesOnlyThePath) {
                    ->mutable_devices()->add_disks();
   disk->set_name("data-disk-with-a-rather-long-name");
   disk->mutable_disk()->set_bus("virtio");
-  EXPECT_EQ(RestartRequiredMessage(started.spec(), now.spec()),
+  EXPECT_EQ(RestartRequiredMessage(started.spec(), now.spec(), kLive),
             "a non-live-updatable field was changed in the template spec: "
             "spec.template.spec.domain.devices.disks[0]");
+}
+
+// KubeVirt's LiveUpdate leaves a change of sockets to CPU hotplug (the VM controller sets
+// RestartRequired itself when the VMI cannot take it); with Stage it needs a restart, and
+// cores and threads always do.
+TEST(RestartRequired, SocketsAreLiveOnlyWithLiveUpdate) {
+  auto started = Vm("Always");
+  auto* cpu = started.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()
+                  ->mutable_cpu();
+  cpu->set_sockets(1);
+  cpu->set_cores(1);
+  cpu->set_threads(1);
+  auto now = started;
+  now.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()->mutable_cpu()
+      ->set_sockets(2);
+  EXPECT_TRUE(RestartRequiredFields(started.spec(), now.spec(), kLive).empty());
+  EXPECT_FALSE(SyncRestartRequired(&now, started.spec(), kLive, T0()));
+  EXPECT_EQ(RestartRequiredFields(started.spec(), now.spec(), RolloutStrategy::kStage),
+            std::vector<std::string>{"spec.template.spec.domain.cpu.sockets"});
+  EXPECT_EQ(RestartRequiredMessage(started.spec(), now.spec(), RolloutStrategy::kStage),
+            "a non-live-updatable field was changed in the template spec: "
+            "spec.template.spec.domain.cpu.sockets (1 -> 2)");
+  now.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()->mutable_cpu()
+      ->set_cores(2);
+  EXPECT_EQ(RestartRequiredFields(started.spec(), now.spec(), kLive),
+            std::vector<std::string>{"spec.template.spec.domain.cpu.cores"});
 }
 
 TEST(FieldDiff, ScalarsMapsAndPresence) {

@@ -29,6 +29,7 @@
 #include "agent/base/clock.h"
 #include "agent/controller/backoff.h"
 #include "agent/controller/instancetypes.h"
+#include "agent/controller/restart_required.h"
 #include "agent/controller/vm_handover.h"
 #include "agent/controller/vm_status.h"
 #include "agent/controller/vm_volumes.h"
@@ -164,6 +165,13 @@ class VmController : public VmHandover {
       const std::function<void(kvnode::v1::VirtualMachineInstanceSpec*)>& edit);
   // The template's hotpluggable volumes carried into the running VMI (volume_hotplug.h).
   bool SyncHotplugVolumesLocked(SyncState* st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // KubeVirt's handleCPUChangeRequest (LiveUpdate only): the template's sockets carried into the
+  // running VMI (VmiClient::UpdateCpu), or RestartRequired when the VMI cannot take them (more
+  // than its maxSockets, or fewer than it has). Nothing while a restart is required anyway.
+  bool SyncCpuHotplugLocked(Record* r, SyncState* st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  RolloutStrategy Rollout() const {
+    return config_.limits.live_update ? RolloutStrategy::kLiveUpdate : RolloutStrategy::kStage;
+  }
   // The VM's own VMI (adopting an orphan of its name); `foreign` when a VMI of its name
   // belongs to something else.
   std::optional<kvnode::v1::VirtualMachineInstance> OwnVmiLocked(Record* r, bool* foreign)

@@ -330,6 +330,103 @@ TEST_F(VmControllerTest, AVolumeAddedToTheVmIsPluggedIntoItsRunningVmiWithoutARe
   EXPECT_EQ(vmis_->volume_updates, 2);
 }
 
+// KubeVirt's LiveUpdate of CPU sockets (handleCPUChangeRequest): more sockets go into the
+// running VMI (its handler plugs them: HotVCPUChange shows meanwhile); a second change waits for
+// the first; more than the VMI's maxSockets or fewer sockets than it has need a restart.
+TEST_F(VmControllerTest, MoreSocketsArePluggedIntoTheRunningVmiAndWhatItCannotTakeNeedsARestart) {
+  auto apply_sockets = [&](uint32_t sockets) {
+    VirtualMachine vm = testing::Vm("Always");
+    vm.mutable_metadata()->clear_uid();
+    auto* domain = vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain();
+    domain->mutable_memory()->set_guest("128Mi");
+    domain->mutable_cpu()->set_sockets(sockets);
+    domain->mutable_cpu()->set_cores(1);
+    domain->mutable_cpu()->set_threads(1);
+    auto r = controller_->Apply(vm, false);
+    ASSERT_TRUE(r.ok()) << r.status();
+    Sync();
+  };
+  apply_sockets(1);
+  // The handler defaults maxSockets of each VMI it takes (DefaultMaxSockets): 4 × 1.
+  vmis_->At("vm1").mutable_spec()->mutable_domain()->mutable_cpu()->set_max_sockets(4);
+  Run();
+  const std::string first = VmiUid();
+  apply_sockets(2);
+  EXPECT_EQ(vmis_->cpu_updates, 1);
+  EXPECT_EQ(vmis_->At("vm1").spec().domain().cpu().sockets(), 2u);
+  EXPECT_EQ(Cond(Vm(), "RestartRequired"), nullptr);
+  ASSERT_NE(Cond(Vm(), "HotVCPUChange"), nullptr) << "the VMI's condition shows on the VM";
+  // A change while one is under way waits, and says so.
+  apply_sockets(3);
+  EXPECT_EQ(vmis_->cpu_updates, 1);
+  ASSERT_NE(Cond(Vm(), "Failure"), nullptr);
+  EXPECT_EQ(Cond(Vm(), "Failure")->reason(), "HotPlugCPUError");
+  EXPECT_THAT(Cond(Vm(), "Failure")->message(), HasSubstr("another CPU hotplug is in progress"));
+  vmis_->FinishCpuHotplug("vm1");
+  Sync();
+  EXPECT_EQ(vmis_->cpu_updates, 2);
+  EXPECT_EQ(vmis_->At("vm1").spec().domain().cpu().sockets(), 3u);
+  vmis_->FinishCpuHotplug("vm1");
+  Sync();
+  EXPECT_EQ(Cond(Vm(), "Failure"), nullptr);
+  // A refusal by the VMI is the VM's failure, with the VMI's words.
+  vmis_->cpu_update_error = absl::FailedPreconditionError("0/1 nodes are available: 1 Insufficient cpu.");
+  apply_sockets(4);
+  ASSERT_NE(Cond(Vm(), "Failure"), nullptr);
+  EXPECT_THAT(Cond(Vm(), "Failure")->message(), HasSubstr("Insufficient cpu"));
+  vmis_->cpu_update_error = absl::OkStatus();
+  // Beyond maxSockets: only a restart gives the guest more.
+  apply_sockets(5);
+  const VirtualMachine vm = Vm();
+  const auto* rr = Cond(vm, "RestartRequired");
+  ASSERT_NE(rr, nullptr);
+  EXPECT_EQ(rr->message(),
+            "CPU sockets updated in template spec to a value higher than what's available");
+  EXPECT_EQ(vmis_->At("vm1").spec().domain().cpu().sockets(), 3u);
+  EXPECT_EQ(VmiUid(), first) << "nothing restarts by itself";
+}
+
+TEST_F(VmControllerTest, FewerSocketsOrTheStageStrategyNeedARestart) {
+  auto apply_sockets = [&](uint32_t sockets) {
+    VirtualMachine vm = testing::Vm("Always");
+    vm.mutable_metadata()->clear_uid();
+    auto* domain = vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain();
+    domain->mutable_memory()->set_guest("128Mi");
+    domain->mutable_cpu()->set_sockets(sockets);
+    domain->mutable_cpu()->set_cores(1);
+    domain->mutable_cpu()->set_threads(1);
+    ASSERT_TRUE(controller_->Apply(vm, false).ok());
+    Sync();
+  };
+  apply_sockets(2);
+  vmis_->At("vm1").mutable_spec()->mutable_domain()->mutable_cpu()->set_max_sockets(8);
+  Run();
+  apply_sockets(1);
+  ASSERT_NE(Cond(Vm(), "RestartRequired"), nullptr);
+  EXPECT_EQ(Cond(Vm(), "RestartRequired")->message(),
+            "Reduction of CPU socket count requires a restart");
+  EXPECT_EQ(vmis_->cpu_updates, 0);
+
+  // With the Stage rollout a change of sockets is a template change like any other.
+  TearDown();
+  SetUp();
+  controller_.reset();
+  VmControllerConfig config;
+  config.instancetypes = types_.get();
+  config.limits.live_update = false;
+  controller_ = std::make_unique<VmController>(config, store_.get(), vmis_.get(), &clock_,
+                                               [](int64_t) { return int64_t{0}; });
+  ASSERT_TRUE(controller_->Recover().ok());
+  apply_sockets(2);
+  vmis_->At("vm1").mutable_spec()->mutable_domain()->mutable_cpu()->set_max_sockets(8);
+  Run();
+  apply_sockets(3);
+  EXPECT_EQ(vmis_->cpu_updates, 0);
+  ASSERT_NE(Cond(Vm(), "RestartRequired"), nullptr);
+  EXPECT_THAT(Cond(Vm(), "RestartRequired")->message(),
+              HasSubstr("spec.template.spec.domain.cpu.sockets (2 -> 3)"));
+}
+
 TEST_F(VmControllerTest, ChangingOnlyTheRunStrategyNeedsNoRestart) {
   Apply("Always");
   Run();

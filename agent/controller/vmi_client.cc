@@ -46,4 +46,9 @@ absl::Status VmiControllerClient::UpdateVolumes(const kvnode::v1::VirtualMachine
                               vmi.spec().domain().devices().disks());
 }
 
+absl::Status VmiControllerClient::UpdateCpu(const kvnode::v1::VirtualMachineInstance& vmi) {
+  const auto& m = vmi.metadata();
+  return vmis_->UpdateCpu(Ref(m.namespace_(), m.name(), m.uid()), vmi.spec().domain().cpu());
+}
+
 }  // namespace kvnode

@@ -34,6 +34,9 @@ class VmiClient {
   // Sets spec.volumes and spec.domain.devices.disks of the running VMI with this UID: its
   // hotpluggable volumes are plugged in or out of the guest (VmiController::UpdateVolumes).
   virtual absl::Status UpdateVolumes(const kvnode::v1::VirtualMachineInstance& vmi) = 0;
+  // Sets spec.domain.cpu of the running VMI with this UID: its new sockets are plugged into
+  // the guest (VmiController::UpdateCpu).
+  virtual absl::Status UpdateCpu(const kvnode::v1::VirtualMachineInstance& vmi) = 0;
 };
 
 // VmiClient over the handler's VmiController. Thread-safe as VmiController is.
@@ -48,6 +51,7 @@ class VmiControllerClient final : public VmiClient {
                       std::optional<int64_t> grace) override;
   absl::Status UpdateOwnership(const kvnode::v1::VirtualMachineInstance& vmi) override;
   absl::Status UpdateVolumes(const kvnode::v1::VirtualMachineInstance& vmi) override;
+  absl::Status UpdateCpu(const kvnode::v1::VirtualMachineInstance& vmi) override;
 
  private:
   VmiController* const vmis_;

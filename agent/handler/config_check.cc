@@ -120,6 +120,14 @@ void CheckTools(const HandlerOptions& o, std::vector<ConfigFinding>* out) {
                                ": a VMI without a CPU request requests its vCPUs / ",
                                o.config.limits.cpu_allocation_ratio, " of the node's ",
                                o.config.limits.cpus, " CPUs")});
+  out->push_back(
+      {true, "--vm-rollout-strategy",
+       o.config.limits.live_update
+           ? absl::StrCat("LiveUpdate: a running VM's CPU sockets change in place, up to its "
+                          "maxSockets (default sockets x ",
+                          o.config.limits.max_hotplug_ratio, ", --max-hotplug-ratio)")
+           : std::string("Stage: every change of a running VM's template waits for a restart "
+                         "(RestartRequired)")});
   out->push_back({true, "--memory-overcommit",
                   absl::StrCat(o.config.limits.memory_overcommit_percent,
                                "%: a VMI without a memory request requests its guest memory x 100 / ",

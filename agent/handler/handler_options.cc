@@ -253,7 +253,7 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
       .Value("storage-class").Value("storage-class-file").Value("free-page-reporting")
       .Value("cpu-allocation-ratio").Value("memory-overcommit").Value("vmi-memory-overhead")
       .Value("insecure-registry").Value("registry-mirror").Value("registry-ca")
-      .Value("image-cache-size");
+      .Value("image-cache-size").Value("vm-rollout-strategy").Value("max-hotplug-ratio");
   DeclareMigrationFlags(&flags);
   RETURN_IF_ERROR(flags.Parse(args));
   if (!flags.positional().empty()) {
@@ -327,6 +327,23 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
           "--cpu-allocation-ratio: expected a number from 1 to 1000 (KubeVirt's "
           "cpuAllocationRatio: a VMI without a CPU request requests vCPUs / ratio), got \"" +
           *ratio + "\"");
+    }
+  }
+  // KubeVirt's vmRolloutStrategy and liveUpdateConfiguration.maxHotplugRatio.
+  if (auto strategy = flags.Get("vm-rollout-strategy")) {
+    if (*strategy != "LiveUpdate" && *strategy != "Stage") {
+      return absl::InvalidArgumentError(
+          "--vm-rollout-strategy: expected LiveUpdate or Stage (KubeVirt's vmRolloutStrategy), "
+          "got \"" + *strategy + "\"");
+    }
+    c.limits.live_update = *strategy == "LiveUpdate";
+  }
+  if (auto ratio = flags.Get("max-hotplug-ratio")) {
+    if (!absl::SimpleAtoi(*ratio, &c.limits.max_hotplug_ratio) || c.limits.max_hotplug_ratio < 1 ||
+        c.limits.max_hotplug_ratio > 64) {
+      return absl::InvalidArgumentError(
+          "--max-hotplug-ratio: expected a number from 1 to 64 (KubeVirt's maxHotplugRatio: a "
+          "VMI's maxSockets defaults to its sockets x ratio), got \"" + *ratio + "\"");
     }
   }
   if (auto percent = flags.Get("memory-overcommit")) {

@@ -218,6 +218,10 @@ absl::StatusOr<SyncResult> VmiController::Sync(VirtualMachineInstance vmi, bool 
     meta->set_name(meta->generate_name() + RandomSuffix());
   }
   ApplyVmiDefaults(&vmi);
+  // With LiveUpdate a VMI has room to grow its sockets while it runs (KubeVirt's VMI defaults).
+  if (config_.limits.live_update) {
+    DefaultMaxSockets(config_.limits.max_hotplug_ratio, vmi.mutable_spec());
+  }
   AdmissionReview review = AdmitVmi(vmi, config_.limits, *PathResolver::Real());
   RefuseUnsupported(vmi.spec(), FieldPath("spec"), &review);
   if (!review.allowed()) return review.errors.ToStatus();
@@ -276,6 +280,12 @@ absl::StatusOr<SyncResult> VmiController::Sync(VirtualMachineInstance vmi, bool 
   meta->clear_deletion_timestamp();
   SetPhase(vmi.mutable_status(), phase::kPending, clock_->Now());
   SetLiveMigratableCondition(&vmi, ClaimClassesOf(vmi), clock_->Now());
+  // KubeVirt's setCurrentCPUTopologyStatus: the topology the guest boots with.
+  const auto& cpu = vmi.spec().domain().cpu();
+  auto* topology = vmi.mutable_status()->mutable_current_cpu_topology();
+  topology->set_sockets(cpu.sockets());
+  topology->set_cores(cpu.cores());
+  topology->set_threads(cpu.threads());
   result.result = "ADDED";
   if (dry_run) {
     result.vmi = vmi;

@@ -166,6 +166,14 @@ class VmiController {
   absl::Status UpdateVolumes(const kvnode::v1::ObjectRef& ref,
                              const google::protobuf::RepeatedPtrField<kvnode::v1::Volume>& volumes,
                              const google::protobuf::RepeatedPtrField<kvnode::v1::Disk>& disks);
+  // --- CPU hotplug (vmi_cpu_hotplug.cc) ---
+  // The running VMI's CPU topology becomes `cpu` (KubeVirt's VMICPUsPatch from the VM
+  // controller): only sockets may change, up to maxSockets, never down; a CPU request or limit
+  // it sets grows by the added vCPUs' share. The VMI shows HotVCPUChange=True until its domain
+  // has the vCPUs. FailedPrecondition (with KubeVirt's words) when it is not running, migrating,
+  // already changing, asks for more than maxSockets or fewer sockets, or when the node cannot
+  // hold the larger request.
+  absl::Status UpdateCpu(const kvnode::v1::ObjectRef& ref, const kvnode::v1::CPU& cpu);
   // KubeVirt's VMI addvolume / removevolume subresources: for a VMI no VM controls (its VM's
   // own endpoints change the VM's template instead).
   absl::Status AddVolume(const kvnode::v1::ObjectRef& ref,
@@ -339,6 +347,8 @@ class VmiController {
     // "MODIFIED") and why it failed; empty when the store has the VMI as memory has it.
     std::string unpersisted_type;
     std::string unpersisted_error;
+    // CPU hotplug tries in a row that left the domain without the vCPUs asked for (SyncCpu).
+    int cpu_sync_attempts = 0;
   };
 
   void Count(const char* counter, const Labels& labels = {});
@@ -403,7 +413,14 @@ class VmiController {
 
   // Work-queue steps.
   void StartLauncher(const std::string& uid);
-  void SyncLauncher(const std::string& uid);
+  // Sends the VMI to its launcher (Launcher.Sync); returns the call's status.
+  grpc::Status SyncLauncher(const std::string& uid);
+  // CPU hotplug (vmi_cpu_hotplug.cc): has the launcher bring the domain's vCPUs to the VMI's
+  // sockets, then records status.currentCPUTopology and drops HotVCPUChange; tried again with a
+  // growing delay while the domain does not have them.
+  void SyncCpu(const std::string& uid);
+  // The CPU and memory the other VMIs that run or start hold of the node.
+  ResourceRequest HeldByOthersLocked(const Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands newly plugged claims to the VMI's identity, has the launcher attach and detach, and
   // sets status.volumeStatus from the domain; tried again while a volume is not Ready.
   void SyncHotplug(const std::string& uid);
@@ -412,7 +429,7 @@ class VmiController {
       const kvnode::v1::ObjectRef& ref, bool dry_run,
       const std::function<absl::Status(const kvnode::v1::VirtualMachineInstanceSpec&)>& check,
       const std::function<void(kvnode::v1::VirtualMachineInstanceSpec*)>& edit);
-  // Recover's part: VMIs whose hotplug a crash cut short.
+  // Recover's part: VMIs whose hotplug (of volumes or vCPUs) a crash cut short.
   void ResumeHotplugsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ShutdownLauncher(const std::string& uid, int64_t grace);
   void OnLauncherExit(const std::string& uid, pid_t pid, std::optional<int> wait_status);
@@ -431,8 +448,9 @@ class VmiController {
   // Asks a (re-adopted or recovered) launcher for its domain and applies it; syncs or shuts
   // it down when its VMI needs that.
   void RefreshLauncher(const std::string& uid);
-  // Asks the VMI's launcher for its domain (10 s at most).
-  grpc::Status FetchDomain(const std::string& uid, kvnode::v1::DomainStatus* domain);
+  // Asks the VMI's launcher for its domain (10 s at most), with its live XML if asked.
+  grpc::Status FetchDomain(const std::string& uid, kvnode::v1::DomainStatus* domain,
+                           bool include_xml = false);
 
   // What LaunchPod made for one execution.
   struct PodLaunch {

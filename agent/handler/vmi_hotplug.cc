@@ -242,10 +242,13 @@ void VmiController::SyncHotplug(const std::string& uid) {
 
 void VmiController::ResumeHotplugsLocked() {
   for (const auto& [uid, r] : by_uid_) {
-    if (r->launcher_alive && r->vmi.status().phase() == phase::kRunning &&
-        HotplugPending(r->vmi)) {
-      const std::string u = uid;
-      work_.Schedule([this, u] { SyncHotplug(u); });
+    if (!r->launcher_alive || r->vmi.status().phase() != phase::kRunning) continue;
+    const std::string u = uid;
+    if (HotplugPending(r->vmi)) work_.Schedule([this, u] { SyncHotplug(u); });
+    // A CPU hotplug a crash cut short: the spec and the condition were stored before the
+    // launcher was asked, so it is finished (or found done) now.
+    if (FindCondition(r->vmi.status().conditions(), kHotVcpuChangeCondition) != nullptr) {
+      work_.Schedule([this, u] { SyncCpu(u); });
     }
   }
 }

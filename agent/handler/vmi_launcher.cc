@@ -268,8 +268,7 @@ void VmiController::StartLauncher(const std::string& uid) {
   Count(kLauncherStarts);
 }
 
-bool VmiController::HoldResourcesLocked(Record* r) {
-  if (r->resources_held) return true;
+ResourceRequest VmiController::HeldByOthersLocked(const Record* r) {
   ResourceRequest held;
   for (const auto& [uid, other] : by_uid_) {
     if (other.get() == r || IsFinalPhase(other->vmi.status().phase())) continue;
@@ -278,8 +277,13 @@ bool VmiController::HoldResourcesLocked(Record* r) {
     held.cpu_milli += o.cpu_milli;
     held.memory_bytes += o.memory_bytes;
   }
-  std::string insufficient =
-      InsufficientResources(held, RequestOf(r->vmi.spec(), config_.limits), config_.limits);
+  return held;
+}
+
+bool VmiController::HoldResourcesLocked(Record* r) {
+  if (r->resources_held) return true;
+  std::string insufficient = InsufficientResources(
+      HeldByOthersLocked(r), RequestOf(r->vmi.spec(), config_.limits), config_.limits);
   std::optional<NodeStack> stack =
       insufficient.empty() && config_.node_stack ? config_.node_stack() : std::nullopt;
   if (stack.has_value()) {
@@ -373,12 +377,14 @@ ClassByClaim VmiController::ClaimClassesOf(const VirtualMachineInstance& vmi) {
   return config_.volumes->ClaimClasses(vmi);
 }
 
-void VmiController::SyncLauncher(const std::string& uid) {
+grpc::Status VmiController::SyncLauncher(const std::string& uid) {
   kvnode::v1::LauncherSyncRequest req;
   {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
-    if (it == by_uid_.end() || !it->second->launcher_alive) return;
+    if (it == by_uid_.end() || !it->second->launcher_alive) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the VMI has no live launcher");
+    }
     Record* r = it->second.get();
     *req.mutable_vmi() = r->vmi;
     *req.mutable_options() = DomainOptionsFor(r->vmi);
@@ -408,10 +414,11 @@ void VmiController::SyncLauncher(const std::string& uid) {
   if (!s.ok()) {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
-    if (it == by_uid_.end()) return;
+    if (it == by_uid_.end()) return s;
     EventLocked(it->second->vmi, "Warning", "SyncFailed",
                 "Synchronizing with the Domain failed: " + s.error_message());
   }
+  return s;
 }
 
 void VmiController::ShutdownLauncher(const std::string& uid, int64_t grace) {

@@ -185,12 +185,14 @@ void VmiController::MarkLauncherLostLocked(Record* r, const std::string& message
   PersistOrRetryLocked(r, "MODIFIED");
 }
 
-grpc::Status VmiController::FetchDomain(const std::string& uid, kvnode::v1::DomainStatus* domain) {
+grpc::Status VmiController::FetchDomain(const std::string& uid, kvnode::v1::DomainStatus* domain,
+                                        bool include_xml) {
   auto stub = LauncherStub(uid, absl::Seconds(10));
   if (!stub.ok()) return ToGrpcStatus(stub.status());
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
   kvnode::v1::GetDomainRequest req;
+  req.set_include_xml(include_xml);
   return CheckLauncherCall(uid, (*stub)->GetDomain(&ctx, req, domain));
 }
 

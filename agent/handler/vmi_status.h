@@ -34,6 +34,9 @@ bool IsFinalPhase(const std::string& phase);
 bool SetPhase(kvnode::v1::VirtualMachineInstanceStatus* status, const std::string& phase,
               absl::Time now);
 
+// KubeVirt's VMI condition while a CPU hotplug is under way (VirtualMachineInstanceVCPUChange).
+inline constexpr char kHotVcpuChangeCondition[] = "HotVCPUChange";
+
 // KubeVirt's interface info sources (pkg/network/netbinding status).
 inline constexpr char kInfoSourceDomain[] = "domain";
 inline constexpr char kInfoSourceDomainAndAgent[] = "domain, guest-agent";

@@ -52,6 +52,13 @@ struct NodeLimits {
   int64_t vmi_memory_overhead_bytes = 0;
   // swtpm (Debian's swtpm and swtpm-tools) is installed, so libvirt can run a virtual TPM.
   bool tpm_emulator = true;
+  // KubeVirt's vmRolloutStrategy: LiveUpdate (true; KubeVirt's default since v1.6) changes a
+  // running VM's CPU sockets in place (CPU hotplug); Stage (false) leaves every template change
+  // to a restart (RestartRequired).
+  bool live_update = true;
+  // liveUpdateConfiguration.maxHotplugRatio: with LiveUpdate a VMI's maxSockets defaults to
+  // its sockets × this (DefaultMaxSockets).
+  int max_hotplug_ratio = 4;
 };
 
 // What a VMI holds of its node while it runs, as KubeVirt's launcher pod requests it

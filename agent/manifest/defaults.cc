@@ -1,5 +1,6 @@
 #include "agent/manifest/defaults.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
@@ -106,6 +107,19 @@ void DefaultNetworking(VirtualMachineInstanceSpec* spec) {
 }
 
 }  // namespace
+
+void DefaultMaxSockets(int max_hotplug_ratio, VirtualMachineInstanceSpec* spec) {
+  auto* cpu = spec->mutable_domain()->mutable_cpu();
+  if (cpu->max_sockets() != 0 || max_hotplug_ratio <= 0) return;
+  // Each machine type has its own vCPU maximum; KubeVirt takes 512 as the bound.
+  constexpr uint64_t kMaxVcpus = 512;
+  const uint64_t per_socket = uint64_t{std::max(cpu->cores(), 1u)} * std::max(cpu->threads(), 1u);
+  uint64_t max_sockets = uint64_t{cpu->sockets()} * static_cast<uint64_t>(max_hotplug_ratio);
+  if (max_sockets * per_socket > kMaxVcpus) {
+    max_sockets = std::max<uint64_t>(kMaxVcpus / per_socket, cpu->sockets());
+  }
+  cpu->set_max_sockets(static_cast<uint32_t>(max_sockets));
+}
 
 std::string DefaultImagePullPolicy(absl::string_view image) {
   return absl::EndsWith(image, ":latest") || image.find_first_of(":@") == absl::string_view::npos

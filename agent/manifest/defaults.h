@@ -46,6 +46,12 @@ void DefaultVolumeDisks(kvnode::v1::VirtualMachineInstanceSpec* spec);
 // interface gets the preferred model.
 void DefaultPodInterface(kvnode::v1::VirtualMachineInstanceSpec* spec);
 
+// KubeVirt's setupCPUHotplug (pkg/defaults/defaults.go), for a node whose VM rollout strategy
+// is LiveUpdate: a VMI that sets no maxSockets gets sockets × `max_hotplug_ratio`, at most 512
+// vCPUs in all (but never fewer sockets than it has), so that its VM can raise sockets while it
+// runs. Run after ApplyVmiSpecDefaults (the topology is set).
+void DefaultMaxSockets(int max_hotplug_ratio, kvnode::v1::VirtualMachineInstanceSpec* spec);
+
 // Defaults a VMI object: namespace "default" when empty, apiVersion and kind, then its spec.
 void ApplyVmiDefaults(kvnode::v1::VirtualMachineInstance* vmi);
 

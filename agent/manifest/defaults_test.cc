@@ -33,6 +33,31 @@ std::vector<std::pair<std::string, std::string>> Disks(const VirtualMachineInsta
 
 // KubeVirt's vmi-sata.yaml shape: volumes with no disk get one each (SetDefaultVolumeDisk),
 // appended after the written disks in the volumes' order, on the default bus (sata on amd64).
+// KubeVirt's setupCPUHotplug: sockets × the ratio, at most 512 vCPUs (never fewer sockets than
+// the VMI has); a maxSockets the VMI sets stays.
+TEST(DefaultsTest, MaxSocketsLeaveRoomForCpuHotplug) {
+  kvnode::v1::VirtualMachineInstanceSpec spec;
+  auto* cpu = spec.mutable_domain()->mutable_cpu();
+  cpu->set_sockets(2);
+  cpu->set_cores(1);
+  cpu->set_threads(1);
+  DefaultMaxSockets(4, &spec);
+  EXPECT_EQ(cpu->max_sockets(), 8u);
+  cpu->set_max_sockets(3);
+  DefaultMaxSockets(4, &spec);
+  EXPECT_EQ(cpu->max_sockets(), 3u) << "a maxSockets the VMI sets stays";
+  cpu->set_max_sockets(0);
+  cpu->set_sockets(100);
+  cpu->set_cores(2);
+  cpu->set_threads(2);
+  DefaultMaxSockets(4, &spec);
+  EXPECT_EQ(cpu->max_sockets(), 128u) << "512 vCPUs / 4 per socket";
+  cpu->set_max_sockets(0);
+  cpu->set_sockets(200);
+  DefaultMaxSockets(4, &spec);
+  EXPECT_EQ(cpu->max_sockets(), 200u) << "never fewer sockets than the VMI has";
+}
+
 TEST(DefaultsTest, EachVolumeWithoutADiskGetsOne) {
   auto vmi = Vmi(R"(
 metadata: {name: vmi-sata, namespace: default}

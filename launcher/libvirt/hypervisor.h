@@ -75,6 +75,9 @@ class Hypervisor {
   // persistent definition too (virDomainAttachDeviceFlags / DetachDeviceFlags, LIVE|CONFIG).
   virtual absl::Status AttachDisk(const std::string& disk_xml) = 0;
   virtual absl::Status DetachDisk(const std::string& disk_xml) = 0;
+  // CPU hotplug: `count` vCPUs online in the running domain (of the <vcpu> maximum it was
+  // defined with), in its persistent definition too (virDomainSetVcpusFlags, LIVE|CONFIG).
+  virtual absl::Status SetVcpus(uint32_t count) = 0;
   virtual void SetEventCallback(EventCallback callback) = 0;
   // The QEMU process of the running domain, 0 when none (read from libvirt's pid file, no
   // libvirt call, so it is safe on the event thread).

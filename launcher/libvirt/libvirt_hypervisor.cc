@@ -434,6 +434,15 @@ absl::Status LibvirtHypervisor::DetachDisk(const std::string& disk_xml) {
   return absl::OkStatus();
 }
 
+absl::Status LibvirtHypervisor::SetVcpus(uint32_t count) {
+  ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
+  DomainHandle handle{dom};
+  if (virDomainSetVcpusFlags(dom, count, VIR_DOMAIN_AFFECT_LIVE | VIR_DOMAIN_AFFECT_CONFIG) < 0) {
+    return LibvirtError(absl::StrCat("set ", count, " vCPUs of ", domain_name_));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LibvirtHypervisor::AbortBackup() {
   ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
   DomainHandle handle{dom};

@@ -44,6 +44,7 @@ class LibvirtHypervisor : public Hypervisor, public DomainMigrator {
   absl::Status AbortBackup() override;
   absl::Status AttachDisk(const std::string& disk_xml) override;
   absl::Status DetachDisk(const std::string& disk_xml) override;
+  absl::Status SetVcpus(uint32_t count) override;
   absl::StatusOr<uint64_t> DiskCapacity(const std::string& source) override;
   absl::Status ResizeDisk(const std::string& source, uint64_t bytes) override;
   void SetEventCallback(EventCallback callback) override;

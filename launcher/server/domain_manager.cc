@@ -88,9 +88,10 @@ absl::Status DomainManager::Sync(const kvnode::v1::VirtualMachineInstance& vmi,
   absl::MutexLock lock(&mu_);
   if (done_ || stopped_) return absl::FailedPreconditionError("the domain has already ended");
   if (synced_) {
-    // The domain runs: a sync again brings its hotplugged disks to the VMI's volumes.
+    // The domain runs: a sync again brings its hotplugged disks to the VMI's volumes and its
+    // vCPUs to the VMI's sockets.
     UpdateGrowableDisksLocked(options);
-    return SyncHotplugDisksLocked(vmi, options);
+    return SyncRunningDomainLocked(vmi, options);
   }
   const auto& features = vmi.spec().domain().features();
   acpi_enabled_ = !(features.has_acpi() && features.acpi().has_enabled() &&
@@ -116,7 +117,7 @@ absl::Status DomainManager::Sync(const kvnode::v1::VirtualMachineInstance& vmi,
                                                    existing->state() + ").");
       PublishLocked("MODIFIED", StatusLocked(*existing), "Adopted");
       // A plug or unplug the handler asked for while this launcher was down.
-      return SyncHotplugDisksLocked(vmi, options);
+      return SyncRunningDomainLocked(vmi, options);
     }
     LauncherEventLocked("Warning", "NothingToAdopt",
                         "The domain no longer runs: its QEMU has ended.");
@@ -161,8 +162,8 @@ void DomainManager::UpdateGrowableDisksLocked(const kvnode::v1::DomainOptions& o
   }
 }
 
-absl::Status DomainManager::SyncHotplugDisksLocked(const kvnode::v1::VirtualMachineInstance& vmi,
-                                                   const kvnode::v1::DomainOptions& options) {
+absl::Status DomainManager::SyncRunningDomainLocked(
+    const kvnode::v1::VirtualMachineInstance& vmi, const kvnode::v1::DomainOptions& options) {
   std::set<std::string> hotplug, volumes;
   for (const auto& v : vmi.spec().volumes()) {
     volumes.insert(v.name());
@@ -189,6 +190,15 @@ absl::Status DomainManager::SyncHotplugDisksLocked(const kvnode::v1::VirtualMach
                                : std::string(s.message()));
     if (first.ok()) first = s;
   }
+  absl::StatusOr<std::optional<uint32_t>> vcpus = VcpuChange(desired, live.xml());
+  absl::Status s = vcpus.status();
+  if (vcpus.ok() && vcpus->has_value()) {
+    s = hypervisor_->SetVcpus(**vcpus);
+    LauncherEventLocked(s.ok() ? "Normal" : "Warning", s.ok() ? "VcpusChanged" : "HotVCPUChangeFailed",
+                        s.ok() ? absl::StrCat(**vcpus, " vCPUs online in the domain")
+                               : std::string(s.message()));
+  }
+  if (first.ok()) first = s;
   return first;
 }
 

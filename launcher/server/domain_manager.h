@@ -134,10 +134,11 @@ class DomainManager {
   void SetFreezeStatus(const std::string& status);
   void UpdateGrowableDisksLocked(const kvnode::v1::DomainOptions& options)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Volume hotplug: the running domain's hotplugged disks attached and detached to match the
-  // VMI's volumes (HotplugDiskChanges).
-  absl::Status SyncHotplugDisksLocked(const kvnode::v1::VirtualMachineInstance& vmi,
-                                      const kvnode::v1::DomainOptions& options)
+  // The running domain brought to what the VMI now asks for: its hotplugged disks attached and
+  // detached to match the VMI's volumes (HotplugDiskChanges), and its vCPUs online to match
+  // the VMI's sockets (VcpuChange). The first failure is returned; the rest is still tried.
+  absl::Status SyncRunningDomainLocked(const kvnode::v1::VirtualMachineInstance& vmi,
+                                       const kvnode::v1::DomainOptions& options)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Grows in the guest each disk whose file grew (run by the worker, without the lock).
   void GrowDisks(const std::vector<std::string>& paths);

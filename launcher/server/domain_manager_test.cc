@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher/server/scripted_agent.h"
+#include "pugixml.hpp"
 #include "google/protobuf/util/json_util.h"
 
 namespace kvnode {
@@ -72,11 +73,12 @@ class FakeHypervisor : public ScriptedAgent {
     ++undefines_;
     return absl::OkStatus();
   }
-  absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool) override {
+  absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool include_xml) override {
     absl::MutexLock lock(&mu_);
     kvnode::v1::DomainStatus s;
     s.set_exists(running_);
     if (running_) s.set_state(paused_ ? "Paused" : "Running");
+    if (running_ && include_xml) s.set_xml(xml_);
     return s;
   }
   int QemuPid() override { return 4242; }
@@ -155,6 +157,24 @@ class FakeHypervisor : public ScriptedAgent {
     absl::MutexLock lock(&mu_);
     return resizes_;
   }
+  // CPU hotplug: the live domain's <vcpu current> follows, as libvirt's does.
+  absl::Status SetVcpus(uint32_t count) override {
+    absl::MutexLock lock(&mu_);
+    vcpus_set_.push_back(count);
+    pugi::xml_document doc;
+    doc.load_string(xml_.c_str());
+    pugi::xml_node vcpu = doc.document_element().child("vcpu");
+    if (!vcpu.attribute("current")) vcpu.append_attribute("current");
+    vcpu.attribute("current").set_value(count);
+    std::ostringstream out;
+    doc.save(out, "", pugi::format_raw);
+    xml_ = out.str();
+    return absl::OkStatus();
+  }
+  std::vector<uint32_t> vcpus_set() {
+    absl::MutexLock lock(&mu_);
+    return vcpus_set_;
+  }
   // The next `n` destroys fail as they do while libvirtd is down.
   void FailDestroys(int n) {
     absl::MutexLock lock(&mu_);
@@ -173,6 +193,7 @@ class FakeHypervisor : public ScriptedAgent {
   std::vector<RebootMethod> reboots_;
   std::map<std::string, uint64_t> capacity_;
   std::vector<std::string> resizes_;
+  std::vector<uint32_t> vcpus_set_;
 };
 
 // Polls `done` for up to 5 s (the agent poller answers on its own thread).
@@ -209,6 +230,11 @@ class RecordingSink : public EventSink {
 absl::StatusOr<std::string> FakeConvert(const kvnode::v1::VirtualMachineInstance& vmi,
                                         const kvnode::v1::DomainOptions&) {
   if (vmi.metadata().name() == "unconvertible") return absl::InvalidArgumentError("bad disk");
+  const auto& cpu = vmi.spec().domain().cpu();
+  if (cpu.max_sockets() > 0) {  // as the converter writes a domain with room for CPU hotplug
+    return absl::StrCat("<domain><vcpu placement='static' current='", cpu.sockets(), "'>",
+                        cpu.max_sockets(), "</vcpu></domain>");
+  }
   return "<domain/>";
 }
 
@@ -491,6 +517,29 @@ TEST_F(DomainManagerTest, AReplacementAdoptsADomainThatAlreadyRuns) {
   ASSERT_TRUE(manager_->Shutdown(30).ok());
   ASSERT_TRUE(manager_->WaitDone(absl::Seconds(5)));
   EXPECT_EQ(sink_.domain_events().back().status().reason(), "Shutdown");
+}
+
+// CPU hotplug: a sync of the running domain with more sockets brings vCPUs online, up to the
+// maximum it was defined with; more than that is refused and changes nothing.
+TEST_F(DomainManagerTest, ASyncWithMoreSocketsBringsVcpusOnlineUpToTheDefinedMaximum) {
+  vmi_.mutable_spec()->mutable_domain()->mutable_cpu()->set_sockets(1);
+  vmi_.mutable_spec()->mutable_domain()->mutable_cpu()->set_max_sockets(4);
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  hv_.Emit("Started", "Booted");
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  EXPECT_TRUE(hv_.vcpus_set().empty()) << "nothing changed, nothing is plugged";
+  vmi_.mutable_spec()->mutable_domain()->mutable_cpu()->set_sockets(3);
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  EXPECT_EQ(hv_.vcpus_set(), std::vector<uint32_t>{3});
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  EXPECT_EQ(hv_.vcpus_set(), std::vector<uint32_t>{3}) << "a sync again plugs nothing more";
+  // Beyond the maximum the domain was defined with: a restart is needed.
+  vmi_.mutable_spec()->mutable_domain()->mutable_cpu()->set_sockets(5);
+  vmi_.mutable_spec()->mutable_domain()->mutable_cpu()->set_max_sockets(8);
+  absl::Status s = manager_->Sync(vmi_, {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("at most 4"));
+  EXPECT_EQ(hv_.vcpus_set(), std::vector<uint32_t>{3});
 }
 
 // A replacement whose domain is gone (QEMU ended with the old launcher) never starts a new one.

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
 #include "pugixml.hpp"
 
@@ -183,6 +184,42 @@ absl::StatusOr<DiskChanges> HotplugDiskChanges(const std::string& desired_xml,
     changes.attach_names.push_back(volume);
   }
   return changes;
+}
+
+namespace {
+
+// <vcpu>'s maximum (its text) and the vCPUs online (`current`, else the maximum); zeros when
+// the domain has no <vcpu> count.
+struct VcpuCounts {
+  uint32_t max = 0;
+  uint32_t current = 0;
+};
+
+VcpuCounts VcpuCountsOf(const pugi::xml_document& doc) {
+  pugi::xml_node vcpu = doc.document_element().child("vcpu");
+  VcpuCounts counts;
+  counts.max = vcpu.text().as_uint();
+  counts.current = vcpu.attribute("current").as_uint(counts.max);
+  return counts;
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<uint32_t>> VcpuChange(const std::string& desired_xml,
+                                                   const std::string& live_xml) {
+  pugi::xml_document desired, live;
+  RETURN_IF_ERROR(Parse(desired_xml, &desired));
+  RETURN_IF_ERROR(Parse(live_xml, &live));
+  const VcpuCounts want = VcpuCountsOf(desired);
+  const VcpuCounts have = VcpuCountsOf(live);
+  if (want.current == 0 || have.current == 0 || want.current == have.current) return std::nullopt;
+  if (want.current > have.max) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(want.current, " vCPUs asked for, but the running domain was defined with at "
+                                   "most ",
+                     have.max, " (spec.domain.cpu.maxSockets): only a restart gives it more"));
+  }
+  return want.current;
 }
 
 absl::StatusOr<std::string> DomainTypeOf(const std::string& xml) {

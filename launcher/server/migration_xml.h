@@ -9,6 +9,7 @@
 #ifndef KVNODE_LAUNCHER_SERVER_MIGRATION_XML_H_
 #define KVNODE_LAUNCHER_SERVER_MIGRATION_XML_H_
 
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -62,6 +63,13 @@ absl::StatusOr<DiskChanges> HotplugDiskChanges(const std::string& desired_xml,
                                                const std::string& live_xml,
                                                const std::set<std::string>& hotplug,
                                                const std::set<std::string>& volumes);
+
+// CPU hotplug: the number of vCPUs to bring online in the running domain (`live_xml`) so that
+// it has what `desired_xml` (the VMI converted) asks for: <vcpu>'s `current` attribute (its
+// text when there is none). nullopt when they agree or either has no <vcpu>. FailedPrecondition when the desired count
+// is above the maximum the live domain was defined with (only a restart changes that).
+absl::StatusOr<std::optional<uint32_t>> VcpuChange(const std::string& desired_xml,
+                                                   const std::string& live_xml);
 
 // The domain's type attribute: "kvm", or "qemu" for TCG.
 absl::StatusOr<std::string> DomainTypeOf(const std::string& xml);

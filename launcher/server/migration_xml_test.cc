@@ -128,6 +128,30 @@ TEST(DiskTargetsOf, APathThatIsNoDiskOfTheDomainIsNamed) {
   EXPECT_EQ(devs.status().message(), "copy_disks: \"/b\" is not a disk of the domain");
 }
 
+TEST(VcpuChange, ComparesTheVcpusOnlineAndRefusesMoreThanTheDefinedMaximum) {
+  const std::string live = "<domain><vcpu placement='static' current='1'>4</vcpu></domain>";
+  auto same = VcpuChange(live, live);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_FALSE(same->has_value());
+  auto more = VcpuChange("<domain><vcpu current='2'>4</vcpu></domain>", live);
+  ASSERT_TRUE(more.ok()) << more.status();
+  EXPECT_EQ(*more, std::optional<uint32_t>(2));
+  // No `current`: all of the maximum is online.
+  auto all = VcpuChange("<domain><vcpu>4</vcpu></domain>", live);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(*all, std::optional<uint32_t>(4));
+  auto fewer = VcpuChange(live, "<domain><vcpu current='3'>4</vcpu></domain>");
+  ASSERT_TRUE(fewer.ok()) << fewer.status();
+  EXPECT_EQ(*fewer, std::optional<uint32_t>(1));
+  auto beyond = VcpuChange("<domain><vcpu current='5'>8</vcpu></domain>", live);
+  EXPECT_EQ(beyond.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(beyond.status().message()), ::testing::HasSubstr("at most 4"));
+  auto none = VcpuChange("<domain/>", live);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  EXPECT_FALSE(VcpuChange("<domain", live).ok());
+}
+
 TEST(DomainTypeOf, ReadsTheTypeAttribute) {
   EXPECT_EQ(*DomainTypeOf("<domain type='qemu'><name>x</name></domain>"), "qemu");
   EXPECT_EQ(*DomainTypeOf("<domain type=\"kvm\"/>"), "kvm");

@@ -67,6 +67,7 @@ class ScriptedAgent : public Hypervisor {
   absl::Status AbortBackup() override { return absl::UnimplementedError("backup"); }
   absl::Status AttachDisk(const std::string&) override { return absl::UnimplementedError("attach"); }
   absl::Status DetachDisk(const std::string&) override { return absl::UnimplementedError("detach"); }
+  absl::Status SetVcpus(uint32_t) override { return absl::UnimplementedError("vcpus"); }
   absl::Status Reset() override { return absl::OkStatus(); }
   absl::Status Undefine() override { return absl::OkStatus(); }
   absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool) override {

@@ -628,6 +628,7 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
                         "--memory-overcommit", "150", "--vmi-memory-overhead", "32Mi",
                         "--insecure-registry", "10.0.0.5:5000", "--registry-mirror",
                         "docker.io=10.0.0.5:5000/hub", "--image-cache-size", "20Gi",
+                        "--max-hotplug-ratio", "2",
                         "--state-dir", state, "--socket", "/tmp/kvit-validate-sock/x.sock"});
   ASSERT_TRUE(on.ok());
   EXPECT_THAT(on->output, HasSubstr("--free-page-reporting: on for VMIs that do not opt out"));
@@ -639,6 +640,9 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
   EXPECT_THAT(on->output,
               HasSubstr("--registry-mirror: docker.io is pulled from 10.0.0.5:5000/hub first"));
   EXPECT_THAT(on->output, HasSubstr("--image-cache-size: 20Gi: least recently used images"));
+  EXPECT_THAT(on->output, HasSubstr("--vm-rollout-strategy: LiveUpdate: a running VM's CPU "
+                                    "sockets change in place, up to its maxSockets (default "
+                                    "sockets x 2, --max-hotplug-ratio)"));
   EXPECT_THAT(on->output, HasSubstr("ok    skopeo: /usr/bin/skopeo"));
   // A bad value is refused with the flag named.
   auto expect_refused = [&](const std::string& flag, const std::string& value,
@@ -665,6 +669,10 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
                  "--registry-mirror: expected REGISTRY=MIRROR");
   expect_refused("--registry-ca", "ca.pem", "--registry-ca: an absolute path to a PEM bundle");
   expect_refused("--image-cache-size", "big", "--image-cache-size: expected a size");
+  expect_refused("--vm-rollout-strategy", "Rolling",
+                 "--vm-rollout-strategy: expected LiveUpdate or Stage (KubeVirt's "
+                 "vmRolloutStrategy), got \"Rolling\"");
+  expect_refused("--max-hotplug-ratio", "0", "--max-hotplug-ratio: expected a number from 1 to 64");
   struct stat st;
   EXPECT_NE(stat(absl::StrCat("/tmp/kvit-validate-", getpid()).c_str(), &st), 0)
       << "--validate-config created the state dir";

@@ -107,6 +107,13 @@ class VmTest : public ::testing::Test {
     }, absl::Seconds(10));
   }
 
+  static bool HasCondition(const VirtualMachineInstance& vmi, const std::string& type) {
+    for (const auto& c : vmi.status().conditions()) {
+      if (c.type() == type) return true;
+    }
+    return false;
+  }
+
   static std::string ConditionMessage(const VirtualMachine& vm, const std::string& type) {
     for (const auto& c : vm.status().conditions()) {
       if (c.type() == type) return c.message();
@@ -288,14 +295,64 @@ TEST_F(VmTest, CrashLoopHoldsStartsBackLongerEachTimeAndASuccessfulStartResetsIt
   ASSERT_TRUE(running.ok()) << running.status();
 }
 
-// --- check 4: RestartRequired ---
+// --- check 4: RestartRequired, and CPU hotplug (KubeVirt's LiveUpdate) ---
 
-TEST_F(VmTest, ChangingTheMemorySetsRestartRequiredWithTheFieldAndRestartClearsIt) {
+// A running VM's sockets raised from 1 to 2 (the default LiveUpdate rollout; maxSockets defaults
+// to 4 × sockets): the same guest, without a reboot, brings its second CPU online — also when
+// the handler dies between storing the change and asking the launcher. More than maxSockets
+// needs a restart; a memory change too, naming the field; the restart clears it, and the next
+// guest boots with both.
+TEST_F(VmTest, MoreSocketsAreHotPluggedAndAMemoryChangeSetsRestartRequiredUntilARestart) {
   ASSERT_TRUE(handler_->PrepareDisk("default", "mem-root").ok());
   VirtualMachine vm = GuestVm("mem", "Always", "mem-root");
   ASSERT_TRUE(api_->Apply(vm).ok());
   auto first = api_->WaitRunning("mem");
   ASSERT_TRUE(first.ok()) << first.status();
+  const std::string uid = first->metadata().uid();
+  EXPECT_EQ(first->spec().domain().cpu().max_sockets(), 4u);
+  EXPECT_EQ(first->status().current_cpu_topology().sockets(), 1u);
+  ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-READY boot_id="));
+  const std::string console = handler_->SerialLog(uid);
+  const size_t at = console.find("KVNODE-GUEST-READY boot_id=") + 27;
+  const std::string boot_id = console.substr(at, 36);
+
+  auto* cpu = vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()
+                  ->mutable_cpu();
+  cpu->set_sockets(2);
+  setenv("KVNODE_FAILPOINT", "cpu-hotplug-stored", 1);
+  handler_->Kill();
+  absl::Status relaunched = handler_->Restart();
+  unsetenv("KVNODE_FAILPOINT");
+  ASSERT_TRUE(relaunched.ok()) << relaunched;
+  ASSERT_TRUE(api_->Apply(vm).ok());
+  auto died = handler_->WaitExit(absl::Seconds(60));
+  ASSERT_TRUE(died.has_value()) << "the failpoint was not reached\n" << handler_->Log();
+  EXPECT_EQ(WEXITSTATUS(*died), 86);
+  ASSERT_TRUE(handler_->Restart().ok());
+  std::optional<VirtualMachineInstance> plugged;
+  EXPECT_TRUE(Eventually([&] {
+    plugged = api_->Vmi("mem");
+    return plugged.has_value() && plugged->status().current_cpu_topology().sockets() == 2 &&
+           !HasCondition(*plugged, "HotVCPUChange");
+  }, absl::Seconds(60)));
+  ASSERT_TRUE(plugged.has_value());
+  EXPECT_EQ(plugged->metadata().uid(), uid);
+  EXPECT_EQ(plugged->spec().domain().cpu().sockets(), 2u) << plugged->DebugString();
+  // The guest's own view: CPUs 0-1 online, in the boot it had.
+  const std::string online = "KVNODE-CPUS-ONLINE=0-1 boot_id=" + boot_id;
+  EXPECT_TRUE(Eventually([&] {
+    (void)handler_->TypeOnConsole(
+        "default", "mem",
+        "echo KVNODE-CPUS-ONLINE=$(cat /sys/devices/system/cpu/online) "
+        "boot_id=$(cat /proc/sys/kernel/random/boot_id)\n");
+    return SerialShows(uid, online, absl::Seconds(3));
+  }, absl::Seconds(45), absl::Milliseconds(10))) << handler_->SerialLog(uid);
+  auto after_hotplug = api_->Get("mem");
+  ASSERT_TRUE(after_hotplug.ok());
+  for (const auto& c : after_hotplug->status().conditions()) {
+    EXPECT_NE(c.type(), "RestartRequired") << c.message();
+  }
+
   (*vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()->mutable_resources()
         ->mutable_requests())["memory"] = "256Mi";
   ASSERT_TRUE(api_->Apply(vm).ok());
@@ -311,7 +368,7 @@ TEST_F(VmTest, ChangingTheMemorySetsRestartRequiredWithTheFieldAndRestartClearsI
   }, absl::Seconds(2)));
   auto described = Kvctl({"describe", "vm", "mem"});
   EXPECT_THAT(described.out, HasSubstr("RestartRequired   True"));
-  EXPECT_THAT(described.out, HasSubstr("Generation:       2 (running VMI made from 1)"));
+  EXPECT_THAT(described.out, HasSubstr("Generation:       3 (running VMI made from 1)"));
   auto diag = Kvctl({"diagnose", "vm", "mem"});
   EXPECT_THAT(diag.out, HasSubstr("condition RestartRequired"));
   EXPECT_THAT(diag.out, HasSubstr("kvctl restart vm mem"));
@@ -320,6 +377,8 @@ TEST_F(VmTest, ChangingTheMemorySetsRestartRequiredWithTheFieldAndRestartClearsI
   auto second = api_->WaitRunning("mem", first->metadata().uid());
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->spec().domain().memory().guest(), "256Mi");
+  EXPECT_EQ(second->spec().domain().cpu().sockets(), 2u);
+  EXPECT_EQ(second->status().current_cpu_topology().sockets(), 2u);
   auto cleared = api_->WaitVm("mem", [](const VirtualMachine& v) {
     for (const auto& c : v.status().conditions()) {
       if (c.type() == "RestartRequired") return false;
