@@ -442,6 +442,27 @@ int CmdDescribe(Cli& cli) {
     if (st.launcher().qemu_pid() > 0) o << ", QEMU pid " << st.launcher().qemu_pid();
     o << "\n";
   }
+  // CPU and memory as the guest has them, and the room a live update may grow them into.
+  const auto& cpu = vmi.spec().domain().cpu();
+  const auto& topology = st.current_cpu_topology();
+  if (topology.sockets() > 0) {
+    o << "CPU:            " << topology.sockets() << " sockets x " << topology.cores()
+      << " cores x " << topology.threads() << " threads";
+    if (cpu.sockets() != topology.sockets()) o << " (" << cpu.sockets() << " sockets asked for)";
+    o << (cpu.max_sockets() > topology.sockets()
+              ? absl::StrCat(", hotplug up to ", cpu.max_sockets(), " sockets")
+              : std::string(", no CPU hotplug"))
+      << "\n";
+  }
+  const auto& memory = st.memory();
+  if (!memory.guest_current().empty()) {
+    o << "Memory:         " << memory.guest_current() << " (at boot " << memory.guest_at_boot();
+    if (memory.guest_requested() != memory.guest_current()) {
+      o << ", " << memory.guest_requested() << " asked for";
+    }
+    const std::string& max = vmi.spec().domain().memory().max_guest();
+    o << (max.empty() ? std::string("), no memory hotplug") : "), hotplug up to " + max) << "\n";
+  }
   PrintConditions(o, st.conditions());
   if (st.volume_status_size() > 0) {
     o << "Volume status:\n";

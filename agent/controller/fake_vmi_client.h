@@ -110,6 +110,20 @@ class FakeVmiClient final : public VmiClient {
   int cpu_updates = 0;
   absl::Status cpu_update_error;
 
+  // As VmiController::UpdateMemory: the guest memory goes into the spec, HotMemoryChange shows.
+  absl::Status UpdateMemory(const kvnode::v1::VirtualMachineInstance& vmi) override {
+    auto it = vmis_.find(vmi.metadata().name());
+    if (it == vmis_.end()) return absl::NotFoundError("gone");
+    it->second.mutable_spec()->mutable_domain()->mutable_memory()->set_guest(
+        vmi.spec().domain().memory().guest());
+    SetCondition(it->second.mutable_status()->mutable_conditions(), "HotMemoryChange", "True", "",
+                 "", clock_->Now());
+    (void)store_->Put("VirtualMachineInstance", &it->second, "MODIFIED");
+    ++memory_updates;
+    return absl::OkStatus();
+  }
+  int memory_updates = 0;
+
   // --- driving VMIs ---
   bool Has(const std::string& name) const { return vmis_.count(name) > 0; }
   kvnode::v1::VirtualMachineInstance& At(const std::string& name) { return vmis_.at(name); }

@@ -23,9 +23,13 @@ std::vector<FieldChange> NonLiveChanges(const VirtualMachineSpec& started_from,
   *before.mutable_affinity() = after.affinity();
   if (!after.has_affinity()) before.clear_affinity();
   *before.mutable_tolerations() = after.tolerations();
-  if (strategy == RolloutStrategy::kLiveUpdate && before.domain().has_cpu() &&
-      after.domain().has_cpu()) {
-    before.mutable_domain()->mutable_cpu()->set_sockets(after.domain().cpu().sockets());
+  if (strategy == RolloutStrategy::kLiveUpdate) {
+    if (before.domain().has_cpu() && after.domain().has_cpu()) {
+      before.mutable_domain()->mutable_cpu()->set_sockets(after.domain().cpu().sockets());
+    }
+    if (!after.domain().memory().guest().empty()) {
+      before.mutable_domain()->mutable_memory()->set_guest(after.domain().memory().guest());
+    }
   }
   return DiffMessages(before, after, kTemplateSpecPath);
 }

@@ -3,9 +3,10 @@
 // change on a running guest. Every template spec field counts except: hotpluggable volumes
 // (plugged in and out of the guest); nodeSelector, affinity and tolerations, which KubeVirt's
 // LiveUpdate rollout applies without a restart and which mean nothing to a VMI already placed
-// on this node; and, with the LiveUpdate rollout strategy, domain.cpu.sockets (CPU hotplug: the
-// VM controller plugs them, or sets RestartRequired itself when the VMI cannot take them).
-// kvnode has no memory or interface hotplug yet, so memory.guest and the interfaces count.
+// on this node; and, with the LiveUpdate rollout strategy, domain.cpu.sockets and
+// domain.memory.guest (CPU and memory hotplug: the VM controller carries them into the running
+// VMI, or sets RestartRequired itself, in KubeVirt's words, when the VMI cannot take them).
+// kvnode has no interface hotplug yet, so the interfaces count.
 // Template metadata (labels, annotations) never needs a restart.
 //
 // Pure. Thread-compatible.

@@ -223,22 +223,6 @@ void VmController::EventLocked(const VirtualMachine& vm, const std::string& type
 // ---------------------------------------------------------------------------------------------
 
 // The steps of one sync. Each returns true when it acted; a failed step sets `out->error`.
-struct VmController::SyncState {
-  VirtualMachine vm;  // the VM as the sync changes it
-  std::optional<VirtualMachineInstance> observed;
-  bool foreign = false;
-  absl::Time now;
-  std::optional<SyncError> error;
-  VolumeFacts volumes;
-  // A VM that names an instancetype or a preference (ExpandLocked): what they resolve to and
-  // the VM with its template expanded; unset when it names none or they cannot be applied
-  // (then `cannot_expand`, and no VMI is started).
-  std::optional<ResolvedInstancetypes> resolved;
-  std::optional<VirtualMachine> expanded;
-  bool cannot_expand = false;
-  VmiPtr vmi() const { return observed.has_value() ? &*observed : nullptr; }
-};
-
 std::optional<VirtualMachineInstance> VmController::OwnVmiLocked(Record* r, bool* foreign) {
   *foreign = false;
   const VirtualMachine& vm = r->vm;
@@ -553,7 +537,7 @@ bool VmController::SyncLocked(const Key& key) {
     ExpandLocked(&st);
     acted = SyncRunStrategyLocked(r, &st);
     if (SyncHotplugVolumesLocked(&st)) acted = true;
-    if (SyncCpuHotplugLocked(r, &st)) acted = true;
+    if (SyncLiveUpdateLocked(r, &st)) acted = true;
   }
   // The status describes the VMI as it is after the sync acted.
   std::optional<VirtualMachineInstance> current = st.observed;
@@ -595,54 +579,6 @@ bool VmController::SyncHotplugVolumesLocked(SyncState* st) {
     st->error = SyncError{"HotPlugVolumeError",
                           "Error encountered while handling declarative hotplug volumes: " +
                               std::string(s.message())};
-    return false;
-  }
-  return true;
-}
-
-bool VmController::SyncCpuHotplugLocked(Record* r, SyncState* st) {
-  if (Rollout() != RolloutStrategy::kLiveUpdate || !r->revision.has_value()) return false;
-  VmiPtr vmi = st->vmi();
-  if (vmi == nullptr || st->foreign || vmi->status().phase() != "Running" || IsDeleting(vmi)) {
-    return false;
-  }
-  const VirtualMachine& source = st->expanded.has_value() ? *st->expanded : st->vm;
-  if (NamesInstancetype(st->vm.spec()) && !st->expanded.has_value()) return false;
-  auto* conditions = st->vm.mutable_status()->mutable_conditions();
-  if (FindCondition(*conditions, "RestartRequired") != nullptr ||
-      !RestartRequiredFields(r->revision->spec(), source.spec(), Rollout()).empty()) {
-    return false;
-  }
-  const kvnode::v1::CPU& want = source.spec().template_().spec().domain().cpu();
-  const kvnode::v1::CPU& have = vmi->spec().domain().cpu();
-  if (want.sockets() == 0 || want.sockets() == have.sockets()) return false;
-  const std::string error_prefix = "Error encountered while handling CPU change request: ";
-  if (FindCondition(vmi->status().conditions(), kHotVcpuChangeCondition) != nullptr) {
-    st->error = SyncError{"HotPlugCPUError", error_prefix + "another CPU hotplug is in progress"};
-    return false;
-  }
-  const auto& migration = vmi->status().migration_state();
-  if (!migration.start_timestamp().empty() && !migration.completed() && !migration.failed()) {
-    st->error = SyncError{"HotPlugCPUError",
-                          error_prefix + "CPU hotplug is not allowed while VMI is migrating"};
-    return false;
-  }
-  // KubeVirt's words. More than maxSockets (which, defaulted, only a restart can raise) or
-  // fewer sockets than the guest has: the new count waits for the next start.
-  std::string restart;
-  if (want.sockets() > have.max_sockets()) {
-    restart = "CPU sockets updated in template spec to a value higher than what's available";
-  } else if (want.sockets() < have.sockets()) {
-    restart = "Reduction of CPU socket count requires a restart";
-  }
-  if (!restart.empty()) {
-    SetCondition(conditions, "RestartRequired", "True", "", restart, st->now);
-    return false;
-  }
-  VirtualMachineInstance next = *vmi;
-  next.mutable_spec()->mutable_domain()->mutable_cpu()->set_sockets(want.sockets());
-  if (absl::Status s = vmis_->UpdateCpu(next); !s.ok()) {
-    st->error = SyncError{"HotPlugCPUError", error_prefix + std::string(s.message())};
     return false;
   }
   return true;

@@ -150,7 +150,22 @@ class VmController : public VmHandover {
   using Key = std::pair<std::string, std::string>;  // namespace, name
 
   // Sync of one VM; returns true when it acted (and so wants another sync soon).
-  struct SyncState;
+  // What one sync of a VM works with (vm_controller.cc).
+  struct SyncState {
+    kvnode::v1::VirtualMachine vm;  // the VM as the sync changes it
+    std::optional<kvnode::v1::VirtualMachineInstance> observed;
+    bool foreign = false;
+    absl::Time now;
+    std::optional<SyncError> error;
+    VolumeFacts volumes;
+    // A VM that names an instancetype or a preference (ExpandLocked): what they resolve to and
+    // the VM with its template expanded; unset when it names none or they cannot be applied
+    // (then `cannot_expand`, and no VMI is started).
+    std::optional<ResolvedInstancetypes> resolved;
+    std::optional<kvnode::v1::VirtualMachine> expanded;
+    bool cannot_expand = false;
+    VmiPtr vmi() const { return observed.has_value() ? &*observed : nullptr; }
+  };
   bool SyncLocked(const Key& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SyncDeletionLocked(Record* r, SyncState* st, bool* removed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -165,10 +180,15 @@ class VmController : public VmHandover {
       const std::function<void(kvnode::v1::VirtualMachineInstanceSpec*)>& edit);
   // The template's hotpluggable volumes carried into the running VMI (volume_hotplug.h).
   bool SyncHotplugVolumesLocked(SyncState* st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // KubeVirt's handleCPUChangeRequest (LiveUpdate only): the template's sockets carried into the
-  // running VMI (VmiClient::UpdateCpu), or RestartRequired when the VMI cannot take them (more
-  // than its maxSockets, or fewer than it has). Nothing while a restart is required anyway.
-  bool SyncCpuHotplugLocked(Record* r, SyncState* st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // KubeVirt's LiveUpdate of a running VM (vm_live_update.cc): the template's CPU sockets and
+  // guest memory carried into the running VMI (VmiClient::UpdateCpu, UpdateMemory), or
+  // RestartRequired in KubeVirt's words when the VMI cannot take them. Nothing while a restart
+  // is required anyway.
+  bool SyncLiveUpdateLocked(Record* r, SyncState* st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SyncCpuChangeLocked(const kvnode::v1::VirtualMachine& source, SyncState* st)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SyncMemoryChangeLocked(const kvnode::v1::VirtualMachine& source, SyncState* st)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   RolloutStrategy Rollout() const {
     return config_.limits.live_update ? RolloutStrategy::kLiveUpdate : RolloutStrategy::kStage;
   }

@@ -51,4 +51,10 @@ absl::Status VmiControllerClient::UpdateCpu(const kvnode::v1::VirtualMachineInst
   return vmis_->UpdateCpu(Ref(m.namespace_(), m.name(), m.uid()), vmi.spec().domain().cpu());
 }
 
+absl::Status VmiControllerClient::UpdateMemory(const kvnode::v1::VirtualMachineInstance& vmi) {
+  const auto& m = vmi.metadata();
+  return vmis_->UpdateMemory(Ref(m.namespace_(), m.name(), m.uid()),
+                             vmi.spec().domain().memory().guest());
+}
+
 }  // namespace kvnode

@@ -37,6 +37,9 @@ class VmiClient {
   // Sets spec.domain.cpu of the running VMI with this UID: its new sockets are plugged into
   // the guest (VmiController::UpdateCpu).
   virtual absl::Status UpdateCpu(const kvnode::v1::VirtualMachineInstance& vmi) = 0;
+  // Sets spec.domain.memory.guest of the running VMI with this UID: the guest gets the memory
+  // (VmiController::UpdateMemory).
+  virtual absl::Status UpdateMemory(const kvnode::v1::VirtualMachineInstance& vmi) = 0;
 };
 
 // VmiClient over the handler's VmiController. Thread-safe as VmiController is.
@@ -52,6 +55,7 @@ class VmiControllerClient final : public VmiClient {
   absl::Status UpdateOwnership(const kvnode::v1::VirtualMachineInstance& vmi) override;
   absl::Status UpdateVolumes(const kvnode::v1::VirtualMachineInstance& vmi) override;
   absl::Status UpdateCpu(const kvnode::v1::VirtualMachineInstance& vmi) override;
+  absl::Status UpdateMemory(const kvnode::v1::VirtualMachineInstance& vmi) override;
 
  private:
   VmiController* const vmis_;

@@ -221,6 +221,7 @@ absl::StatusOr<SyncResult> VmiController::Sync(VirtualMachineInstance vmi, bool 
   // With LiveUpdate a VMI has room to grow its sockets while it runs (KubeVirt's VMI defaults).
   if (config_.limits.live_update) {
     DefaultMaxSockets(config_.limits.max_hotplug_ratio, vmi.mutable_spec());
+    DefaultMaxGuest(config_.limits.max_hotplug_ratio, vmi.mutable_spec());
   }
   AdmissionReview review = AdmitVmi(vmi, config_.limits, *PathResolver::Real());
   RefuseUnsupported(vmi.spec(), FieldPath("spec"), &review);
@@ -286,6 +287,13 @@ absl::StatusOr<SyncResult> VmiController::Sync(VirtualMachineInstance vmi, bool 
   topology->set_sockets(cpu.sockets());
   topology->set_cores(cpu.cores());
   topology->set_threads(cpu.threads());
+  // KubeVirt's setGuestMemoryStatus: what the guest boots with, has and is asked to have.
+  if (const std::string& guest = vmi.spec().domain().memory().guest(); !guest.empty()) {
+    auto* memory = vmi.mutable_status()->mutable_memory();
+    memory->set_guest_at_boot(guest);
+    memory->set_guest_current(guest);
+    memory->set_guest_requested(guest);
+  }
   result.result = "ADDED";
   if (dry_run) {
     result.vmi = vmi;

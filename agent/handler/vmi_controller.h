@@ -166,7 +166,7 @@ class VmiController {
   absl::Status UpdateVolumes(const kvnode::v1::ObjectRef& ref,
                              const google::protobuf::RepeatedPtrField<kvnode::v1::Volume>& volumes,
                              const google::protobuf::RepeatedPtrField<kvnode::v1::Disk>& disks);
-  // --- CPU hotplug (vmi_cpu_hotplug.cc) ---
+  // --- CPU and memory hotplug (vmi_live_update.cc) ---
   // The running VMI's CPU topology becomes `cpu` (KubeVirt's VMICPUsPatch from the VM
   // controller): only sockets may change, up to maxSockets, never down; a CPU request or limit
   // it sets grows by the added vCPUs' share. The VMI shows HotVCPUChange=True until its domain
@@ -174,6 +174,12 @@ class VmiController {
   // already changing, asks for more than maxSockets or fewer sockets, or when the node cannot
   // hold the larger request.
   absl::Status UpdateCpu(const kvnode::v1::ObjectRef& ref, const kvnode::v1::CPU& cpu);
+  // The running VMI's guest memory becomes `guest` (KubeVirt's memory hotplug from the VM
+  // controller): up to maxGuest, never below its memory at boot, in whole hotplug blocks; a
+  // memory request or limit it sets grows by the difference; status.memory.guestRequested is
+  // `guest`, and the VMI shows HotMemoryChange=True until the guest has taken it.
+  // FailedPrecondition (with KubeVirt's words) when it cannot.
+  absl::Status UpdateMemory(const kvnode::v1::ObjectRef& ref, const std::string& guest);
   // KubeVirt's VMI addvolume / removevolume subresources: for a VMI no VM controls (its VM's
   // own endpoints change the VM's template instead).
   absl::Status AddVolume(const kvnode::v1::ObjectRef& ref,
@@ -347,8 +353,9 @@ class VmiController {
     // "MODIFIED") and why it failed; empty when the store has the VMI as memory has it.
     std::string unpersisted_type;
     std::string unpersisted_error;
-    // CPU hotplug tries in a row that left the domain without the vCPUs asked for (SyncCpu).
-    int cpu_sync_attempts = 0;
+    // Looks in a row at a domain that did not have the vCPUs or memory asked for yet
+    // (SyncLiveUpdate).
+    int live_update_attempts = 0;
   };
 
   void Count(const char* counter, const Labels& labels = {});
@@ -415,10 +422,20 @@ class VmiController {
   void StartLauncher(const std::string& uid);
   // Sends the VMI to its launcher (Launcher.Sync); returns the call's status.
   grpc::Status SyncLauncher(const std::string& uid);
-  // CPU hotplug (vmi_cpu_hotplug.cc): has the launcher bring the domain's vCPUs to the VMI's
-  // sockets, then records status.currentCPUTopology and drops HotVCPUChange; tried again with a
-  // growing delay while the domain does not have them.
-  void SyncCpu(const std::string& uid);
+  // CPU and memory hotplug (vmi_live_update.cc): has the launcher bring the domain's vCPUs
+  // and memory to the VMI's, then records status.currentCPUTopology / status.memory and drops
+  // HotVCPUChange / HotMemoryChange; looked at again with a growing delay while the domain does
+  // not have them yet.
+  void SyncLiveUpdate(const std::string& uid);
+  // The running VMI `ref` names, which a live update may change; FailedPrecondition otherwise.
+  absl::StatusOr<Record*> LiveUpdatableLocked(const kvnode::v1::ObjectRef& ref)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `r` changed from `before`: holds the node's resources for it, sets `condition`, stores it
+  // and has the launcher apply it (SyncLiveUpdate); on an error `r` is `before` again.
+  absl::Status BeginLiveUpdateLocked(Record* r,
+                                     const kvnode::v1::VirtualMachineInstance& before,
+                                     const char* condition, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The CPU and memory the other VMIs that run or start hold of the node.
   ResourceRequest HeldByOthersLocked(const Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands newly plugged claims to the VMI's identity, has the launcher attach and detach, and

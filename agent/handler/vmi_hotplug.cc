@@ -245,10 +245,11 @@ void VmiController::ResumeHotplugsLocked() {
     if (!r->launcher_alive || r->vmi.status().phase() != phase::kRunning) continue;
     const std::string u = uid;
     if (HotplugPending(r->vmi)) work_.Schedule([this, u] { SyncHotplug(u); });
-    // A CPU hotplug a crash cut short: the spec and the condition were stored before the
-    // launcher was asked, so it is finished (or found done) now.
-    if (FindCondition(r->vmi.status().conditions(), kHotVcpuChangeCondition) != nullptr) {
-      work_.Schedule([this, u] { SyncCpu(u); });
+    // A CPU or memory hotplug a crash cut short: the spec and the condition were stored
+    // before the launcher was asked, so it is finished (or found done) now.
+    if (FindCondition(r->vmi.status().conditions(), kHotVcpuChangeCondition) != nullptr ||
+        FindCondition(r->vmi.status().conditions(), kHotMemoryChangeCondition) != nullptr) {
+      work_.Schedule([this, u] { SyncLiveUpdate(u); });
     }
   }
 }

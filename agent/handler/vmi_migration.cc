@@ -53,10 +53,11 @@ absl::StatusOr<VirtualMachineInstance> VmiController::BeginMigrationOut(
     return absl::FailedPreconditionError("cannot migrate VMI " + ref.name() +
                                          ": it is being deleted");
   }
-  if (FindCondition(status.conditions(), kHotVcpuChangeCondition) != nullptr) {
-    // The target would take the VMI with the new sockets in its spec but not in its domain.
+  if (FindCondition(status.conditions(), kHotVcpuChangeCondition) != nullptr ||
+      FindCondition(status.conditions(), kHotMemoryChangeCondition) != nullptr) {
+    // The target would take the VMI with the new size in its spec but not in its domain.
     return absl::FailedPreconditionError("cannot migrate VMI " + ref.name() +
-                                         ": a CPU hotplug is in progress");
+                                         ": a CPU or memory hotplug is in progress");
   }
   if (r->migrating_out) {
     return absl::FailedPreconditionError(absl::StrCat(

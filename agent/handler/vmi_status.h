@@ -36,6 +36,8 @@ bool SetPhase(kvnode::v1::VirtualMachineInstanceStatus* status, const std::strin
 
 // KubeVirt's VMI condition while a CPU hotplug is under way (VirtualMachineInstanceVCPUChange).
 inline constexpr char kHotVcpuChangeCondition[] = "HotVCPUChange";
+// ... and a memory hotplug (VirtualMachineInstanceMemoryChange).
+inline constexpr char kHotMemoryChangeCondition[] = "HotMemoryChange";
 
 // KubeVirt's interface info sources (pkg/network/netbinding status).
 inline constexpr char kInfoSourceDomain[] = "domain";

@@ -121,6 +121,43 @@ void DefaultMaxSockets(int max_hotplug_ratio, VirtualMachineInstanceSpec* spec) 
   cpu->set_max_sockets(static_cast<uint32_t>(max_sockets));
 }
 
+std::string MemoryHotplugProblem(const VirtualMachineInstanceSpec& spec, int64_t max_guest_bytes) {
+  const auto& memory = spec.domain().memory();
+  const int64_t block = memory.hugepages().page_size() == "1Gi" ? int64_t{1} << 30
+                                                                 : kMemoryHotplugBlockBytes;
+  absl::StatusOr<Quantity> guest = Quantity::Parse(memory.guest());
+  if (memory.guest().empty() || !guest.ok()) {
+    return "Guest memory must be configured when memory hotplug is enabled";
+  }
+  if (max_guest_bytes <= 0) return "Max guest memory must be configured when memory hotplug is enabled";
+  if (guest->Value() > max_guest_bytes) {
+    return "Guest memory is greater than the configured maxGuest memory";
+  }
+  if (guest->Value() % block != 0) {
+    return absl::StrCat("Guest memory must be ", FormatBinaryQuantity(block), " aligned");
+  }
+  if (max_guest_bytes % block != 0) {
+    return absl::StrCat("MaxGuest must be ", FormatBinaryQuantity(block), " aligned");
+  }
+  if (!spec.architecture().empty() && spec.architecture() != "amd64") {
+    return "Memory hotplug is only available for x86_64 VMs";
+  }
+  if (guest->Value() < kMemoryHotplugMinGuestBytes) {
+    return "Memory hotplug is only available for VMs with at least 1Gi of guest memory";
+  }
+  return "";
+}
+
+void DefaultMaxGuest(int max_hotplug_ratio, VirtualMachineInstanceSpec* spec) {
+  auto* memory = spec->mutable_domain()->mutable_memory();
+  if (!memory->max_guest().empty() || memory->guest().empty() || max_hotplug_ratio <= 0) return;
+  absl::StatusOr<Quantity> guest = Quantity::Parse(memory->guest());
+  if (!guest.ok() || guest->Value() <= 0 || guest->Value() > (int64_t{1} << 50)) return;
+  const int64_t max_guest = guest->Value() * max_hotplug_ratio;
+  if (!MemoryHotplugProblem(*spec, max_guest).empty()) return;
+  memory->set_max_guest(FormatBinaryQuantity(max_guest));
+}
+
 std::string DefaultImagePullPolicy(absl::string_view image) {
   return absl::EndsWith(image, ":latest") || image.find_first_of(":@") == absl::string_view::npos
              ? "Always"

@@ -52,6 +52,20 @@ void DefaultPodInterface(kvnode::v1::VirtualMachineInstanceSpec* spec);
 // runs. Run after ApplyVmiSpecDefaults (the topology is set).
 void DefaultMaxSockets(int max_hotplug_ratio, kvnode::v1::VirtualMachineInstanceSpec* spec);
 
+// Memory hotplug (a virtio-mem device) plugs memory in blocks of 2 MiB (QEMU's recommended
+// block, a transparent hugepage), 1 GiB with 1Gi hugepages; a guest needs at least 1 GiB of
+// memory for it (KubeVirt's pkg/liveupdate/memory).
+inline constexpr int64_t kMemoryHotplugBlockBytes = int64_t{2} << 20;
+inline constexpr int64_t kMemoryHotplugMinGuestBytes = int64_t{1} << 30;
+// KubeVirt's ValidateLiveUpdateMemory: why memory hotplug cannot serve `spec` with at most
+// `max_guest_bytes` of guest memory ("Guest memory must be 2Mi aligned", ...); "" when it can.
+std::string MemoryHotplugProblem(const kvnode::v1::VirtualMachineInstanceSpec& spec,
+                                 int64_t max_guest_bytes);
+// KubeVirt's setupMemoryHotplug (LiveUpdate): a VMI that sets no maxGuest gets its guest memory
+// × `max_hotplug_ratio`, when memory hotplug can serve it (MemoryHotplugProblem); otherwise it
+// keeps none, and a change of its memory needs a restart.
+void DefaultMaxGuest(int max_hotplug_ratio, kvnode::v1::VirtualMachineInstanceSpec* spec);
+
 // Defaults a VMI object: namespace "default" when empty, apiVersion and kind, then its spec.
 void ApplyVmiDefaults(kvnode::v1::VirtualMachineInstance* vmi);
 

@@ -58,6 +58,30 @@ TEST(DefaultsTest, MaxSocketsLeaveRoomForCpuHotplug) {
   EXPECT_EQ(cpu->max_sockets(), 200u) << "never fewer sockets than the VMI has";
 }
 
+// KubeVirt's setupMemoryHotplug: guest × ratio when memory hotplug can serve the VMI (at least
+// 1Gi, 2Mi aligned), none otherwise.
+TEST(DefaultsTest, MaxGuestLeavesRoomForMemoryHotplugOnlyWhereItWorks) {
+  kvnode::v1::VirtualMachineInstanceSpec spec;
+  spec.mutable_domain()->mutable_memory()->set_guest("1Gi");
+  DefaultMaxGuest(4, &spec);
+  EXPECT_EQ(spec.domain().memory().max_guest(), "4Gi");
+  spec.mutable_domain()->mutable_memory()->set_max_guest("");
+  spec.mutable_domain()->mutable_memory()->set_guest("128Mi");
+  DefaultMaxGuest(4, &spec);
+  EXPECT_EQ(spec.domain().memory().max_guest(), "") << "below 1Gi: no memory hotplug";
+  EXPECT_EQ(MemoryHotplugProblem(spec, int64_t{512} << 20),
+            "Memory hotplug is only available for VMs with at least 1Gi of guest memory");
+  spec.mutable_domain()->mutable_memory()->set_guest("1025Mi");
+  EXPECT_EQ(MemoryHotplugProblem(spec, int64_t{4} << 30), "Guest memory must be 2Mi aligned");
+  spec.mutable_domain()->mutable_memory()->set_guest("2Gi");
+  EXPECT_EQ(MemoryHotplugProblem(spec, int64_t{1} << 30),
+            "Guest memory is greater than the configured maxGuest memory");
+  spec.mutable_domain()->mutable_memory()->mutable_hugepages()->set_page_size("1Gi");
+  EXPECT_EQ(MemoryHotplugProblem(spec, (int64_t{5} << 30) + (int64_t{2} << 20)),
+            "MaxGuest must be 1Gi aligned");
+  EXPECT_EQ(MemoryHotplugProblem(spec, int64_t{4} << 30), "");
+}
+
 TEST(DefaultsTest, EachVolumeWithoutADiskGetsOne) {
   auto vmi = Vmi(R"(
 metadata: {name: vmi-sata, namespace: default}

@@ -273,9 +273,6 @@ AdmissionReview AdmitInstancetype(const VirtualMachineInstancetype& it) {
     review.errors.Add(spec.Child("cpu").Child("isolateEmulatorThread"),
                       "CPU pinning is not supported");
   }
-  if (!s.memory().max_guest().empty()) {
-    review.errors.Add(spec.Child("memory").Child("maxGuest"), "memory hotplug is not supported");
-  }
   if (s.gpus_size() > 0) {
     review.errors.Add(spec.Child("gpus"),
                       "GPUs are not supported on this node (no device passthrough)");

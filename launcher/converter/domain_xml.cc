@@ -63,6 +63,16 @@ void AppendMetadata(const ConvertContext& ctx, pugi::xml_node domain) {
             absl::StrCat(ctx.vmi.spec().termination_grace_period_seconds()));
 }
 
+// maxGuest in bytes when it leaves room above the guest's memory (memory hotplug), else 0.
+int64_t MaxGuestBytes(const ConvertContext& ctx) {
+  const auto& mem = ctx.domain().memory();
+  if (mem.max_guest().empty() || mem.max_guest() == mem.guest()) return 0;
+  absl::StatusOr<Quantity> max = Quantity::Parse(mem.max_guest());
+  absl::StatusOr<Quantity> guest = Quantity::Parse(mem.guest());
+  if (!max.ok() || !guest.ok() || max->Value() == guest->Value()) return 0;
+  return max->Value();
+}
+
 absl::Status AppendMemory(const ConvertContext& ctx, pugi::xml_node domain) {
   const auto& mem = ctx.domain().memory();
   const std::string path = "spec.domain.memory.guest";
@@ -73,6 +83,13 @@ absl::Status AppendMemory(const ConvertContext& ctx, pugi::xml_node domain) {
   if (!q.ok()) return Invalid(path, q.status().message());
   if (q->Value() <= 0) return Invalid(path, "must be positive");
   SetText(Attr(Child(domain, "memory"), "unit", "b"), absl::StrCat(q->Value()));
+  // Room for memory hotplug (KubeVirt's MemoryConfigurator): <maxMemory> is maxGuest; a
+  // virtio-mem device brings memory above the boot size when the VMI's memory is raised, in the
+  // NUMA cell AppendCpu defines.
+  if (int64_t max = MaxGuestBytes(ctx); max > 0) {
+    if (max < q->Value()) return Invalid("spec.domain.memory.maxGuest", "less than guest");
+    SetText(Attr(Child(domain, "maxMemory"), "unit", "b"), absl::StrCat(max));
+  }
   if (!mem.hugepages().page_size().empty()) {
     const char* kib = mem.hugepages().page_size() == "1Gi" ? "1048576" : "2048";
     pugi::xml_node page = Child(Child(Child(domain, "memoryBacking"), "hugepages"), "page");
@@ -290,6 +307,14 @@ void AppendCpu(const ConvertContext& ctx, pugi::xml_node domain) {
   if (named && !mpx_listed) {
     Attr(Attr(Child(node, "feature"), "policy", "disable"), "name", "mpx");
   }
+  // A virtio-mem device plugs into a NUMA node: one cell holds every vCPU and the boot memory
+  // (libvirt adds the same cell itself when <maxMemory> comes without one).
+  if (MaxGuestBytes(ctx) > 0) {
+    absl::StatusOr<Quantity> guest = Quantity::Parse(ctx.domain().memory().guest());
+    pugi::xml_node cell = Attr(Child(Child(node, "numa"), "cell"), "id", "0");
+    Attr(cell, "cpus", absl::StrCat("0-", sockets * cpu.cores() * cpu.threads() - 1));
+    Attr(Attr(cell, "memory", guest.ok() ? guest->Value() : 0), "unit", "b");
+  }
 }
 
 void AppendTimer(pugi::xml_node clock, const char* name, bool has_enabled, bool enabled,
@@ -332,6 +357,26 @@ absl::Status AppendClock(const ConvertContext& ctx, pugi::xml_node domain) {
   return absl::OkStatus();
 }
 
+// Memory hotplug: a virtio-mem device with room for maxGuest less the boot memory, none of it
+// plugged yet; raising the VMI's memory sets its <requested> (KubeVirt's BuildMemoryDevice,
+// which KubeVirt attaches at the first hotplug instead: on q35 that needs a free hot-pluggable
+// PCIe port, which a domain defined with the device at boot does not).
+void AppendVirtioMem(const ConvertContext& ctx, pugi::xml_node devices) {
+  const int64_t max = MaxGuestBytes(ctx);
+  if (max <= 0) return;
+  absl::StatusOr<Quantity> guest = Quantity::Parse(ctx.domain().memory().guest());
+  if (!guest.ok()) return;
+  const bool gib_pages = ctx.domain().memory().hugepages().page_size() == "1Gi";
+  pugi::xml_node target = Child(Attr(Child(devices, "memory"), "model", "virtio-mem"), "target");
+  auto bytes = [&](const char* name, int64_t value) {
+    SetText(Attr(Child(target, name), "unit", "b"), absl::StrCat(value));
+  };
+  bytes("size", max - guest->Value());
+  TextChild(target, "node", "0");
+  bytes("block", gib_pages ? int64_t{1} << 30 : int64_t{2} << 20);
+  bytes("requested", 0);
+}
+
 absl::Status AppendDevices(const ConvertContext& ctx, const converter::IoThreadPlan& iothreads,
                            pugi::xml_node domain) {
   pugi::xml_node devices = Child(domain, "devices");
@@ -340,7 +385,9 @@ absl::Status AppendDevices(const ConvertContext& ctx, const converter::IoThreadP
   converter::AppendControllers(ctx, disks, devices);
   RETURN_IF_ERROR(converter::AppendInterfaces(ctx, devices));
   converter::AppendConsoleAndChannels(ctx, devices);
-  return converter::AppendOtherDevices(ctx, devices);
+  RETURN_IF_ERROR(converter::AppendOtherDevices(ctx, devices));
+  AppendVirtioMem(ctx, devices);
+  return absl::OkStatus();
 }
 
 absl::Status BuildDomain(const ConvertContext& ctx, pugi::xml_node domain) {

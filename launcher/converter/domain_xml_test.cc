@@ -203,8 +203,6 @@ TEST(ConvertTest, BridgeBindingAndMultusAreUnimplemented) {
 TEST(ConvertTest, UnsupportedFeaturesAreNamed) {
   EXPECT_THAT(std::string(ConvertError("    cpu: {dedicatedCpuPlacement: true}\n").message()),
               HasSubstr("spec.domain.cpu.dedicatedCpuPlacement"));
-  EXPECT_THAT(std::string(ConvertError("    memory: {maxGuest: 1Gi}\n").message()),
-              HasSubstr("spec.domain.memory.maxGuest"));
   EXPECT_THAT(std::string(ConvertError("    devices: {autoattachVSOCK: true}\n").message()),
               HasSubstr("spec.domain.devices.autoattachVSOCK"));
   EXPECT_THAT(
@@ -384,6 +382,27 @@ TEST(ConvertTest, TcgHasNoHostPassthroughAndNoParavirtSpinlocks) {
   EXPECT_EQ(Xpath(tcg, "/domain/features/kvm/hidden/@state"), "on");
   auto off = Convert("    features: {pvspinlock: {enabled: false}}\n", "qemu");
   EXPECT_EQ(Xpath(off, "/domain/features/pvspinlock/@state"), "off");
+}
+
+// Room for CPU and memory hotplug: every possible vCPU with `current` online, <maxMemory>, one
+// NUMA cell of all possible vCPUs and the boot memory, and a virtio-mem device for the rest
+// with nothing requested. maxGuest equal to guest leaves no room: none of it.
+TEST(ConvertTest, MaxSocketsAndMaxGuestLeaveRoomForHotplug) {
+  auto doc = Convert("    cpu: {sockets: 1, maxSockets: 3}\n"
+                     "    memory: {guest: 1Gi, maxGuest: 3Gi}\n");
+  EXPECT_EQ(Xpath(doc, "/domain/vcpu"), "3");
+  EXPECT_EQ(Xpath(doc, "/domain/vcpu/@current"), "1");
+  EXPECT_EQ(Xpath(doc, "/domain/memory"), "1073741824");
+  EXPECT_EQ(Xpath(doc, "/domain/maxMemory"), "3221225472");
+  EXPECT_EQ(Xpath(doc, "/domain/cpu/numa/cell/@cpus"), "0-2");
+  EXPECT_EQ(Xpath(doc, "/domain/cpu/numa/cell/@memory"), "1073741824");
+  EXPECT_EQ(Xpath(doc, "/domain/devices/memory[@model='virtio-mem']/target/size"), "2147483648");
+  EXPECT_EQ(Xpath(doc, "/domain/devices/memory[@model='virtio-mem']/target/block"), "2097152");
+  EXPECT_EQ(Xpath(doc, "/domain/devices/memory[@model='virtio-mem']/target/requested"), "0");
+  auto none = Convert("    memory: {guest: 1Gi, maxGuest: 1Gi}\n");
+  EXPECT_FALSE(none.select_node("/domain/maxMemory"));
+  EXPECT_FALSE(none.select_node("/domain/cpu/numa"));
+  EXPECT_FALSE(none.select_node("/domain/devices/memory"));
 }
 
 TEST(ConvertTest, FreePageReportingFollowsKubeVirtsRuleAndIsOffUnderTcg) {

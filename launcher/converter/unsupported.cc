@@ -17,10 +17,6 @@ std::vector<UnsupportedField> UnsupportedFields(
   if (cpu.isolate_emulator_thread()) {
     out.push_back({"domain.cpu.isolateEmulatorThread", "CPU pinning is not supported"});
   }
-  const auto& mem = domain.memory();
-  if (!mem.max_guest().empty() && mem.max_guest() != mem.guest()) {
-    out.push_back({"domain.memory.maxGuest", "memory hotplug is not supported"});
-  }
   const auto& devices = domain.devices();
   for (int i = 0; i < devices.disks_size(); ++i) {
     if (devices.disks(i).has_lun() && devices.disks(i).lun().reservation()) {

@@ -78,6 +78,11 @@ class Hypervisor {
   // CPU hotplug: `count` vCPUs online in the running domain (of the <vcpu> maximum it was
   // defined with), in its persistent definition too (virDomainSetVcpusFlags, LIVE|CONFIG).
   virtual absl::Status SetVcpus(uint32_t count) = 0;
+  // Memory hotplug: a virtio-mem <memory> device added to the running domain and its
+  // definition (virDomainAttachDeviceFlags, LIVE|CONFIG), or its requested size changed in the
+  // running domain (virDomainUpdateDeviceFlags, LIVE), as KubeVirt's UpdateGuestMemory does.
+  virtual absl::Status AttachMemory(const std::string& memory_xml) = 0;
+  virtual absl::Status UpdateMemory(const std::string& memory_xml) = 0;
   virtual void SetEventCallback(EventCallback callback) = 0;
   // The QEMU process of the running domain, 0 when none (read from libvirt's pid file, no
   // libvirt call, so it is safe on the event thread).

@@ -443,6 +443,25 @@ absl::Status LibvirtHypervisor::SetVcpus(uint32_t count) {
   return absl::OkStatus();
 }
 
+absl::Status LibvirtHypervisor::AttachMemory(const std::string& memory_xml) {
+  ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
+  DomainHandle handle{dom};
+  if (virDomainAttachDeviceFlags(dom, memory_xml.c_str(),
+                                 VIR_DOMAIN_AFFECT_LIVE | VIR_DOMAIN_AFFECT_CONFIG) < 0) {
+    return LibvirtError("attach a virtio-mem device to " + domain_name_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LibvirtHypervisor::UpdateMemory(const std::string& memory_xml) {
+  ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
+  DomainHandle handle{dom};
+  if (virDomainUpdateDeviceFlags(dom, memory_xml.c_str(), VIR_DOMAIN_AFFECT_LIVE) < 0) {
+    return LibvirtError("change the virtio-mem device of " + domain_name_);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LibvirtHypervisor::AbortBackup() {
   ASSIGN_OR_RETURN(virDomainPtr dom, Lookup());
   DomainHandle handle{dom};

@@ -45,6 +45,8 @@ class LibvirtHypervisor : public Hypervisor, public DomainMigrator {
   absl::Status AttachDisk(const std::string& disk_xml) override;
   absl::Status DetachDisk(const std::string& disk_xml) override;
   absl::Status SetVcpus(uint32_t count) override;
+  absl::Status AttachMemory(const std::string& memory_xml) override;
+  absl::Status UpdateMemory(const std::string& memory_xml) override;
   absl::StatusOr<uint64_t> DiskCapacity(const std::string& source) override;
   absl::Status ResizeDisk(const std::string& source, uint64_t bytes) override;
   void SetEventCallback(EventCallback callback) override;

@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/atomic_file.h"
 #include "agent/base/status_macros.h"
+#include "agent/manifest/defaults.h"
+#include "agent/manifest/quantity.h"
 #include "agent/manifest/volume_hotplug.h"
 #include "google/protobuf/util/json_util.h"
 #include "launcher/server/guest_agent.h"
@@ -199,7 +201,36 @@ absl::Status DomainManager::SyncRunningDomainLocked(
                                : std::string(s.message()));
   }
   if (first.ok()) first = s;
+  s = SyncVirtioMemLocked(vmi, live.xml());
+  if (first.ok()) first = s;
   return first;
+}
+
+absl::Status DomainManager::SyncVirtioMemLocked(const kvnode::v1::VirtualMachineInstance& vmi,
+                                                const std::string& live_xml) {
+  // The guest's memory above what it booted with (status.memory.guestAtBoot, which the handler
+  // records when it takes the VMI), within maxGuest.
+  const auto& memory = vmi.spec().domain().memory();
+  absl::StatusOr<Quantity> max = Quantity::Parse(memory.max_guest());
+  absl::StatusOr<Quantity> guest = Quantity::Parse(memory.guest());
+  absl::StatusOr<Quantity> at_boot = Quantity::Parse(vmi.status().memory().guest_at_boot());
+  if (memory.max_guest().empty() || vmi.status().memory().guest_at_boot().empty() || !max.ok() ||
+      !guest.ok() || !at_boot.ok() || max->Value() <= at_boot->Value()) {
+    return absl::OkStatus();  // no room for memory hotplug
+  }
+  const int64_t block = memory.hugepages().page_size() == "1Gi" ? int64_t{1} << 30
+                                                                 : kMemoryHotplugBlockBytes;
+  ASSIGN_OR_RETURN(std::optional<MemoryPlug> plug,
+                   VirtioMemChange(live_xml, max->Value() - at_boot->Value(),
+                                   guest->Value() - at_boot->Value(), block));
+  if (!plug.has_value()) return absl::OkStatus();
+  absl::Status s = plug->attach ? hypervisor_->AttachMemory(plug->device_xml)
+                                : hypervisor_->UpdateMemory(plug->device_xml);
+  LauncherEventLocked(s.ok() ? "Normal" : "Warning",
+                      s.ok() ? "GuestMemoryChanged" : "HotMemoryChangeFailed",
+                      s.ok() ? "guest memory requested: " + memory.guest()
+                             : std::string(s.message()));
+  return s;
 }
 
 absl::Status DomainManager::Shutdown(int64_t grace_period_seconds) {

@@ -135,11 +135,15 @@ class DomainManager {
   void UpdateGrowableDisksLocked(const kvnode::v1::DomainOptions& options)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The running domain brought to what the VMI now asks for: its hotplugged disks attached and
-  // detached to match the VMI's volumes (HotplugDiskChanges), and its vCPUs online to match
-  // the VMI's sockets (VcpuChange). The first failure is returned; the rest is still tried.
+  // detached to match the VMI's volumes (HotplugDiskChanges), its vCPUs online to match the
+  // VMI's sockets (VcpuChange), and its memory to the VMI's guest memory (SyncVirtioMemLocked). The first failure is returned; the rest is still tried.
   absl::Status SyncRunningDomainLocked(const kvnode::v1::VirtualMachineInstance& vmi,
                                        const kvnode::v1::DomainOptions& options)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Memory hotplug: the domain's virtio-mem device attached or its requested size changed so
+  // that the guest has the VMI's memory above what it booted with (VirtioMemChange).
+  absl::Status SyncVirtioMemLocked(const kvnode::v1::VirtualMachineInstance& vmi,
+                                   const std::string& live_xml) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Grows in the guest each disk whose file grew (run by the worker, without the lock).
   void GrowDisks(const std::vector<std::string>& paths);
   void WorkerLoop();

@@ -175,6 +175,16 @@ class FakeHypervisor : public ScriptedAgent {
     absl::MutexLock lock(&mu_);
     return vcpus_set_;
   }
+  // Memory hotplug: the device XML each change sent.
+  absl::Status UpdateMemory(const std::string& xml) override {
+    absl::MutexLock lock(&mu_);
+    memory_updates_.push_back(xml);
+    return absl::OkStatus();
+  }
+  std::vector<std::string> memory_updates() {
+    absl::MutexLock lock(&mu_);
+    return memory_updates_;
+  }
   // The next `n` destroys fail as they do while libvirtd is down.
   void FailDestroys(int n) {
     absl::MutexLock lock(&mu_);
@@ -194,6 +204,7 @@ class FakeHypervisor : public ScriptedAgent {
   std::map<std::string, uint64_t> capacity_;
   std::vector<std::string> resizes_;
   std::vector<uint32_t> vcpus_set_;
+  std::vector<std::string> memory_updates_;
 };
 
 // Polls `done` for up to 5 s (the agent poller answers on its own thread).
@@ -231,6 +242,11 @@ absl::StatusOr<std::string> FakeConvert(const kvnode::v1::VirtualMachineInstance
                                         const kvnode::v1::DomainOptions&) {
   if (vmi.metadata().name() == "unconvertible") return absl::InvalidArgumentError("bad disk");
   const auto& cpu = vmi.spec().domain().cpu();
+  if (!vmi.spec().domain().memory().max_guest().empty()) {  // and with room for memory hotplug
+    return "<domain><devices><memory model='virtio-mem'><target><size unit='b'>3221225472</size>"
+           "<node>0</node><block unit='b'>2097152</block><requested unit='b'>0</requested>"
+           "</target></memory></devices></domain>";
+  }
   if (cpu.max_sockets() > 0) {  // as the converter writes a domain with room for CPU hotplug
     return absl::StrCat("<domain><vcpu placement='static' current='", cpu.sockets(), "'>",
                         cpu.max_sockets(), "</vcpu></domain>");
@@ -540,6 +556,25 @@ TEST_F(DomainManagerTest, ASyncWithMoreSocketsBringsVcpusOnlineUpToTheDefinedMax
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("at most 4"));
   EXPECT_EQ(hv_.vcpus_set(), std::vector<uint32_t>{3});
+}
+
+// Memory hotplug: a sync with more guest memory than at boot asks the virtio-mem device for the
+// difference; more than maxGuest leaves is refused.
+TEST_F(DomainManagerTest, ASyncWithMoreMemoryRaisesTheVirtioMemRequest) {
+  vmi_.mutable_spec()->mutable_domain()->mutable_memory()->set_guest("1Gi");
+  vmi_.mutable_spec()->mutable_domain()->mutable_memory()->set_max_guest("4Gi");
+  vmi_.mutable_status()->mutable_memory()->set_guest_at_boot("1Gi");
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  hv_.Emit("Started", "Booted");
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  EXPECT_TRUE(hv_.memory_updates().empty());
+  vmi_.mutable_spec()->mutable_domain()->mutable_memory()->set_guest("1152Mi");
+  ASSERT_TRUE(manager_->Sync(vmi_, {}).ok());
+  ASSERT_EQ(hv_.memory_updates().size(), 1u);
+  EXPECT_THAT(hv_.memory_updates()[0], ::testing::HasSubstr(">134217728</requested>"));
+  vmi_.mutable_spec()->mutable_domain()->mutable_memory()->set_guest("8Gi");
+  EXPECT_EQ(manager_->Sync(vmi_, {}).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(hv_.memory_updates().size(), 1u);
 }
 
 // A replacement whose domain is gone (QEMU ended with the old launcher) never starts a new one.

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
+#include "launcher/converter/live_domain.h"
 #include "pugixml.hpp"
 
 namespace kvnode {
@@ -186,40 +187,68 @@ absl::StatusOr<DiskChanges> HotplugDiskChanges(const std::string& desired_xml,
   return changes;
 }
 
-namespace {
-
-// <vcpu>'s maximum (its text) and the vCPUs online (`current`, else the maximum); zeros when
-// the domain has no <vcpu> count.
-struct VcpuCounts {
-  uint32_t max = 0;
-  uint32_t current = 0;
-};
-
-VcpuCounts VcpuCountsOf(const pugi::xml_document& doc) {
-  pugi::xml_node vcpu = doc.document_element().child("vcpu");
-  VcpuCounts counts;
-  counts.max = vcpu.text().as_uint();
-  counts.current = vcpu.attribute("current").as_uint(counts.max);
-  return counts;
-}
-
-}  // namespace
 
 absl::StatusOr<std::optional<uint32_t>> VcpuChange(const std::string& desired_xml,
                                                    const std::string& live_xml) {
   pugi::xml_document desired, live;
   RETURN_IF_ERROR(Parse(desired_xml, &desired));
   RETURN_IF_ERROR(Parse(live_xml, &live));
-  const VcpuCounts want = VcpuCountsOf(desired);
-  const VcpuCounts have = VcpuCountsOf(live);
-  if (want.current == 0 || have.current == 0 || want.current == have.current) return std::nullopt;
-  if (want.current > have.max) {
+  const DomainVcpus want = VcpusOf(desired.document_element());
+  const DomainVcpus have = VcpusOf(live.document_element());
+  if (want.online == 0 || have.online == 0 || want.online == have.online) return std::nullopt;
+  if (want.online > have.max) {
     return absl::FailedPreconditionError(
-        absl::StrCat(want.current, " vCPUs asked for, but the running domain was defined with at "
+        absl::StrCat(want.online, " vCPUs asked for, but the running domain was defined with at "
                                    "most ",
                      have.max, " (spec.domain.cpu.maxSockets): only a restart gives it more"));
   }
-  return want.current;
+  return want.online;
+}
+
+
+absl::StatusOr<std::optional<MemoryPlug>> VirtioMemChange(const std::string& live_xml,
+                                                          int64_t pluggable_bytes,
+                                                          int64_t requested_bytes,
+                                                          int64_t block_bytes) {
+  pugi::xml_document live;
+  RETURN_IF_ERROR(Parse(live_xml, &live));
+  if (requested_bytes < 0 || requested_bytes > pluggable_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "memory hotplug of ", requested_bytes, " bytes asked for, but the domain was defined "
+        "with room for ", pluggable_bytes, " (spec.domain.memory.maxGuest): only a restart "
+        "gives it more"));
+  }
+  pugi::xml_node device = VirtioMemOf(live.document_element());
+  MemoryPlug plug;
+  if (device) {
+    pugi::xml_node requested = device.child("target").child("requested");
+    if (MemorySizeBytes(requested) == requested_bytes) return std::nullopt;
+    pugi::xml_document out;
+    pugi::xml_node copy = out.append_copy(device);
+    pugi::xml_node r = copy.child("target").child("requested");
+    r.attribute("unit") ? r.attribute("unit").set_value("b")
+                        : r.append_attribute("unit").set_value("b");
+    r.text().set(static_cast<long long>(requested_bytes));
+    plug.device_xml = Print(copy);
+    return plug;
+  }
+  if (requested_bytes == 0) return std::nullopt;
+  pugi::xml_document out;
+  pugi::xml_node memory = out.append_child("memory");
+  memory.append_attribute("model").set_value("virtio-mem");
+  pugi::xml_node target = memory.append_child("target");
+  auto bytes = [&](const char* name, int64_t value) {
+    pugi::xml_node n = target.append_child(name);
+    n.append_attribute("unit").set_value("b");
+    n.text().set(static_cast<long long>(value));
+  };
+  bytes("size", pluggable_bytes);
+  target.append_child("node").text().set(0);
+  bytes("block", block_bytes);
+  bytes("requested", requested_bytes);
+  plug.attach = true;
+  plug.device_xml = Print(memory);
+  return plug;
 }
 
 absl::StatusOr<std::string> DomainTypeOf(const std::string& xml) {

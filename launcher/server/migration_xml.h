@@ -71,6 +71,20 @@ absl::StatusOr<DiskChanges> HotplugDiskChanges(const std::string& desired_xml,
 absl::StatusOr<std::optional<uint32_t>> VcpuChange(const std::string& desired_xml,
                                                    const std::string& live_xml);
 
+// Memory hotplug: what brings the running domain (`live_xml`) to `requested_bytes` of
+// hot-plugged memory, out of `pluggable_bytes` (maxGuest less the memory at boot). With a
+// virtio-mem device already there, that device with its <requested> changed (`attach` false);
+// without one, a new device (`attach` true: size `pluggable_bytes`, 2 MiB blocks, NUMA node 0,
+// KubeVirt's BuildMemoryDevice). nullopt when the domain has what is asked (no device and
+// nothing asked counts as that).
+struct MemoryPlug {
+  bool attach = false;
+  std::string device_xml;
+};
+absl::StatusOr<std::optional<MemoryPlug>> VirtioMemChange(const std::string& live_xml,
+                                                          int64_t pluggable_bytes,
+                                                          int64_t requested_bytes,
+                                                          int64_t block_bytes);
 // The domain's type attribute: "kvm", or "qemu" for TCG.
 absl::StatusOr<std::string> DomainTypeOf(const std::string& xml);
 

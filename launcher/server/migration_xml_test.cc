@@ -152,6 +152,39 @@ TEST(VcpuChange, ComparesTheVcpusOnlineAndRefusesMoreThanTheDefinedMaximum) {
   EXPECT_FALSE(VcpuChange("<domain", live).ok());
 }
 
+TEST(VirtioMemChange, ChangesTheRequestedSizeOrAttachesADevice) {
+  const std::string live =
+      "<domain><devices><memory model='virtio-mem'><target><size unit='KiB'>3145728</size>"
+      "<node>0</node><block unit='KiB'>2048</block><requested unit='KiB'>0</requested>"
+      "<current unit='KiB'>0</current></target><alias name='virtiomem0'/></memory>"
+      "</devices></domain>";
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  auto same = VirtioMemChange(live, 3072 * kMiB, 0, 2 * kMiB);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_FALSE(same->has_value());
+  auto more = VirtioMemChange(live, 3072 * kMiB, 128 * kMiB, 2 * kMiB);
+  ASSERT_TRUE(more.ok()) << more.status();
+  ASSERT_TRUE(more->has_value());
+  EXPECT_FALSE((*more)->attach);
+  EXPECT_THAT((*more)->device_xml, ::testing::HasSubstr("<requested unit=\"b\">134217728</requested>"));
+  EXPECT_THAT((*more)->device_xml, ::testing::HasSubstr("<alias name=\"virtiomem0\""))
+      << "the device is named as libvirt knows it";
+  auto beyond = VirtioMemChange(live, 3072 * kMiB, 4096 * kMiB, 2 * kMiB);
+  EXPECT_EQ(beyond.status().code(), absl::StatusCode::kFailedPrecondition);
+  // A domain without the device (defined before it had one) gets one.
+  auto attach = VirtioMemChange("<domain><devices/></domain>", 3072 * kMiB, 128 * kMiB, 2 * kMiB);
+  ASSERT_TRUE(attach.ok()) << attach.status();
+  ASSERT_TRUE(attach->has_value());
+  EXPECT_TRUE((*attach)->attach);
+  EXPECT_EQ((*attach)->device_xml,
+            "<memory model=\"virtio-mem\"><target><size unit=\"b\">3221225472</size><node>0</node>"
+            "<block unit=\"b\">2097152</block><requested unit=\"b\">134217728</requested>"
+            "</target></memory>");
+  auto nothing = VirtioMemChange("<domain><devices/></domain>", 3072 * kMiB, 0, 2 * kMiB);
+  ASSERT_TRUE(nothing.ok());
+  EXPECT_FALSE(nothing->has_value());
+}
+
 TEST(DomainTypeOf, ReadsTheTypeAttribute) {
   EXPECT_EQ(*DomainTypeOf("<domain type='qemu'><name>x</name></domain>"), "qemu");
   EXPECT_EQ(*DomainTypeOf("<domain type=\"kvm\"/>"), "kvm");

@@ -68,6 +68,12 @@ class ScriptedAgent : public Hypervisor {
   absl::Status AttachDisk(const std::string&) override { return absl::UnimplementedError("attach"); }
   absl::Status DetachDisk(const std::string&) override { return absl::UnimplementedError("detach"); }
   absl::Status SetVcpus(uint32_t) override { return absl::UnimplementedError("vcpus"); }
+  absl::Status AttachMemory(const std::string&) override {
+    return absl::UnimplementedError("memory");
+  }
+  absl::Status UpdateMemory(const std::string&) override {
+    return absl::UnimplementedError("memory");
+  }
   absl::Status Reset() override { return absl::OkStatus(); }
   absl::Status Undefine() override { return absl::OkStatus(); }
   absl::StatusOr<kvnode::v1::DomainStatus> GetStatus(bool) override {

@@ -33,6 +33,7 @@ bench density-embed "$bin/kvnode-bench-density" --vmis 2 --idle 2s --embed
 bench migration "$bin/kvnode-bench-migration" --runs 1
 bench pull "$bin/kvnode-bench-pull" --runs 1
 bench snapshot "$bin/kvnode-bench-snapshot" --runs 1 --disk 16Mi
+bench hotplug "$bin/kvnode-bench-hotplug" --rounds 1
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "benchmarks FAILED: ${failed[*]}"

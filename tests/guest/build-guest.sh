@@ -191,6 +191,8 @@ wanted=(
 	virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci
 	virtio_blk failover net_failover virtio_net virtio_console
 	virtio_scsi '?virtio_rng' '?virtio_balloon'
+	# memory hotplug (a virtio-mem device plugged into the running guest)
+	'?virtio_mem'
 	# SCSI disks and cdroms (virtio-scsi, IDE on pc, AHCI on q35 if the kernel has it)
 	scsi_mod sd_mod cdrom sr_mod '?libata' '?ata_piix' '?ahci'
 	# filesystems: FAT boot disk, cloud-init iso9660 or vfat

@@ -1,0 +1,188 @@
+// CPU and memory hotplug: how long from the VM's update (kvctl apply of more sockets or more
+// memory) until kvnode reports it done (the VMI's status.currentCPUTopology /
+// status.memory.guestCurrent) and until the guest itself sees it (its
+// /sys/devices/system/cpu/present names the new CPU; its MemTotal has grown by the new memory,
+// less the kernel's page structs). One VM of the test guest, 1Gi of memory (the least that
+// memory hotplug serves), one socket; each round adds a socket (up to maxSockets, 4) or 128Mi.
+// The guest side is timed by a loop typed on its console before the update, which prints a
+// marker the moment it sees the change; the bench reads the serial log every 5 ms. Needs root.
+//
+//   kvnode-bench-hotplug [--rounds 3]
+#include <cinttypes>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "agent/base/flags.h"
+#include "grpcpp/grpcpp.h"
+#include "tests/bench/percentile.h"
+#include "tests/integration/kvnode_fixture.h"
+
+namespace kvnode {
+namespace {
+
+using testing::HandlerProcess;
+
+std::string VmYaml(int sockets, int memory_mib) {
+  return absl::StrFormat(R"(apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: bench
+spec:
+  runStrategy: Always
+  template:
+    spec:
+      domain:
+        cpu: {sockets: %d, cores: 1, threads: 1}
+        memory: {guest: %dMi}
+        devices:
+          autoattachPodInterface: false
+          autoattachGraphicsDevice: false
+          disks:
+            - name: root
+              bootOrder: 1
+              disk: {bus: virtio}
+      volumes:
+        - name: root
+          persistentVolumeClaim: {claimName: bench-root}
+)",
+                         sockets, memory_mib);
+}
+
+int Fail(const std::string& what, HandlerProcess* h) {
+  std::cerr << what << "\n" << (h != nullptr ? h->DiagnosticLogs() : "") << "\n";
+  return 1;
+}
+
+// Times from `t0` until `done()` holds (polled every 5 ms), or -1 after a minute.
+double MillisecondsUntil(absl::Time t0, const std::function<bool()>& done) {
+  while (!done()) {
+    if (absl::Now() - t0 > absl::Minutes(1)) return -1;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return absl::ToDoubleMilliseconds(absl::Now() - t0);
+}
+
+int Run(int argc, char** argv) {
+  FlagSet flags;
+  flags.Value("rounds");
+  if (auto s = flags.Parse({argv + 1, argv + argc}); !s.ok()) {
+    std::cerr << s.message() << "\n";
+    return 2;
+  }
+  const int rounds = static_cast<int>(flags.GetInt("rounds", 3).value_or(3));
+  if (rounds < 1 || rounds > 3) {
+    std::cerr << "--rounds: 1 to 3 (maxSockets is 4 x the one socket it starts with)\n";
+    return 2;
+  }
+  HandlerProcess::Options options;
+  options.node_namespace = false;
+  auto started = HandlerProcess::Start(options);
+  if (!started.ok()) return Fail(started.status().ToString(), nullptr);
+  HandlerProcess* h = started->get();
+  if (!h->PrepareDisk("default", "bench-root").ok()) return Fail("prepare the guest disk", h);
+  const std::string vm = h->state_dir() + "/vm.yaml";
+  auto apply = [&](int sockets, int memory_mib) {
+    std::ofstream(vm) << VmYaml(sockets, memory_mib);
+    return h->Kvctl({"apply", "-f", vm}).exit_code == 0;
+  };
+  if (!apply(1, 1024)) return Fail("apply the VM", h);
+  auto running = testing::WaitForVmi(
+      h->stub(), "default", "bench",
+      [](const kvnode::v1::VirtualMachineInstance& v) { return v.status().phase() == "Running"; },
+      absl::Seconds(120));
+  if (!running.ok()) return Fail("the VM did not run", h);
+  const std::string uid = running->metadata().uid();
+  if (MillisecondsUntil(absl::Now(), [&] {
+        return h->SerialLog(uid).find("KVNODE-GUEST-READY") != std::string::npos;
+      }) < 0) {
+    return Fail("the guest did not boot", h);
+  }
+  auto vmi = [&] {
+    grpc::ClientContext ctx;
+    kvnode::v1::ObjectRef ref;
+    ref.set_namespace_("default");
+    ref.set_name("bench");
+    kvnode::v1::VirtualMachineInstance v;
+    (void)h->stub()->GetVMI(&ctx, ref, &v);
+    return v;
+  };
+  // The guest's MemTotal at boot, in KiB (its KVNODE-GUEST-SIZE line).
+  int64_t boot_kib = 0;
+  {
+    const std::string log = h->SerialLog(uid);
+    size_t at = log.find("mem_kib=");
+    if (at == std::string::npos || sscanf(log.c_str() + at, "mem_kib=%" SCNd64, &boot_kib) != 1) {
+      return Fail("no KVNODE-GUEST-SIZE line", h);
+    }
+  }
+  std::vector<double> cpu_kvnode, cpu_guest, mem_kvnode, mem_guest;
+  int sockets = 1, memory_mib = 1024;
+  for (int i = 1; i <= rounds; ++i) {
+    // A CPU more: the guest loop waits for it in cpu/present.
+    ++sockets;
+    const std::string cpu_marker = absl::StrCat("KVNODE-BENCH-CPU-SEEN n=", sockets);
+    if (!h->TypeOnConsole("default", "bench",
+                          absl::StrCat("while [ \"$(cat /sys/devices/system/cpu/present)\" != "
+                                       "\"0-", sockets - 1, "\" ]; do usleep 2000; done; echo ",
+                                       "KVNODE-BENCH-CPU-SEEN n=", sockets, "\n"))
+             .ok()) {
+      return Fail("type on the console", h);
+    }
+    absl::SleepFor(absl::Milliseconds(300));  // the loop is running
+    absl::Time t0 = absl::Now();
+    if (!apply(sockets, memory_mib)) return Fail("apply more sockets", h);
+    cpu_kvnode.push_back(MillisecondsUntil(t0, [&] {
+      return vmi().status().current_cpu_topology().sockets() == static_cast<uint32_t>(sockets);
+    }));
+    cpu_guest.push_back(MillisecondsUntil(
+        t0, [&] { return h->SerialLog(uid).find(cpu_marker + "\r") != std::string::npos; }));
+    // 128Mi more: the guest loop waits until MemTotal has grown by at least 120Mi.
+    memory_mib += 128;
+    const int64_t want_kib = boot_kib + int64_t{memory_mib - 1024 - 8} * 1024;
+    const std::string mem_marker = absl::StrCat("KVNODE-BENCH-MEM-SEEN mib=", memory_mib);
+    if (!h->TypeOnConsole(
+              "default", "bench",
+              absl::StrCat("while [ $(awk '/^MemTotal:/ {print $2}' /proc/meminfo) -lt ", want_kib,
+                           " ]; do usleep 2000; done; echo KVNODE-BENCH-MEM-SEEN mib=",
+                           memory_mib, "\n"))
+             .ok()) {
+      return Fail("type on the console", h);
+    }
+    absl::SleepFor(absl::Milliseconds(300));
+    t0 = absl::Now();
+    if (!apply(sockets, memory_mib)) return Fail("apply more memory", h);
+    const std::string guest_now = absl::StrCat(memory_mib, "Mi");
+    mem_kvnode.push_back(MillisecondsUntil(t0, [&] {
+      auto v = vmi();
+      return v.status().memory().guest_current() == guest_now;
+    }));
+    mem_guest.push_back(MillisecondsUntil(
+        t0, [&] { return h->SerialLog(uid).find(mem_marker + "\r") != std::string::npos; }));
+    for (double ms : {cpu_kvnode.back(), cpu_guest.back(), mem_kvnode.back(), mem_guest.back()}) {
+      if (ms < 0) return Fail(absl::StrCat("round ", i, " did not finish within a minute"), h);
+    }
+    std::cout << absl::StrFormat(
+        "round %d: %d sockets: kvnode %6.0f ms, guest %6.0f ms;  %d Mi: kvnode %6.0f ms, guest "
+        "%6.0f ms\n",
+        i, sockets, cpu_kvnode.back(), cpu_guest.back(), memory_mib, mem_kvnode.back(),
+        mem_guest.back());
+  }
+  if (vmi().metadata().uid() != uid) return Fail("the VMI was replaced", h);
+  std::cout << absl::StrFormat(
+      "CPU hotplug, update -> VMI currentCPUTopology  p50 %6.0f ms  p95 %6.0f ms\n"
+      "CPU hotplug, update -> the guest sees the CPU  p50 %6.0f ms  p95 %6.0f ms\n"
+      "memory hotplug, update -> VMI guestCurrent     p50 %6.0f ms  p95 %6.0f ms\n"
+      "memory hotplug, update -> the guest's MemTotal p50 %6.0f ms  p95 %6.0f ms\n",
+      Percentile(cpu_kvnode, 0.5), Percentile(cpu_kvnode, 0.95), Percentile(cpu_guest, 0.5),
+      Percentile(cpu_guest, 0.95), Percentile(mem_kvnode, 0.5), Percentile(mem_kvnode, 0.95),
+      Percentile(mem_guest, 0.5), Percentile(mem_guest, 0.95));
+  return 0;
+}
+
+}  // namespace
+}  // namespace kvnode
+
+int main(int argc, char** argv) { return kvnode::Run(argc, argv); }
