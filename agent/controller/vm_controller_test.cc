@@ -69,6 +69,20 @@ class VmControllerTest : public ::testing::Test {
     return Vm();
   }
 
+  // The VM (runStrategy Always, 128Mi) with `sockets` sockets of one core and one thread.
+  void ApplySockets(uint32_t sockets) {
+    VirtualMachine vm = testing::Vm("Always");
+    vm.mutable_metadata()->clear_uid();
+    auto* domain = vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain();
+    domain->mutable_memory()->set_guest("128Mi");
+    domain->mutable_cpu()->set_sockets(sockets);
+    domain->mutable_cpu()->set_cores(1);
+    domain->mutable_cpu()->set_threads(1);
+    auto r = controller_->Apply(vm, false);
+    ASSERT_TRUE(r.ok()) << r.status();
+    Sync();
+  }
+
   int Sync() { return controller_->SyncDueForTest(); }
   VirtualMachine Vm(const std::string& name = "vm1") { return *controller_->Get(Ref(name)); }
   std::string Status() { return Vm().status().printable_status(); }
@@ -338,30 +352,18 @@ TEST_F(VmControllerTest, AVolumeAddedToTheVmIsPluggedIntoItsRunningVmiWithoutARe
 // running VMI (its handler plugs them: HotVCPUChange shows meanwhile); a second change waits for
 // the first; more than the VMI's maxSockets or fewer sockets than it has need a restart.
 TEST_F(VmControllerTest, MoreSocketsArePluggedIntoTheRunningVmiAndWhatItCannotTakeNeedsARestart) {
-  auto apply_sockets = [&](uint32_t sockets) {
-    VirtualMachine vm = testing::Vm("Always");
-    vm.mutable_metadata()->clear_uid();
-    auto* domain = vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain();
-    domain->mutable_memory()->set_guest("128Mi");
-    domain->mutable_cpu()->set_sockets(sockets);
-    domain->mutable_cpu()->set_cores(1);
-    domain->mutable_cpu()->set_threads(1);
-    auto r = controller_->Apply(vm, false);
-    ASSERT_TRUE(r.ok()) << r.status();
-    Sync();
-  };
-  apply_sockets(1);
+  ApplySockets(1);
   // The handler defaults maxSockets of each VMI it takes (DefaultMaxSockets): 4 × 1.
   vmis_->At("vm1").mutable_spec()->mutable_domain()->mutable_cpu()->set_max_sockets(4);
   Run();
   const std::string first = VmiUid();
-  apply_sockets(2);
+  ApplySockets(2);
   EXPECT_EQ(vmis_->cpu_updates, 1);
   EXPECT_EQ(vmis_->At("vm1").spec().domain().cpu().sockets(), 2u);
   EXPECT_EQ(Cond(Vm(), "RestartRequired"), nullptr);
   ASSERT_NE(Cond(Vm(), "HotVCPUChange"), nullptr) << "the VMI's condition shows on the VM";
   // A change while one is under way waits, and says so.
-  apply_sockets(3);
+  ApplySockets(3);
   EXPECT_EQ(vmis_->cpu_updates, 1);
   ASSERT_NE(Cond(Vm(), "Failure"), nullptr);
   EXPECT_EQ(Cond(Vm(), "Failure")->reason(), "HotPlugCPUError");
@@ -375,12 +377,12 @@ TEST_F(VmControllerTest, MoreSocketsArePluggedIntoTheRunningVmiAndWhatItCannotTa
   EXPECT_EQ(Cond(Vm(), "Failure"), nullptr);
   // A refusal by the VMI is the VM's failure, with the VMI's words.
   vmis_->cpu_update_error = absl::FailedPreconditionError("0/1 nodes are available: 1 Insufficient cpu.");
-  apply_sockets(4);
+  ApplySockets(4);
   ASSERT_NE(Cond(Vm(), "Failure"), nullptr);
   EXPECT_THAT(Cond(Vm(), "Failure")->message(), HasSubstr("Insufficient cpu"));
   vmis_->cpu_update_error = absl::OkStatus();
   // Beyond maxSockets: only a restart gives the guest more.
-  apply_sockets(5);
+  ApplySockets(5);
   const VirtualMachine vm = Vm();
   const auto* rr = Cond(vm, "RestartRequired");
   ASSERT_NE(rr, nullptr);
@@ -439,21 +441,10 @@ TEST_F(VmControllerTest, MemoryBelowTheBootSizeOrAboveMaxGuestNeedsARestart) {
 }
 
 TEST_F(VmControllerTest, FewerSocketsOrTheStageStrategyNeedARestart) {
-  auto apply_sockets = [&](uint32_t sockets) {
-    VirtualMachine vm = testing::Vm("Always");
-    vm.mutable_metadata()->clear_uid();
-    auto* domain = vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain();
-    domain->mutable_memory()->set_guest("128Mi");
-    domain->mutable_cpu()->set_sockets(sockets);
-    domain->mutable_cpu()->set_cores(1);
-    domain->mutable_cpu()->set_threads(1);
-    ASSERT_TRUE(controller_->Apply(vm, false).ok());
-    Sync();
-  };
-  apply_sockets(2);
+  ApplySockets(2);
   vmis_->At("vm1").mutable_spec()->mutable_domain()->mutable_cpu()->set_max_sockets(8);
   Run();
-  apply_sockets(1);
+  ApplySockets(1);
   ASSERT_NE(Cond(Vm(), "RestartRequired"), nullptr);
   EXPECT_EQ(Cond(Vm(), "RestartRequired")->message(),
             "Reduction of CPU socket count requires a restart");
@@ -469,10 +460,10 @@ TEST_F(VmControllerTest, FewerSocketsOrTheStageStrategyNeedARestart) {
   controller_ = std::make_unique<VmController>(config, store_.get(), vmis_.get(), &clock_,
                                                [](int64_t) { return int64_t{0}; });
   ASSERT_TRUE(controller_->Recover().ok());
-  apply_sockets(2);
+  ApplySockets(2);
   vmis_->At("vm1").mutable_spec()->mutable_domain()->mutable_cpu()->set_max_sockets(8);
   Run();
-  apply_sockets(3);
+  ApplySockets(3);
   EXPECT_EQ(vmis_->cpu_updates, 0);
   ASSERT_NE(Cond(Vm(), "RestartRequired"), nullptr);
   EXPECT_THAT(Cond(Vm(), "RestartRequired")->message(),

@@ -22,11 +22,6 @@ bool Migrating(const VirtualMachineInstance& vmi) {
   return !migration.start_timestamp().empty() && !migration.completed() && !migration.failed();
 }
 
-int64_t BytesOf(const std::string& quantity) {
-  absl::StatusOr<Quantity> q = Quantity::Parse(quantity);
-  return q.ok() ? q->Value() : -1;
-}
-
 }  // namespace
 
 bool VmController::SyncLiveUpdateLocked(Record* r, SyncState* st) {
@@ -88,7 +83,8 @@ bool VmController::SyncMemoryChangeLocked(const VirtualMachine& source, SyncStat
   const kvnode::v1::VirtualMachineInstanceSpec& tmpl = source.spec().template_().spec();
   const std::string& want = tmpl.domain().memory().guest();
   const auto& memory = vmi.spec().domain().memory();
-  if (want.empty() || memory.guest().empty() || BytesOf(want) == BytesOf(memory.guest())) {
+  if (want.empty() || memory.guest().empty() ||
+      QuantityValueOr(want, -1) == QuantityValueOr(memory.guest(), -1)) {
     return false;
   }
   auto restart = [&](const std::string& message) {
@@ -112,15 +108,15 @@ bool VmController::SyncMemoryChangeLocked(const VirtualMachine& source, SyncStat
                           error_prefix + "memory hotplug is not allowed while VMI is migrating"};
     return false;
   }
-  if (std::string problem = MemoryHotplugProblem(tmpl, BytesOf(memory.max_guest()));
+  if (std::string problem = MemoryHotplugProblem(tmpl, QuantityValueOr(memory.max_guest(), -1));
       !problem.empty()) {
     return restart("memory hotplug not supported, " + problem);
   }
-  if (BytesOf(want) < BytesOf(vmi.status().memory().guest_at_boot())) {
+  if (QuantityValueOr(want, -1) < QuantityValueOr(vmi.status().memory().guest_at_boot(), -1)) {
     return restart(
         "memory updated in template spec to a value lower than what the VM started with");
   }
-  if (BytesOf(want) > BytesOf(memory.max_guest())) {
+  if (QuantityValueOr(want, -1) > QuantityValueOr(memory.max_guest(), -1)) {
     return restart("memory updated in template spec to a value higher than what's available");
   }
   VirtualMachineInstance next = vmi;

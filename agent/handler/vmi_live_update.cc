@@ -30,11 +30,6 @@ uint32_t VcpusOf(const kvnode::v1::CPU& cpu) {
   return std::max(cpu.sockets(), 1u) * std::max(cpu.cores(), 1u) * std::max(cpu.threads(), 1u);
 }
 
-int64_t BytesOf(const std::string& quantity) {
-  absl::StatusOr<Quantity> q = Quantity::Parse(quantity);
-  return q.ok() ? q->Value() : -1;
-}
-
 // KubeVirt's VMICPUsPatch and memory hotplug: a CPU or memory request or limit the VMI sets
 // grows by what was added (each vCPU's share, 1000m / cpuAllocationRatio; the memory's bytes),
 // so that the node holds what the guest now uses.
@@ -136,10 +131,10 @@ absl::Status VmiController::UpdateMemory(const ObjectRef& ref, const std::string
     return absl::FailedPreconditionError("another memory hotplug is in progress");
   }
   const auto& memory = r->vmi.spec().domain().memory();
-  const int64_t want = BytesOf(guest);
-  const int64_t have = BytesOf(memory.guest());
-  const int64_t at_boot = BytesOf(r->vmi.status().memory().guest_at_boot());
-  const int64_t max = memory.max_guest().empty() ? -1 : BytesOf(memory.max_guest());
+  const int64_t want = QuantityValueOr(guest, -1);
+  const int64_t have = QuantityValueOr(memory.guest(), -1);
+  const int64_t at_boot = QuantityValueOr(r->vmi.status().memory().guest_at_boot(), -1);
+  const int64_t max = QuantityValueOr(memory.max_guest(), -1);
   if (want <= 0) {
     return absl::InvalidArgumentError("spec.domain.memory.guest: \"" + guest +
                                       "\" is not a memory quantity");
@@ -158,8 +153,7 @@ absl::Status VmiController::UpdateMemory(const ObjectRef& ref, const std::string
     return absl::FailedPreconditionError(
         "memory updated in template spec to a value lower than what the VM started with");
   }
-  const std::string& page = memory.hugepages().page_size();
-  const int64_t block = page == "1Gi" ? int64_t{1} << 30 : kMemoryHotplugBlockBytes;
+  const int64_t block = MemoryHotplugBlockBytes(memory);
   if (want % block != 0) {
     return absl::InvalidArgumentError(absl::StrCat("spec.domain.memory.guest: ", guest,
                                                    " is not a multiple of the hotplug block (",
@@ -227,7 +221,8 @@ void VmiController::SyncLiveUpdate(const std::string& uid) {
   }
   if (HasCondition(r->vmi, kHotMemoryChangeCondition)) {
     const std::string& guest = r->vmi.spec().domain().memory().guest();
-    const int64_t want = BytesOf(guest) - BytesOf(status->memory().guest_at_boot());
+    const int64_t want =
+        QuantityValueOr(guest, -1) - QuantityValueOr(status->memory().guest_at_boot(), -1);
     if (plugged == want) {
       status->mutable_memory()->set_guest_current(guest);
       RemoveCondition(conditions, kHotMemoryChangeCondition);

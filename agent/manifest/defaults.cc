@@ -123,8 +123,7 @@ void DefaultMaxSockets(int max_hotplug_ratio, VirtualMachineInstanceSpec* spec) 
 
 std::string MemoryHotplugProblem(const VirtualMachineInstanceSpec& spec, int64_t max_guest_bytes) {
   const auto& memory = spec.domain().memory();
-  const int64_t block = memory.hugepages().page_size() == "1Gi" ? int64_t{1} << 30
-                                                                 : kMemoryHotplugBlockBytes;
+  const int64_t block = MemoryHotplugBlockBytes(memory);
   absl::StatusOr<Quantity> guest = Quantity::Parse(memory.guest());
   if (memory.guest().empty() || !guest.ok()) {
     return "Guest memory must be configured when memory hotplug is enabled";

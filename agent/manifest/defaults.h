@@ -57,6 +57,11 @@ void DefaultMaxSockets(int max_hotplug_ratio, kvnode::v1::VirtualMachineInstance
 // memory for it (KubeVirt's pkg/liveupdate/memory).
 inline constexpr int64_t kMemoryHotplugBlockBytes = int64_t{2} << 20;
 inline constexpr int64_t kMemoryHotplugMinGuestBytes = int64_t{1} << 30;
+// The virtio-mem block of a guest with `memory`: kMemoryHotplugBlockBytes, 1 GiB with 1Gi
+// hugepages.
+inline int64_t MemoryHotplugBlockBytes(const kvnode::v1::Memory& memory) {
+  return memory.hugepages().page_size() == "1Gi" ? int64_t{1} << 30 : kMemoryHotplugBlockBytes;
+}
 // KubeVirt's ValidateLiveUpdateMemory: why memory hotplug cannot serve `spec` with at most
 // `max_guest_bytes` of guest memory ("Guest memory must be 2Mi aligned", ...); "" when it can.
 std::string MemoryHotplugProblem(const kvnode::v1::VirtualMachineInstanceSpec& spec,

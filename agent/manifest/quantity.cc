@@ -148,6 +148,12 @@ absl::StatusOr<Quantity> Quantity::Parse(absl::string_view text) {
   return Quantity(v, m, negative && mantissa != 0);
 }
 
+int64_t QuantityValueOr(absl::string_view text, int64_t fallback) {
+  if (text.empty()) return fallback;
+  absl::StatusOr<Quantity> q = Quantity::Parse(text);
+  return q.ok() ? q->Value() : fallback;
+}
+
 std::string FormatBinaryQuantity(int64_t bytes) {
   static constexpr const char* kSuffix[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
   int idx = 0;

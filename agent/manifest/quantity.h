@@ -40,6 +40,9 @@ class Quantity {
   bool negative_;
 };
 
+// The value of `text` in base units, or `fallback` when it is empty or no quantity.
+int64_t QuantityValueOr(absl::string_view text, int64_t fallback);
+
 // "4Gi" for 4294967296, "1536Mi", "1000" — the shortest exact binary-SI form, for messages.
 std::string FormatBinaryQuantity(int64_t bytes);
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
 #include "agent/manifest/backend_storage.h"
+#include "agent/manifest/defaults.h"
 #include "agent/manifest/quantity.h"
 #include "launcher/converter/device_xml.h"
 #include "launcher/converter/disk_xml.h"
@@ -366,14 +367,13 @@ void AppendVirtioMem(const ConvertContext& ctx, pugi::xml_node devices) {
   if (max <= 0) return;
   absl::StatusOr<Quantity> guest = Quantity::Parse(ctx.domain().memory().guest());
   if (!guest.ok()) return;
-  const bool gib_pages = ctx.domain().memory().hugepages().page_size() == "1Gi";
   pugi::xml_node target = Child(Attr(Child(devices, "memory"), "model", "virtio-mem"), "target");
   auto bytes = [&](const char* name, int64_t value) {
     SetText(Attr(Child(target, name), "unit", "b"), absl::StrCat(value));
   };
   bytes("size", max - guest->Value());
   TextChild(target, "node", "0");
-  bytes("block", gib_pages ? int64_t{1} << 30 : int64_t{2} << 20);
+  bytes("block", MemoryHotplugBlockBytes(ctx.domain().memory()));
   bytes("requested", 0);
 }
 

@@ -90,8 +90,7 @@ absl::Status DomainManager::Sync(const kvnode::v1::VirtualMachineInstance& vmi,
   absl::MutexLock lock(&mu_);
   if (done_ || stopped_) return absl::FailedPreconditionError("the domain has already ended");
   if (synced_) {
-    // The domain runs: a sync again brings its hotplugged disks to the VMI's volumes and its
-    // vCPUs to the VMI's sockets.
+    // The domain runs: a sync again brings its hotplugged disks, vCPUs and memory to the VMI's.
     UpdateGrowableDisksLocked(options);
     return SyncRunningDomainLocked(vmi, options);
   }
@@ -218,8 +217,7 @@ absl::Status DomainManager::SyncVirtioMemLocked(const kvnode::v1::VirtualMachine
       !guest.ok() || !at_boot.ok() || max->Value() <= at_boot->Value()) {
     return absl::OkStatus();  // no room for memory hotplug
   }
-  const int64_t block = memory.hugepages().page_size() == "1Gi" ? int64_t{1} << 30
-                                                                 : kMemoryHotplugBlockBytes;
+  const int64_t block = MemoryHotplugBlockBytes(memory);
   ASSIGN_OR_RETURN(std::optional<MemoryPlug> plug,
                    VirtioMemChange(live_xml, max->Value() - at_boot->Value(),
                                    guest->Value() - at_boot->Value(), block));
