@@ -81,6 +81,11 @@ size_t FormatPid(pid_t pid, char* buf) {
     size_t n = FormatPid(getpid(), buf);
     if (write(o.cgroup_procs_fd, buf, n) < 0) ChildFail(report_fd, kStepCgroup);
   }
+  if (o.cpuset_procs_fd >= 0) {
+    char buf[16];
+    size_t n = FormatPid(getpid(), buf);
+    if (write(o.cpuset_procs_fd, buf, n) < 0) ChildFail(report_fd, kStepCgroup);
+  }
   if (o.netns_fd >= 0 && setns(o.netns_fd, CLONE_NEWNET) < 0) ChildFail(report_fd, kStepNetns);
   int in = o.stdin_fd >= 0 ? o.stdin_fd : devnull;
   int out = o.stdout_fd >= 0 ? o.stdout_fd : devnull;

@@ -454,6 +454,23 @@ int CmdDescribe(Cli& cli) {
               : std::string(", no CPU hotplug"))
       << "\n";
   }
+  // dedicatedCpuPlacement: which host CPU each vCPU runs on.
+  const auto& dedicated = st.launcher().dedicated_cpus();
+  if (cpu.dedicated_cpu_placement()) {
+    o << "Dedicated CPUs: ";
+    if (dedicated.empty()) {
+      o << "none yet (the node's CPU manager gives them at the start)";
+    } else {
+      std::vector<std::string> pins;
+      const int vcpus = dedicated.size() - (cpu.isolate_emulator_thread() ? 1 : 0);
+      for (int i = 0; i < vcpus; ++i) pins.push_back(absl::StrCat("vCPU ", i, " on CPU ", dedicated[i]));
+      if (cpu.isolate_emulator_thread() && vcpus >= 0) {
+        pins.push_back(absl::StrCat("emulator on CPU ", dedicated[vcpus]));
+      }
+      o << absl::StrJoin(pins, ", ");
+    }
+    o << "\n";
+  }
   const auto& memory = st.memory();
   if (!memory.guest_current().empty()) {
     o << "Memory:         " << memory.guest_current() << " (at boot " << memory.guest_at_boot();

@@ -24,7 +24,11 @@ std::vector<FieldChange> NonLiveChanges(const VirtualMachineSpec& started_from,
   if (!after.has_affinity()) before.clear_affinity();
   *before.mutable_tolerations() = after.tolerations();
   if (strategy == RolloutStrategy::kLiveUpdate) {
-    if (before.domain().has_cpu() && after.domain().has_cpu()) {
+    // Dedicated CPUs are the node's CPU manager's to give at a start (KubeVirt moves such a VMI
+    // to a new pod by a migration instead): more sockets there wait for a restart.
+    if (before.domain().has_cpu() && after.domain().has_cpu() &&
+        !before.domain().cpu().dedicated_cpu_placement() &&
+        !after.domain().cpu().dedicated_cpu_placement()) {
       before.mutable_domain()->mutable_cpu()->set_sockets(after.domain().cpu().sockets());
     }
     if (!after.domain().memory().guest().empty()) {

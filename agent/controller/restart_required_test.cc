@@ -96,6 +96,15 @@ TEST(RestartRequired, SocketsAreLiveOnlyWithLiveUpdate) {
   EXPECT_EQ(RestartRequiredMessage(started.spec(), now.spec(), RolloutStrategy::kStage),
             "a non-live-updatable field was changed in the template spec: "
             "spec.template.spec.domain.cpu.sockets (1 -> 2)");
+  // Dedicated CPUs are given at a start: more sockets wait for a restart there.
+  auto pinned_started = started;
+  pinned_started.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()
+      ->mutable_cpu()->set_dedicated_cpu_placement(true);
+  auto pinned_now = now;
+  pinned_now.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()
+      ->mutable_cpu()->set_dedicated_cpu_placement(true);
+  EXPECT_EQ(RestartRequiredFields(pinned_started.spec(), pinned_now.spec(), kLive),
+            std::vector<std::string>{"spec.template.spec.domain.cpu.sockets"});
   now.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()->mutable_cpu()
       ->set_cores(2);
   EXPECT_EQ(RestartRequiredFields(started.spec(), now.spec(), kLive),

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/manifest/quantity.h"
 #include "absl/strings/str_format.h"
+#include "agent/base/host_cpus.h"
 #include "agent/network/resolv_conf.h"
 #include "agent/storage/block_device.h"
 #include "agent/storage/shared_dir.h"
@@ -128,6 +129,13 @@ void CheckTools(const HandlerOptions& o, std::vector<ConfigFinding>* out) {
                           o.config.limits.max_hotplug_ratio, ", --max-hotplug-ratio)")
            : std::string("Stage: every change of a running VM's template waits for a restart "
                          "(RestartRequired)")});
+  out->push_back(
+      {true, "--reserved-cpus",
+       o.config.limits.dedicated_cpus.empty()
+           ? std::string("not set: no CPU manager, a VMI with dedicatedCpuPlacement stays Pending")
+           : absl::StrCat("CPUs ", FormatCpuList(o.config.limits.dedicated_cpus),
+                          " may be dedicated to VMIs (dedicatedCpuPlacement), the rest are the "
+                          "host's")});
   out->push_back({true, "--memory-overcommit",
                   absl::StrCat(o.config.limits.memory_overcommit_percent,
                                "%: a VMI without a memory request requests its guest memory x 100 / ",

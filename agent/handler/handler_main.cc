@@ -28,6 +28,7 @@
 #include "agent/handler/snapshot_host.h"
 #include "agent/api/notify_service.h"
 #include "agent/base/file_tree.h"
+#include "agent/base/host_cpus.h"
 #include "agent/base/logging.h"
 #include "agent/base/node_stack.h"
 #include "agent/base/state_layout.h"
@@ -352,6 +353,17 @@ int Serve(Handler* h, const sigset_t& mask) {
   }
   auto cgroups = CgroupTree::Open(cgroup_root);
   if (!cgroups.ok()) return Fail(cgroups.status());
+  // With a CPU manager (--reserved-cpus) every VMI's processes are kept to their CPUs: the
+  // dedicated ones, or the shared pool that the dedicated ones are taken out of.
+  if (!c.limits.dedicated_cpus.empty()) {
+    if (absl::Status s = cgroups->UseCpusets(); !s.ok()) {
+      spdlog::warn("--reserved-cpus: {}; dedicated vCPUs are pinned, but nothing keeps other "
+                   "VMIs off their CPUs", s.ToString());
+    } else {
+      spdlog::info("CPU manager: CPUs {} may be dedicated; cpusets in {}",
+                   FormatCpuList(c.limits.dedicated_cpus), cgroups->DescribeCpusets());
+    }
+  }
   auto store = Store::Open(paths.database());
   if (!store.ok()) return Fail(store.status());
   h->store = std::move(*store);

@@ -149,6 +149,16 @@ void AddVmiCollectors(MetricsRegistry* registry, VmiController* vmis, const std:
             {{"node", node}, {"phase", absl::AsciiStrToLower(phase.empty() ? "Pending" : phase)}},
             count);
     }
+    VmiController::CpuPoolUsage cpus = vmis->DedicatedCpuUsage();
+    if (cpus.allocatable > 0) {
+      const char* help =
+          "The CPU manager's CPUs (--reserved-cpus): those VMIs may get as dedicated CPUs "
+          "(state=allocatable) and those they hold (state=held).";
+      b.Add("kvnode_dedicated_cpus", "gauge", help, {{"node", node}, {"state", "allocatable"}},
+            cpus.allocatable);
+      b.Add("kvnode_dedicated_cpus", "gauge", help, {{"node", node}, {"state", "held"}},
+            cpus.held);
+    }
     return b.Take();
   });
   registry->AddCollector([vmis, node] {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/flags.h"
 #include "agent/base/file_tree.h"
+#include "agent/base/host_cpus.h"
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/uuid.h"
@@ -239,6 +240,39 @@ std::string DetectVirtType(std::string* why) {
   return "kvm";
 }
 
+// --reserved-cpus LIST: the kubelet's static CPU manager policy with its --reserved-cpus. The
+// listed CPUs are the host's (its daemons, the handler; shared VMIs may run there too); every
+// other online CPU may be dedicated to one VMI's vCPU.
+absl::Status ParseReservedCpus(const FlagSet& flags, HandlerConfig* c) {
+  auto reserved_text = flags.Get("reserved-cpus");
+  if (!reserved_text.has_value()) return absl::OkStatus();
+  auto reserved = ParseCpuList(*reserved_text);
+  if (!reserved.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--reserved-cpus: ", reserved.status().message()));
+  }
+  ASSIGN_OR_RETURN(c->host_cpus, ReadHostCpus());
+  std::vector<int> online;
+  for (const HostCpu& cpu : c->host_cpus) online.push_back(cpu.id);
+  if (reserved->empty()) {
+    return absl::InvalidArgumentError(
+        "--reserved-cpus: expected at least one CPU for the host (the kubelet's static CPU "
+        "manager reserves some), got \"\"");
+  }
+  std::vector<int> unknown = CpusWithout(*reserved, online);
+  if (!unknown.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--reserved-cpus: CPU ", FormatCpuList(unknown), " is not online (online: ",
+                     FormatCpuList(online), ")"));
+  }
+  c->limits.dedicated_cpus = CpusWithout(online, *reserved);
+  if (c->limits.dedicated_cpus.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--reserved-cpus: ", *reserved_text, " reserves every online CPU (", FormatCpuList(online),
+        "): none is left to dedicate"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
                                                    const std::vector<std::string>& args) {
   FlagSet flags;
@@ -253,7 +287,8 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
       .Value("storage-class").Value("storage-class-file").Value("free-page-reporting")
       .Value("cpu-allocation-ratio").Value("memory-overcommit").Value("vmi-memory-overhead")
       .Value("insecure-registry").Value("registry-mirror").Value("registry-ca")
-      .Value("image-cache-size").Value("vm-rollout-strategy").Value("max-hotplug-ratio");
+      .Value("image-cache-size").Value("vm-rollout-strategy").Value("max-hotplug-ratio")
+      .Value("reserved-cpus");
   DeclareMigrationFlags(&flags);
   RETURN_IF_ERROR(flags.Parse(args));
   if (!flags.positional().empty()) {
@@ -346,6 +381,7 @@ absl::StatusOr<HandlerOptions> ParseHandlerOptions(const std::string& argv0,
           "VMI's maxSockets defaults to its sockets x ratio), got \"" + *ratio + "\"");
     }
   }
+  RETURN_IF_ERROR(ParseReservedCpus(flags, &c));
   if (auto percent = flags.Get("memory-overcommit")) {
     if (!absl::SimpleAtoi(*percent, &c.limits.memory_overcommit_percent) ||
         c.limits.memory_overcommit_percent < 10 || c.limits.memory_overcommit_percent > 1000) {

@@ -75,6 +75,14 @@ MigratableVerdict EvaluateLiveMigratable(const kvnode::v1::VirtualMachineInstanc
   // The VM's firmware store (backend storage) goes too: the target makes its own, which the
   // migration stream fills (the flash's contents and the TPM's state blobs), as KubeVirt does
   // for a ReadWriteOnce backend storage.
+  // kvnode's own reason: the target node's CPU manager would have to pin the domain that
+  // arrives to CPUs of its own, which kvnode does not do yet (KubeVirt's target pod gets its
+  // CPUs from the target kubelet and rewrites vcpupin).
+  if (spec.domain().cpu().dedicated_cpu_placement()) {
+    return No("DedicatedCPUsNotLiveMigratable",
+              "cannot migrate VMI with dedicated CPUs: they are pinned by this node's CPU "
+              "manager and kvnode does not pin them on a target node; stop and start it there");
+  }
   for (const auto& i : spec.domain().devices().interfaces()) {
     if (i.has_bridge()) {
       return No(kInterface, "cannot migrate VMI which does not use masquerade to connect to the "

@@ -152,6 +152,15 @@ TEST(LiveMigratable, BridgeOnThePodNetworkIsNotMigratable) {
   EXPECT_EQ(no.reason, "InterfaceNotLiveMigratable");
 }
 
+// kvnode's own rule: the target would have to pin the arriving domain to CPUs of its own.
+TEST(LiveMigratable, DedicatedCpusAreNotMigratable) {
+  kvnode::v1::VirtualMachineInstanceSpec spec;
+  spec.mutable_domain()->mutable_cpu()->set_dedicated_cpu_placement(true);
+  MigratableVerdict no = EvaluateLiveMigratable(spec, kClaims);
+  EXPECT_FALSE(no.migratable);
+  EXPECT_EQ(no.reason, "DedicatedCPUsNotLiveMigratable");
+}
+
 TEST(LiveMigratable, ConditionCarriesTheVerdict) {
   kvnode::v1::VirtualMachineInstance vmi;
   vmi.mutable_spec()->add_volumes()->mutable_host_disk()->set_path("/x");

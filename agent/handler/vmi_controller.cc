@@ -644,6 +644,7 @@ void VmiController::JanitorLoop() {
   while (!quit_) {
     mu_.AwaitWithTimeout(absl::Condition(&quit_), absl::Seconds(2));
     if (quit_) return;
+    ApplySharedCpusLocked();
     absl::Time now = clock_->Now();
     for (auto& [uid, r] : by_uid_) {
       if (!r->unpersisted_type.empty()) PersistOrRetryLocked(r.get(), r->unpersisted_type);

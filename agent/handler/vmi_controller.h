@@ -29,6 +29,7 @@
 #include "absl/synchronization/notification.h"
 #include "agent/base/clock.h"
 #include "agent/base/helper_restarts.h"
+#include "agent/base/host_cpus.h"
 #include "agent/base/peer_cred.h"
 #include "agent/base/node_stack.h"
 #include "agent/base/state_layout.h"
@@ -90,6 +91,9 @@ struct HandlerConfig {
   std::vector<gid_t> launcher_groups;
   LauncherIds* ids = nullptr;
   NodeLimits limits;
+  // The online CPUs with their cores and NUMA nodes, read when --reserved-cpus is given: where
+  // a dedicated VMI's CPUs are taken from (TakeCpus) within limits.dedicated_cpus.
+  std::vector<HostCpu> host_cpus;
   absl::Duration launcher_ready_timeout = absl::Seconds(60);
   // Liveness of launchers besides their process exit (KubeVirt's launcher watchdog): each is
   // pinged every probe interval; silent for `unresponsive_timeout` → phase Unknown; silent for
@@ -213,6 +217,12 @@ class VmiController {
 
   // Counts for metrics and tests.
   std::map<std::string, int> PhaseCounts();
+  // The CPU manager's pool (--reserved-cpus): CPUs that may be dedicated, and those VMIs hold.
+  struct CpuPoolUsage {
+    int allocatable = 0;
+    int held = 0;
+  };
+  CpuPoolUsage DedicatedCpuUsage();
   // Why the handler is degraded, or "": VMIs whose last change the store could not write
   // (PersistOrRetryLocked); each is written again by the janitor until it succeeds.
   std::string Degraded();
@@ -484,6 +494,23 @@ class VmiController {
   // marks it PodScheduled=False, reason Unschedulable, with the scheduler's message and
   // returns false.
   bool HoldResourcesLocked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // --- The CPU manager (vmi_cpus.cc) ---
+  // Whether `r` holds its share of the node: it runs or is starting, and has not ended.
+  static bool HoldsNodeLocked(const Record& r);
+  // dedicatedCpuPlacement: takes `r`'s host CPUs from what --reserved-cpus leaves and no other
+  // VMI holds (status.launcher.dedicatedCpus, stored, so that a restarted handler knows them).
+  // "" when it has them (or, with `take` false, could have them); else why it cannot start
+  // yet, in the scheduler's words.
+  std::string TakeDedicatedCpusLocked(Record* r, bool take) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The dedicated CPUs VMIs other than `except` hold.
+  std::vector<int> DedicatedCpusHeldLocked(const Record* except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps every running VMI without dedicated CPUs on the shared pool (every online CPU no VMI
+  // holds), which changes as dedicated VMIs start and end. Idempotent; the janitor calls it.
+  void ApplySharedCpusLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The CPUs a VMI's launcher is confined to: its dedicated ones, or the shared pool; empty
+  // without cpusets.
+  std::vector<int> LauncherCpus(const kvnode::v1::VirtualMachineInstance& vmi) const
+      ABSL_LOCKS_EXCLUDED(cpus_mu_);
   void OnStartFailedLocked(Record* r, const absl::Status& status, bool retry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The pod's DHCP server (dhcp_supervision.cc): watched while the launcher lives; when it
@@ -559,6 +586,10 @@ class VmiController {
   Clock* const clock_;
 
   absl::Mutex mu_;
+  // The shared pool as last applied (ApplySharedCpusLocked); a leaf lock, taken after mu_ or
+  // alone.
+  mutable absl::Mutex cpus_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::vector<int> shared_cpus_ ABSL_GUARDED_BY(cpus_mu_);
   std::map<std::string, std::unique_ptr<Record>> by_uid_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, std::string> uid_by_name_ ABSL_GUARDED_BY(mu_);
   absl::CondVar changed_;

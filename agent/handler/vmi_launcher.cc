@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/grpc_status.h"
 #include "agent/base/status_macros.h"
@@ -189,12 +190,12 @@ void VmiController::StartLauncher(const std::string& uid) {
       r->start_scheduled = false;
       return;
     }
-    vmi = r->vmi;
     migration_target = r->migration_target;
     if (!HoldResourcesLocked(r)) {
       r->start_scheduled = false;  // the janitor tries again
       return;
     }
+    vmi = r->vmi;  // with what HoldResourcesLocked gave it (dedicated CPUs)
   }
   // Admitted again at every start, not only at Sync: a VMI recovered after a restart or
   // brought by a migration meets the node's rules as they are now (a host-disk root that was
@@ -271,8 +272,7 @@ void VmiController::StartLauncher(const std::string& uid) {
 ResourceRequest VmiController::HeldByOthersLocked(const Record* r) {
   ResourceRequest held;
   for (const auto& [uid, other] : by_uid_) {
-    if (other.get() == r || IsFinalPhase(other->vmi.status().phase())) continue;
-    if (!other->resources_held && !other->launcher_alive) continue;
+    if (other.get() == r || !HoldsNodeLocked(*other)) continue;
     ResourceRequest o = RequestOf(other->vmi.spec(), config_.limits);
     held.cpu_milli += o.cpu_milli;
     held.memory_bytes += o.memory_bytes;
@@ -300,6 +300,12 @@ bool VmiController::HoldResourcesLocked(Record* r) {
           missing);
     }
   }
+  // Dedicated CPUs are taken only when everything else fits; when they are what is missing,
+  // the message says which VMIs hold them.
+  if (std::string cpus = TakeDedicatedCpusLocked(r, /*take=*/insufficient.empty());
+      !cpus.empty() && (insufficient.empty() || absl::StrContains(insufficient, "Insufficient cpu"))) {
+    insufficient = cpus;
+  }
   auto* conds = r->vmi.mutable_status()->mutable_conditions();
   if (!insufficient.empty()) {
     // As a launcher pod the scheduler cannot place: the VMI waits, Pending, and starts when
@@ -316,6 +322,8 @@ bool VmiController::HoldResourcesLocked(Record* r) {
     PersistOrRetryLocked(r, "MODIFIED");
   }
   r->resources_held = true;
+  // The shared VMIs move off the CPUs it took before its launcher starts.
+  if (r->vmi.spec().domain().cpu().dedicated_cpu_placement()) ApplySharedCpusLocked();
   return true;
 }
 
@@ -369,6 +377,15 @@ kvnode::v1::DomainOptions VmiController::DomainOptionsFor(const VirtualMachineIn
           : FreePageReportingByDefault(config_.virt_type,
                                        config_.qemu_version ? config_.qemu_version() : 0);
   options.set_disable_free_page_reporting(!reporting);
+  // The CPUs the node's CPU manager gave it: vCPU i's at index i, then the emulator's.
+  const kvnode::v1::CPU& cpu = vmi.spec().domain().cpu();
+  const auto& dedicated = vmi.status().launcher().dedicated_cpus();
+  const int64_t present = DedicatedCpuCount(cpu) - (cpu.isolate_emulator_thread() ? 1 : 0);
+  if (cpu.dedicated_cpu_placement() && dedicated.size() == DedicatedCpuCount(cpu)) {
+    auto* pinning = options.mutable_cpu_pinning();
+    for (int64_t i = 0; i < present; ++i) pinning->add_vcpus(dedicated[static_cast<int>(i)]);
+    if (cpu.isolate_emulator_thread()) pinning->add_emulator(dedicated[static_cast<int>(present)]);
+  }
   return options;
 }
 
@@ -534,6 +551,7 @@ LauncherSpec VmiController::LauncherSpecFor(const VirtualMachineInstance& vmi) c
   spec.vmi_namespace = vmi.metadata().namespace_();
   spec.vmi_name = vmi.metadata().name();
   spec.json_logs = config_.json_logs;
+  spec.cpus = LauncherCpus(vmi);
   return spec;
 }
 

@@ -97,6 +97,10 @@ absl::Status VmiController::UpdateCpu(const ObjectRef& ref, const kvnode::v1::CP
     return absl::FailedPreconditionError("another CPU hotplug is in progress");
   }
   const kvnode::v1::CPU& have = r->vmi.spec().domain().cpu();
+  if (have.dedicated_cpu_placement() && cpu.sockets() != have.sockets()) {
+    return absl::FailedPreconditionError(
+        "spec.domain.cpu.sockets: the dedicated CPUs of a VMI change at its restart");
+  }
   if (cpu.cores() != have.cores() || cpu.threads() != have.threads()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "spec.domain.cpu: only sockets change while the VMI runs (cores ", have.cores(), " -> ",

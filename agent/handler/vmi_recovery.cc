@@ -77,6 +77,7 @@ absl::Status VmiController::Recover() {
     // there is nothing to take over, the VMI ends as a launcher's death ends it).
     if (p == phase::kRunning && launcher.pid() > 0 && launcher.qemu_pid() > 0) {
       rec->launcher_pid = launcher.pid();
+      rec->resources_held = true;  // its guest keeps its CPUs (dedicated ones too) and memory
       pid_t pid = launcher.pid();
       replacing.insert(uid);
       work_.Schedule([this, uid, pid] {
@@ -105,6 +106,7 @@ absl::Status VmiController::Recover() {
   }
   for (const auto& uid : remove) RemoveLocked(uid);
   ResumeHotplugsLocked();
+  ApplySharedCpusLocked();
   // Pod networks of VMIs that ended or vanished while the handler was down (namespaces, veths,
   // DHCP servers, pod IPs) are removed; those of running or still starting VMIs stay.
   if (config_.pod_network != nullptr) {

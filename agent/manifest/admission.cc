@@ -794,9 +794,20 @@ void CheckCpuRequest(const DomainSpec& domain, const FieldPath& domain_path,
   const FieldPath resources_path = domain_path.Child("resources");
   const std::string node_cpus = absl::StrCat("the node's CPUs (", node.cpus, ")");
   if (cpu.dedicated_cpu_placement()) {
-    if (static_cast<int64_t>(vcpus) * 1000 > node_milli) {
+    const int64_t wanted = DedicatedCpuCount(cpu);
+    const std::string what =
+        cpu.isolate_emulator_thread()
+            ? absl::StrCat(vcpus, " dedicated vCPUs and the emulator thread's CPU (", wanted, ")")
+            : absl::StrCat(vcpus, " dedicated vCPUs");
+    if (wanted * 1000 > node_milli) {
       review->errors.Add(domain_path.Child("cpu").Child("dedicatedCpuPlacement"),
-                         absl::StrCat(vcpus, " dedicated vCPUs exceed ", node_cpus));
+                         absl::StrCat(what, " exceed ", node_cpus));
+    } else if (!node.dedicated_cpus.empty() &&
+               wanted > static_cast<int64_t>(node.dedicated_cpus.size())) {
+      review->errors.Add(domain_path.Child("cpu").Child("dedicatedCpuPlacement"),
+                         absl::StrCat(what, " exceed the CPUs the node may dedicate (",
+                                      node.dedicated_cpus.size(), ": its CPUs less "
+                                      "--reserved-cpus)"));
     }
     return;
   }
@@ -2062,6 +2073,10 @@ AdmissionReview AdmitVmi(const kvnode::v1::VirtualMachineInstance& vmi, const No
   return review;
 }
 
+int64_t DedicatedCpuCount(const kvnode::v1::CPU& cpu) {
+  return static_cast<int64_t>(VcpuCount(cpu)) + (cpu.isolate_emulator_thread() ? 1 : 0);
+}
+
 ResourceRequest RequestOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
                           const NodeLimits& node) {
   const DomainSpec& domain = spec.domain();
@@ -2081,7 +2096,7 @@ ResourceRequest RequestOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
   ResourceRequest r;
   const uint64_t vcpus = VcpuCount(domain.cpu());
   if (domain.cpu().dedicated_cpu_placement()) {
-    r.cpu_milli = static_cast<int64_t>(vcpus) * 1000;
+    r.cpu_milli = DedicatedCpuCount(domain.cpu()) * 1000;
   } else if (auto cpu = first({&requests, &limits}, "cpu")) {
     r.cpu_milli = cpu->MilliValue();
   } else {

@@ -59,6 +59,11 @@ struct NodeLimits {
   // liveUpdateConfiguration.maxHotplugRatio: with LiveUpdate a VMI's maxSockets defaults to
   // its sockets × this (DefaultMaxSockets).
   int max_hotplug_ratio = 4;
+  // The kubelet's static CPU manager: the CPUs that dedicatedCpuPlacement may take, one per
+  // vCPU (the online CPUs less --reserved-cpus; the rest of them, and every CPU no VMI holds,
+  // is the shared pool). Empty: the node has no CPU manager, and a VMI with dedicated CPUs
+  // waits for a node that has one (Pending), as on a node without kubevirt.io/cpumanager.
+  std::vector<int> dedicated_cpus;
 };
 
 // What a VMI holds of its node while it runs, as KubeVirt's launcher pod requests it
@@ -68,6 +73,10 @@ struct NodeLimits {
 // overcommit, plus the per-VMI overhead. Unparsable values count as zero (admission names them).
 // What a VMI with a TPM costs more: KubeVirt's 53Mi for its swtpm.
 inline constexpr int64_t kTpmMemoryOverheadBytes = int64_t{53} << 20;
+// The host CPUs a VMI with dedicatedCpuPlacement holds: one per vCPU present at start, and one
+// more for QEMU's emulator threads with isolateEmulatorThread (KubeVirt's rendercontainer).
+int64_t DedicatedCpuCount(const kvnode::v1::CPU& cpu);
+
 struct ResourceRequest {
   int64_t cpu_milli = 0;
   int64_t memory_bytes = 0;

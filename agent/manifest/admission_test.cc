@@ -739,6 +739,23 @@ TEST(AdmissionCpuTest, DedicatedVcpusEachNeedACpu) {
   Domain(&vmi)->mutable_cpu()->set_cores(3);
   EXPECT_THAT(Errors(vmi), ::testing::Contains("spec.domain.cpu.dedicatedCpuPlacement: 3 "
                                                "dedicated vCPUs exceed the node's CPUs (2)"));
+  // A node with a CPU manager: only what --reserved-cpus leaves may be dedicated, and
+  // isolateEmulatorThread takes one more.
+  NodeLimits node = Node();
+  node.dedicated_cpus = {1};
+  Domain(&vmi)->mutable_cpu()->set_cores(1);
+  EXPECT_THAT(Errors(vmi, node), IsEmpty());
+  EXPECT_EQ(RequestOf(vmi.spec(), node).cpu_milli, 1000);
+  Domain(&vmi)->mutable_cpu()->set_isolate_emulator_thread(true);
+  EXPECT_EQ(RequestOf(vmi.spec(), node).cpu_milli, 2000);
+  EXPECT_THAT(Errors(vmi, node),
+              ElementsAre("spec.domain.cpu.dedicatedCpuPlacement: 1 dedicated vCPUs and the "
+                          "emulator thread's CPU (2) exceed the CPUs the node may dedicate (1: "
+                          "its CPUs less --reserved-cpus)"));
+  Domain(&vmi)->mutable_cpu()->set_dedicated_cpu_placement(false);
+  EXPECT_THAT(Errors(vmi, node),
+              ElementsAre("spec.domain.cpu.isolateEmulatorThread: may only be set together with "
+                          "dedicatedCpuPlacement"));
 }
 
 TEST(AdmissionCpuTest, AtMost512Vcpus) {

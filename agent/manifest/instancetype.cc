@@ -264,15 +264,11 @@ AdmissionReview AdmitInstancetype(const VirtualMachineInstancetype& it) {
                       absl::StrCat("must be between 0 and 100, got ",
                                    s.memory().overcommit_percent()));
   }
-  // What this node cannot give, refused now rather than when a VM using it starts.
-  if (s.cpu().dedicated_cpu_placement()) {
-    review.errors.Add(spec.Child("cpu").Child("dedicatedCPUPlacement"),
-                      "CPU pinning is not supported");
-  }
-  if (s.cpu().isolate_emulator_thread()) {
+  if (s.cpu().isolate_emulator_thread() && !s.cpu().dedicated_cpu_placement()) {
     review.errors.Add(spec.Child("cpu").Child("isolateEmulatorThread"),
-                      "CPU pinning is not supported");
+                      "may only be set together with dedicatedCPUPlacement");
   }
+  // What this node cannot give, refused now rather than when a VM using it starts.
   if (s.gpus_size() > 0) {
     review.errors.Add(spec.Child("gpus"),
                       "GPUs are not supported on this node (no device passthrough)");

@@ -251,7 +251,7 @@ apiVersion: instancetype.kubevirt.io/v1
 kind: VirtualMachineClusterInstancetype
 metadata: {name: gpu-large, namespace: ignored}
 spec:
-  cpu: {dedicatedCPUPlacement: true}
+  cpu: {isolateEmulatorThread: true}
   memory: {guest: 0, overcommitPercent: 101}
   gpus: [{name: gpu1, deviceName: nvidia.com/TU104GL_Tesla_T4}]
 )");
@@ -264,7 +264,8 @@ spec:
                           "spec.cpu.guest: required (at least 1 vCPU)",
                           "spec.memory.guest: must be greater than zero, got \"0\"",
                           "spec.memory.overcommitPercent: must be between 0 and 100, got 101",
-                          "spec.cpu.dedicatedCPUPlacement: CPU pinning is not supported",
+                          "spec.cpu.isolateEmulatorThread: may only be set together with "
+                          "dedicatedCPUPlacement",
                           "spec.gpus: GPUs are not supported on this node (no device passthrough)"));
   auto windows = Load<VirtualMachinePreference>(R"(
 apiVersion: instancetype.kubevirt.io/v1beta1

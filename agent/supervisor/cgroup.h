@@ -40,9 +40,30 @@ class CgroupTree {
   // VMI uids that have a cgroup here (for cleanup of leftovers after a crash).
   std::vector<std::string> List() const;
 
+  // CPU sets (dedicated CPUs, and the shared pool kept off them): each VMI's cgroup also gets
+  // a cpuset, in this tree when its cgroup2 hierarchy has the cpuset controller, else in a
+  // cgroup v1 cpuset hierarchy under a dir of the root's name (hybrid machines, where v1 still
+  // owns cpuset). NotFound when the machine has neither. Call once, before the VMIs' cgroups
+  // are made; from then on KillAndRemove removes a VMI's cpuset too.
+  absl::Status UseCpusets();
+  bool has_cpusets() const { return !cpuset_root_.empty(); }
+  // "cgroup v2 <root>" or "cgroup v1 <dir>", for logs and --validate-config.
+  std::string DescribeCpusets() const;
+  // Confines the VMI's processes (those in its cgroup now, and their children) to `cpus`. With
+  // a v1 cpuset its cgroup is made on first use, the VMI's processes that are not in it yet
+  // join it, and `*procs_fd` is set to an open cgroup.procs for a child to join (-1 with v2,
+  // whose cpuset is the VMI's cgroup itself; the caller closes it). Needs UseCpusets.
+  absl::Status SetCpus(const std::string& vmi_uid, const std::vector<int>& cpus,
+                       int* procs_fd = nullptr) const;
+  // Removes the (empty) root, and its v1 cpuset dir; false when the root is still there.
+  bool RemoveRoot() const;
+
  private:
   explicit CgroupTree(std::string root) : root_(std::move(root)) {}
   std::string root_;
+  // Where VMIs' cpusets live: root_ itself (v2), a dir in the v1 cpuset hierarchy, or "".
+  std::string cpuset_root_;
+  bool cpuset_v1_ = false;
 };
 
 }  // namespace kvnode

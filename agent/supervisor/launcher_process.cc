@@ -69,6 +69,15 @@ absl::StatusOr<LauncherHandle> StartLauncher(const LauncherSpec& spec,
     if (netns_fd >= 0) close(netns_fd);
     return procs.status();
   }
+  int cpuset_fd = -1;
+  if (!spec.cpus.empty() && cgroups.has_cpusets()) {
+    if (absl::Status s = cgroups.SetCpus(spec.vmi_uid, spec.cpus, &cpuset_fd); !s.ok()) {
+      close(log_fd);
+      close(*procs);
+      if (netns_fd >= 0) close(netns_fd);
+      return s;
+    }
+  }
   SpawnOptions o;
   o.argv = {spec.launcher_binary,  "run",
             "--vmi-dir",           spec.vmi_dir,
@@ -88,6 +97,7 @@ absl::StatusOr<LauncherHandle> StartLauncher(const LauncherSpec& spec,
   o.stdout_fd = log_fd;
   o.new_session = true;
   o.cgroup_procs_fd = *procs;
+  o.cpuset_procs_fd = cpuset_fd;
   o.uid = identity.uid;
   o.gid = identity.gid;
   o.groups = identity.groups;
@@ -95,6 +105,7 @@ absl::StatusOr<LauncherHandle> StartLauncher(const LauncherSpec& spec,
   auto pid = Spawn(o);
   close(log_fd);
   close(*procs);
+  if (cpuset_fd >= 0) close(cpuset_fd);
   if (netns_fd >= 0) close(netns_fd);
   if (!pid.ok()) return Annotate(pid.status(), "start launcher");
   LauncherHandle h;

@@ -45,6 +45,9 @@ struct LauncherSpec {
   // For the launcher's log lines.
   std::string vmi_namespace, vmi_name;
   bool json_logs = false;
+  // The CPUs the launcher and everything it starts may run on (the VMI's dedicated CPUs, or
+  // the node's shared pool), when the cgroup tree has cpusets; empty: unconfined.
+  std::vector<int> cpus;
 };
 
 struct LauncherHandle {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "agent/base/state_layout.h"
+#include "agent/manifest/admission.h"
 #include "agent/manifest/defaults.h"
 #include "agent/manifest/instancetype.h"
 #include "agent/manifest/loader.h"
@@ -224,6 +225,15 @@ int RunConvertCommand(int argc, char** argv, std::ostream& out, std::ostream& er
     }
     auto options = BuildDomainOptions(c.vmi, node, flags.virt_type,
                                       ClaimLayout{BlockClaimNames(claims, meta->namespace_()), {}, {}});
+    // Dedicated CPUs are the node's CPU manager's to give at the start: the preview pins them
+    // as a node with --reserved-cpus 0 and no other dedicated VMI would (CPU 1, 2, ...).
+    const kvnode::v1::CPU& cpu = c.vmi.spec().domain().cpu();
+    if (cpu.dedicated_cpu_placement()) {
+      const int64_t held = DedicatedCpuCount(cpu);
+      const int64_t vcpus = held - (cpu.isolate_emulator_thread() ? 1 : 0);
+      for (int64_t i = 1; i <= vcpus; ++i) options.mutable_cpu_pinning()->add_vcpus(i);
+      if (held > vcpus) options.mutable_cpu_pinning()->add_emulator(held);
+    }
     auto xml = ConvertToDomainXml(c.vmi, options);
     if (!xml.ok()) {
       std::string message(xml.status().message());

@@ -84,6 +84,21 @@ TEST(ConvertCommandTest, PrintsTheDomainOfAVmTemplateWithTheVmsName) {
                            HasSubstr("/var/lib/kvnode/volumes/apps/app01-root/disk.img")));
 }
 
+// Dedicated CPUs are pinned as a node with --reserved-cpus 0 would pin them (KubeVirt's
+// examples/vmi-fedora-isolated.yaml asks for them with an isolated emulator thread).
+TEST(ConvertCommandTest, DedicatedCpusArePinnedAsANodeWithCpu0ReservedWouldPinThem) {
+  std::string yaml = kApp01;
+  yaml.replace(yaml.find("          cores: 2\n"), 19,
+               "          cores: 2\n          dedicatedCpuPlacement: true\n"
+               "          isolateEmulatorThread: true\n");
+  Result r = Convert({WriteTemp("pinned.yaml", yaml)});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("<vcpu placement=\"static\" cpuset=\"1-3\">2</vcpu>"),
+                           HasSubstr("<vcpupin vcpu=\"0\" cpuset=\"1\" />"),
+                           HasSubstr("<vcpupin vcpu=\"1\" cpuset=\"2\" />"),
+                           HasSubstr("<emulatorpin cpuset=\"3\" />")));
+}
+
 TEST(ConvertCommandTest, FlagsChooseVirtTypeStateDirAndUid) {
   std::string file = WriteTemp("app01.yaml", kApp01);
   Result r = Convert({"--virt-type", "qemu", "--state-dir=/srv/kv", "--uid",

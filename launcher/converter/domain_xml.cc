@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "agent/base/host_cpus.h"
 #include "agent/base/status_macros.h"
 #include "agent/manifest/backend_storage.h"
 #include "agent/manifest/defaults.h"
@@ -99,6 +100,38 @@ absl::Status AppendMemory(const ConvertContext& ctx, pugi::xml_node domain) {
   return absl::OkStatus();
 }
 
+// dedicatedCpuPlacement: each present vCPU pinned to its host CPU, the emulator threads to theirs,
+// and every other thread of the domain (a vCPU plugged later) kept within them (<vcpu cpuset>).
+absl::Status AppendCpuPinning(const ConvertContext& ctx, uint32_t present, pugi::xml_node domain,
+                              pugi::xml_node vcpu) {
+  const kvnode::v1::CpuPinning& pinning = ctx.options.cpu_pinning();
+  const bool dedicated = ctx.domain().cpu().dedicated_cpu_placement();
+  if (pinning.vcpus().empty()) {
+    if (dedicated) {
+      return Invalid("spec.domain.cpu.dedicatedCpuPlacement",
+                     "needs the node's CPUs for it (options.cpu_pinning is empty)");
+    }
+    return absl::OkStatus();
+  }
+  if (!dedicated) return Invalid("options.cpu_pinning", "set without dedicatedCpuPlacement");
+  if (static_cast<uint32_t>(pinning.vcpus_size()) != present) {
+    return Invalid("options.cpu_pinning.vcpus",
+                   absl::StrCat(pinning.vcpus_size(), " CPUs for ", present, " vCPUs"));
+  }
+  std::vector<int> vcpu_cpus(pinning.vcpus().begin(), pinning.vcpus().end());
+  std::vector<int> emulator(pinning.emulator().begin(), pinning.emulator().end());
+  if (emulator.empty()) emulator = vcpu_cpus;
+  std::vector<int> all = vcpu_cpus;
+  all.insert(all.end(), emulator.begin(), emulator.end());
+  Attr(vcpu, "cpuset", FormatCpuList(all));
+  pugi::xml_node cputune = Child(domain, "cputune");
+  for (uint32_t i = 0; i < present; ++i) {
+    Attr(Attr(cputune.append_child("vcpupin"), "vcpu", int64_t{i}), "cpuset", int64_t{vcpu_cpus[i]});
+  }
+  Attr(Child(cputune, "emulatorpin"), "cpuset", FormatCpuList(emulator));
+  return absl::OkStatus();
+}
+
 // <vcpu> and the topology behind it. maxSockets > sockets leaves room for CPU hotplug: the
 // domain gets maxSockets sockets with only `sockets` of them online, as KubeVirt does.
 absl::Status AppendVcpu(const ConvertContext& ctx, pugi::xml_node domain) {
@@ -115,7 +148,7 @@ absl::Status AppendVcpu(const ConvertContext& ctx, pugi::xml_node domain) {
     Attr(vcpu, "current", current);
   }
   SetText(vcpu, absl::StrCat(max));
-  return absl::OkStatus();
+  return AppendCpuPinning(ctx, current, domain, vcpu);
 }
 
 void AppendSysinfo(const ConvertContext& ctx, pugi::xml_node domain) {

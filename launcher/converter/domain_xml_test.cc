@@ -84,18 +84,18 @@ TEST(UnsupportedTest, EveryUnsupportedFieldIsNamedAndTheConverterRefusesTheFirst
   }
   EXPECT_THAT(paths,
               ::testing::ElementsAre(
-                  "domain.cpu.dedicatedCpuPlacement: CPU pinning is not supported",
-                  "domain.cpu.isolateEmulatorThread: CPU pinning is not supported",
                   "domain.devices.networkInterfaceMultiqueue: multi-queue interfaces are not "
                   "supported",
                   "domain.devices.autoattachVSOCK: VSOCK is not supported"));
   absl::Status s = ConvertError(vmi, Options(vmi));
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(s.message(), "spec.domain.cpu.dedicatedCpuPlacement: CPU pinning is not supported");
+  EXPECT_EQ(s.message(),
+            "spec.domain.devices.networkInterfaceMultiqueue: multi-queue interfaces are not "
+            "supported");
   AdmissionReview review;
   RefuseUnsupported(vmi.spec(), FieldPath("spec.template.spec"), &review);
-  ASSERT_EQ(review.errors.errors().size(), 4u);
-  EXPECT_EQ(review.errors.errors()[3].ToString(),
+  ASSERT_EQ(review.errors.errors().size(), 2u);
+  EXPECT_EQ(review.errors.errors()[1].ToString(),
             "spec.template.spec.domain.devices.autoattachVSOCK: VSOCK is not supported");
 }
 
@@ -387,6 +387,38 @@ TEST(ConvertTest, TcgHasNoHostPassthroughAndNoParavirtSpinlocks) {
 // Room for CPU and memory hotplug: every possible vCPU with `current` online, <maxMemory>, one
 // NUMA cell of all possible vCPUs and the boot memory, and a virtio-mem device for the rest
 // with nothing requested. maxGuest equal to guest leaves no room: none of it.
+// dedicatedCpuPlacement with the CPUs the node gave: each present vCPU pinned to its own, the
+// emulator to the isolated one (else to the vCPUs'), and every vCPU thread (a hot-plugged one
+// too) kept within them.
+TEST(ConvertTest, DedicatedCpusPinEachVcpuAndTheEmulator) {
+  VirtualMachineInstance vmi = SmallVmi(
+      "    cpu: {cores: 2, maxSockets: 2, dedicatedCpuPlacement: true, isolateEmulatorThread: true}\n");
+  DomainOptions options = Options(vmi);
+  EXPECT_EQ(ConvertError(vmi, options).message(),
+            "spec.domain.cpu.dedicatedCpuPlacement: needs the node's CPUs for it "
+            "(options.cpu_pinning is empty)");
+  options.mutable_cpu_pinning()->add_vcpus(5);
+  EXPECT_EQ(ConvertError(vmi, options).message(), "options.cpu_pinning.vcpus: 1 CPUs for 2 vCPUs");
+  options.mutable_cpu_pinning()->add_vcpus(3);
+  options.mutable_cpu_pinning()->add_emulator(7);
+  auto doc = Convert(vmi, options);
+  EXPECT_EQ(Xpath(doc, "/domain/vcpu"), "4");
+  EXPECT_EQ(Xpath(doc, "/domain/vcpu/@cpuset"), "3,5,7");
+  EXPECT_EQ(Xpath(doc, "/domain/cputune/vcpupin[@vcpu='0']/@cpuset"), "5");
+  EXPECT_EQ(Xpath(doc, "/domain/cputune/vcpupin[@vcpu='1']/@cpuset"), "3");
+  EXPECT_FALSE(doc.select_node("/domain/cputune/vcpupin[@vcpu='2']"));
+  EXPECT_EQ(Xpath(doc, "/domain/cputune/emulatorpin/@cpuset"), "7");
+  options.mutable_cpu_pinning()->clear_emulator();
+  EXPECT_EQ(Xpath(Convert(vmi, options), "/domain/cputune/emulatorpin/@cpuset"), "3,5");
+  // Pins without dedicatedCpuPlacement are a mistake of the caller.
+  vmi.mutable_spec()->mutable_domain()->mutable_cpu()->set_dedicated_cpu_placement(false);
+  EXPECT_EQ(ConvertError(vmi, options).message(),
+            "options.cpu_pinning: set without dedicatedCpuPlacement");
+  // A VMI without dedicated CPUs is not pinned.
+  vmi.mutable_spec()->mutable_domain()->mutable_cpu()->set_isolate_emulator_thread(false);
+  EXPECT_FALSE(Convert(vmi, Options(vmi)).select_node("/domain/cputune"));
+}
+
 TEST(ConvertTest, MaxSocketsAndMaxGuestLeaveRoomForHotplug) {
   auto doc = Convert("    cpu: {sockets: 1, maxSockets: 3}\n"
                      "    memory: {guest: 1Gi, maxGuest: 3Gi}\n");

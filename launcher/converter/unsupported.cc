@@ -10,13 +10,6 @@ std::vector<UnsupportedField> UnsupportedFields(
     const kvnode::v1::VirtualMachineInstanceSpec& spec) {
   std::vector<UnsupportedField> out;
   const auto& domain = spec.domain();
-  const auto& cpu = domain.cpu();
-  if (cpu.dedicated_cpu_placement()) {
-    out.push_back({"domain.cpu.dedicatedCpuPlacement", "CPU pinning is not supported"});
-  }
-  if (cpu.isolate_emulator_thread()) {
-    out.push_back({"domain.cpu.isolateEmulatorThread", "CPU pinning is not supported"});
-  }
   const auto& devices = domain.devices();
   for (int i = 0; i < devices.disks_size(); ++i) {
     if (devices.disks(i).has_lun() && devices.disks(i).lun().reservation()) {

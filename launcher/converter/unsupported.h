@@ -19,7 +19,7 @@ namespace kvnode {
 
 struct UnsupportedField {
   std::string path;    // under the VMI spec: "domain.cpu.dedicatedCpuPlacement"
-  std::string reason;  // "CPU pinning is not supported"
+  std::string reason;  // "VSOCK is not supported"
 };
 
 // Every unsupported field `spec` sets, in the order of the spec.

@@ -628,7 +628,7 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
                         "--memory-overcommit", "150", "--vmi-memory-overhead", "32Mi",
                         "--insecure-registry", "10.0.0.5:5000", "--registry-mirror",
                         "docker.io=10.0.0.5:5000/hub", "--image-cache-size", "20Gi",
-                        "--max-hotplug-ratio", "2",
+                        "--max-hotplug-ratio", "2", "--reserved-cpus", "0",
                         "--state-dir", state, "--socket", "/tmp/kvit-validate-sock/x.sock"});
   ASSERT_TRUE(on.ok());
   EXPECT_THAT(on->output, HasSubstr("--free-page-reporting: on for VMIs that do not opt out"));
@@ -644,6 +644,13 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
                                     "sockets change in place, up to its maxSockets (default "
                                     "sockets x 2, --max-hotplug-ratio)"));
   EXPECT_THAT(on->output, HasSubstr("ok    skopeo: /usr/bin/skopeo"));
+  const long online_cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (online_cpus > 1) {
+    EXPECT_THAT(on->output, HasSubstr(absl::StrCat("ok    --reserved-cpus: CPUs ",
+                                                   online_cpus == 2 ? "1" : absl::StrCat("1-", online_cpus - 1),
+                                                   " may be dedicated to VMIs")));
+  }
+  EXPECT_THAT(ok->output, HasSubstr("ok    --reserved-cpus: not set: no CPU manager"));
   // A bad value is refused with the flag named.
   auto expect_refused = [&](const std::string& flag, const std::string& value,
                             const std::string& message) {
@@ -673,6 +680,11 @@ TEST(HandlerConfigTest, ValidateConfigReportsAndChangesNothing) {
                  "--vm-rollout-strategy: expected LiveUpdate or Stage (KubeVirt's "
                  "vmRolloutStrategy), got \"Rolling\"");
   expect_refused("--max-hotplug-ratio", "0", "--max-hotplug-ratio: expected a number from 1 to 64");
+  expect_refused("--reserved-cpus", "0-x", "--reserved-cpus: \"0-x\" is not a CPU or a range");
+  expect_refused("--reserved-cpus", "4095", "--reserved-cpus: CPU 4095 is not online");
+  expect_refused("--reserved-cpus", "", "--reserved-cpus: expected at least one CPU");
+  expect_refused("--reserved-cpus", absl::StrCat("0-", online_cpus - 1),
+                 "reserves every online CPU");
   struct stat st;
   EXPECT_NE(stat(absl::StrCat("/tmp/kvit-validate-", getpid()).c_str(), &st), 0)
       << "--validate-config created the state dir";

@@ -390,8 +390,10 @@ void HandlerProcess::Teardown() {
   for (int round = 0; round < 20; ++round) {
     auto tree = CgroupTree::Open(cgroup_root_);
     if (!tree.ok()) break;
+    // A handler with --reserved-cpus kept its VMIs in cpusets, on v1 in a tree of their own.
+    (void)tree->UseCpusets();
     for (const std::string& uid : tree->List()) (void)tree->KillAndRemove(uid, absl::Seconds(10));
-    if (rmdir(cgroup_root_.c_str()) == 0 || errno == ENOENT) break;
+    if (tree->RemoveRoot()) break;
     absl::SleepFor(absl::Milliseconds(50));
   }
   // Pod namespaces the handler had no time to remove, then the node (with its bridge).

@@ -1,0 +1,49 @@
+// The node's CPUs as the kubelet's static CPU manager sees them: Linux CPU lists ("0-3,8"),
+// each online CPU's physical core and NUMA node (from sysfs), and the choice of CPUs for one
+// workload that asks for whole CPUs of its own.
+//
+// Pure except ReadHostCpus. Thread-safe.
+#ifndef KVNODE_AGENT_BASE_HOST_CPUS_H_
+#define KVNODE_AGENT_BASE_HOST_CPUS_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace kvnode {
+
+// A Linux CPU list ("0-3,8", the format of cpuset.cpus and the kernel's sysfs lists) as
+// sorted, distinct CPU ids. Empty text is the empty list. InvalidArgument names the part that
+// does not parse ("3-1", "x").
+absl::StatusOr<std::vector<int>> ParseCpuList(absl::string_view text);
+
+// The shortest Linux CPU list of `cpus` (sorted or not): {0,1,2,5} → "0-2,5".
+std::string FormatCpuList(std::vector<int> cpus);
+
+// `a` less `b` (both sorted).
+std::vector<int> CpusWithout(const std::vector<int>& a, const std::vector<int>& b);
+
+struct HostCpu {
+  int id = 0;
+  int core = 0;  // the physical core (hyper-threads of one core share it), unique on the node
+  int node = 0;  // the NUMA node
+};
+
+// The online CPUs of this machine with their cores and NUMA nodes, from
+// /sys/devices/system/cpu and /sys/devices/system/node (root: another sysfs, for tests).
+absl::StatusOr<std::vector<HostCpu>> ReadHostCpus(const std::string& sysfs = "/sys");
+
+// Takes `count` of the `free` CPUs for one workload, as the kubelet's static CPU manager
+// (pkg/kubelet/cm/cpumanager/cpu_assignment.go, takeByTopology): from one NUMA node when one
+// has enough (the one with the fewest free that fits, to keep larger ones whole), else from
+// the nodes with the most free first; within them whole cores before single hyper-threads,
+// lowest ids first. nullopt when fewer than `count` are free. The result is sorted.
+std::optional<std::vector<int>> TakeCpus(const std::vector<HostCpu>& topology,
+                                        const std::vector<int>& free, int count);
+
+}  // namespace kvnode
+
+#endif  // KVNODE_AGENT_BASE_HOST_CPUS_H_

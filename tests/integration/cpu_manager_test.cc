@@ -1,0 +1,176 @@
+// The node's CPU manager (--reserved-cpus) with real guests: a VMI with dedicatedCpuPlacement
+// gets a host CPU of its own (its QEMU vCPU thread, and every process of the VMI, may run only
+// there), the VMIs without dedicated CPUs move off it while it is held, a second dedicated VMI
+// waits Pending with the scheduler's reason (also across a handler kill -9: the pool is rebuilt
+// from the stored VMIs) and starts when the first ends, and the shared VMIs get the CPU back.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/guest_test.h"
+
+namespace kvnode::testing {
+namespace {
+
+using kvnode::v1::VirtualMachineInstance;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Every thread of `pid`: its comm and its Cpus_allowed_list.
+std::map<int, std::pair<std::string, std::string>> ThreadCpus(pid_t pid) {
+  std::map<int, std::pair<std::string, std::string>> out;
+  const std::string tasks = absl::StrCat("/proc/", pid, "/task");
+  DIR* d = opendir(tasks.c_str());
+  if (d == nullptr) return out;
+  while (struct dirent* e = readdir(d)) {
+    int tid = atoi(e->d_name);
+    if (tid <= 0) continue;
+    std::string comm(absl::StripAsciiWhitespace(ReadAll(absl::StrCat(tasks, "/", tid, "/comm"))));
+    std::istringstream status(ReadAll(absl::StrCat(tasks, "/", tid, "/status")));
+    std::string line, cpus;
+    while (std::getline(status, line)) {
+      if (absl::StartsWith(line, "Cpus_allowed_list:")) {
+        cpus = std::string(absl::StripAsciiWhitespace(line.substr(18)));
+      }
+    }
+    out[tid] = {comm, cpus};
+  }
+  closedir(d);
+  return out;
+}
+
+// The CPUs every thread of every process of the VMI may run on, when they all agree; else a
+// description of who differs.
+std::string VmiCpus(HandlerProcess* h, const std::string& uid) {
+  std::set<std::string> seen;
+  std::string detail;
+  for (pid_t pid : h->VmiProcesses(uid)) {
+    for (const auto& [tid, thread] : ThreadCpus(pid)) {
+      seen.insert(thread.second);
+      absl::StrAppend(&detail, " ", pid, "/", tid, "(", thread.first, ")=", thread.second);
+    }
+  }
+  if (seen.size() == 1) return *seen.begin();
+  return "differ:" + detail;
+}
+
+class CpuManagerTest : public GuestTest {
+ protected:
+  void SetUp() override { start_in_setup_ = false; }
+};
+
+TEST_F(CpuManagerTest, DedicatedVcpusGetAHostCpuOfTheirOwnWhichTheOthersLeaveAndWaitFor) {
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (online < 2) GTEST_SKIP() << "one CPU: none to dedicate beside the reserved one";
+  const std::string all = absl::StrCat("0-", online - 1);
+  HandlerProcess::Options options;
+  options.node_namespace = false;  // no network needed
+  options.extra_args = {"--reserved-cpus", "0"};
+  StartHandler(options);
+
+  // A VMI without dedicated CPUs runs on all of them.
+  VirtualMachineInstance shared = StartGuest("shared");
+  const std::string shared_uid = shared.metadata().uid();
+  ASSERT_FALSE(shared_uid.empty());
+  EXPECT_TRUE(Eventually([&] { return VmiCpus(handler_.get(), shared_uid) == all; },
+                         absl::Seconds(10)))
+      << VmiCpus(handler_.get(), shared_uid);
+
+  auto dedicated = [](VirtualMachineInstance* vmi) {
+    vmi->mutable_spec()->mutable_domain()->mutable_cpu()->set_dedicated_cpu_placement(true);
+  };
+  VirtualMachineInstance pinned = StartGuest("pinned", "normal", 30, dedicated);
+  const std::string pinned_uid = pinned.metadata().uid();
+  ASSERT_FALSE(pinned_uid.empty());
+  EXPECT_THAT(pinned.status().launcher().dedicated_cpus(), ElementsAre(1));
+  // Its vCPU thread on CPU 1 (libvirt's vcpupin), and everything of the VMI only there (its
+  // cpuset): the launcher, libvirtd and QEMU's other threads.
+  bool vcpu_seen = false;
+  for (const auto& [tid, thread] : ThreadCpus(pinned.status().launcher().qemu_pid())) {
+    if (absl::StartsWith(thread.first, "CPU 0/")) {
+      vcpu_seen = true;
+      EXPECT_EQ(thread.second, "1") << thread.first;
+    }
+  }
+  EXPECT_TRUE(vcpu_seen) << "no vCPU thread in QEMU " << pinned.status().launcher().qemu_pid();
+  EXPECT_EQ(VmiCpus(handler_.get(), pinned_uid), "1");
+  // The shared VMI left CPU 1 to it.
+  const std::string without_1 = online == 2 ? "0" : absl::StrCat("0,2-", online - 1);
+  EXPECT_TRUE(Eventually([&] { return VmiCpus(handler_.get(), shared_uid) == without_1; },
+                         absl::Seconds(10)))
+      << VmiCpus(handler_.get(), shared_uid);
+  grpc::ClientContext ctx;
+  kvnode::v1::ObjectRef ref;
+  ref.set_namespace_("default");
+  ref.set_name("pinned");
+  kvnode::v1::DomainXML xml;
+  ASSERT_TRUE(handler_->stub()->GetDomainXML(&ctx, ref, &xml).ok());
+  EXPECT_THAT(xml.xml(), HasSubstr("<vcpupin vcpu='0' cpuset='1'/>"));
+  auto described = handler_->Kvctl({"describe", "vmi", "pinned"});
+  EXPECT_THAT(described.out, HasSubstr("Dedicated CPUs: vCPU 0 on CPU 1"));
+
+  // A second VMI with a dedicated CPU: none is left, it waits as an unschedulable pod.
+  if (online == 2) {
+    ASSERT_TRUE(handler_->PrepareDisk("default", "waiting-disk").ok());
+    VirtualMachineInstance waiting = GuestVmi("waiting", "waiting-disk");
+    dedicated(&waiting);
+    Sync(waiting);
+    auto unschedulable = WaitCondition("waiting", "PodScheduled", "False", absl::Seconds(20));
+    ASSERT_TRUE(unschedulable.ok()) << unschedulable.status();
+    EXPECT_EQ(unschedulable->status().phase(), "Pending");
+    const std::string message =
+        "0/1 nodes are available: 1 Insufficient cpu. It needs 1 dedicated CPUs; 0 of 1 are "
+        "free, held by default/pinned (1).";
+    for (const auto& c : unschedulable->status().conditions()) {
+      if (c.type() == "PodScheduled") {
+        EXPECT_EQ(c.message(), message);
+      }
+    }
+    // The handler dies and comes back: the pool is rebuilt from what runs, so the CPU stays
+    // the running VMI's and the other still waits.
+    ASSERT_TRUE(handler_->KillAndRestart().ok());
+    absl::SleepFor(absl::Seconds(3));  // the janitor looks at Pending VMIs every 2 s
+    auto still = VmiNow("waiting");
+    ASSERT_TRUE(still.ok());
+    EXPECT_EQ(still->status().phase(), "Pending");
+    auto kept = VmiNow("pinned");
+    ASSERT_TRUE(kept.ok());
+    EXPECT_EQ(kept->metadata().uid(), pinned_uid);
+    EXPECT_EQ(kept->status().phase(), "Running");
+    EXPECT_EQ(VmiCpus(handler_.get(), pinned_uid), "1");
+
+    // The first ends: its CPU goes to the one that waited.
+    Delete("pinned", 0);
+    auto started = WaitAllRunning({"waiting"}, absl::Seconds(60));
+    ASSERT_EQ(started.size(), 1u);
+    EXPECT_THAT(started[0].status().launcher().dedicated_cpus(), ElementsAre(1));
+    EXPECT_EQ(VmiCpus(handler_.get(), started[0].metadata().uid()), "1");
+    EXPECT_EQ(VmiCpus(handler_.get(), shared_uid), without_1);
+    Delete("waiting", 0);
+  } else {
+    Delete("pinned", 0);
+  }
+  // No VMI holds a dedicated CPU any more: the shared VMI has every CPU again.
+  EXPECT_TRUE(Eventually([&] { return VmiCpus(handler_.get(), shared_uid) == all; },
+                         absl::Seconds(10)))
+      << VmiCpus(handler_.get(), shared_uid);
+}
+
+}  // namespace
+}  // namespace kvnode::testing
