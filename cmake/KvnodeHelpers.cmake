@@ -5,11 +5,21 @@
 #   kvnode_test(NAME foo_test SRCS foo_test.cc DEPS foo [LABELS integration])
 include(CMakeParseArguments)
 
+# The common headers, precompiled once (KVNODE_PCH, kvnode_pch in the top CMakeLists.txt).
+function(kvnode_use_pch target)
+  if(KVNODE_PCH)
+    target_precompile_headers(${target} REUSE_FROM kvnode_pch)
+    # The header was compiled with its dependencies' macros; a target must have the same.
+    target_link_libraries(${target} PRIVATE ${KVNODE_PCH_DEPS})
+  endif()
+endfunction()
+
 function(kvnode_library)
   cmake_parse_arguments(KV "" "NAME" "SRCS;DEPS" ${ARGN})
   add_library(${KV_NAME} STATIC ${KV_SRCS})
   target_include_directories(${KV_NAME} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/proto)
   target_link_libraries(${KV_NAME} PUBLIC ${KV_DEPS})
+  kvnode_use_pch(${KV_NAME})
 endfunction()
 
 function(kvnode_binary)
@@ -17,6 +27,7 @@ function(kvnode_binary)
   add_executable(${KV_NAME} ${KV_SRCS})
   target_include_directories(${KV_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/proto)
   target_link_libraries(${KV_NAME} PRIVATE ${KV_DEPS})
+  kvnode_use_pch(${KV_NAME})
 endfunction()
 
 function(kvnode_test)
@@ -27,6 +38,7 @@ function(kvnode_test)
   add_executable(${KV_NAME} ${KV_SRCS})
   target_include_directories(${KV_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/proto)
   target_link_libraries(${KV_NAME} PRIVATE ${KV_DEPS} GTest::gmock kvnode_gtest_main)
+  kvnode_use_pch(${KV_NAME})
   set_target_properties(${KV_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   add_test(NAME ${KV_NAME} COMMAND ${KV_NAME})
   if(NOT KV_LABELS)

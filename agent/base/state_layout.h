@@ -70,6 +70,9 @@ class VmiPaths {
   std::string serial_log() const { return runtime_dir() + "/serial0.log"; }
   std::string vnc_socket() const { return sockets_ + "/vnc"; }
   std::string disks_dir() const { return root_ + "/disks"; }
+  // memory.hugepages: a hugetlbfs of the VMI's page size, the VMI identity's, in which its
+  // libvirtd backs the guest's memory (mounted by the handler, found by the launcher).
+  std::string hugepages_dir() const { return root_ + "/hugepages"; }
   std::string disk_dir(absl::string_view volume) const {
     return absl::StrCat(disks_dir(), "/", volume);
   }

@@ -454,6 +454,8 @@ int CmdDescribe(Cli& cli) {
               : std::string(", no CPU hotplug"))
       << "\n";
   }
+  const std::string& page_size = vmi.spec().domain().memory().hugepages().page_size();
+  if (!page_size.empty()) o << "Hugepages:      " << page_size << " pages back the guest's memory\n";
   // dedicatedCpuPlacement: which host CPU each vCPU runs on.
   const auto& dedicated = st.launcher().dedicated_cpus();
   if (cpu.dedicated_cpu_placement()) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/base/file_tree.h"
+#include "agent/base/hugepages.h"
 #include "agent/base/grpc_status.h"
 #include "agent/base/logging.h"
 #include "agent/base/status_macros.h"
@@ -612,6 +613,7 @@ void VmiController::OnLauncherEvent(const kvnode::v1::LauncherEvent& event) {
 
 void VmiController::CleanupVmiDir(const std::string& uid,
                                   const std::optional<VirtualMachineInstance>& vmi) {
+  UnmountHugepages(paths_.vmi(uid).hugepages_dir());
   RemoveTreeUnder(paths_.vmis_dir(), VmiPaths::DirKey(uid));
   RemoveTreeUnder(paths_.run_dir(), VmiPaths::DirKey(uid));
   ReleaseIdentity(uid, vmi);

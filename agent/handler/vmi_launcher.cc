@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/grpc_status.h"
+#include "agent/base/hugepages.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
 #include "agent/base/untrusted_file.h"
@@ -276,14 +277,20 @@ ResourceRequest VmiController::HeldByOthersLocked(const Record* r) {
     ResourceRequest o = RequestOf(other->vmi.spec(), config_.limits);
     held.cpu_milli += o.cpu_milli;
     held.memory_bytes += o.memory_bytes;
+    held.hugepages_2mi_bytes += o.hugepages_2mi_bytes;
+    held.hugepages_1gi_bytes += o.hugepages_1gi_bytes;
   }
   return held;
 }
 
 bool VmiController::HoldResourcesLocked(Record* r) {
   if (r->resources_held) return true;
-  std::string insufficient = InsufficientResources(
-      HeldByOthersLocked(r), RequestOf(r->vmi.spec(), config_.limits), config_.limits);
+  // The node's hugepages as they are now (an operator may reserve more at any time).
+  NodeLimits node = config_.limits;
+  node.hugepages_2mi_bytes = ReadHugepages("2Mi").total_bytes;
+  node.hugepages_1gi_bytes = ReadHugepages("1Gi").total_bytes;
+  std::string insufficient =
+      InsufficientResources(HeldByOthersLocked(r), RequestOf(r->vmi.spec(), node), node);
   std::optional<NodeStack> stack =
       insufficient.empty() && config_.node_stack ? config_.node_stack() : std::nullopt;
   if (stack.has_value()) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/file_tree.h"
+#include "agent/base/hugepages.h"
 #include "agent/base/status_macros.h"
 #include "agent/handler/vmi_controller.h"
 #include "launcher/converter/domain_xml.h"
@@ -20,6 +21,12 @@ absl::StatusOr<VmiController::PodLaunch> VmiController::LaunchPod(const VirtualM
   const std::string& uid = vmi.metadata().uid();
   *retry = false;
   RETURN_IF_ERROR(PrepareVmiDir(vmi, id));
+  // Hugepages: a hugetlbfs of the page size for the VMI's identity, mounted before anything of
+  // that identity runs (so nothing of it can have replaced the mount point).
+  const std::string& page_size = vmi.spec().domain().memory().hugepages().page_size();
+  if (!page_size.empty()) {
+    RETURN_IF_ERROR(MountHugepages(paths_.vmi(uid).hugepages_dir(), page_size, id.uid, id.gid));
+  }
   LauncherSpec spec = LauncherSpecFor(vmi);
   PodLaunch launch;
   if (config_.pod_network != nullptr) {

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/file_tree.h"
+#include "agent/base/hugepages.h"
 #include "agent/base/grpc_status.h"
 #include "agent/base/status_macros.h"
 #include "agent/handler/handler_metrics.h"
@@ -216,6 +217,7 @@ void VmiController::RemoveLeftoverPods(std::vector<std::string> cgroups,
     }
     spdlog::warn("removing leftover VMI dir {}/{} (and its sockets in {})", paths_.vmis_dir(),
                  key, paths_.run_dir());
+    UnmountHugepages(paths_.vmis_dir() + "/" + key + "/hugepages");
     RemoveTreeUnder(paths_.vmis_dir(), key);
     RemoveTreeUnder(paths_.run_dir(), key);
   }

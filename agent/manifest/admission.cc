@@ -2102,7 +2102,17 @@ ResourceRequest RequestOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
   } else {
     r.cpu_milli = SharedVcpuMilli(vcpus, node.cpu_allocation_ratio);
   }
-  if (auto memory = first({&requests, &limits}, "memory")) {
+  const std::string& page_size = domain.memory().hugepages().page_size();
+  if (!page_size.empty()) {
+    // The guest's memory (memory.guest, else the memory request) in pages, never overcommitted.
+    int64_t guest = 0;
+    if (auto g = Quantity::Parse(domain.memory().guest()); g.ok() && !g->IsNegative()) {
+      guest = g->Value();
+    } else if (auto memory = first({&requests, &limits}, "memory")) {
+      guest = memory->Value();
+    }
+    (page_size == "1Gi" ? r.hugepages_1gi_bytes : r.hugepages_2mi_bytes) = guest;
+  } else if (auto memory = first({&requests, &limits}, "memory")) {
     r.memory_bytes = memory->Value();
   } else if (auto guest = Quantity::Parse(domain.memory().guest());
              guest.ok() && !guest->IsNegative()) {
@@ -2123,6 +2133,15 @@ std::string InsufficientResources(const ResourceRequest& held, const ResourceReq
   }
   if (node.memory_bytes > 0 && held.memory_bytes + want.memory_bytes > node.memory_bytes) {
     short_of.push_back("1 Insufficient memory");
+  }
+  // Hugepages are only what the node reserved of them: none reserved, none to give.
+  if (want.hugepages_2mi_bytes > 0 &&
+      held.hugepages_2mi_bytes + want.hugepages_2mi_bytes > node.hugepages_2mi_bytes) {
+    short_of.push_back("1 Insufficient hugepages-2Mi");
+  }
+  if (want.hugepages_1gi_bytes > 0 &&
+      held.hugepages_1gi_bytes + want.hugepages_1gi_bytes > node.hugepages_1gi_bytes) {
+    short_of.push_back("1 Insufficient hugepages-1Gi");
   }
   if (short_of.empty()) return "";
   return absl::StrCat("0/1 nodes are available: ", absl::StrJoin(short_of, ", "), ".");

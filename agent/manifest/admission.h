@@ -64,6 +64,9 @@ struct NodeLimits {
   // is the shared pool). Empty: the node has no CPU manager, and a VMI with dedicated CPUs
   // waits for a node that has one (Pending), as on a node without kubevirt.io/cpumanager.
   std::vector<int> dedicated_cpus;
+  // The node's hugepages of each size (nr_hugepages × size): what VMIs backed by them may hold.
+  int64_t hugepages_2mi_bytes = 0;
+  int64_t hugepages_1gi_bytes = 0;
 };
 
 // What a VMI holds of its node while it runs, as KubeVirt's launcher pod requests it
@@ -77,9 +80,13 @@ inline constexpr int64_t kTpmMemoryOverheadBytes = int64_t{53} << 20;
 // more for QEMU's emulator threads with isolateEmulatorThread (KubeVirt's rendercontainer).
 int64_t DedicatedCpuCount(const kvnode::v1::CPU& cpu);
 
+// With memory.hugepages the guest's memory is requested as the node's hugepages of that size
+// (KubeVirt's hugepages-2Mi / hugepages-1Gi request) and only the overhead as memory.
 struct ResourceRequest {
   int64_t cpu_milli = 0;
   int64_t memory_bytes = 0;
+  int64_t hugepages_2mi_bytes = 0;
+  int64_t hugepages_1gi_bytes = 0;
 };
 ResourceRequest RequestOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
                           const NodeLimits& node);

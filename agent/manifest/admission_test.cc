@@ -715,6 +715,35 @@ TEST(AdmissionRequestTest, RequestsAsTheLauncherPodWouldMakeThem) {
             "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory.");
 }
 
+// A guest backed by hugepages requests them (its guest memory, never overcommitted) and only the
+// overhead as memory; the node has only the pages it reserved.
+TEST(AdmissionRequestTest, HugepagesAreRequestedAsPagesOfTheirSize) {
+  auto vmi = BaseVmi();
+  NodeLimits node = Node();
+  node.vmi_memory_overhead_bytes = 64 << 20;
+  node.memory_overcommit_percent = 200;
+  Domain(&vmi)->mutable_memory()->set_guest("128Mi");
+  Domain(&vmi)->mutable_memory()->mutable_hugepages()->set_page_size("2Mi");
+  ResourceRequest r = RequestOf(vmi.spec(), node);
+  EXPECT_EQ(r.hugepages_2mi_bytes, 128 << 20);
+  EXPECT_EQ(r.hugepages_1gi_bytes, 0);
+  EXPECT_EQ(r.memory_bytes, 64 << 20);
+  EXPECT_EQ(InsufficientResources({}, r, node),
+            "0/1 nodes are available: 1 Insufficient hugepages-2Mi.");
+  node.hugepages_2mi_bytes = 128 << 20;
+  EXPECT_EQ(InsufficientResources({}, r, node), "");
+  ResourceRequest held;
+  held.hugepages_2mi_bytes = 2 << 20;
+  EXPECT_EQ(InsufficientResources(held, r, node),
+            "0/1 nodes are available: 1 Insufficient hugepages-2Mi.");
+  Domain(&vmi)->mutable_memory()->set_guest("1Gi");
+  Domain(&vmi)->mutable_memory()->mutable_hugepages()->set_page_size("1Gi");
+  r = RequestOf(vmi.spec(), node);
+  EXPECT_EQ(r.hugepages_1gi_bytes, int64_t{1} << 30);
+  EXPECT_EQ(InsufficientResources({}, r, node),
+            "0/1 nodes are available: 1 Insufficient hugepages-1Gi.");
+}
+
 TEST(AdmissionRequestTest, MemoryOvercommitLetsAGuestLargerThanTheNodeIn) {
   auto vmi = BaseVmi();
   Domain(&vmi)->mutable_resources()->clear_requests();

@@ -191,8 +191,12 @@ absl::Status SessionDaemon::Launch() {
     RETURN_IF_ERROR(MakeDirs(dir, 0700));
   }
   // No virtlogd per VMI: QEMU writes its log file itself. One daemon less per VMI.
-  RETURN_IF_ERROR(WriteFileAtomically(sockets + "/c/libvirt/qemu.conf",
-                                      "stdio_handler = \"file\"\n", 0644, /*durable=*/false));
+  std::string qemu_conf = "stdio_handler = \"file\"\n";
+  if (!options.hugetlbfs_dir.empty()) {
+    absl::StrAppend(&qemu_conf, "hugetlbfs_mount = \"", options.hugetlbfs_dir, "\"\n");
+  }
+  RETURN_IF_ERROR(WriteFileAtomically(sockets + "/c/libvirt/qemu.conf", qemu_conf, 0644,
+                                      /*durable=*/false));
   std::string conf = "log_outputs = \"3:stderr\"\n";
   if (!options.host_uuid.empty()) absl::StrAppend(&conf, "host_uuid = \"", options.host_uuid, "\"\n");
   RETURN_IF_ERROR(

@@ -37,6 +37,9 @@ struct SessionDaemonOptions {
   std::string capabilities_cache;
   // libvirtd.conf host_uuid; migration between two daemons needs distinct ones. "" for none.
   std::string host_uuid;
+  // A hugetlbfs the daemon's user may write (qemu.conf hugetlbfs_mount), for guests backed by
+  // hugepages; "" for none.
+  std::string hugetlbfs_dir;
   // Where libvirtd's stdout/stderr go (-1: /dev/null).
   int log_fd = -1;
   absl::Duration ready_timeout = absl::Seconds(30);

@@ -25,6 +25,7 @@
 #include "agent/base/atomic_file.h"
 #include "agent/base/flags.h"
 #include "agent/base/helper_restarts.h"
+#include "agent/base/hugepages.h"
 #include "agent/base/logging.h"
 #include "agent/base/node_stack.h"
 #include "agent/base/state_layout.h"
@@ -186,6 +187,8 @@ int RunLauncher(const std::vector<std::string>& args) {
   daemon_options.capabilities_cache = config.capabilities_cache;
   daemon_options.host_uuid = config.host_uuid;
   daemon_options.log_fd = STDERR_FILENO;
+  // A guest backed by hugepages: the handler mounted a hugetlbfs of its page size for us.
+  if (IsHugetlbfs(paths.hugepages_dir())) daemon_options.hugetlbfs_dir = paths.hugepages_dir();
   auto notifier = std::make_unique<HandlerNotifier>(config.notify_socket);
   auto daemon = SessionDaemon::Start(daemon_options);
   if (!daemon.ok()) {

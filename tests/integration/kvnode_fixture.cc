@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/base/state_layout.h"
 #include "agent/base/status_macros.h"
@@ -407,6 +409,16 @@ void HandlerProcess::Teardown() {
     (void)RunCommand({"/usr/sbin/nft", "delete", "table", "inet",
                       absl::StrCat("kvnode_importer_", first + 1)});
   }
+  // What the handler mounted in VMI dirs (a hugetlbfs) and had no time to unmount.
+  std::vector<std::string> mounts;
+  std::istringstream mount_table(ReadFile("/proc/self/mounts"));
+  for (std::string line; std::getline(mount_table, line);) {
+    std::vector<std::string> fields = absl::StrSplit(line, ' ');
+    if (fields.size() > 1 && absl::StartsWith(fields[1], state_dir_ + "/")) {
+      mounts.push_back(fields[1]);
+    }
+  }
+  for (auto it = mounts.rbegin(); it != mounts.rend(); ++it) umount2(it->c_str(), MNT_DETACH);
   (void)RunCommand({"/bin/rm", "-rf", "--one-file-system", state_dir_});
   if (state_dir_mounted_) {
     (void)RunCommand({"/bin/umount", "--lazy", state_dir_});

@@ -1,8 +1,11 @@
-// The node's CPU manager (--reserved-cpus) with real guests: a VMI with dedicatedCpuPlacement
+// Resources a VMI holds alone, with real guests. The node's CPU manager (--reserved-cpus): a
+// VMI with dedicatedCpuPlacement
 // gets a host CPU of its own (its QEMU vCPU thread, and every process of the VMI, may run only
 // there), the VMIs without dedicated CPUs move off it while it is held, a second dedicated VMI
 // waits Pending with the scheduler's reason (also across a handler kill -9: the pool is rebuilt
 // from the stored VMIs) and starts when the first ends, and the shared VMIs get the CPU back.
+// Hugepages: a guest backed by the node's 2Mi pages takes them (HugePages_Free drops by its
+// size), one that finds too few waits Pending, and its hugetlbfs goes with it.
 #include <dirent.h>
 #include <unistd.h>
 
@@ -70,12 +73,12 @@ std::string VmiCpus(HandlerProcess* h, const std::string& uid) {
   return "differ:" + detail;
 }
 
-class CpuManagerTest : public GuestTest {
+class DedicatedResourcesTest : public GuestTest {
  protected:
   void SetUp() override { start_in_setup_ = false; }
 };
 
-TEST_F(CpuManagerTest, DedicatedVcpusGetAHostCpuOfTheirOwnWhichTheOthersLeaveAndWaitFor) {
+TEST_F(DedicatedResourcesTest, DedicatedVcpusGetAHostCpuOfTheirOwnWhichTheOthersLeaveAndWaitFor) {
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
   if (online < 2) GTEST_SKIP() << "one CPU: none to dedicate beside the reserved one";
   const std::string all = absl::StrCat("0-", online - 1);
@@ -170,6 +173,77 @@ TEST_F(CpuManagerTest, DedicatedVcpusGetAHostCpuOfTheirOwnWhichTheOthersLeaveAnd
   EXPECT_TRUE(Eventually([&] { return VmiCpus(handler_.get(), shared_uid) == all; },
                          absl::Seconds(10)))
       << VmiCpus(handler_.get(), shared_uid);
+}
+
+// The node's 2 MiB pages, set for the test and put back as they were, also on failure.
+class ReservedHugepages {
+ public:
+  explicit ReservedHugepages(int pages) : before_(Read("nr_hugepages")) { Write(pages); }
+  ~ReservedHugepages() { Write(before_); }
+  static int Read(const std::string& file) {
+    std::ifstream f(std::string(kDir) + file);
+    int n = -1;
+    f >> n;
+    return n;
+  }
+
+ private:
+  static constexpr char kDir[] = "/sys/kernel/mm/hugepages/hugepages-2048kB/";
+  static void Write(int pages) { std::ofstream(std::string(kDir) + "nr_hugepages") << pages; }
+  int before_;
+};
+
+TEST_F(DedicatedResourcesTest, AGuestBackedByHugepagesTakesThemAndOneThatFindsTooFewWaits) {
+  HandlerProcess::Options options;
+  options.node_namespace = false;  // no network needed
+  StartHandler(options);
+  const int free_before = ReservedHugepages::Read("free_hugepages");
+  ASSERT_GE(free_before, 0) << "no 2 MiB hugepages on this kernel";
+  // 160 MiB more than there are free now: room for one 128Mi guest, not for two.
+  ReservedHugepages reserved(ReservedHugepages::Read("nr_hugepages") + 80);
+  const int free = ReservedHugepages::Read("free_hugepages");
+  ASSERT_GE(free, 64) << "the kernel could not reserve 2 MiB pages";
+  ASSERT_LT(free, 128);
+
+  auto backed = [](VirtualMachineInstance* vmi) {
+    auto* memory = vmi->mutable_spec()->mutable_domain()->mutable_memory();
+    memory->set_guest("128Mi");
+    memory->mutable_hugepages()->set_page_size("2Mi");
+  };
+  VirtualMachineInstance first = StartGuest("paged", "normal", 30, backed);
+  const std::string uid = first.metadata().uid();
+  ASSERT_FALSE(uid.empty());
+  // libvirt preallocates a guest's hugepages: all 64 are taken at its start.
+  EXPECT_EQ(ReservedHugepages::Read("free_hugepages"), free - 64);
+  const std::string mount = handler_->VmiDir(uid) + "/hugepages";
+  EXPECT_THAT(ReadAll("/proc/self/mounts"), HasSubstr(" " + mount + " hugetlbfs "));
+  // The guest runs on them (it boots and ticks).
+  EXPECT_TRUE(SerialShows(uid, "KVNODE-GUEST-READY")) << handler_->SerialLog(uid);
+  EXPECT_THAT(handler_->Kvctl({"describe", "vmi", "paged"}).out,
+              HasSubstr("Hugepages:      2Mi pages back the guest's memory"));
+
+  // A second one finds too few pages left: Pending, as a pod the scheduler cannot place.
+  ASSERT_TRUE(handler_->PrepareDisk("default", "unpaged-disk").ok());
+  VirtualMachineInstance second = GuestVmi("unpaged", "unpaged-disk");
+  backed(&second);
+  Sync(second);
+  auto waiting = WaitCondition("unpaged", "PodScheduled", "False", absl::Seconds(20));
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_EQ(waiting->status().phase(), "Pending");
+  for (const auto& c : waiting->status().conditions()) {
+    if (c.type() == "PodScheduled") {
+      EXPECT_EQ(c.message(), "0/1 nodes are available: 1 Insufficient hugepages-2Mi.");
+    }
+  }
+  Delete("unpaged", 0);
+
+  // The first ends: its pages are free again and its hugetlbfs is gone.
+  Delete("paged", 0);
+  EXPECT_TRUE(Eventually([&] { return ReservedHugepages::Read("free_hugepages") == free; },
+                         absl::Seconds(10)));
+  EXPECT_TRUE(Eventually([&] { return !absl::StrContains(ReadAll("/proc/self/mounts"), mount); },
+                         absl::Seconds(30)))
+      << "the VMI's hugetlbfs is still mounted on " << mount;
 }
 
 }  // namespace

@@ -1,0 +1,1 @@
+// The target whose precompiled header every kvnode target reuses (KVNODE_PCH).
