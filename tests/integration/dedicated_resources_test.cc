@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "agent/base/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/guest_test.h"
@@ -84,7 +85,8 @@ TEST_F(DedicatedResourcesTest, DedicatedVcpusGetAHostCpuOfTheirOwnWhichTheOthers
   const std::string all = absl::StrCat("0-", online - 1);
   HandlerProcess::Options options;
   options.node_namespace = false;  // no network needed
-  options.extra_args = {"--reserved-cpus", "0"};
+  // Metrics on loopback, in the node's own namespace (this test has none of its own).
+  options.extra_args = {"--reserved-cpus", "0", "--metrics-addr", "127.0.0.1:19471"};
   StartHandler(options);
 
   // A VMI without dedicated CPUs runs on all of them.
@@ -127,6 +129,11 @@ TEST_F(DedicatedResourcesTest, DedicatedVcpusGetAHostCpuOfTheirOwnWhichTheOthers
   EXPECT_THAT(xml.xml(), HasSubstr("<vcpupin vcpu='0' cpuset='1'/>"));
   auto described = handler_->Kvctl({"describe", "vmi", "pinned"});
   EXPECT_THAT(described.out, HasSubstr("Dedicated CPUs: vCPU 0 on CPU 1"));
+  auto metrics = RunCommand({"/usr/bin/curl", "-sS", "--max-time", "5",
+                             "http://127.0.0.1:19471/metrics"});
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_THAT(metrics->output, HasSubstr(absl::StrCat("state=\"allocatable\"} ", online - 1)));
+  EXPECT_THAT(metrics->output, HasSubstr("state=\"held\"} 1"));
 
   // A second VMI with a dedicated CPU: none is left, it waits as an unschedulable pod.
   if (online == 2) {
