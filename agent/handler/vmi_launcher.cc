@@ -239,6 +239,9 @@ void VmiController::StartLauncher(const std::string& uid) {
   r->launcher_pid = launch->handle.pid;
   r->launcher_start_time = launch->handle.start_time;
   r->launcher_alive = true;
+  // A dedicated VMI may have taken CPUs while this launcher was spawned into the pool as it
+  // was: it gets the pool as it is now, before its libvirtd starts QEMU.
+  ApplySharedCpusLocked();
   r->launcher_ready = false;
   r->launcher_started = clock_->Now();
   r->last_seen = r->launcher_started;
