@@ -107,6 +107,12 @@ absl::StatusOr<std::vector<HostCpu>> ReadHostCpus(const std::string& sysfs) {
   return out;
 }
 
+std::vector<int> CpuIds(const std::vector<HostCpu>& cpus) {
+  std::vector<int> ids;
+  for (const HostCpu& c : cpus) ids.push_back(c.id);
+  return ids;
+}
+
 std::optional<std::vector<int>> TakeCpus(const std::vector<HostCpu>& topology,
                                         const std::vector<int>& free, int count) {
   if (count <= 0) return std::vector<int>();

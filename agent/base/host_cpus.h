@@ -36,6 +36,9 @@ struct HostCpu {
 // /sys/devices/system/cpu and /sys/devices/system/node (root: another sysfs, for tests).
 absl::StatusOr<std::vector<HostCpu>> ReadHostCpus(const std::string& sysfs = "/sys");
 
+// The ids of `cpus`, in their order.
+std::vector<int> CpuIds(const std::vector<HostCpu>& cpus);
+
 // Takes `count` of the `free` CPUs for one workload, as the kubelet's static CPU manager
 // (pkg/kubelet/cm/cpumanager/cpu_assignment.go, takeByTopology): from one NUMA node when one
 // has enough (the one with the fewest free that fits, to keep larger ones whole), else from

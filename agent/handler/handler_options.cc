@@ -251,8 +251,7 @@ absl::Status ParseReservedCpus(const FlagSet& flags, HandlerConfig* c) {
     return absl::InvalidArgumentError(absl::StrCat("--reserved-cpus: ", reserved.status().message()));
   }
   ASSIGN_OR_RETURN(c->host_cpus, ReadHostCpus());
-  std::vector<int> online;
-  for (const HostCpu& cpu : c->host_cpus) online.push_back(cpu.id);
+  const std::vector<int> online = CpuIds(c->host_cpus);
   if (reserved->empty()) {
     return absl::InvalidArgumentError(
         "--reserved-cpus: expected at least one CPU for the host (the kubelet's static CPU "

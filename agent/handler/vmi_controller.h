@@ -497,16 +497,22 @@ class VmiController {
   // --- The CPU manager (vmi_cpus.cc) ---
   // Whether `r` holds its share of the node: it runs or is starting, and has not ended.
   static bool HoldsNodeLocked(const Record& r);
-  // dedicatedCpuPlacement: takes `r`'s host CPUs from what --reserved-cpus leaves and no other
-  // VMI holds (status.launcher.dedicatedCpus, stored, so that a restarted handler knows them).
-  // "" when it has them (or, with `take` false, could have them); else why it cannot start
-  // yet, in the scheduler's words.
-  std::string TakeDedicatedCpusLocked(Record* r, bool take) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // dedicatedCpuPlacement: the host CPUs `r` is to hold (vCPU i's at index i, then the
+  // emulator's): those it holds already (status.launcher.dedicatedCpus, stored, so that a
+  // restarted handler knows them), else new ones from what --reserved-cpus leaves and no other
+  // VMI holds; empty without dedicatedCpuPlacement. FailedPrecondition with the scheduler's
+  // words (and who holds them) when there are not enough.
+  absl::StatusOr<std::vector<int>> DedicatedCpusForLocked(const Record& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The dedicated CPUs VMIs other than `except` hold.
   std::vector<int> DedicatedCpusHeldLocked(const Record* except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Keeps every running VMI without dedicated CPUs on the shared pool (every online CPU no VMI
-  // holds), which changes as dedicated VMIs start and end. Idempotent; the janitor calls it.
+  // The shared pool (every online CPU no VMI holds) changes as dedicated VMIs start and end:
+  // when it did, every running VMI without dedicated CPUs is moved to it. Cheap when nothing
+  // changed; the janitor calls it.
   void ApplySharedCpusLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A launcher just spawned (with the pool as it was when it was asked for) is kept on the
+  // pool as it is now.
+  void KeepOnSharedCpusLocked(const Record& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The CPUs a VMI's launcher is confined to: its dedicated ones, or the shared pool; empty
   // without cpusets.
   std::vector<int> LauncherCpus(const kvnode::v1::VirtualMachineInstance& vmi) const

@@ -12,6 +12,17 @@
 #include "spdlog/spdlog.h"
 
 namespace kvnode {
+namespace {
+
+// The CPUs a VMI holds, sorted.
+std::vector<int> HeldCpus(const kvnode::v1::VirtualMachineInstance& vmi) {
+  const auto& held = vmi.status().launcher().dedicated_cpus();
+  std::vector<int> cpus(held.begin(), held.end());
+  std::sort(cpus.begin(), cpus.end());
+  return cpus;
+}
+
+}  // namespace
 
 using kvnode::v1::VirtualMachineInstance;
 
@@ -31,82 +42,67 @@ std::vector<int> VmiController::DedicatedCpusHeldLocked(const Record* except) {
   return held;
 }
 
-std::string VmiController::TakeDedicatedCpusLocked(Record* r, bool take) {
-  const kvnode::v1::CPU& cpu = r->vmi.spec().domain().cpu();
-  auto* launcher = r->vmi.mutable_status()->mutable_launcher();
-  if (!cpu.dedicated_cpu_placement()) {
-    if (take) launcher->clear_dedicated_cpus();
-    return "";
-  }
-  const int64_t want = DedicatedCpuCount(cpu);
+absl::StatusOr<std::vector<int>> VmiController::DedicatedCpusForLocked(const Record& r) {
+  const kvnode::v1::CPU& cpu = r.vmi.spec().domain().cpu();
+  if (!cpu.dedicated_cpu_placement()) return std::vector<int>();
   if (config_.limits.dedicated_cpus.empty()) {
     // KubeVirt gives the launcher pod the node selector kubevirt.io/cpumanager=true, which only
     // nodes with the kubelet's static CPU manager carry.
-    return "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector: "
-           "kubevirt.io/cpumanager=true (the node has no CPU manager: start kvnode-handler with "
-           "--reserved-cpus)";
+    return absl::FailedPreconditionError(
+        "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector: "
+        "kubevirt.io/cpumanager=true (the node has no CPU manager: start kvnode-handler with "
+        "--reserved-cpus)");
   }
-  std::vector<int> held = DedicatedCpusHeldLocked(r);
-  std::vector<int> mine(launcher->dedicated_cpus().begin(), launcher->dedicated_cpus().end());
-  std::sort(mine.begin(), mine.end());
-  std::vector<int> overlap;
-  std::set_intersection(mine.begin(), mine.end(), held.begin(), held.end(),
-                        std::back_inserter(overlap));
+  const int64_t want = DedicatedCpuCount(cpu);
+  const std::vector<int> held = DedicatedCpusHeldLocked(&r);
   // What it holds already (stored before a restart) stays its own.
-  if (static_cast<int64_t>(mine.size()) == want && overlap.empty() &&
+  const std::vector<int> mine = HeldCpus(r.vmi);
+  if (static_cast<int64_t>(mine.size()) == want && CpusWithout(mine, held) == mine &&
       CpusWithout(mine, config_.limits.dedicated_cpus).empty()) {
-    return "";
+    const auto& stored = r.vmi.status().launcher().dedicated_cpus();
+    return std::vector<int>(stored.begin(), stored.end());
   }
-  std::vector<int> free = CpusWithout(config_.limits.dedicated_cpus, held);
+  const std::vector<int> free = CpusWithout(config_.limits.dedicated_cpus, held);
   std::optional<std::vector<int>> taken = TakeCpus(config_.host_cpus, free, want);
-  if (!taken.has_value()) {
-    std::vector<std::string> holders;
-    for (const auto& [uid, other] : by_uid_) {
-      if (other.get() == r || !HoldsNodeLocked(*other) ||
-          other->vmi.status().launcher().dedicated_cpus().empty()) {
-        continue;
-      }
-      std::vector<int> cpus(other->vmi.status().launcher().dedicated_cpus().begin(),
-                            other->vmi.status().launcher().dedicated_cpus().end());
-      holders.push_back(absl::StrCat(other->vmi.metadata().namespace_(), "/",
-                                     other->vmi.metadata().name(), " (", FormatCpuList(cpus),
-                                     ")"));
-    }
-    return absl::StrCat("0/1 nodes are available: 1 Insufficient cpu. It needs ", want,
-                        " dedicated CPUs; ", free.size(), " of ",
-                        config_.limits.dedicated_cpus.size(), " are free",
-                        holders.empty() ? "" : ", held by " + absl::StrJoin(holders, ", "), ".");
+  if (taken.has_value()) return *taken;
+  std::vector<std::string> holders;
+  for (const auto& [uid, other] : by_uid_) {
+    std::vector<int> cpus = HeldCpus(other->vmi);
+    if (other.get() == &r || !HoldsNodeLocked(*other) || cpus.empty()) continue;
+    holders.push_back(absl::StrCat(other->vmi.metadata().namespace_(), "/",
+                                   other->vmi.metadata().name(), " (", FormatCpuList(cpus), ")"));
   }
-  if (!take) return "";
-  launcher->clear_dedicated_cpus();
-  for (int c : *taken) launcher->add_dedicated_cpus(c);
-  PersistOrRetryLocked(r, "MODIFIED");
-  EventLocked(r->vmi, "Normal", "CpusDedicated",
-              absl::StrCat("Dedicated host CPUs ", FormatCpuList(*taken), " to the VMI"));
-  return "";
+  return absl::FailedPreconditionError(absl::StrCat(
+      "0/1 nodes are available: 1 Insufficient cpu. It needs ", want, " dedicated CPUs; ",
+      free.size(), " of ", config_.limits.dedicated_cpus.size(), " are free",
+      holders.empty() ? "" : ", held by " + absl::StrJoin(holders, ", "), "."));
 }
 
 void VmiController::ApplySharedCpusLocked() {
   if (!cgroups_.has_cpusets() || config_.host_cpus.empty()) return;
-  std::vector<int> online;
-  for (const HostCpu& c : config_.host_cpus) online.push_back(c.id);
-  std::vector<int> shared = CpusWithout(online, DedicatedCpusHeldLocked(nullptr));
+  std::vector<int> shared = CpusWithout(CpuIds(config_.host_cpus), DedicatedCpusHeldLocked(nullptr));
   {
     absl::MutexLock lock(&cpus_mu_);
-    if (shared != shared_cpus_) {
-      spdlog::info("CPU manager: shared pool {} (was {})", FormatCpuList(shared),
-                   FormatCpuList(shared_cpus_));
-    }
+    // The first call (at Recover) always applies: launchers re-adopted from a handler run
+    // without cpusets join theirs.
+    if (shared == shared_cpus_) return;
+    spdlog::info("CPU manager: shared pool {} (was {})", FormatCpuList(shared),
+                 shared_cpus_.empty() ? "not set" : FormatCpuList(shared_cpus_));
     shared_cpus_ = shared;
   }
-  // Every tick, not only on a change: a launcher that was spawning while the pool changed
-  // may have been given the pool before.
   for (const auto& [uid, r] : by_uid_) {
-    if (!r->launcher_alive || r->vmi.spec().domain().cpu().dedicated_cpu_placement()) continue;
-    if (absl::Status s = cgroups_.SetCpus(uid, shared); !s.ok()) {
-      spdlog::warn("VMI {}: keep it on the shared CPUs {}: {}", uid, FormatCpuList(shared),
-                   s.ToString());
-    }
+    if (r->launcher_alive) KeepOnSharedCpusLocked(*r);
+  }
+}
+
+void VmiController::KeepOnSharedCpusLocked(const Record& r) {
+  if (!cgroups_.has_cpusets() || r.vmi.spec().domain().cpu().dedicated_cpu_placement()) return;
+  std::vector<int> shared = LauncherCpus(r.vmi);
+  if (shared.empty()) return;
+  const std::string& uid = r.vmi.metadata().uid();
+  if (absl::Status s = cgroups_.SetCpus(uid, shared); !s.ok()) {
+    spdlog::warn("VMI {}: keep it on the shared CPUs {}: {}", uid, FormatCpuList(shared),
+                 s.ToString());
   }
 }
 
@@ -118,17 +114,10 @@ VmiController::CpuPoolUsage VmiController::DedicatedCpuUsage() {
 
 std::vector<int> VmiController::LauncherCpus(const VirtualMachineInstance& vmi) const {
   if (!cgroups_.has_cpusets() || config_.host_cpus.empty()) return {};
-  if (vmi.spec().domain().cpu().dedicated_cpu_placement()) {
-    std::vector<int> cpus(vmi.status().launcher().dedicated_cpus().begin(),
-                          vmi.status().launcher().dedicated_cpus().end());
-    std::sort(cpus.begin(), cpus.end());
-    return cpus;
-  }
+  if (vmi.spec().domain().cpu().dedicated_cpu_placement()) return HeldCpus(vmi);
   absl::MutexLock lock(&cpus_mu_);
-  if (!shared_cpus_.empty()) return shared_cpus_;
-  std::vector<int> online;  // before the janitor's first look: all, until it narrows them
-  for (const HostCpu& c : config_.host_cpus) online.push_back(c.id);
-  return online;
+  // Before the first ApplySharedCpusLocked: every CPU, until it narrows them.
+  return shared_cpus_.empty() ? CpuIds(config_.host_cpus) : shared_cpus_;
 }
 
 }  // namespace kvnode

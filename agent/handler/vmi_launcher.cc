@@ -8,7 +8,6 @@
 
 #include <algorithm>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/grpc_status.h"
 #include "agent/base/hugepages.h"
@@ -241,7 +240,7 @@ void VmiController::StartLauncher(const std::string& uid) {
   r->launcher_alive = true;
   // A dedicated VMI may have taken CPUs while this launcher was spawned into the pool as it
   // was: it gets the pool as it is now, before its libvirtd starts QEMU.
-  ApplySharedCpusLocked();
+  KeepOnSharedCpusLocked(*r);
   r->launcher_ready = false;
   r->launcher_started = clock_->Now();
   r->last_seen = r->launcher_started;
@@ -310,12 +309,9 @@ bool VmiController::HoldResourcesLocked(Record* r) {
           missing);
     }
   }
-  // Dedicated CPUs are taken only when everything else fits; when they are what is missing,
-  // the message says which VMIs hold them.
-  if (std::string cpus = TakeDedicatedCpusLocked(r, /*take=*/insufficient.empty());
-      !cpus.empty() && (insufficient.empty() || absl::StrContains(insufficient, "Insufficient cpu"))) {
-    insufficient = cpus;
-  }
+  // Dedicated CPUs it cannot have are said first, with who holds them.
+  absl::StatusOr<std::vector<int>> cpus = DedicatedCpusForLocked(*r);
+  if (!cpus.ok()) insufficient = std::string(cpus.status().message());
   auto* conds = r->vmi.mutable_status()->mutable_conditions();
   if (!insufficient.empty()) {
     // As a launcher pod the scheduler cannot place: the VMI waits, Pending, and starts when
@@ -332,8 +328,18 @@ bool VmiController::HoldResourcesLocked(Record* r) {
     PersistOrRetryLocked(r, "MODIFIED");
   }
   r->resources_held = true;
+  auto* launcher = r->vmi.mutable_status()->mutable_launcher();
+  if (!std::equal(cpus->begin(), cpus->end(), launcher->dedicated_cpus().begin(),
+                  launcher->dedicated_cpus().end())) {
+    *launcher->mutable_dedicated_cpus() = {cpus->begin(), cpus->end()};
+    PersistOrRetryLocked(r, "MODIFIED");
+    if (!cpus->empty()) {
+      EventLocked(r->vmi, "Normal", "CpusDedicated",
+                  absl::StrCat("Dedicated host CPUs ", FormatCpuList(*cpus), " to the VMI"));
+    }
+  }
   // The shared VMIs move off the CPUs it took before its launcher starts.
-  if (r->vmi.spec().domain().cpu().dedicated_cpu_placement()) ApplySharedCpusLocked();
+  ApplySharedCpusLocked();
   return true;
 }
 
@@ -387,15 +393,10 @@ kvnode::v1::DomainOptions VmiController::DomainOptionsFor(const VirtualMachineIn
           : FreePageReportingByDefault(config_.virt_type,
                                        config_.qemu_version ? config_.qemu_version() : 0);
   options.set_disable_free_page_reporting(!reporting);
-  // The CPUs the node's CPU manager gave it: vCPU i's at index i, then the emulator's.
-  const kvnode::v1::CPU& cpu = vmi.spec().domain().cpu();
-  const auto& dedicated = vmi.status().launcher().dedicated_cpus();
-  const int64_t present = DedicatedCpuCount(cpu) - (cpu.isolate_emulator_thread() ? 1 : 0);
-  if (cpu.dedicated_cpu_placement() && dedicated.size() == DedicatedCpuCount(cpu)) {
-    auto* pinning = options.mutable_cpu_pinning();
-    for (int64_t i = 0; i < present; ++i) pinning->add_vcpus(dedicated[static_cast<int>(i)]);
-    if (cpu.isolate_emulator_thread()) pinning->add_emulator(dedicated[static_cast<int>(present)]);
-  }
+  // The CPUs the node's CPU manager gave it.
+  const auto& held = vmi.status().launcher().dedicated_cpus();
+  *options.mutable_cpu_pinning() =
+      CpuPinningOf(vmi.spec().domain().cpu(), std::vector<int>(held.begin(), held.end()));
   return options;
 }
 

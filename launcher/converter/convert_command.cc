@@ -3,6 +3,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <numeric>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -228,12 +229,9 @@ int RunConvertCommand(int argc, char** argv, std::ostream& out, std::ostream& er
     // Dedicated CPUs are the node's CPU manager's to give at the start: the preview pins them
     // as a node with --reserved-cpus 0 and no other dedicated VMI would (CPU 1, 2, ...).
     const kvnode::v1::CPU& cpu = c.vmi.spec().domain().cpu();
-    if (cpu.dedicated_cpu_placement()) {
-      const int64_t held = DedicatedCpuCount(cpu);
-      const int64_t vcpus = held - (cpu.isolate_emulator_thread() ? 1 : 0);
-      for (int64_t i = 1; i <= vcpus; ++i) options.mutable_cpu_pinning()->add_vcpus(i);
-      if (held > vcpus) options.mutable_cpu_pinning()->add_emulator(held);
-    }
+    std::vector<int> held(DedicatedCpuCount(cpu));
+    std::iota(held.begin(), held.end(), 1);
+    *options.mutable_cpu_pinning() = CpuPinningOf(cpu, held);
     auto xml = ConvertToDomainXml(c.vmi, options);
     if (!xml.ok()) {
       std::string message(xml.status().message());

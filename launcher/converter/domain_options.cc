@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "agent/base/sha1.h"
+#include "agent/manifest/admission.h"
 #include "agent/manifest/backend_storage.h"
 
 namespace kvnode {
@@ -146,6 +147,16 @@ std::set<std::string> BlockClaimNames(
     if (claim->spec().volume_mode() == "Block") names.insert(claim->metadata().name());
   }
   return names;
+}
+
+kvnode::v1::CpuPinning CpuPinningOf(const kvnode::v1::CPU& cpu, const std::vector<int>& held) {
+  kvnode::v1::CpuPinning pinning;
+  const int64_t count = DedicatedCpuCount(cpu);
+  if (!cpu.dedicated_cpu_placement() || static_cast<int64_t>(held.size()) != count) return pinning;
+  const int64_t vcpus = count - (cpu.isolate_emulator_thread() ? 1 : 0);
+  pinning.mutable_vcpus()->Add(held.begin(), held.begin() + vcpus);
+  pinning.mutable_emulator()->Add(held.begin() + vcpus, held.end());
+  return pinning;
 }
 
 DomainOptions BuildDomainOptions(const VirtualMachineInstance& vmi, const NodePaths& node,

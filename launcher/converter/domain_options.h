@@ -71,6 +71,11 @@ inline bool FreePageReportingByDefault(absl::string_view virt_type, uint64_t qem
   return virt_type != "qemu" || qemu_version >= 9'000'000;
 }
 
+// dedicatedCpuPlacement: the pinning of `cpu`'s vCPUs to `held` (the host CPUs the node's CPU
+// manager gave the VMI: vCPU i's at index i, then the emulator's with isolateEmulatorThread).
+// Empty when `held` is not one CPU per vCPU (plus the emulator's).
+kvnode::v1::CpuPinning CpuPinningOf(const kvnode::v1::CPU& cpu, const std::vector<int>& held);
+
 // The options for `vmi` (defaulted) on a node whose state dir is `node`, with virt type "kvm"
 // or "qemu". The VMI's metadata.uid names its state dir, so it must be set. `claims` is the
 // layout of the claims of the VMI's namespace.

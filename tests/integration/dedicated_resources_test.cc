@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -77,6 +78,25 @@ std::string VmiCpus(HandlerProcess* h, const std::string& uid) {
 class DedicatedResourcesTest : public GuestTest {
  protected:
   void SetUp() override { start_in_setup_ = false; }
+
+  // Syncs a guest VMI `name` (changed by `customize`) that the node cannot place: it stays
+  // Pending with PodScheduled=False and exactly `message`.
+  void ExpectUnschedulable(const std::string& name,
+                           const std::function<void(VirtualMachineInstance*)>& customize,
+                           const std::string& message) {
+    ASSERT_TRUE(handler_->PrepareDisk("default", name + "-disk").ok());
+    VirtualMachineInstance vmi = GuestVmi(name, name + "-disk");
+    customize(&vmi);
+    Sync(vmi);
+    auto waiting = WaitCondition(name, "PodScheduled", "False", absl::Seconds(20));
+    ASSERT_TRUE(waiting.ok()) << waiting.status();
+    EXPECT_EQ(waiting->status().phase(), "Pending");
+    for (const auto& c : waiting->status().conditions()) {
+      if (c.type() == "PodScheduled") {
+        EXPECT_EQ(c.message(), message);
+      }
+    }
+  }
 };
 
 TEST_F(DedicatedResourcesTest, DedicatedVcpusGetAHostCpuOfTheirOwnWhichTheOthersLeaveAndWaitFor) {
@@ -137,21 +157,9 @@ TEST_F(DedicatedResourcesTest, DedicatedVcpusGetAHostCpuOfTheirOwnWhichTheOthers
 
   // A second VMI with a dedicated CPU: none is left, it waits as an unschedulable pod.
   if (online == 2) {
-    ASSERT_TRUE(handler_->PrepareDisk("default", "waiting-disk").ok());
-    VirtualMachineInstance waiting = GuestVmi("waiting", "waiting-disk");
-    dedicated(&waiting);
-    Sync(waiting);
-    auto unschedulable = WaitCondition("waiting", "PodScheduled", "False", absl::Seconds(20));
-    ASSERT_TRUE(unschedulable.ok()) << unschedulable.status();
-    EXPECT_EQ(unschedulable->status().phase(), "Pending");
-    const std::string message =
-        "0/1 nodes are available: 1 Insufficient cpu. It needs 1 dedicated CPUs; 0 of 1 are "
-        "free, held by default/pinned (1).";
-    for (const auto& c : unschedulable->status().conditions()) {
-      if (c.type() == "PodScheduled") {
-        EXPECT_EQ(c.message(), message);
-      }
-    }
+    ExpectUnschedulable("waiting", dedicated,
+                        "0/1 nodes are available: 1 Insufficient cpu. It needs 1 dedicated "
+                        "CPUs; 0 of 1 are free, held by default/pinned (1).");
     // The handler dies and comes back: the pool is rebuilt from what runs, so the CPU stays
     // the running VMI's and the other still waits.
     ASSERT_TRUE(handler_->KillAndRestart().ok());
@@ -230,18 +238,8 @@ TEST_F(DedicatedResourcesTest, AGuestBackedByHugepagesTakesThemAndOneThatFindsTo
               HasSubstr("Hugepages:      2Mi pages back the guest's memory"));
 
   // A second one finds too few pages left: Pending, as a pod the scheduler cannot place.
-  ASSERT_TRUE(handler_->PrepareDisk("default", "unpaged-disk").ok());
-  VirtualMachineInstance second = GuestVmi("unpaged", "unpaged-disk");
-  backed(&second);
-  Sync(second);
-  auto waiting = WaitCondition("unpaged", "PodScheduled", "False", absl::Seconds(20));
-  ASSERT_TRUE(waiting.ok()) << waiting.status();
-  EXPECT_EQ(waiting->status().phase(), "Pending");
-  for (const auto& c : waiting->status().conditions()) {
-    if (c.type() == "PodScheduled") {
-      EXPECT_EQ(c.message(), "0/1 nodes are available: 1 Insufficient hugepages-2Mi.");
-    }
-  }
+  ExpectUnschedulable("unpaged", backed,
+                      "0/1 nodes are available: 1 Insufficient hugepages-2Mi.");
   Delete("unpaged", 0);
 
   // The first ends: its pages are free again and its hugetlbfs is gone.
