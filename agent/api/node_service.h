@@ -11,16 +11,18 @@
 #include "agent/controller/vm_controller.h"
 #include "agent/handler/guest_access.h"
 #include "agent/handler/vmi_controller.h"
+#include "agent/network/network_attachment.h"
 #include "kvnode/v1/node.grpc.pb.h"
 
 namespace kvnode {
 
 class NodeService final : public kvnode::v1::Node::Service {
  public:
-  // `vms` and `types` may be null: their calls then answer Unimplemented.
+  // `vms`, `types` and `networks` may be null: their calls then answer Unimplemented.
   explicit NodeService(VmiController* vmis, VmController* vms = nullptr,
-                       Instancetypes* types = nullptr)
-      : vmis_(vmis), vms_(vms), types_(types), guests_(vmis) {}
+                       Instancetypes* types = nullptr,
+                       NetworkAttachmentDefinitions* networks = nullptr)
+      : vmis_(vmis), vms_(vms), types_(types), networks_(networks), guests_(vmis) {}
 
   grpc::Status SyncVMI(grpc::ServerContext*, const kvnode::v1::SyncVMIRequest* req,
                        kvnode::v1::SyncVMIResponse* resp) override;
@@ -113,6 +115,20 @@ class NodeService final : public kvnode::v1::Node::Service {
   grpc::Status DeletePreference(grpc::ServerContext*, const kvnode::v1::InstancetypeRef* req,
                                 kvnode::v1::VirtualMachinePreference* resp) override;
 
+  // NetworkAttachmentDefinitions (node_service_instancetype.cc, beside the other stored kinds).
+  grpc::Status ApplyNetworkAttachmentDefinition(
+      grpc::ServerContext*, const kvnode::v1::ApplyNetworkAttachmentDefinitionRequest* req,
+      kvnode::v1::ApplyNetworkAttachmentDefinitionResponse* resp) override;
+  grpc::Status GetNetworkAttachmentDefinition(
+      grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+      kvnode::v1::NetworkAttachmentDefinition* resp) override;
+  grpc::Status ListNetworkAttachmentDefinitions(
+      grpc::ServerContext*, const kvnode::v1::ListRequest* req,
+      kvnode::v1::ListNetworkAttachmentDefinitionsResponse* resp) override;
+  grpc::Status DeleteNetworkAttachmentDefinition(
+      grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+      kvnode::v1::NetworkAttachmentDefinition* resp) override;
+
  private:
   grpc::Status ServeGuestSocket(
       grpc::ServerContext* ctx,
@@ -123,6 +139,7 @@ class NodeService final : public kvnode::v1::Node::Service {
   VmiController* const vmis_;
   VmController* const vms_;
   Instancetypes* const types_;
+  NetworkAttachmentDefinitions* const networks_;
   GuestAccess guests_;
 };
 

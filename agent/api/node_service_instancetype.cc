@@ -1,9 +1,15 @@
-// kvnode.v1.Node's instancetype and preference calls: parse, call Instancetypes, map the status.
+// kvnode.v1.Node's calls for stored kinds beside the VMs: instancetypes and preferences
+// (Instancetypes), NetworkAttachmentDefinitions; each parses, calls, and maps the status.
 #include "agent/api/node_service.h"
 #include "agent/base/grpc_status.h"
 
 namespace kvnode {
 namespace {
+
+grpc::Status NoNetworkAttachments() {
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                      "this handler keeps no network attachment definitions");
+}
 
 grpc::Status NoInstancetypes() {
   return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
@@ -83,6 +89,39 @@ grpc::Status NodeService::DeletePreference(grpc::ServerContext*,
                                            kvnode::v1::VirtualMachinePreference* resp) {
   if (types_ == nullptr) return NoInstancetypes();
   return ReplyWith(types_->DeletePreference(*req), resp);
+}
+
+grpc::Status NodeService::ApplyNetworkAttachmentDefinition(
+    grpc::ServerContext*, const kvnode::v1::ApplyNetworkAttachmentDefinitionRequest* req,
+    kvnode::v1::ApplyNetworkAttachmentDefinitionResponse* resp) {
+  if (networks_ == nullptr) return NoNetworkAttachments();
+  auto applied = networks_->Apply(req->network_attachment_definition(), req->dry_run());
+  if (!applied.ok()) return ToGrpcStatus(applied.status());
+  *resp->mutable_network_attachment_definition() = std::move(applied->object);
+  resp->set_result(applied->result);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::GetNetworkAttachmentDefinition(
+    grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+    kvnode::v1::NetworkAttachmentDefinition* resp) {
+  if (networks_ == nullptr) return NoNetworkAttachments();
+  return ReplyWith(networks_->Get(req->namespace_(), req->name()), resp);
+}
+
+grpc::Status NodeService::ListNetworkAttachmentDefinitions(
+    grpc::ServerContext*, const kvnode::v1::ListRequest* req,
+    kvnode::v1::ListNetworkAttachmentDefinitionsResponse* resp) {
+  if (networks_ == nullptr) return NoNetworkAttachments();
+  for (auto& nad : networks_->List(req->namespace_())) *resp->add_items() = std::move(nad);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::DeleteNetworkAttachmentDefinition(
+    grpc::ServerContext*, const kvnode::v1::ObjectRef* req,
+    kvnode::v1::NetworkAttachmentDefinition* resp) {
+  if (networks_ == nullptr) return NoNetworkAttachments();
+  return ReplyWith(networks_->Delete(req->namespace_(), req->name()), resp);
 }
 
 }  // namespace kvnode

@@ -85,6 +85,12 @@ int GetSecrets(Cli& cli);
 int ApplyConfigMap(Cli& cli, const kvnode::v1::ConfigMap& cm, bool dry_run);
 int GetConfigMaps(Cli& cli, const std::string& name, const std::string& output);
 int DeleteConfigMap(Cli& cli, const std::string& name);
+// NetworkAttachmentDefinitions (network_commands.cc; resource "net-attach-def").
+int ApplyNetworkAttachmentDefinition(Cli& cli, const kvnode::v1::NetworkAttachmentDefinition& nad,
+                                     bool dry_run);
+int GetNetworkAttachmentDefinitions(Cli& cli, const std::string& name, const std::string& output);
+int DescribeNetworkAttachmentDefinition(Cli& cli, const std::string& name);
+int DeleteNetworkAttachmentDefinition(Cli& cli, const std::string& name);
 // CDI's golden images (golden_image_commands.cc): DataSources and DataImportCrons.
 int ApplyDataSource(Cli& cli, const kvnode::v1::DataSource& ds, bool dry_run);
 int ApplyDataImportCron(Cli& cli, const kvnode::v1::DataImportCron& cron, bool dry_run);

@@ -62,6 +62,12 @@ std::string CanonicalResource(const std::string& r) {
   if (l == "pv" || l == "pvs" || l == "persistentvolume" || l == "persistentvolumes") return "pv";
   if (l == "secret" || l == "secrets") return "secret";
   if (l == "cm" || l == "configmap" || l == "configmaps") return "cm";
+  if (absl::EndsWith(l, ".k8s.cni.cncf.io")) l = l.substr(0, l.size() - 16);
+  if (l == "net-attach-def" || l == "net-attach-defs" || l == "network-attachment-definition" ||
+      l == "network-attachment-definitions" || l == "networkattachmentdefinition" ||
+      l == "networkattachmentdefinitions") {
+    return "net-attach-def";
+  }
   if (absl::EndsWith(l, ".cdi.kubevirt.io")) l = l.substr(0, l.size() - 16);
   if (l == "dv" || l == "dvs" || l == "datavolume" || l == "datavolumes") return "dv";
   if (l == "das" || l == "datasource" || l == "datasources") return "das";
@@ -180,6 +186,7 @@ int CmdApply(Cli& cli) {
     if (obj.kind != "VirtualMachineInstance" && obj.kind != "VirtualMachine" &&
         obj.kind != "PersistentVolumeClaim" && obj.kind != "DataVolume" &&
         obj.kind != "DataSource" && obj.kind != "DataImportCron" && obj.kind != "ConfigMap" &&
+        obj.kind != "NetworkAttachmentDefinition" &&
         obj.kind != "VirtualMachineSnapshot" && obj.kind != "VirtualMachineRestore" &&
         !instancetype &&
         !migration && !policy) {
@@ -220,6 +227,11 @@ int CmdApply(Cli& cli) {
     if (obj.kind == "ConfigMap") {
       auto& cm = static_cast<kvnode::v1::ConfigMap&>(*obj.object);
       if (ApplyConfigMap(cli, cm, dry_run) != 0) rc = 1;
+      continue;
+    }
+    if (obj.kind == "NetworkAttachmentDefinition") {
+      auto& nad = static_cast<kvnode::v1::NetworkAttachmentDefinition&>(*obj.object);
+      if (ApplyNetworkAttachmentDefinition(cli, nad, dry_run) != 0) rc = 1;
       continue;
     }
     if (obj.kind == "VirtualMachineSnapshot") {
@@ -389,6 +401,7 @@ int CmdGet(Cli& cli) {
             : kinds[i] == "pv"  ? GetPvs(cli, output)
             : kinds[i] == "secret" ? GetSecrets(cli)
             : kinds[i] == "cm"  ? GetConfigMaps(cli, name, output)
+            : kinds[i] == "net-attach-def" ? GetNetworkAttachmentDefinitions(cli, name, output)
             : kinds[i] == "dv"  ? GetDvs(cli, name, output, prefix)
             : kinds[i] == "das" ? GetDataSources(cli, name, output)
             : kinds[i] == "dic" ? GetDataImportCrons(cli, name, output)
@@ -410,6 +423,7 @@ int CmdDescribe(Cli& cli) {
   if (resource == "pvc") return DescribePvc(cli, name);
   if (resource == "das") return DescribeDataSource(cli, name);
   if (resource == "dic") return DescribeDataImportCron(cli, name);
+  if (resource == "net-attach-def") return DescribeNetworkAttachmentDefinition(cli, name);
   if (resource == "vmsnapshot") return DescribeVmSnapshot(cli, name);
   if (resource == "vmrestore") return DescribeVmRestore(cli, name);
   if (!InstancetypeKindForResource(resource).empty()) return DescribeInstancetype(cli, resource, name);
@@ -560,6 +574,7 @@ int CmdDelete(Cli& cli) {
   if (resource == "pv") return DeletePv(cli, name);
   if (resource == "secret") return DeleteSecret(cli, name);
   if (resource == "cm") return DeleteConfigMap(cli, name);
+  if (resource == "net-attach-def") return DeleteNetworkAttachmentDefinition(cli, name);
   if (resource == "dv") return DeleteDv(cli, name);
   if (resource == "das") return DeleteDataSource(cli, name);
   if (resource == "dic") return DeleteDataImportCron(cli, name);

@@ -143,6 +143,7 @@ struct Handler {
   std::unique_ptr<VmiController> controller;
   std::unique_ptr<VmiControllerClient> vmi_client;
   std::unique_ptr<Instancetypes> instancetypes;
+  std::unique_ptr<NetworkAttachmentDefinitions> network_attachments;
   std::unique_ptr<VmController> vm_controller;
   std::unique_ptr<HandlerSnapshotHost> snapshot_host;
   std::unique_ptr<Snapshots> snapshots;  // VirtualMachineSnapshots and VirtualMachineRestores
@@ -263,7 +264,8 @@ absl::Status StartNotifyServer(Handler* h) {
 absl::Status StartApi(Handler* h) {
   const HandlerOptions& opt = h->options;
   h->node_service = std::make_unique<NodeService>(h->controller.get(), h->vm_controller.get(),
-                                                  h->instancetypes.get());
+                                                  h->instancetypes.get(),
+                                                  h->network_attachments.get());
   ApiServer::Options o;
   o.unix_socket = opt.socket;
   o.socket_mode = 0660;
@@ -404,6 +406,8 @@ int Serve(Handler* h, const sigset_t& mask) {
   opt.vm.limits = c.limits;
   opt.vm.volumes = h->volumes.get();  // dataVolumeTemplates
   h->instancetypes = std::make_unique<Instancetypes>(h->store.get(), Clock::Real());
+  h->network_attachments =
+      std::make_unique<NetworkAttachmentDefinitions>(h->store.get(), Clock::Real());
   if (absl::Status s = h->instancetypes->Recover(); !s.ok()) {
     return Fail(Annotate(s, "recover instancetypes"));
   }

@@ -84,10 +84,20 @@ MigratableVerdict EvaluateLiveMigratable(const kvnode::v1::VirtualMachineInstanc
               "manager and kvnode does not pin them on a target node; stop and start it there");
   }
   for (const auto& i : spec.domain().devices().interfaces()) {
-    if (i.has_bridge()) {
-      return No(kInterface, "cannot migrate VMI which does not use masquerade to connect to the "
-                            "pod network");
+    if (!i.has_bridge()) continue;
+    for (const auto& n : spec.networks()) {
+      // KubeVirt migrates these (the target attaches to its own host bridge); kvnode's
+      // migration target does not make them yet.
+      if (n.name() == i.name() && n.has_multus()) {
+        return No(kInterface, absl::StrCat("cannot migrate VMI: interface ", i.name(),
+                                           " is on the Multus network ",
+                                           n.multus().network_name(),
+                                           ", which this node does not attach on a migration "
+                                           "target yet"));
+      }
     }
+    return No(kInterface, "cannot migrate VMI which does not use masquerade to connect to the "
+                          "pod network");
   }
   return {};
 }

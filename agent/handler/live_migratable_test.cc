@@ -152,6 +152,22 @@ TEST(LiveMigratable, BridgeOnThePodNetworkIsNotMigratable) {
   EXPECT_EQ(no.reason, "InterfaceNotLiveMigratable");
 }
 
+// KubeVirt migrates them; kvnode's target does not attach them yet, and says so.
+TEST(LiveMigratable, ABridgeOnAMultusNetworkIsNotMigratableYetAndSaysWhich) {
+  kvnode::v1::VirtualMachineInstanceSpec spec;
+  auto* iface = spec.mutable_domain()->mutable_devices()->add_interfaces();
+  iface->set_name("lan");
+  iface->mutable_bridge();
+  auto* net = spec.add_networks();
+  net->set_name("lan");
+  net->mutable_multus()->set_network_name("infra/lan-br");
+  MigratableVerdict no = EvaluateLiveMigratable(spec, kClaims);
+  EXPECT_FALSE(no.migratable);
+  EXPECT_EQ(no.reason, "InterfaceNotLiveMigratable");
+  EXPECT_EQ(no.message, "cannot migrate VMI: interface lan is on the Multus network infra/lan-br, "
+                        "which this node does not attach on a migration target yet");
+}
+
 // kvnode's own rule: the target would have to pin the arriving domain to CPUs of its own.
 TEST(LiveMigratable, DedicatedCpusAreNotMigratable) {
   kvnode::v1::VirtualMachineInstanceSpec spec;

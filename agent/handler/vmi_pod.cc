@@ -86,9 +86,11 @@ void VmiController::TearDownPodNetwork(const std::string& uid) {
 void VmiController::ApplyPodInterfaces(const std::string& uid, kvnode::v1::DomainOptions* options) {
   if (config_.pod_network == nullptr) return;
   std::optional<PodNetworkAttachment> a = config_.pod_network->Attachment(uid);
-  if (!a.has_value() || a->interface_name.empty()) return;
-  for (auto& iface : *options->mutable_interfaces()) {
-    if (iface.name() == a->interface_name) iface = a->ToInterfaceAttachment();
+  if (!a.has_value()) return;
+  for (const kvnode::v1::InterfaceAttachment& made : a->InterfaceAttachments()) {
+    for (auto& iface : *options->mutable_interfaces()) {
+      if (iface.name() == made.name()) iface = made;
+    }
   }
 }
 

@@ -1442,6 +1442,12 @@ void CheckInterfaceBinding(const Interface& iface, const Network* net, const Fie
   if (iface.has_masquerade() && net->has_multus()) {
     review->errors.Add(path.Child("masquerade"), "masquerade is only supported on the pod network");
   }
+  // The ports list forwards the pod IP's ports to a masqueraded guest; a bridged guest has
+  // its own address and every port of it.
+  if (iface.has_bridge() && iface.ports_size() > 0) {
+    review->errors.Add(path.Child("ports"),
+                       "port forwarding is only supported with the masquerade binding");
+  }
 }
 
 void CheckInterfaces(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
@@ -1487,6 +1493,29 @@ void CheckCidr(const std::string& cidr, int family, int max_prefix, const FieldP
   }
 }
 
+// A Multus network names a NetworkAttachmentDefinition: "name" (in the VMI's namespace) or
+// "namespace/name". Whether it exists is seen at start (the VMI waits for it, Pending).
+void CheckMultusNetwork(const kvnode::v1::MultusNetwork& multus, const FieldPath& path,
+                        AdmissionReview* review) {
+  const std::string& ref = multus.network_name();
+  FieldPath name_path = path.Child("networkName");
+  std::vector<absl::string_view> parts = absl::StrSplit(ref, '/');
+  if (ref.empty()) {
+    review->errors.Add(name_path, "required (the network attachment definition's name)");
+  } else if (parts.size() > 2) {
+    review->errors.Add(name_path, absl::StrCat(QuoteValue(ref),
+                                               " is not \"name\" or \"namespace/name\""));
+  } else {
+    if (parts.size() == 2) CheckLabelName(parts[0], "namespace", name_path, review);
+    CheckSubdomainName(parts.back(), "network attachment definition name", name_path, review);
+  }
+  if (multus.default_()) {
+    review->errors.Add(path.Child("default"),
+                       "a Multus default network (in place of the pod network) is not supported "
+                       "on this node yet");
+  }
+}
+
 void CheckNetworks(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
                    AdmissionReview* review) {
   if (!CheckListLength(spec.networks_size(), "networks", path, review)) return;
@@ -1506,8 +1535,7 @@ void CheckNetworks(const VirtualMachineInstanceSpec& spec, const FieldPath& path
     if (net.network_source_case() == Network::NETWORK_SOURCE_NOT_SET) {
       review->errors.Add(npath, "must have a network source (pod or multus)");
     } else if (net.has_multus()) {
-      review->errors.Add(npath.Child("multus"),
-                         "not supported on this node (only the pod network is)");
+      CheckMultusNetwork(net.multus(), npath.Child("multus"), review);
     } else if (pod) {
       review->errors.Add(npath.Child("pod"),
                          absl::StrCat("only one pod network is allowed (", *pod, " is one)"));

@@ -1352,7 +1352,7 @@ TEST(AdmissionNetworkTest, NamesAreUniqueLabels) {
                   HasSubstr("spec.networks[0].name: \"Eth_0\" is not a valid network name")));
 }
 
-TEST(AdmissionNetworkTest, OnePodNetworkAndNoMultus) {
+TEST(AdmissionNetworkTest, OnePodNetworkAndMultusWithTheBridgeBinding) {
   auto vmi = NetVmi();
   *Domain(&vmi)->mutable_devices()->add_interfaces() = *Iface0(&vmi);
   *Domain(&vmi)->mutable_devices()->add_interfaces() = *Iface0(&vmi);
@@ -1368,9 +1368,37 @@ TEST(AdmissionNetworkTest, OnePodNetworkAndNoMultus) {
               ElementsAre("spec.domain.devices.interfaces[2].masquerade: masquerade is only "
                           "supported on the pod network",
                           "spec.networks[1].pod: only one pod network is allowed (spec.networks[0] "
-                          "is one)",
-                          "spec.networks[2].multus: not supported on this node (only the pod "
-                          "network is)"));
+                          "is one)"));
+}
+
+TEST(AdmissionNetworkTest, AMultusNetworkNamesItsDefinitionAndTakesTheBridgeBinding) {
+  auto vmi = NetVmi();
+  auto* lan = Domain(&vmi)->mutable_devices()->add_interfaces();
+  lan->set_name("lan");
+  lan->mutable_bridge();
+  auto* net = vmi.mutable_spec()->add_networks();
+  net->set_name("lan");
+  net->mutable_multus()->set_network_name("infra/lan-br");
+  EXPECT_THAT(Errors(vmi), ::testing::IsEmpty());
+
+  net->mutable_multus()->set_network_name("");
+  lan->add_ports()->set_port(80);
+  EXPECT_THAT(Errors(vmi),
+              ElementsAre("spec.domain.devices.interfaces[1].ports: port forwarding is only "
+                          "supported with the masquerade binding",
+                          "spec.networks[1].multus.networkName: required (the network attachment "
+                          "definition's name)"));
+  lan->clear_ports();
+  lan->mutable_masquerade();
+  net->mutable_multus()->set_network_name("a/b/c");
+  net->mutable_multus()->set_default_(true);
+  EXPECT_THAT(Errors(vmi),
+              ElementsAre("spec.domain.devices.interfaces[1].masquerade: masquerade is only "
+                          "supported on the pod network",
+                          "spec.networks[1].multus.networkName: \"a/b/c\" is not \"name\" or "
+                          "\"namespace/name\"",
+                          "spec.networks[1].multus.default: a Multus default network (in place of "
+                          "the pod network) is not supported on this node yet"));
 }
 
 TEST(AdmissionNetworkTest, BridgeIsRefusedOnThePodNetwork) {

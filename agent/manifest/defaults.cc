@@ -98,7 +98,18 @@ void DefaultNetworking(VirtualMachineInstanceSpec* spec) {
   for (auto& iface : *devices->mutable_interfaces()) {
     if (iface.model().empty()) iface.set_model("virtio");
     if (iface.binding_method_case() == kvnode::v1::Interface::BINDING_METHOD_NOT_SET) {
-      iface.mutable_masquerade();
+      // The node's default binding: masquerade on the pod network (KubeVirt's
+      // defaultNetworkInterface as kvnode sets it), bridge on a Multus network (the only
+      // binding one takes).
+      bool multus = false;
+      for (const auto& network : spec->networks()) {
+        multus |= network.name() == iface.name() && network.has_multus();
+      }
+      if (multus) {
+        iface.mutable_bridge();
+      } else {
+        iface.mutable_masquerade();
+      }
     }
     for (auto& port : *iface.mutable_ports()) {
       if (port.protocol().empty()) port.set_protocol("TCP");

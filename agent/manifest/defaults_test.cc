@@ -103,6 +103,27 @@ spec:
   EXPECT_EQ(again.SerializeAsString(), vmi.SerializeAsString());
 }
 
+// An interface without a binding takes the node's default on the pod network (masquerade) and
+// the bridge binding on a Multus network, the only one that network takes.
+TEST(DefaultsTest, AnInterfaceWithoutBindingTakesItsNetworksBinding) {
+  auto vmi = Vmi(R"(
+metadata: {name: two-nics, namespace: default}
+spec:
+  domain:
+    devices:
+      interfaces: [{name: default}, {name: lan}]
+  networks:
+    - {name: default, pod: {}}
+    - {name: lan, multus: {networkName: lan-br}}
+)");
+  ApplyVmiDefaults(&vmi);
+  const auto& ifaces = vmi.spec().domain().devices().interfaces();
+  ASSERT_EQ(ifaces.size(), 2);
+  EXPECT_TRUE(ifaces[0].has_masquerade());
+  EXPECT_TRUE(ifaces[1].has_bridge());
+  EXPECT_EQ(ifaces[1].model(), "virtio");
+}
+
 // A volume without a name gets no disk: admission names the volume instead of a disk the user
 // never wrote.
 TEST(DefaultsTest, AVolumeWithoutANameGetsNoDisk) {

@@ -17,6 +17,7 @@
 #include "kvnode/v1/instancetype.pb.h"
 #include "kvnode/v1/kubevirt.pb.h"
 #include "kvnode/v1/migration.pb.h"
+#include "kvnode/v1/network.pb.h"
 #include "kvnode/v1/snapshot.pb.h"
 #include "kvnode/v1/options.pb.h"
 #include "kvnode/v1/storage.pb.h"
@@ -456,6 +457,9 @@ const std::vector<KindInfo>& Kinds() {
        &kvnode::v1::VirtualMachineInstance::default_instance()},
       {"PersistentVolumeClaim", {"v1"}, &kvnode::v1::PersistentVolumeClaim::default_instance()},
       {"ConfigMap", {"v1"}, &kvnode::v1::ConfigMap::default_instance()},
+      {"NetworkAttachmentDefinition",
+       {"k8s.cni.cncf.io/v1"},
+       &kvnode::v1::NetworkAttachmentDefinition::default_instance()},
       {"DataVolume", {"cdi.kubevirt.io/v1beta1"}, &kvnode::v1::DataVolume::default_instance()},
       {"DataSource", {"cdi.kubevirt.io/v1beta1"}, &kvnode::v1::DataSource::default_instance()},
       {"VirtualMachineSnapshot",
@@ -518,7 +522,6 @@ absl::StatusOr<std::unique_ptr<Message>> NewObjectForKind(absl::string_view api_
       {"VirtualMachineSnapshot", "snapshots are not supported on this node yet"},
       {"VirtualMachineRestore", "snapshots are not supported on this node yet"},
       {"VirtualMachineExport", "exports are not supported on this node"},
-      {"NetworkAttachmentDefinition", "only the pod network is supported on this node"},
   };
   if (auto it = kNotHere.find(kind); it != kNotHere.end()) {
     errors->Add(FieldPath("kind"),

@@ -35,6 +35,10 @@ class FakePodNetworkDriver : public PodNetworkDriver {
     if (namespaces_.count(plan.names.netns)) return absl::AlreadyExistsError(plan.names.netns);
     namespaces_[plan.names.netns] = {};
     bridges_[plan.node_bridge].insert(plan.names.host_veth);
+    for (const auto& secondary : plan.secondaries) {
+      bridges_[secondary.host_bridge].insert(secondary.host_veth);
+      secondary_veths_[plan.names.netns].insert(secondary.host_veth);
+    }
     plans_[plan.vmi_uid] = plan;
     if (!fail_next_create_.ok()) {
       absl::Status st = fail_next_create_;
@@ -69,8 +73,20 @@ class FakePodNetworkDriver : public PodNetworkDriver {
     }
     for (auto& [bridge, ports] : bridges_) {
       if (ports.erase(names.host_veth)) r.host_veth = true;
+      for (const auto& veth : secondary_veths_[names.netns]) ports.erase(veth);
     }
+    secondary_veths_.erase(names.netns);
     return r;
+  }
+
+  absl::StatusOr<uint32_t> HostBridgeMtu(const std::string& bridge) override {
+    absl::MutexLock lock(&mu_);
+    auto it = host_bridge_mtus_.find(bridge);
+    if (it == host_bridge_mtus_.end()) {
+      return absl::FailedPreconditionError("host bridge \"" + bridge +
+                                           "\" does not exist on this node");
+    }
+    return it->second;
   }
 
   bool NamespaceExists(const std::string& netns) override {
@@ -93,6 +109,11 @@ class FakePodNetworkDriver : public PodNetworkDriver {
   }
 
   // Test knobs.
+  void AddHostBridge(const std::string& bridge, uint32_t mtu) {
+    absl::MutexLock lock(&mu_);
+    host_bridge_mtus_[bridge] = mtu;
+    bridges_[bridge];
+  }
   void FailNextCreate(absl::Status st) {
     absl::MutexLock lock(&mu_);
     fail_next_create_ = std::move(st);
@@ -144,6 +165,8 @@ class FakePodNetworkDriver : public PodNetworkDriver {
   absl::Mutex mu_;
   std::map<std::string, std::set<pid_t>> namespaces_ ABSL_GUARDED_BY(mu_);  // name -> DHCP pids
   std::map<std::string, std::set<std::string>> bridges_ ABSL_GUARDED_BY(mu_);  // -> ports
+  std::map<std::string, std::set<std::string>> secondary_veths_ ABSL_GUARDED_BY(mu_);  // netns ->
+  std::map<std::string, uint32_t> host_bridge_mtus_ ABSL_GUARDED_BY(mu_);
   std::set<pid_t> running_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, PodPlan> plans_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_next_create_ ABSL_GUARDED_BY(mu_);

@@ -108,10 +108,56 @@ absl::Status LinuxPodNetworkDriver::RemoveNodeBridge(const NodeBridgePlan& plan)
   return RunScript("delete outbound NAT table", {config_.nft_binary, "-f", "-"}, script, -1);
 }
 
+absl::StatusOr<uint32_t> LinuxPodNetworkDriver::HostBridgeMtu(const std::string& bridge) {
+  const std::string missing =
+      absl::StrCat("host bridge \"", bridge, "\" does not exist on this node");
+  if (!LinkExists(bridge)) return absl::FailedPreconditionError(missing);
+  // `ip -d`: the link's kind ("bridge") and MTU, from the kernel of this namespace (sysfs may
+  // be another namespace's).
+  std::vector<std::string> argv = {config_.ip_binary, "-d", "-o", "link", "show", "dev", bridge};
+  ASSIGN_OR_RETURN(CommandResult r, RunCommand(argv, absl::Seconds(30)));
+  if (!r.success()) {
+    if (!LinkExists(bridge)) return absl::FailedPreconditionError(missing);
+    return CommandError("read host bridge " + bridge, argv, r);
+  }
+  std::vector<absl::string_view> words = absl::StrSplit(r.output, absl::ByAnyChar(" \t\n\\"),
+                                                        absl::SkipEmpty());
+  uint32_t mtu = 0;
+  bool is_bridge = false;
+  for (size_t i = 0; i + 1 < words.size(); ++i) {
+    if (words[i] == "mtu" && mtu == 0) (void)absl::SimpleAtoi(words[i + 1], &mtu);
+  }
+  for (absl::string_view w : words) is_bridge |= (w == "bridge");
+  if (!is_bridge) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("\"", bridge, "\" is not a bridge (a Multus bridge network attaches to a "
+                     "host bridge)"));
+  }
+  if (mtu == 0) return absl::InternalError("no MTU in `ip link show` of " + bridge);
+  return mtu;
+}
+
+absl::Status LinuxPodNetworkDriver::AttachSecondary(const PodPlan& plan,
+                                                    const SecondaryInterfacePlan& s) {
+  const std::string what = absl::StrCat("attach ", s.interface_name, " to host bridge ",
+                                        s.host_bridge, " (", s.definition, ")");
+  RETURN_IF_ERROR(Run(what, SecondaryHostVethArgv(config_, plan, s)));
+  const std::string vlan = SecondaryVlanBatch(s);
+  if (vlan.empty()) return absl::OkStatus();
+  // As the CNI bridge plugin: VLAN filtering on the bridge (its other ports keep VLAN 1,
+  // untagged, so their traffic flows as before), the port in the one VLAN.
+  RETURN_IF_ERROR(Run(what, {config_.ip_binary, "link", "set", s.host_bridge, "type", "bridge",
+                             "vlan_filtering", "1"}));
+  return RunScript(what, {config_.bridge_binary, "-batch", "-"}, vlan, -1);
+}
+
 absl::Status LinuxPodNetworkDriver::ConfigurePod(const PodPlan& plan, int netns_fd) {
   const std::string& ns = plan.names.netns;
   absl::Time t = absl::Now();
   RETURN_IF_ERROR(Run("create veth " + plan.names.host_veth, HostVethArgv(config_, plan)));
+  for (const SecondaryInterfacePlan& s : plan.secondaries) {
+    RETURN_IF_ERROR(AttachSecondary(plan, s));
+  }
   double veth_ms = Ms(t);
   t = absl::Now();
   RETURN_IF_ERROR(Annotate(
@@ -232,6 +278,12 @@ absl::StatusOr<PodRemoval> LinuxPodNetworkDriver::DestroyPod(const PodNames& nam
     absl::Status st = Run("delete veth", {config_.ip_binary, "link", "delete", names.host_veth});
     if (!st.ok() && LinkExists(names.host_veth)) return st;
     removal.host_veth = true;
+  }
+  for (int n = 1; n <= kMaxSecondaryInterfaces; ++n) {
+    const std::string veth = SecondaryHostVeth(config_, names, n);
+    if (!LinkExists(veth)) continue;
+    absl::Status st = Run("delete veth", {config_.ip_binary, "link", "delete", veth});
+    if (!st.ok() && LinkExists(veth)) return st;
   }
   double veth_ms = Ms(t);
   t = absl::Now();

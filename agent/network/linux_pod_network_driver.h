@@ -33,6 +33,7 @@ class LinuxPodNetworkDriver : public PodNetworkDriver {
   absl::StatusOr<DhcpProcess> StartDhcp(const PodPlan& plan, int cgroup_procs_fd) override;
   bool DhcpRunning(const DhcpProcess& dhcp) override;
   absl::StatusOr<PodRemoval> DestroyPod(const PodNames& names, const DhcpProcess& dhcp) override;
+  absl::StatusOr<uint32_t> HostBridgeMtu(const std::string& bridge) override;
   bool NamespaceExists(const std::string& netns) override;
   absl::StatusOr<std::vector<std::string>> ListNamespaces(const std::string& prefix) override;
   absl::StatusOr<std::vector<std::string>> ListBridgePorts(const std::string& bridge) override;
@@ -42,6 +43,7 @@ class LinuxPodNetworkDriver : public PodNetworkDriver {
     return config_.netns_dir + "/" + netns;
   }
   absl::Status ConfigurePod(const PodPlan& plan, int netns_fd);
+  absl::Status AttachSecondary(const PodPlan& plan, const SecondaryInterfacePlan& s);
   absl::StatusOr<DhcpProcess> SpawnDhcp(const PodPlan& plan, int netns_fd, int cgroup_procs_fd);
   std::vector<pid_t> StopDhcpServers(const std::string& netns, const DhcpProcess& dhcp);
 

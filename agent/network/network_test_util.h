@@ -61,6 +61,18 @@ inline kvnode::v1::VirtualMachineInstance MasqueradeVmi(const std::string& name,
   return vmi;
 }
 
+// Adds interface `name` with the bridge binding on a Multus network of the same name that
+// names the definition `nad` ("name" or "namespace/name").
+inline void AddMultusInterface(kvnode::v1::VirtualMachineInstance* vmi, const std::string& name,
+                               const std::string& nad) {
+  auto* iface = vmi->mutable_spec()->mutable_domain()->mutable_devices()->add_interfaces();
+  iface->set_name(name);
+  iface->mutable_bridge();
+  auto* net = vmi->mutable_spec()->add_networks();
+  net->set_name(name);
+  net->mutable_multus()->set_network_name(nad);
+}
+
 inline void AddPort(kvnode::v1::VirtualMachineInstance* vmi, const std::string& protocol,
                     int port) {
   auto* p = vmi->mutable_spec()->mutable_domain()->mutable_devices()->mutable_interfaces(0)

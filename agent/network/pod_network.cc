@@ -39,6 +39,10 @@ PodNetworkAttachment AttachmentFrom(const PodPlan& plan, const DhcpProcess& dhcp
   }
   a.dhcp_pid = dhcp.pid;
   a.dhcp_start_time = dhcp.start_time;
+  for (const SecondaryInterfacePlan& s : plan.secondaries) {
+    a.secondaries.push_back({s.interface_name, s.network_name, s.definition, s.pod_interface,
+                             s.tap, s.mac, s.mtu, s.host_veth, s.host_bridge, s.vlan});
+  }
   return a;
 }
 
@@ -71,6 +75,23 @@ Struct RecordToStruct(const PodNetworkAttachment& a) {
   SetNumber(&s, "dhcpPid", a.dhcp_pid);
   SetNumber(&s, "dhcpStartTime", static_cast<double>(a.dhcp_start_time));
   SetString(&s, "runDir", a.run_dir);
+  if (!a.secondaries.empty()) {
+    auto* list = (*s.mutable_fields())["secondaries"].mutable_list_value();
+    for (const SecondaryAttachment& x : a.secondaries) {
+      Struct e;
+      SetString(&e, "interfaceName", x.interface_name);
+      SetString(&e, "networkName", x.network_name);
+      SetString(&e, "definition", x.definition);
+      SetString(&e, "podInterface", x.pod_interface);
+      SetString(&e, "tap", x.tap);
+      SetString(&e, "mac", x.mac);
+      SetNumber(&e, "mtu", x.mtu);
+      SetString(&e, "hostVeth", x.host_veth);
+      SetString(&e, "hostBridge", x.host_bridge);
+      SetNumber(&e, "vlan", x.vlan);
+      *list->add_values()->mutable_struct_value() = std::move(e);
+    }
+  }
   return s;
 }
 
@@ -89,6 +110,18 @@ PodNetworkAttachment RecordFromStruct(const std::string& uid, const Struct& s) {
   a.dhcp_pid = static_cast<pid_t>(GetNumber(s, "dhcpPid"));
   a.dhcp_start_time = static_cast<uint64_t>(GetNumber(s, "dhcpStartTime"));
   a.run_dir = GetString(s, "runDir");
+  auto list = s.fields().find("secondaries");
+  if (list != s.fields().end()) {
+    for (const auto& v : list->second.list_value().values()) {
+      const Struct& e = v.struct_value();
+      a.secondaries.push_back({GetString(e, "interfaceName"), GetString(e, "networkName"),
+                               GetString(e, "definition"), GetString(e, "podInterface"),
+                               GetString(e, "tap"), GetString(e, "mac"),
+                               static_cast<uint32_t>(GetNumber(e, "mtu")),
+                               GetString(e, "hostVeth"), GetString(e, "hostBridge"),
+                               static_cast<int>(GetNumber(e, "vlan"))});
+    }
+  }
   return a;
 }
 
@@ -98,19 +131,35 @@ std::string Who(const VirtualMachineInstance& vmi) {
 
 }  // namespace
 
-kvnode::v1::InterfaceAttachment PodNetworkAttachment::ToInterfaceAttachment() const {
-  kvnode::v1::InterfaceAttachment att;
-  att.set_name(interface_name);
-  att.set_tap(tap);
-  att.set_mac(mac);
-  att.set_mtu(mtu);
-  return att;
+std::vector<kvnode::v1::InterfaceAttachment> PodNetworkAttachment::InterfaceAttachments() const {
+  std::vector<kvnode::v1::InterfaceAttachment> out;
+  auto add = [&out](const std::string& name, const std::string& tap, const std::string& mac,
+                    uint32_t mtu) {
+    kvnode::v1::InterfaceAttachment att;
+    att.set_name(name);
+    att.set_tap(tap);
+    att.set_mac(mac);
+    att.set_mtu(mtu);
+    out.push_back(std::move(att));
+  };
+  if (!interface_name.empty()) add(interface_name, tap, mac, mtu);
+  for (const SecondaryAttachment& s : secondaries) add(s.interface_name, s.tap, s.mac, s.mtu);
+  return out;
 }
 
 std::vector<VirtualMachineInstanceNetworkInterface> InterfaceStatus(const PodNetworkAttachment& a) {
   std::vector<VirtualMachineInstanceNetworkInterface> out;
+  for (const SecondaryAttachment& s : a.secondaries) {
+    VirtualMachineInstanceNetworkInterface i;
+    i.set_name(s.interface_name);
+    i.set_mac(s.mac);
+    i.set_info_source(kInfoSourceDomain);
+    i.set_pod_interface_name(s.pod_interface);
+    out.push_back(std::move(i));
+  }
   if (a.interface_name.empty()) return out;
   VirtualMachineInstanceNetworkInterface i;
+  i.set_pod_interface_name(kPodInterface);
   i.set_name(a.interface_name);
   i.set_mac(a.mac);
   // Masquerade reports the pod's addresses, not the guest's 10.0.2.2 (netstat.go).
@@ -118,7 +167,7 @@ std::vector<VirtualMachineInstanceNetworkInterface> InterfaceStatus(const PodNet
   if (!a.pod_ipv4.empty()) i.add_ip_addresses(a.pod_ipv4);
   if (!a.pod_ipv6.empty()) i.add_ip_addresses(a.pod_ipv6);
   i.set_info_source(kInfoSourceDomain);
-  out.push_back(std::move(i));
+  out.insert(out.begin(), std::move(i));
   return out;
 }
 
@@ -223,11 +272,33 @@ absl::Status MasqueradePodNetwork::TeardownNode() {
   return Annotate(driver_->RemoveNodeBridge(bridge_), "remove node bridge " + bridge_.bridge);
 }
 
+absl::StatusOr<std::vector<SecondaryNetworkInput>> MasqueradePodNetwork::SecondaryInputs(
+    const VirtualMachineInstance& vmi) {
+  ASSIGN_OR_RETURN(std::vector<SecondaryNetwork> networks, ResolveSecondaryNetworks(store_, vmi));
+  std::vector<SecondaryNetworkInput> inputs;
+  for (SecondaryNetwork& network : networks) {
+    // The bridge must be there whatever MTU the definition sets.
+    absl::StatusOr<uint32_t> bridge_mtu = driver_->HostBridgeMtu(network.config.bridge);
+    if (!bridge_mtu.ok()) {
+      return Annotate(bridge_mtu.status(), absl::StrCat("network attachment definition ",
+                                                        network.definition.ToString()));
+    }
+    uint32_t mtu = network.config.mtu != 0 ? network.config.mtu : *bridge_mtu;
+    inputs.push_back({std::move(network), mtu});
+  }
+  return inputs;
+}
+
 absl::StatusOr<PodPlan> MasqueradePodNetwork::Plan(const VirtualMachineInstance& vmi,
                                                    const PodIps& ips,
-                                                   const PodSetupOptions& options) {
+                                                   const PodSetupOptions& options,
+                                                   bool secondaries) {
   PodPlanInput in;
   in.vmi = &vmi;
+  in.plan_secondaries = secondaries;
+  if (secondaries) {
+    ASSIGN_OR_RETURN(in.secondary_networks, SecondaryInputs(vmi));
+  }
   in.ips = ips;
   in.prefix_v4 = allocator_->prefix_length_v4();
   in.gateway_v4 = allocator_->gateway_v4().ToString();
@@ -259,7 +330,8 @@ absl::StatusOr<PodNetworkAttachment> MasqueradePodNetwork::Reuse(const VirtualMa
   }
   spdlog::warn("{} uid={}: DHCP server of pod network {} is gone; starting it again", Who(vmi),
                existing.vmi_uid, existing.netns);
-  ASSIGN_OR_RETURN(PodPlan plan, Plan(vmi, {existing.pod_ipv4, existing.pod_ipv6}, options));
+  ASSIGN_OR_RETURN(PodPlan plan,
+                   Plan(vmi, {existing.pod_ipv4, existing.pod_ipv6}, options, false));
   ASSIGN_OR_RETURN(DhcpProcess dhcp, driver_->StartDhcp(plan, options.cgroup_procs_fd));
   existing.dhcp_pid = dhcp.pid;
   existing.dhcp_start_time = dhcp.start_time;
@@ -296,7 +368,7 @@ absl::StatusOr<PodNetworkAttachment> MasqueradePodNetwork::Setup(const VirtualMa
     (void)EraseRecord(uid);
     return Annotate(st, context);
   };
-  auto plan = Plan(vmi, *ips, options);
+  auto plan = Plan(vmi, *ips, options, true);
   if (!plan.ok()) return fail(plan.status());
   auto created = driver_->CreatePod(*plan, options.cgroup_procs_fd);
   if (!created.ok()) return fail(created.status());

@@ -43,6 +43,20 @@
 
 namespace kvnode {
 
+// An interface of the VMI on a Multus network (SecondaryInterfacePlan, as made).
+struct SecondaryAttachment {
+  std::string interface_name;  // spec.domain.devices.interfaces[].name
+  std::string network_name;    // spec.networks[].name
+  std::string definition;      // "namespace/name"
+  std::string pod_interface;   // "pod<hash>"
+  std::string tap;             // "tap<hash>"
+  std::string mac;
+  uint32_t mtu = 0;
+  std::string host_veth;
+  std::string host_bridge;
+  int vlan = 0;
+};
+
 // Where a VMI's pod network is and what it holds.
 struct PodNetworkAttachment {
   std::string vmi_uid;
@@ -60,10 +74,12 @@ struct PodNetworkAttachment {
   pid_t dhcp_pid = 0;          // dnsmasq, in its own session
   uint64_t dhcp_start_time = 0;
   std::string run_dir;
+  std::vector<SecondaryAttachment> secondaries;
 
-  // What BuildDomainOptions puts in DomainOptions.interfaces for this interface, with the real
-  // MTU: <interface type='ethernet'><target dev='tap0' managed='no'/><mac .../><mtu .../>.
-  kvnode::v1::InterfaceAttachment ToInterfaceAttachment() const;
+  // What the converter gets in DomainOptions.interfaces for each interface the pod made (the
+  // masquerade one first), with the real tap, MAC and MTU:
+  // <interface type='ethernet'><target dev='tap0' managed='no'/><mac .../><mtu .../>.
+  std::vector<kvnode::v1::InterfaceAttachment> InterfaceAttachments() const;
 };
 
 struct PodSetupOptions {
@@ -112,7 +128,9 @@ class PodNetwork {
       const std::string& vmi_uid) = 0;
 };
 
-// status.interfaces entries for an attachment (see PodNetwork::Status).
+// status.interfaces entries for an attachment (see PodNetwork::Status); an interface on a
+// Multus network has its MAC and pod interface, and no address (its network gives the guest
+// one; the guest agent reports it).
 std::vector<kvnode::v1::VirtualMachineInstanceNetworkInterface> InterfaceStatus(
     const PodNetworkAttachment& attachment);
 
@@ -153,8 +171,11 @@ class MasqueradePodNetwork : public PodNetwork {
   absl::Status EraseRecord(const std::string& vmi_uid) ABSL_LOCKS_EXCLUDED(mu_);
   // Whether a uid other than `vmi_uid` holds an attachment with the same key.
   bool KeyHeldByOther(const std::string& key, const std::string& vmi_uid) ABSL_LOCKS_EXCLUDED(mu_);
+  // `secondaries`: resolve the VMI's Multus networks too (not for restarting a DHCP server).
   absl::StatusOr<PodPlan> Plan(const kvnode::v1::VirtualMachineInstance& vmi, const PodIps& ips,
-                               const PodSetupOptions& options);
+                               const PodSetupOptions& options, bool secondaries);
+  absl::StatusOr<std::vector<SecondaryNetworkInput>> SecondaryInputs(
+      const kvnode::v1::VirtualMachineInstance& vmi);
   absl::StatusOr<PodNetworkAttachment> Reuse(const kvnode::v1::VirtualMachineInstance& vmi,
                                              PodNetworkAttachment existing,
                                              const PodSetupOptions& options);

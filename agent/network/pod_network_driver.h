@@ -52,9 +52,13 @@ class PodNetworkDriver {
   virtual absl::StatusOr<DhcpProcess> StartDhcp(const PodPlan& plan, int cgroup_procs_fd) = 0;
   virtual bool DhcpRunning(const DhcpProcess& dhcp) = 0;
 
-  // Ends `dhcp` and every DHCP server still inside the pod namespace, deletes the host veth
-  // (and with it the pod's eth0) and the namespace. Idempotent: what does not exist is skipped.
+  // Ends `dhcp` and every DHCP server still inside the pod namespace, deletes the host veths
+  // (the pod's, and every SecondaryHostVeth of it: with them the pod's ends) and the namespace. Idempotent: what does not exist is skipped.
   virtual absl::StatusOr<PodRemoval> DestroyPod(const PodNames& names, const DhcpProcess& dhcp) = 0;
+
+  // The MTU of `bridge`, a host bridge in the calling thread's namespace that a Multus network
+  // attaches to; FailedPrecondition naming it when it does not exist or is not a bridge.
+  virtual absl::StatusOr<uint32_t> HostBridgeMtu(const std::string& bridge) = 0;
 
   virtual bool NamespaceExists(const std::string& netns) = 0;
   // Pod namespace names that start with `prefix`.

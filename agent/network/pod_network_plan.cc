@@ -1,5 +1,6 @@
 #include "agent/network/pod_network_plan.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/ascii.h"
@@ -207,8 +208,11 @@ absl::StatusOr<std::optional<PodInterfaceRef>> FindPodInterface(const VirtualMac
           absl::StrCat(InterfacePath(i), ".name: no network named \"", iface.name(), "\""));
     }
     if (network->has_multus()) {
-      return absl::UnimplementedError(absl::StrCat(
-          InterfacePath(i), ": Multus networks are not supported on this node"));
+      if (!iface.has_bridge()) {
+        return absl::UnimplementedError(absl::StrCat(
+            InterfacePath(i), ": only the bridge binding is supported on a Multus network"));
+      }
+      continue;
     }
     if (!iface.has_masquerade()) {
       return absl::UnimplementedError(absl::StrCat(
@@ -222,6 +226,76 @@ absl::StatusOr<std::optional<PodInterfaceRef>> FindPodInterface(const VirtualMac
   }
   return found;
 }
+
+std::vector<PodInterfaceRef> FindSecondaryInterfaces(const VirtualMachineInstance& vmi) {
+  const auto& spec = vmi.spec();
+  std::vector<PodInterfaceRef> found;
+  for (int i = 0; i < spec.domain().devices().interfaces_size(); ++i) {
+    const Interface& iface = spec.domain().devices().interfaces(i);
+    for (const Network& n : spec.networks()) {
+      if (n.name() == iface.name() && n.has_multus() && iface.has_bridge()) {
+        found.push_back(PodInterfaceRef{&iface, &n, i});
+      }
+    }
+  }
+  return found;
+}
+
+SecondaryLinkNames SecondaryLinkNamesFor(absl::string_view network_name) {
+  const std::string hash = MultusLinkHash(network_name);
+  return {"pod" + hash, "k6t-" + hash, "tap" + hash};
+}
+
+std::string SecondaryHostVeth(const NodeNetworkConfig& config, const PodNames& names, int n) {
+  // Letters past the hex digits: never the name of a pod's own veth, whose key ends in one.
+  static constexpr char kSuffixes[] = "ghijklmnopqrstuvwxyz";
+  static_assert(sizeof(kSuffixes) - 1 == kMaxSecondaryInterfaces);
+  const int index = std::clamp(n, 1, kMaxSecondaryInterfaces) - 1;
+  return absl::StrCat(config.veth_prefix.substr(0, 2), names.key,
+                      absl::string_view(&kSuffixes[index], 1));
+}
+
+namespace {
+
+absl::StatusOr<SecondaryInterfacePlan> PlanSecondary(const NodeNetworkConfig& config,
+                                                     const PodPlanInput& in, const PodNames& names,
+                                                     const PodInterfaceRef& ref, int n) {
+  const auto& meta = in.vmi->metadata();
+  const SecondaryNetworkInput* input = nullptr;
+  for (const auto& candidate : in.secondary_networks) {
+    if (candidate.network.network_name == ref.network->name()) input = &candidate;
+  }
+  if (input == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "network ", QuoteValue(ref.network->name()), " has no network attachment definition"));
+  }
+  if (n > kMaxSecondaryInterfaces) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        InterfacePath(ref.index), ": more than ", kMaxSecondaryInterfaces,
+        " interfaces on Multus networks"));
+  }
+  SecondaryInterfacePlan s;
+  s.interface_name = ref.iface->name();
+  s.interface_index = ref.index;
+  s.network_name = ref.network->name();
+  s.definition = input->network.definition.ToString();
+  SecondaryLinkNames links = SecondaryLinkNamesFor(s.network_name);
+  s.pod_interface = links.pod_interface;
+  s.pod_bridge = links.pod_bridge;
+  s.tap = links.tap;
+  s.host_veth = SecondaryHostVeth(config, names, n);
+  s.host_bridge = input->network.config.bridge;
+  s.vlan = input->network.config.vlan;
+  s.mtu = input->mtu;
+  s.mac = ref.iface->mac_address().empty()
+              ? DefaultMacAddress(meta.namespace_(), meta.name(), ref.iface->name())
+              : NormalizeMac(ref.iface->mac_address());
+  s.tap_uid = in.tap_uid;
+  s.tap_gid = in.tap_gid;
+  return s;
+}
+
+}  // namespace
 
 absl::StatusOr<PodPlan> PlanPod(const NodeNetworkConfig& config, const PodPlanInput& in) {
   const VirtualMachineInstance& vmi = *in.vmi;
@@ -241,6 +315,12 @@ absl::StatusOr<PodPlan> PlanPod(const NodeNetworkConfig& config, const PodPlanIn
     if (in.run_dir.empty()) return absl::InvalidArgumentError("pod network: no run dir");
     ASSIGN_OR_RETURN(plan.masquerade, PlanMasquerade(config, in, *ref, in.run_dir));
   }
+  int n = 0;
+  if (!in.plan_secondaries) return plan;
+  for (const PodInterfaceRef& secondary : FindSecondaryInterfaces(vmi)) {
+    ASSIGN_OR_RETURN(SecondaryInterfacePlan s, PlanSecondary(config, in, plan.names, secondary, ++n));
+    plan.secondaries.push_back(std::move(s));
+  }
   return plan;
 }
 
@@ -249,6 +329,37 @@ std::vector<std::string> HostVethArgv(const NodeNetworkConfig& config, const Pod
   return {config.ip_binary, "link", "add", p.names.host_veth, "mtu", mtu, "master",
           p.node_bridge, "up", "type", "veth", "peer", "name", kPodInterface, "mtu", mtu,
           "netns", p.names.netns};
+}
+
+std::vector<std::string> SecondaryHostVethArgv(const NodeNetworkConfig& config, const PodPlan& p,
+                                               const SecondaryInterfacePlan& s) {
+  std::string mtu = absl::StrCat(s.mtu);
+  return {config.ip_binary, "link", "add", s.host_veth, "mtu", mtu, "master", s.host_bridge, "up",
+          "type", "veth", "peer", "name", s.pod_interface, "mtu", mtu, "netns", p.names.netns};
+}
+
+std::string SecondaryVlanBatch(const SecondaryInterfacePlan& s) {
+  if (s.vlan == 0) return "";
+  return absl::StrCat("vlan add dev ", s.host_veth, " vid ", s.vlan, " pvid untagged\n",
+                      "vlan del dev ", s.host_veth, " vid 1\n");
+}
+
+// The links of a secondary interface inside the pod: its bridge, the veth end and the tap.
+void AppendSecondaryLinks(const SecondaryInterfacePlan& s, std::string* batch) {
+  // No link-local address on any of them (addrgenmode none, before they are up): nothing of
+  // the pod's own IPv6 stack (DAD probes, router solicitations) reaches that network, which
+  // carries the guest's frames alone.
+  absl::StrAppend(batch, "link add ", s.pod_bridge, " mtu ", s.mtu, " type bridge\n");
+  absl::StrAppend(batch, "link set ", s.pod_bridge, " addrgenmode none\n");
+  absl::StrAppend(batch, "link set ", s.pod_interface, " addrgenmode none\n");
+  absl::StrAppend(batch, "link set ", s.pod_interface, " master ", s.pod_bridge, " up\n");
+  absl::StrAppend(batch, "tuntap add dev ", s.tap, " mode tap");
+  if (s.tap_uid >= 0) absl::StrAppend(batch, " user ", s.tap_uid);
+  if (s.tap_gid >= 0) absl::StrAppend(batch, " group ", s.tap_gid);
+  absl::StrAppend(batch, "\n");
+  absl::StrAppend(batch, "link set ", s.tap, " addrgenmode none\n");
+  absl::StrAppend(batch, "link set ", s.tap, " mtu ", s.mtu, " master ", s.pod_bridge, " up\n");
+  absl::StrAppend(batch, "link set ", s.pod_bridge, " up\n");
 }
 
 std::string PodBatch(const PodPlan& p) {
@@ -263,6 +374,7 @@ std::string PodBatch(const PodPlan& p) {
   if (!p.ips.ipv6.empty()) {
     absl::StrAppend(&s, "route add default via ", p.gateway_v6, " dev ", kPodInterface, "\n");
   }
+  for (const SecondaryInterfacePlan& secondary : p.secondaries) AppendSecondaryLinks(secondary, &s);
   if (!p.masquerade) return s;
   const MasqueradePlan& m = *p.masquerade;
   absl::StrAppend(&s, "link add ", m.bridge, " address ", kMasqueradeBridgeMac, " mtu ", p.mtu,

@@ -27,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "agent/network/ip_prefix.h"
 #include "agent/network/masquerade_rules.h"
+#include "agent/network/network_attachment.h"
 #include "agent/network/pod_ip_allocator.h"
 #include "agent/network/resolv_conf.h"
 #include "kvnode/v1/kubevirt.pb.h"
@@ -45,6 +46,7 @@ struct NodeNetworkConfig {
   std::string netns_dir = "/run/netns";
   std::string resolv_conf = "/etc/resolv.conf";
   std::string ip_binary = "/usr/sbin/ip";
+  std::string bridge_binary = "/usr/sbin/bridge";
   std::string nft_binary = "/usr/sbin/nft";
   std::string dnsmasq_binary = "/usr/sbin/dnsmasq";
   std::string dhcp_user = "nobody";
@@ -112,6 +114,32 @@ struct MasqueradePlan {
   DhcpServerConfig dhcp;
 };
 
+// An interface with the bridge binding on a Multus network (KubeVirt's names,
+// pkg/network/namescheme and pkg/network/link/names.go: <hash> is the first 11 hex digits of the
+// SHA-256 of the VMI's network name):
+//
+//   node netns:  <host bridge> ── <host veth>        (the definition's bridge, vlan, mtu)
+//                                    │ veth
+//   pod netns:   pod<hash> ── k6t-<hash> (bridge, no address) ── tap<hash> (QEMU)
+//
+// The guest's frames go to the host bridge unchanged: it takes its address from that network.
+struct SecondaryInterfacePlan {
+  std::string interface_name;  // spec.domain.devices.interfaces[i].name
+  int interface_index = 0;
+  std::string network_name;    // spec.networks[].name
+  std::string definition;      // "namespace/name" of the NetworkAttachmentDefinition
+  std::string pod_interface;   // "pod<hash>"
+  std::string pod_bridge;      // "k6t-<hash>"
+  std::string tap;             // "tap<hash>", owned by the VMI's identity
+  std::string host_veth;       // SecondaryHostVeth(names, n)
+  std::string host_bridge;
+  int vlan = 0;
+  uint32_t mtu = 1500;
+  std::string mac;
+  int tap_uid = -1;
+  int tap_gid = -1;
+};
+
 struct PodPlan {
   std::string vmi_uid;
   PodNames names;
@@ -123,6 +151,7 @@ struct PodPlan {
   std::string gateway_v4;
   std::string gateway_v6;
   std::optional<MasqueradePlan> masquerade;  // none: the VMI has no pod-network interface
+  std::vector<SecondaryInterfacePlan> secondaries;  // in the order of the interfaces
   std::string run_dir;
 };
 
@@ -136,9 +165,35 @@ struct PodInterfaceRef {
 };
 absl::StatusOr<std::optional<PodInterfaceRef>> FindPodInterface(
     const kvnode::v1::VirtualMachineInstance& vmi);
+// The VMI's interfaces on Multus networks (bridge binding), in interface order.
+std::vector<PodInterfaceRef> FindSecondaryInterfaces(const kvnode::v1::VirtualMachineInstance& vmi);
+
+// The pod-side names of a Multus network's interface: "pod<hash>", "k6t-<hash>", "tap<hash>".
+struct SecondaryLinkNames {
+  std::string pod_interface;
+  std::string pod_bridge;
+  std::string tap;
+};
+SecondaryLinkNames SecondaryLinkNamesFor(absl::string_view network_name);
+// The node end of the n-th (1-based, at most kMaxSecondaryInterfaces) secondary interface's
+// veth: the veth prefix's first two characters, the key, and a letter g-z for n (15 characters
+// at most, and never a pod's own veth name).
+inline constexpr int kMaxSecondaryInterfaces = 20;
+std::string SecondaryHostVeth(const NodeNetworkConfig& config, const PodNames& names, int n);
+
+// A Multus network's definition and the MTU its interface gets (the definition's, else its host
+// bridge's).
+struct SecondaryNetworkInput {
+  SecondaryNetwork network;
+  uint32_t mtu = 1500;
+};
 
 struct PodPlanInput {
   const kvnode::v1::VirtualMachineInstance* vmi = nullptr;  // defaulted, metadata.uid set
+  // One per Multus network of the VMI (ResolveSecondaryNetworks); a network without one fails.
+  std::vector<SecondaryNetworkInput> secondary_networks;
+  // false: leave the Multus interfaces out of the plan (to restart a DHCP server).
+  bool plan_secondaries = true;
   PodIps ips;
   int prefix_v4 = 0;
   int prefix_v6 = 0;
@@ -155,6 +210,13 @@ absl::StatusOr<PodPlan> PlanPod(const NodeNetworkConfig& config, const PodPlanIn
 // up, with its pod end moved into the pod namespace as eth0 (one netlink request, so a crash
 // never leaves a veth that is not on the bridge).
 std::vector<std::string> HostVethArgv(const NodeNetworkConfig& config, const PodPlan& plan);
+// argv for the n-th secondary interface's veth: its node end made up and enslaved to the host
+// bridge, its pod end moved into the pod namespace as pod<hash>, in one request.
+std::vector<std::string> SecondaryHostVethArgv(const NodeNetworkConfig& config, const PodPlan& plan,
+                                               const SecondaryInterfacePlan& s);
+// With a VLAN: `bridge -batch` input that makes the node end an untagged member of that VLAN
+// alone (as the CNI bridge plugin's `vlan`); empty without one.
+std::string SecondaryVlanBatch(const SecondaryInterfacePlan& s);
 // `ip -batch` input run inside the pod namespace.
 std::string PodBatch(const PodPlan& plan);
 // sysctl paths under /proc/sys and values inside the pod namespace: forwarding, and

@@ -1,5 +1,6 @@
 #include "agent/network/pod_network_plan.h"
 
+#include "agent/base/sha256.h"
 #include "agent/network/network_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -112,6 +113,86 @@ TEST(PodNetworkPlanTest, OnlyMasqueradeOnThePodNetworkIsSupported) {
   auto unnamed = MasqueradeVmi("vm1", kUid);
   unnamed.mutable_spec()->mutable_networks(0)->set_name("other");
   EXPECT_EQ(FindPodInterface(unnamed).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PodNetworkPlanTest, AMultusInterfaceGetsKubeVirtsNamesAVethToItsHostBridgeAndATap) {
+  auto vmi = MasqueradeVmi("vm1", kUid);
+  testing_network::AddMultusInterface(&vmi, "lan", "infra/lan-br");
+  testing_network::AddMultusInterface(&vmi, "storage", "storage-net");
+  vmi.mutable_spec()->mutable_domain()->mutable_devices()->mutable_interfaces(2)
+      ->set_mac_address("02-AA-BB-CC-DD-EE");
+  PodPlanInput in = Input(vmi);
+  SecondaryNetworkInput lan{{"lan", {"infra", "lan-br"}, {"lan", "br0", 100, 0}}, 9000};
+  in.secondary_networks = {lan};
+  // A network without its definition is not planned.
+  EXPECT_EQ(PlanPod(NodeNetworkConfig{}, in).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  in.secondary_networks.push_back({{"storage", {"default", "storage-net"}, {"", "br1", 0, 0}},
+                                   1500});
+  auto plan = PlanPod(NodeNetworkConfig{}, in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(plan->masquerade.has_value());
+  ASSERT_EQ(plan->secondaries.size(), 2u);
+  const SecondaryInterfacePlan& s = plan->secondaries[0];
+  EXPECT_EQ(s.interface_name, "lan");
+  EXPECT_EQ(s.interface_index, 1);
+  EXPECT_EQ(s.definition, "infra/lan-br");
+  // KubeVirt's GenerateHashedInterfaceName: "pod" + the first 11 hex digits of sha256("lan").
+  EXPECT_EQ(s.pod_interface, "pod" + Sha256Hex("lan").substr(0, 11));
+  EXPECT_EQ(s.pod_bridge, "k6t-" + Sha256Hex("lan").substr(0, 11));
+  EXPECT_EQ(s.tap, "tap" + Sha256Hex("lan").substr(0, 11));
+  EXPECT_EQ(s.host_veth, "kv641e7375edcbg");
+  EXPECT_EQ(s.host_bridge, "br0");
+  EXPECT_EQ(s.vlan, 100);
+  EXPECT_EQ(s.mtu, 9000u);
+  EXPECT_EQ(s.mac, DefaultMacAddress("default", "vm1", "lan"));
+  EXPECT_EQ(s.tap_uid, 995);
+  EXPECT_EQ(plan->secondaries[1].host_veth, "kv641e7375edcbh");
+  EXPECT_EQ(plan->secondaries[1].mac, "02:aa:bb:cc:dd:ee");
+  EXPECT_EQ(plan->secondaries[1].mtu, 1500u);
+
+  EXPECT_THAT(SecondaryHostVethArgv(NodeNetworkConfig{}, *plan, s),
+              ElementsAre("/usr/sbin/ip", "link", "add", "kv641e7375edcbg", "mtu", "9000",
+                          "master", "br0", "up", "type", "veth", "peer", "name", s.pod_interface,
+                          "mtu", "9000", "netns", "kvnode0-641e7375edcb"));
+  EXPECT_EQ(SecondaryVlanBatch(s),
+            "vlan add dev kv641e7375edcbg vid 100 pvid untagged\n"
+            "vlan del dev kv641e7375edcbg vid 1\n");
+  EXPECT_EQ(SecondaryVlanBatch(plan->secondaries[1]), "");
+  const std::string batch = PodBatch(*plan);
+  EXPECT_THAT(batch, HasSubstr("link add " + s.pod_bridge + " mtu 9000 type bridge\n"
+                               "link set " + s.pod_bridge + " addrgenmode none\n"
+                               "link set " + s.pod_interface + " addrgenmode none\n"
+                               "link set " + s.pod_interface + " master " + s.pod_bridge +
+                               " up\n"
+                               "tuntap add dev " + s.tap + " mode tap user 995 group 994\n"
+                               "link set " + s.tap + " addrgenmode none\n"
+                               "link set " + s.tap + " mtu 9000 master " + s.pod_bridge +
+                               " up\n"
+                               "link set " + s.pod_bridge + " up\n"));
+  // The masquerade interface is still tap0 on k6t-eth0.
+  EXPECT_THAT(batch, HasSubstr("tuntap add dev tap0 mode tap user 995 group 994\n"));
+
+  // Restarting a DHCP server plans without the Multus networks.
+  in.secondary_networks.clear();
+  in.plan_secondaries = false;
+  auto dhcp_only = PlanPod(NodeNetworkConfig{}, in);
+  ASSERT_TRUE(dhcp_only.ok()) << dhcp_only.status();
+  EXPECT_TRUE(dhcp_only->secondaries.empty());
+}
+
+TEST(PodNetworkPlanTest, SecondaryHostVethsNeverTakeAPodsOwnVethName) {
+  NodeNetworkConfig config;
+  config.veth_prefix = "kvt";
+  PodNames names = PodNamesForKey(config, "641e7375edcb");
+  EXPECT_EQ(names.host_veth, "kvt641e7375edcb");
+  EXPECT_EQ(SecondaryHostVeth(config, names, 1), "kv641e7375edcbg");
+  EXPECT_EQ(SecondaryHostVeth(config, names, kMaxSecondaryInterfaces), "kv641e7375edcbz");
+  for (int n = 1; n <= kMaxSecondaryInterfaces; ++n) {
+    std::string veth = SecondaryHostVeth(config, names, n);
+    EXPECT_LE(veth.size(), 15u);
+    EXPECT_FALSE(IsPodKey(veth.substr(veth.size() - 12))) << veth;
+  }
 }
 
 TEST(PodNetworkPlanTest, VmiWithoutInterfacesGetsAPodWithoutMasquerade) {

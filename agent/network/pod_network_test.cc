@@ -2,6 +2,7 @@
 
 #include "agent/network/fake_pod_network.h"
 #include "agent/network/fake_pod_network_driver.h"
+#include "agent/network/network_attachment.h"
 #include "agent/network/network_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -64,7 +65,9 @@ TEST_F(MasqueradePodNetworkTest, SetupReturnsTheAttachmentTheLauncherAndConverte
   EXPECT_EQ(a->tap, "tap0");
   EXPECT_EQ(a->mtu, 1500u);
   EXPECT_GT(a->dhcp_pid, 0);
-  auto att = a->ToInterfaceAttachment();
+  auto atts = a->InterfaceAttachments();
+  ASSERT_EQ(atts.size(), 1u);
+  const auto& att = atts[0];
   EXPECT_EQ(att.name(), "default");
   EXPECT_EQ(att.tap(), "tap0");
   EXPECT_EQ(att.mac(), a->mac);
@@ -195,6 +198,84 @@ TEST_F(MasqueradePodNetworkTest, VmiWithoutPodInterfaceGetsAPodOnly) {
   EXPECT_EQ(a->dhcp_pid, 0);
   EXPECT_EQ(a->pod_ipv4, "10.244.0.2");
   EXPECT_THAT(network_->Status(kUidC), IsEmpty());
+}
+
+// A VMI with the pod network and a bridge interface "lan" on the Multus network "lan-br".
+kvnode::v1::VirtualMachineInstance LanVmi(const std::string& uid) {
+  auto vmi = MasqueradeVmi("vm1", uid);
+  testing_network::AddMultusInterface(&vmi, "lan", "lan-br");
+  return vmi;
+}
+
+TEST_F(MasqueradePodNetworkTest, AMultusInterfaceWaitsForItsDefinitionAndItsHostBridge) {
+  auto missing = network_->Setup(LanVmi(kUidA), Options());
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  EXPECT_THAT(missing.status().message(),
+              ::testing::HasSubstr("network-attachment-definitions.k8s.cni.cncf.io \"lan-br\" "
+                                   "not found in namespace \"default\""));
+  EXPECT_EQ(driver_->namespace_count(), 0u);
+  EXPECT_THAT(network_->allocator().Allocations(), IsEmpty());
+
+  NetworkAttachmentDefinitions nads(store_.get(), Clock::Real());
+  kvnode::v1::NetworkAttachmentDefinition nad;
+  nad.mutable_metadata()->set_name("lan-br");
+  nad.mutable_spec()->set_config(R"({"type":"bridge","bridge":"br0"})");
+  ASSERT_TRUE(nads.Apply(nad, false).ok());
+  auto no_bridge = network_->Setup(LanVmi(kUidA), Options());
+  EXPECT_EQ(no_bridge.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(no_bridge.status().message(),
+              ::testing::HasSubstr("host bridge \"br0\" does not exist on this node"));
+  EXPECT_EQ(driver_->namespace_count(), 0u);
+}
+
+TEST_F(MasqueradePodNetworkTest, AMultusInterfaceIsAttachedRecordedAndTornDown) {
+  driver_->AddHostBridge("br0", 9000);
+  NetworkAttachmentDefinitions nads(store_.get(), Clock::Real());
+  kvnode::v1::NetworkAttachmentDefinition nad;
+  nad.mutable_metadata()->set_name("lan-br");
+  nad.mutable_spec()->set_config(R"({"type":"bridge","bridge":"br0","vlan":12})");
+  ASSERT_TRUE(nads.Apply(nad, false).ok());
+
+  auto a = network_->Setup(LanVmi(kUidA), Options());
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->secondaries.size(), 1u);
+  const SecondaryAttachment& lan = a->secondaries[0];
+  EXPECT_EQ(lan.interface_name, "lan");
+  EXPECT_EQ(lan.definition, "default/lan-br");
+  EXPECT_EQ(lan.host_veth, "kvaaaaaaaaaaaag");
+  EXPECT_EQ(lan.mtu, 9000u);  // the host bridge's
+  EXPECT_EQ(lan.vlan, 12);
+  EXPECT_EQ(lan.mac, DefaultMacAddress("default", "vm1", "lan"));
+  EXPECT_THAT(driver_->ListBridgePorts("br0").value(), ElementsAre("kvaaaaaaaaaaaag"));
+  auto atts = a->InterfaceAttachments();
+  ASSERT_EQ(atts.size(), 2u);
+  EXPECT_EQ(atts[0].tap(), "tap0");
+  EXPECT_EQ(atts[1].name(), "lan");
+  EXPECT_EQ(atts[1].tap(), lan.tap);
+  EXPECT_EQ(atts[1].mac(), lan.mac);
+  EXPECT_EQ(atts[1].mtu(), 9000u);
+  auto status = network_->Status(kUidA);
+  ASSERT_EQ(status.size(), 2u);
+  EXPECT_EQ(status[0].name(), "default");
+  EXPECT_EQ(status[0].pod_interface_name(), "eth0");
+  EXPECT_EQ(status[1].name(), "lan");
+  EXPECT_EQ(status[1].mac(), lan.mac);
+  EXPECT_EQ(status[1].pod_interface_name(), lan.pod_interface);
+  EXPECT_EQ(status[1].ip_address(), "");  // the network gives the guest its address
+
+  // The record keeps the secondary interface across a handler restart.
+  auto restarted = MasqueradePodNetwork::Create(config_, store_.get(),
+                                                std::make_unique<FakePodNetworkDriver>());
+  ASSERT_TRUE(restarted.ok());
+  auto kept = (*restarted)->Attachment(kUidA);
+  ASSERT_TRUE(kept.has_value());
+  ASSERT_EQ(kept->secondaries.size(), 1u);
+  EXPECT_EQ(kept->secondaries[0].tap, lan.tap);
+  EXPECT_EQ(kept->secondaries[0].host_bridge, "br0");
+  EXPECT_EQ(kept->secondaries[0].vlan, 12);
+
+  ASSERT_TRUE(network_->Teardown(kUidA).ok());
+  EXPECT_THAT(driver_->ListBridgePorts("br0").value(), IsEmpty());
 }
 
 TEST(FakePodNetworkTest, HandsOutAddressesRecordsCallsAndFailsOnRequest) {

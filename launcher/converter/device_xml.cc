@@ -37,7 +37,8 @@ const InterfaceAttachment* FindAttachment(const ConvertContext& ctx, const std::
   return nullptr;
 }
 
-// What kvnode can attach: a masquerade interface on the pod network.
+// What kvnode can attach: a masquerade interface on the pod network, a bridge interface on a
+// Multus network (either is a tap the handler made in the pod namespace).
 absl::Status CheckBinding(const ConvertContext& ctx, const Interface& iface,
                           const std::string& path) {
   int j = -1;
@@ -45,12 +46,12 @@ absl::Status CheckBinding(const ConvertContext& ctx, const Interface& iface,
   if (net == nullptr) {
     return Invalid(path + ".name", absl::StrCat("no network named \"", iface.name(), "\""));
   }
-  if (net->has_multus()) {
-    return Unsupported(absl::StrCat("spec.networks[", j, "].multus"),
-                       "Multus networks are not supported");
+  if (net->has_multus() && !iface.has_bridge()) {
+    return Unsupported(path, "a Multus network needs the bridge binding");
   }
-  if (iface.has_bridge()) {
-    return Unsupported(path + ".bridge", "bridge binding is not supported; use masquerade");
+  if (!net->has_multus() && iface.has_bridge()) {
+    return Unsupported(path + ".bridge",
+                       "bridge binding on the pod network is not supported; use masquerade");
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "agent/base/sha1.h"
+#include "agent/base/sha256.h"
 #include "agent/manifest/admission.h"
 #include "agent/manifest/backend_storage.h"
 
@@ -138,6 +139,10 @@ std::string DefaultMacAddress(absl::string_view ns, absl::string_view name,
 
 std::string TapName(int index) { return absl::StrCat("tap", index); }
 
+std::string MultusLinkHash(absl::string_view network_name) {
+  return Sha256Hex(network_name).substr(0, 11);
+}
+
 std::set<std::string> BlockClaimNames(
     const std::vector<const kvnode::v1::PersistentVolumeClaim*>& claims, absl::string_view ns) {
   std::set<std::string> names;
@@ -194,6 +199,11 @@ DomainOptions BuildDomainOptions(const VirtualMachineInstance& vmi, const NodePa
     auto* att = options.add_interfaces();
     att->set_name(iface.name());
     att->set_tap(TapName(i));
+    for (const auto& network : vmi.spec().networks()) {
+      if (network.name() == iface.name() && network.has_multus()) {
+        att->set_tap("tap" + MultusLinkHash(network.name()));
+      }
+    }
     att->set_mac(iface.mac_address().empty()
                      ? DefaultMacAddress(meta.namespace_(), meta.name(), iface.name())
                      : NormalizeMac(iface.mac_address()));

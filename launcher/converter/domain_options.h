@@ -103,6 +103,10 @@ std::string DefaultMacAddress(absl::string_view ns, absl::string_view name,
 
 // "tap0" for the first interface, "tap1" for the second, ...
 std::string TapName(int index);
+// KubeVirt's key of a Multus network's links in the pod (pkg/network/namescheme
+// GenerateHashedInterfaceName without its "pod" prefix): the first 11 hex digits of the SHA-256
+// of the VMI's network name. The interface's tap is "tap<hash>".
+std::string MultusLinkHash(absl::string_view network_name);
 
 }  // namespace kvnode
 

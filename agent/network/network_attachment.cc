@@ -1,0 +1,279 @@
+#include "agent/network/network_attachment.h"
+
+#include <cmath>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "agent/base/status_macros.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+
+namespace kvnode {
+namespace {
+
+using google::protobuf::Struct;
+using google::protobuf::Value;
+using kvnode::v1::NetworkAttachmentDefinition;
+
+constexpr char kSupportedTypes[] = "bridge";
+constexpr size_t kMaxConfigBytes = 64 << 10;
+constexpr size_t kMaxLinkName = 15;  // IFNAMSIZ - 1
+
+// Fields of the bridge plugin's config that kvnode reads or that change nothing it does.
+const std::set<std::string>& KnownBridgeFields() {
+  static const auto* fields = new std::set<std::string>{
+      "cniVersion", "name",        "type",       "bridge",       "vlan",
+      "mtu",        "ipam",        "hairpinMode", "promiscMode", "macspoofchk",
+      "isGateway",  "isDefaultGateway", "ipMasq", "forceAddress", "preserveDefaultVlan",
+      "vlanTrunk",  "enabledad",   "args",        "capabilities", "runtimeConfig",
+      "disableContainerInterface", "portIsolation"};
+  return *fields;
+}
+
+// A whole number in [lo, hi] at `key`, or `fallback` when absent; an error otherwise.
+int64_t IntField(const Struct& s, const std::string& key, int64_t lo, int64_t hi,
+                 int64_t fallback, const FieldPath& path, AdmissionReview* review) {
+  auto it = s.fields().find(key);
+  if (it == s.fields().end()) return fallback;
+  const Value& v = it->second;
+  if (v.kind_case() != Value::kNumberValue || std::floor(v.number_value()) != v.number_value()) {
+    review->errors.Add(path.Child(key), "must be a whole number");
+    return fallback;
+  }
+  if (v.number_value() < static_cast<double>(lo) || v.number_value() > static_cast<double>(hi)) {
+    review->errors.Add(path.Child(key), absl::StrCat("must be between ", lo, " and ", hi,
+                                                     " (got ", v.number_value(), ")"));
+    return fallback;
+  }
+  return static_cast<int64_t>(v.number_value());
+}
+
+std::string StringField(const Struct& s, const std::string& key, const FieldPath& path,
+                        AdmissionReview* review) {
+  auto it = s.fields().find(key);
+  if (it == s.fields().end()) return "";
+  if (it->second.kind_case() != Value::kStringValue) {
+    review->errors.Add(path.Child(key), "must be a string");
+    return "";
+  }
+  return it->second.string_value();
+}
+
+bool BoolField(const Struct& s, const std::string& key) {
+  auto it = s.fields().find(key);
+  return it != s.fields().end() && it->second.kind_case() == Value::kBoolValue &&
+         it->second.bool_value();
+}
+
+bool IsLinkName(absl::string_view name) {
+  if (name.empty() || name.size() > kMaxLinkName || name == "." || name == "..") return false;
+  for (char c : name) {
+    if (c == '/' || c == ':' || static_cast<unsigned char>(c) <= ' ' || c == 0x7f) return false;
+  }
+  return true;
+}
+
+void ParseBridgePlugin(const Struct& plugin, const FieldPath& path, AdmissionReview* review,
+                       BridgeNetworkConfig* out) {
+  for (const auto& [key, value] : plugin.fields()) {
+    if (!KnownBridgeFields().count(key)) {
+      review->errors.Add(path.Child(key), "unknown field of the bridge plugin's config");
+    }
+  }
+  auto bridge = plugin.fields().find("bridge");
+  if (bridge != plugin.fields().end()) {
+    out->bridge = StringField(plugin, "bridge", path, review);
+    if (bridge->second.kind_case() == Value::kStringValue && !IsLinkName(out->bridge)) {
+      review->errors.Add(path.Child("bridge"),
+                         absl::StrCat(QuoteValue(out->bridge),
+                                      " is not a link name (1 to 15 characters, no '/', ':' or "
+                                      "white space)"));
+    }
+  }
+  out->vlan = static_cast<int>(IntField(plugin, "vlan", 0, 4094, 0, path, review));
+  out->mtu = static_cast<uint32_t>(IntField(plugin, "mtu", 68, 65535, 0, path, review));
+  auto ipam = plugin.fields().find("ipam");
+  if (ipam != plugin.fields().end()) {
+    const Value& v = ipam->second;
+    if (v.kind_case() != Value::kStructValue) {
+      review->errors.Add(path.Child("ipam"), "must be an object");
+    } else if (!v.struct_value().fields().empty()) {
+      std::string type = StringField(v.struct_value(), "type", path.Child("ipam"), review);
+      review->errors.Add(
+          path.Child("ipam").Child("type"),
+          absl::StrCat(type.empty() ? "an ipam section" : QuoteValue(type),
+                       " is not supported on this node yet: the guest takes its address from "
+                       "the network's own DHCP server (leave ipam out, or make it {})"));
+    }
+  }
+  for (const char* key : {"isGateway", "isDefaultGateway", "ipMasq", "forceAddress"}) {
+    if (BoolField(plugin, key)) {
+      review->errors.Add(path.Child(key),
+                         "kvnode attaches VMIs to an existing host bridge and does not address "
+                         "or route for it; leave it false");
+    }
+  }
+  if (plugin.fields().count("vlanTrunk")) {
+    review->errors.Add(path.Child("vlanTrunk"), "VLAN trunks are not supported on this node");
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<BridgeNetworkConfig> ParseCniConfig(absl::string_view json, const FieldPath& path,
+                                                   AdmissionReview* review) {
+  const size_t errors_before = review->errors.size();
+  BridgeNetworkConfig out;
+  if (json.empty()) {
+    review->errors.Add(path, "required (a CNI network configuration as JSON)");
+    return absl::InvalidArgumentError(path.str() + ": required");
+  }
+  if (json.size() > kMaxConfigBytes) {
+    review->errors.Add(path, absl::StrCat("Too long: must have at most ", kMaxConfigBytes,
+                                          " bytes (has ", json.size(), ")"));
+    return absl::InvalidArgumentError(path.str() + ": too long");
+  }
+  Struct root;
+  auto parsed = google::protobuf::util::JsonStringToMessage(std::string(json), &root);
+  if (!parsed.ok()) {
+    review->errors.Add(path, absl::StrCat("not a JSON object: ", parsed.ToString()));
+    return absl::InvalidArgumentError(path.str() + ": not JSON");
+  }
+  out.name = StringField(root, "name", path, review);
+  // A plugin list (a .conflist) runs its plugins in order; kvnode runs the bridge alone.
+  const Struct* plugin = &root;
+  FieldPath plugin_path = path;
+  auto plugins = root.fields().find("plugins");
+  if (plugins != root.fields().end()) {
+    const Value& list = plugins->second;
+    if (list.kind_case() != Value::kListValue || list.list_value().values().empty() ||
+        list.list_value().values(0).kind_case() != Value::kStructValue) {
+      review->errors.Add(path.Child("plugins"), "must be a list of plugin configs");
+      return absl::InvalidArgumentError(path.str() + ".plugins");
+    }
+    if (list.list_value().values_size() > 1) {
+      review->errors.Add(path.Child("plugins").Index(1),
+                         "kvnode runs one plugin per network (the bridge); chained plugins are "
+                         "not supported on this node");
+    }
+    plugin = &list.list_value().values(0).struct_value();
+    plugin_path = path.Child("plugins").Index(0);
+  }
+  std::string type = StringField(*plugin, "type", plugin_path, review);
+  if (type.empty()) {
+    if (!plugin->fields().count("type")) {
+      review->errors.Add(plugin_path.Child("type"),
+                         absl::StrCat("required (supported: ", kSupportedTypes, ")"));
+    }
+  } else if (type != "bridge") {
+    review->errors.Add(plugin_path.Child("type"),
+                       absl::StrCat(QuoteValue(type), " is not supported on this node (supported: ",
+                                    kSupportedTypes, ")"));
+  } else {
+    ParseBridgePlugin(*plugin, plugin_path, review, &out);
+  }
+  if (review->errors.size() != errors_before) {
+    return absl::InvalidArgumentError(path.str() + ": not a config this node runs");
+  }
+  return out;
+}
+
+void DefaultNetworkAttachmentDefinition(NetworkAttachmentDefinition* nad) {
+  if (nad->metadata().namespace_().empty()) nad->mutable_metadata()->set_namespace_("default");
+  if (nad->api_version().empty()) nad->set_api_version(kNetworkAttachmentDefinitionApiVersion);
+  if (nad->kind().empty()) nad->set_kind(kNetworkAttachmentDefinitionKind);
+}
+
+AdmissionReview AdmitNetworkAttachmentDefinition(const NetworkAttachmentDefinition& nad) {
+  AdmissionReview review;
+  AdmitObjectMeta(nad.metadata(), FieldPath("metadata"), &review, NameRule::kSubdomain);
+  (void)ParseCniConfig(nad.spec().config(), FieldPath("spec").Child("config"), &review);
+  return review;
+}
+
+NetworkRef ParseNetworkName(absl::string_view network_name, absl::string_view vmi_namespace) {
+  size_t slash = network_name.find('/');
+  if (slash == absl::string_view::npos) {
+    return {std::string(vmi_namespace), std::string(network_name)};
+  }
+  return {std::string(network_name.substr(0, slash)), std::string(network_name.substr(slash + 1))};
+}
+
+absl::StatusOr<Applied<NetworkAttachmentDefinition>> NetworkAttachmentDefinitions::Apply(
+    NetworkAttachmentDefinition nad, bool dry_run) {
+  DefaultNetworkAttachmentDefinition(&nad);
+  RETURN_IF_ERROR(AdmitNetworkAttachmentDefinition(nad).errors.ToStatus());
+  absl::MutexLock lock(&mu_);
+  Applied<NetworkAttachmentDefinition> applied;
+  auto stored = Get(nad.metadata().namespace_(), nad.metadata().name());
+  if (stored.ok()) {
+    NetworkAttachmentDefinition next = *stored;
+    *next.mutable_spec() = nad.spec();
+    *next.mutable_metadata()->mutable_labels() = nad.metadata().labels();
+    *next.mutable_metadata()->mutable_annotations() = nad.metadata().annotations();
+    applied.result = google::protobuf::util::MessageDifferencer::Equals(next, *stored)
+                         ? "UNCHANGED"
+                         : "MODIFIED";
+    if (applied.result == "MODIFIED" && !dry_run) {
+      RETURN_IF_ERROR(store_->Put(kNetworkAttachmentDefinitionKind, &next, "MODIFIED").status());
+    }
+    applied.object = std::move(next);
+    return applied;
+  }
+  if (!absl::IsNotFound(stored.status())) return stored.status();
+  RETURN_IF_ERROR(InitNewObjectMeta(nad.mutable_metadata(), clock_->Now()));
+  if (!dry_run) {
+    RETURN_IF_ERROR(store_->Put(kNetworkAttachmentDefinitionKind, &nad, "ADDED").status());
+  }
+  applied.result = "ADDED";
+  applied.object = std::move(nad);
+  return applied;
+}
+
+absl::StatusOr<NetworkAttachmentDefinition> NetworkAttachmentDefinitions::Get(
+    const std::string& ns, const std::string& name) {
+  NetworkAttachmentDefinition nad;
+  RETURN_IF_ERROR(LoadObject(store_, kNetworkAttachmentDefinitionKind, ns, name, &nad,
+                             kNetworkAttachmentDefinitionResource));
+  return nad;
+}
+
+std::vector<NetworkAttachmentDefinition> NetworkAttachmentDefinitions::List(const std::string& ns) {
+  return ListObjects<NetworkAttachmentDefinition>(store_, kNetworkAttachmentDefinitionKind, ns);
+}
+
+absl::StatusOr<NetworkAttachmentDefinition> NetworkAttachmentDefinitions::Delete(
+    const std::string& ns, const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(NetworkAttachmentDefinition nad, Get(ns, name));
+  RETURN_IF_ERROR(store_->Delete(kNetworkAttachmentDefinitionKind, &nad).status());
+  return nad;
+}
+
+absl::StatusOr<std::vector<SecondaryNetwork>> ResolveSecondaryNetworks(
+    Store* store, const kvnode::v1::VirtualMachineInstance& vmi) {
+  std::vector<SecondaryNetwork> out;
+  for (const auto& network : vmi.spec().networks()) {
+    if (!network.has_multus()) continue;
+    SecondaryNetwork s;
+    s.network_name = network.name();
+    s.definition = ParseNetworkName(network.multus().network_name(), vmi.metadata().namespace_());
+    NetworkAttachmentDefinition nad;
+    RETURN_IF_ERROR(LoadObject(store, kNetworkAttachmentDefinitionKind, s.definition.namespace_,
+                               s.definition.name, &nad, kNetworkAttachmentDefinitionResource));
+    AdmissionReview review;
+    auto config = ParseCniConfig(nad.spec().config(), FieldPath("spec").Child("config"), &review);
+    if (!config.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("network attachment definition ", s.definition.ToString(), ": ",
+                       review.errors.ToStatus().message()));
+    }
+    s.config = std::move(*config);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace kvnode
