@@ -146,8 +146,18 @@ absl::Status LinuxPodNetworkDriver::AttachSecondary(const PodPlan& plan,
   if (vlan.empty()) return absl::OkStatus();
   // As the CNI bridge plugin: VLAN filtering on the bridge (its other ports keep VLAN 1,
   // untagged, so their traffic flows as before), the port in the one VLAN.
-  RETURN_IF_ERROR(Run(what, {config_.ip_binary, "link", "set", s.host_bridge, "type", "bridge",
-                             "vlan_filtering", "1"}));
+  const std::vector<std::string> filtering = {config_.ip_binary, "link",           "set",
+                                              s.host_bridge,      "type",           "bridge",
+                                              "vlan_filtering",   "1"};
+  ASSIGN_OR_RETURN(CommandResult r, RunCommand(filtering, absl::Seconds(30)));
+  if (!r.success()) {
+    if (absl::StrContains(r.output, "Operation not supported")) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": vlan ", s.vlan, " needs VLAN filtering on the host bridge, which this node's "
+          "kernel does not offer (CONFIG_BRIDGE_VLAN_FILTERING)"));
+    }
+    return CommandError(what, filtering, r);
+  }
   return RunScript(what, {config_.bridge_binary, "-batch", "-"}, vlan, -1);
 }
 

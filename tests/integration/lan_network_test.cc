@@ -1,12 +1,14 @@
-// Guests on a real network beside the pod network: a NetworkAttachmentDefinition of type bridge
-// attaches a VMI's second interface to a host bridge of the node, and the guest takes its
-// address from that network's own DHCP server.
+// Guests on real networks beside the pod network: NetworkAttachmentDefinitions of type bridge
+// attach a VMI's second and third interfaces to host bridges of the node, and the guest takes
+// its addresses from each network's own DHCP server.
 //
-// The "LAN" is made by the test inside the handler's node namespace: a host bridge br0, and a
-// LAN host (a namespace of its own, its eth0 a port of br0, 192.168.77.1/24) running dnsmasq as
-// the LAN's DHCP server. What is checked is what the guest and the LAN host observe: the
-// guest's console says which address its eth1 got, the LAN host fetches the guest's web page at
-// that address, and the node reaches the same guest through its pod IP.
+// The networks are made by the test inside the handler's node namespace: host bridges br0 and
+// br1, and a host on each (namespaces of their own, 192.168.77.1/24 and 192.168.100.1/24), each
+// running dnsmasq as its network's DHCP server. What is checked is what the guest and the hosts
+// observe: the guest's console says which address and MTU each interface got, each host fetches
+// the guest's web page at the guest's address on its network (and not the other's), and the
+// node reaches the same guest through its pod IP; a handler crash leaves all of it running.
+// (VLANs are not tested: this machine's kernel has neither bridge VLAN filtering nor 802.1Q.)
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -32,30 +34,63 @@ namespace {
 using kvnode::v1::VirtualMachineInstance;
 using ::testing::HasSubstr;
 
-constexpr char kLanHost[] = "192.168.77.1";
-constexpr char kGuestLanIp[] = "192.168.77.50";
-
-// The LAN of one test: br0 in the node namespace, the LAN host's namespace with dnsmasq.
-// Everything is removed by the destructor, also when the test failed.
-class TestLan {
+// A host bridge of the test in the node namespace; removed by the destructor, also when the
+// test failed.
+class HostBridge {
  public:
-  TestLan(const HandlerProcess& handler, const std::string& temp_dir)
-      : handler_(handler), netns_(nettest::RunPrefix() + "lan"), temp_dir_(temp_dir) {}
+  HostBridge(const HandlerProcess& handler, std::string name)
+      : handler_(handler), name_(std::move(name)) {}
+  absl::Status Create() {
+    auto r = handler_.InNode({nettest::kIp, "link", "add", name_, "up", "type", "bridge"});
+    if (r.exit_code != 0) return absl::InternalError("create " + name_ + ": " + r.out);
+    return absl::OkStatus();
+  }
+  ~HostBridge() { handler_.InNode({nettest::kIp, "link", "delete", name_}); }
+  const std::string& name() const { return name_; }
 
-  // `guest_mac` gets kGuestLanIp; other clients get 192.168.77.100-199.
-  absl::Status Start(const std::string& guest_mac) {
+  // Its ports now.
+  std::vector<std::string> Ports() {
+    auto r = handler_.InNode({nettest::kIp, "-o", "link", "show", "master", name_});
+    std::vector<std::string> ports;
+    // "7: kv641e7375edcbg@if3: <BROADCAST,...> ... master br0 ..."; `ip` also writes lines of
+    // its own among them ("Peer netns reference is invalid."), which have no index.
+    for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
+      std::vector<std::string> f = absl::StrSplit(line, absl::ByAnyChar(": @"), absl::SkipEmpty());
+      int index = 0;
+      if (f.size() > 1 && absl::SimpleAtoi(f[0], &index)) ports.push_back(f[1]);
+    }
+    return ports;
+  }
+
+ private:
+  const HandlerProcess& handler_;
+  const std::string name_;
+};
+
+// A host on a host bridge (a namespace of its own whose eth0's peer `port` is a port of the
+// bridge) with address <subnet>.1/24, running dnsmasq as that segment's DHCP server. Removed by
+// the destructor, also when the test failed.
+class LanHost {
+ public:
+  LanHost(const HandlerProcess& handler, const HostBridge& bridge, std::string port,
+          std::string subnet)
+      : handler_(handler),
+        bridge_(bridge.name()),
+        netns_(nettest::RunPrefix() + port),
+        port_(std::move(port)),
+        subnet_(std::move(subnet)) {}
+
+  // The DHCP server gives `guest_mac` <subnet>.50 and other clients <subnet>.100-199.
+  absl::Status Start(const std::string& guest_mac, const std::string& dir) {
     // Made from the test's own mount namespace: `ip netns exec` (InNode) runs in a private
     // one, where the namespace's bind mount would not outlive the command.
     absl::StatusOr<std::string> made = nettest::RunTool({nettest::kIp, "netns", "add", netns_});
     if (!made.ok()) return made.status();
     netns_made_ = true;
     for (const auto& argv : std::vector<std::vector<std::string>>{
-             {nettest::kIp, "link", "add", "br0", "type", "bridge"},
-             {nettest::kIp, "link", "set", "br0", "up"},
-             {nettest::kIp, "link", "add", "lanhost", "master", "br0", "up", "type", "veth",
-              "peer", "name", "eth0", "netns", netns_},
-             {nettest::kIp, "-n", netns_, "addr", "add", absl::StrCat(kLanHost, "/24"), "dev",
-              "eth0"},
+             {nettest::kIp, "link", "add", port_, "master", bridge_, "up", "type", "veth", "peer",
+              "name", "eth0", "netns", netns_},
+             {nettest::kIp, "-n", netns_, "addr", "add", address() + "/24", "dev", "eth0"},
              {nettest::kIp, "-n", netns_, "link", "set", "eth0", "up"},
              {nettest::kIp, "-n", netns_, "link", "set", "lo", "up"}}) {
       auto r = handler_.InNode(argv);
@@ -68,12 +103,12 @@ class TestLan {
     SpawnOptions o;
     o.argv = {"/usr/sbin/dnsmasq", "--keep-in-foreground", "--no-resolv", "--no-hosts",
               "--port=0", "--interface=eth0", "--bind-interfaces", "--user=root",
-              "--dhcp-range=192.168.77.100,192.168.77.199,255.255.255.0,1h",
-              absl::StrCat("--dhcp-host=", guest_mac, ",", kGuestLanIp),
-              // No router: the LAN is a segment of its own; the guest keeps its pod default.
+              absl::StrCat("--dhcp-range=", subnet_, ".100,", subnet_, ".199,255.255.255.0,1h"),
+              absl::StrCat("--dhcp-host=", guest_mac, ",", guest_address()),
+              // No router: a segment of its own; the guest keeps its pod default route.
               "--dhcp-option=3", "--log-dhcp",
-              "--dhcp-leasefile=" + temp_dir_ + "/lan.leases", "--pid-file=",
-              "--log-facility=" + log_file()};
+              absl::StrCat("--dhcp-leasefile=", dir, "/", port_, ".leases"), "--pid-file=",
+              absl::StrCat("--log-facility=", dir, "/", port_, "-dnsmasq.log")};
     o.netns_fd = fd;
     o.new_session = true;
     absl::StatusOr<pid_t> pid = Spawn(o);
@@ -84,48 +119,36 @@ class TestLan {
     return absl::OkStatus();
   }
 
-  ~TestLan() {
+  ~LanHost() {
     if (dhcp_pid_ > 0 && ProcessStartTime(dhcp_pid_) == dhcp_start_) {
       kill(dhcp_pid_, SIGKILL);
       int status;
       waitpid(dhcp_pid_, &status, 0);
     }
     if (netns_made_) (void)nettest::RunTool({nettest::kIp, "netns", "delete", netns_});
-    handler_.InNode({nettest::kIp, "link", "delete", "br0"});
   }
 
-  // GET http://address/ from the LAN host; the body or the error.
+  std::string address() const { return subnet_ + ".1"; }
+  std::string guest_address() const { return subnet_ + ".50"; }
+
+  // GET http://address/ from this host (curl, 3 s); the body or the error.
   absl::StatusOr<std::string> HttpGet(const std::string& address) {
-    return nettest::RunTool({nettest::kIp, "netns", "exec", netns_, "curl", "-sS", "-m", "5",
+    return nettest::RunTool({nettest::kIp, "netns", "exec", netns_, "curl", "-sS", "-m", "3",
                              absl::StrCat("http://", address, "/")});
   }
 
-  // The ports of br0 now.
-  std::vector<std::string> BridgePorts() {
-    auto r = handler_.InNode({nettest::kIp, "-o", "link", "show", "master", "br0"});
-    std::vector<std::string> ports;
-    // "7: kv641e7375edcbg@if3: <BROADCAST,...> ... master br0 ..."; `ip` also writes lines of
-    // its own among them ("Peer netns reference is invalid."), which have no index.
-    for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
-      std::vector<std::string> f = absl::StrSplit(line, absl::ByAnyChar(": @"), absl::SkipEmpty());
-      int index = 0;
-      if (f.size() > 1 && absl::SimpleAtoi(f[0], &index)) ports.push_back(f[1]);
-    }
-    return ports;
-  }
-
-  std::string log_file() const { return temp_dir_ + "/lan-dnsmasq.log"; }
-
  private:
   const HandlerProcess& handler_;
+  const std::string bridge_;
   const std::string netns_;
-  const std::string temp_dir_;
+  const std::string port_;
+  const std::string subnet_;
   bool netns_made_ = false;
   pid_t dhcp_pid_ = 0;
   uint64_t dhcp_start_ = 0;
 };
 
-constexpr char kNad[] = R"(apiVersion: k8s.cni.cncf.io/v1
+constexpr char kLanNad[] = R"(apiVersion: k8s.cni.cncf.io/v1
 kind: NetworkAttachmentDefinition
 metadata:
   name: lan
@@ -133,38 +156,59 @@ spec:
   config: '{"cniVersion": "0.3.1", "name": "lan", "type": "bridge", "bridge": "br0"}'
 )";
 
-// The pod network (masquerade, eth0 in the guest) and a bridge interface "lan" on the Multus
-// network that names the definition "lan" (eth1 in the guest).
-void WithLan(VirtualMachineInstance* vmi) {
+// Another namespace's definition, on another bridge, with an MTU of its own.
+constexpr char kStorageNad[] = R"(apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata:
+  name: storage-net
+  namespace: infra
+spec:
+  config: '{"cniVersion": "0.3.1", "name": "storage", "type": "bridge", "bridge": "br1", "mtu": 1400}'
+)";
+
+// The pod network (masquerade, eth0 in the guest) and bridge interfaces on two Multus networks:
+// "lan" on br0 (eth1) and "storage" on br1 (eth2, a definition of another namespace).
+void WithLans(VirtualMachineInstance* vmi) {
   auto* devices = vmi->mutable_spec()->mutable_domain()->mutable_devices();
   devices->clear_autoattach_pod_interface();
   auto* pod = devices->add_interfaces();
   pod->set_name("default");
   pod->mutable_masquerade();
-  auto* lan = devices->add_interfaces();
-  lan->set_name("lan");
-  lan->mutable_bridge();
   auto* net = vmi->mutable_spec()->add_networks();
   net->set_name("default");
   net->mutable_pod();
-  auto* multus = vmi->mutable_spec()->add_networks();
-  multus->set_name("lan");
-  multus->mutable_multus()->set_network_name("lan");
+  for (const auto& [name, nad] : std::vector<std::pair<std::string, std::string>>{
+           {"lan", "lan"}, {"storage", "infra/storage-net"}}) {
+    auto* iface = devices->add_interfaces();
+    iface->set_name(name);
+    iface->mutable_bridge();
+    auto* multus = vmi->mutable_spec()->add_networks();
+    multus->set_name(name);
+    multus->mutable_multus()->set_network_name(nad);
+  }
 }
 
 class LanNetworkTest : public GuestTest {};
 
-TEST_F(LanNetworkTest, AGuestOnAHostBridgeGetsItsLanAddressAndAnswersOnBothNetworks) {
+TEST_F(LanNetworkTest, AGuestOnTwoHostBridgesGetsItsAddressesThereAndOutlivesAHandlerCrash) {
   const std::string name = "lan-guest";
-  const std::string mac = DefaultMacAddress("default", name, "lan");
-  TestLan lan(*handler_, handler_->state_dir());
-  absl::Status lan_started = lan.Start(mac);
-  ASSERT_TRUE(lan_started.ok()) << lan_started;
+  const std::string lan_mac = DefaultMacAddress("default", name, "lan");
+  const std::string storage_mac = DefaultMacAddress("default", name, "storage");
+  HostBridge br0(*handler_, "br0");
+  HostBridge br1(*handler_, "br1");
+  ASSERT_TRUE(br0.Create().ok());
+  ASSERT_TRUE(br1.Create().ok());
+  LanHost lan(*handler_, br0, "lanhost", "192.168.77");
+  LanHost storage(*handler_, br1, "storagehost", "192.168.100");
+  for (auto [host, mac] : {std::pair{&lan, lan_mac}, std::pair{&storage, storage_mac}}) {
+    absl::Status started = host->Start(mac, handler_->state_dir());
+    ASSERT_TRUE(started.ok()) << started;
+  }
 
-  // Before its definition exists, the VMI waits, Pending, saying which one it waits for.
+  // Before its definitions exist, the VMI waits, Pending, saying which one it waits for.
   ASSERT_TRUE(handler_->PrepareDisk("default", name + "-disk", "normal").ok());
   VirtualMachineInstance vmi = GuestVmi(name, name + "-disk", 30);
-  WithLan(&vmi);
+  WithLans(&vmi);
   Sync(vmi);
   auto waiting = WaitCondition(name, "Synchronized", "False", absl::Seconds(30));
   ASSERT_TRUE(waiting.ok()) << waiting.status();
@@ -174,8 +218,8 @@ TEST_F(LanNetworkTest, AGuestOnAHostBridgeGetsItsLanAddressAndAnswersOnBothNetwo
   EXPECT_THAT(sync->message(),
               HasSubstr("network-attachment-definitions.k8s.cni.cncf.io \"lan\" not found"));
 
-  // Applied, the definition lets it start (the janitor tries again).
-  auto applied = handler_->ApplyYaml(kNad);
+  // Applied, the definitions let it start (the janitor tries again).
+  auto applied = handler_->ApplyYaml(absl::StrCat(kLanNad, "---\n", kStorageNad));
   ASSERT_EQ(applied.exit_code, 0) << applied.out;
   EXPECT_THAT(applied.out, HasSubstr("network-attachment-definition.k8s.cni.cncf.io/lan created"));
   auto running = WaitAllRunning({name});
@@ -183,45 +227,71 @@ TEST_F(LanNetworkTest, AGuestOnAHostBridgeGetsItsLanAddressAndAnswersOnBothNetwo
   vmi = running[0];
   const std::string uid = vmi.metadata().uid();
 
-  // The LAN's DHCP server gave eth1 the address reserved for its MAC; eth0 has the pod's.
-  EXPECT_TRUE(SerialShows(uid, absl::StrCat("KVNODE-GUEST-IP eth1 ", kGuestLanIp)))
+  // Each network's DHCP server gave its interface the address reserved for its MAC: the LAN's
+  // for eth1, the storage network's for eth2 (the other server never saw that MAC).
+  EXPECT_TRUE(SerialShows(uid, "KVNODE-GUEST-IP eth1 " + lan.guest_address()))
       << handler_->SerialLog(uid);
+  EXPECT_TRUE(SerialShows(uid, "KVNODE-GUEST-IP eth2 " + storage.guest_address()));
   EXPECT_TRUE(SerialShows(uid, "KVNODE-GUEST-IP eth0 10.0.2.2"));
-  // The LAN host reaches the guest's web server at its LAN address: its page names this boot.
+  // The definition's MTU reached the guest's NIC (virtio's host MTU).
+  ASSERT_TRUE(handler_->TypeOnConsole("default", name,
+                                      "echo \"KVNODE-MTU eth2=$(cat /sys/class/net/eth2/mtu) "
+                                      "eth1=$(cat /sys/class/net/eth1/mtu)\"\n")
+                  .ok());
+  EXPECT_TRUE(SerialShows(uid, "KVNODE-MTU eth2=1400 eth1=1500", absl::Seconds(20)));
   std::vector<std::string> boots = BootIds(uid);
   ASSERT_EQ(boots.size(), 1u);
-  absl::StatusOr<std::string> page = absl::UnavailableError("not tried");
-  Eventually([&] { return (page = lan.HttpGet(kGuestLanIp)).ok(); }, absl::Seconds(60),
-             absl::Milliseconds(500));
-  ASSERT_TRUE(page.ok()) << page.status();
-  EXPECT_THAT(*page, HasSubstr("kvnode-guest boot_id=" + boots[0]));
+  // Each host reaches the guest's web server at the guest's address on its network, and not
+  // the other network's.
+  auto reaches = [&](LanHost& host, const std::string& address, absl::Duration timeout) {
+    absl::StatusOr<std::string> page = absl::UnavailableError("not tried");
+    Eventually([&] { return (page = host.HttpGet(address)).ok(); }, timeout,
+               absl::Milliseconds(500));
+    return page.ok() && absl::StrContains(*page, "kvnode-guest boot_id=" + boots[0]);
+  };
+  EXPECT_TRUE(reaches(lan, lan.guest_address(), absl::Seconds(60)));
+  EXPECT_TRUE(reaches(storage, storage.guest_address(), absl::Seconds(30)));
+  EXPECT_FALSE(lan.HttpGet(storage.guest_address()).ok());
   // The same guest answers on its pod IP (masquerade) from the node.
-  ASSERT_EQ(vmi.status().interfaces_size(), 2);
+  ASSERT_EQ(vmi.status().interfaces_size(), 3);
   const auto& pod_status = vmi.status().interfaces(0);
-  const auto& lan_status = vmi.status().interfaces(1);
   EXPECT_EQ(pod_status.name(), "default");
   EXPECT_EQ(pod_status.pod_interface_name(), "eth0");
   auto pod_page = handler_->HttpGetFromNode(pod_status.ip_address(), 80);
   ASSERT_TRUE(pod_page.ok()) << pod_page.status();
   EXPECT_THAT(*pod_page, HasSubstr("boot_id=" + boots[0]));
-  EXPECT_EQ(lan_status.name(), "lan");
-  EXPECT_EQ(lan_status.mac(), mac);
-  EXPECT_TRUE(absl::StartsWith(lan_status.pod_interface_name(), "pod"));
-  // br0 has the LAN host and the VMI's veth.
-  EXPECT_EQ(lan.BridgePorts().size(), 2u);
+  EXPECT_EQ(vmi.status().interfaces(1).name(), "lan");
+  EXPECT_EQ(vmi.status().interfaces(1).mac(), lan_mac);
+  EXPECT_TRUE(absl::StartsWith(vmi.status().interfaces(1).pod_interface_name(), "pod"));
+  EXPECT_EQ(vmi.status().interfaces(2).name(), "storage");
+  EXPECT_EQ(vmi.status().interfaces(2).mac(), storage_mac);
+  // Each bridge has its host and the VMI's veth.
+  EXPECT_EQ(br0.Ports().size(), 2u);
+  EXPECT_EQ(br1.Ports().size(), 2u);
 
-  auto wide = handler_->Kvctl({"get", "net-attach-def", "-o", "wide"});
-  EXPECT_THAT(wide.out, HasSubstr("bridge br0"));
+  auto wide = handler_->Kvctl({"get", "net-attach-def", "-n", "infra", "-o", "wide"});
+  EXPECT_THAT(wide.out, HasSubstr("bridge br1 mtu 1400"));
   auto described = handler_->Kvctl({"describe", "net-attach-def", "lan"});
   EXPECT_THAT(described.out, HasSubstr("Used by:      default/" + name));
+
+  // A handler killed and started again takes the guest back without touching it: the same
+  // boot answers on both segments.
+  ASSERT_TRUE(handler_->KillAndRestart().ok());
+  ASSERT_TRUE(WaitPhase(name, "Running", absl::Seconds(60)).ok());
+  EXPECT_TRUE(reaches(lan, lan.guest_address(), absl::Seconds(10)));
+  EXPECT_TRUE(reaches(storage, storage.guest_address(), absl::Seconds(10)));
+  EXPECT_EQ(br0.Ports().size(), 2u);
+  EXPECT_EQ(br1.Ports().size(), 2u);
+  EXPECT_EQ(BootIds(uid), boots);
 
   // When the VMI ends, nothing of it is left on the host bridge.
   VirtualMachineInstance final = DeleteAndWatchFinal(name, std::nullopt, absl::Seconds(60));
   EXPECT_EQ(final.status().phase(), "Succeeded");
   ExpectNoProcessesLeft(uid);
-  Eventually([&] { return lan.BridgePorts().size() == 1u; }, absl::Seconds(10),
+  Eventually([&] { return br0.Ports().size() + br1.Ports().size() == 2u; }, absl::Seconds(10),
              absl::Milliseconds(100));
-  EXPECT_THAT(lan.BridgePorts(), ::testing::ElementsAre("lanhost"));
+  EXPECT_THAT(br0.Ports(), ::testing::ElementsAre("lanhost"));
+  EXPECT_THAT(br1.Ports(), ::testing::ElementsAre("storagehost"));
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <set>
 #include <thread>
 
+#include "agent/network/network_attachment.h"
+#include "launcher/converter/domain_options.h"
 #include "tests/integration/network_fixture.h"
 
 namespace kvnode {
@@ -272,6 +274,111 @@ TEST_F(PodNetworkTest, CleanupOrphansAfterACrashLeavesNothing) {
   auto again = network_->CleanupOrphans({});
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->empty());
+}
+
+// A host bridge of the test in the node namespace, removed at the end.
+class ScopedHostBridge {
+ public:
+  explicit ScopedHostBridge(std::string name) : name_(std::move(name)) {
+    auto made = RunTool({kIp, "link", "add", name_, "up", "type", "bridge"});
+    EXPECT_TRUE(made.ok()) << made.status();
+  }
+  ~ScopedHostBridge() { (void)RunTool({kIp, "link", "delete", name_}); }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+};
+
+TEST_F(PodNetworkTest, AMultusInterfaceJoinsItsHostBridgeAndACrashWithoutRecordsLeavesNothing) {
+  ScopedHostBridge lan(absl::StrCat("kvl", getpid()));
+  NetworkAttachmentDefinitions nads(store_.get(), Clock::Real());
+  kvnode::v1::NetworkAttachmentDefinition nad;
+  nad.mutable_metadata()->set_name("lan");
+  nad.mutable_spec()->set_config(
+      absl::StrCat(R"({"type": "bridge", "mtu": 1300, "bridge": ")", lan.name(), R"("})"));
+  ASSERT_TRUE(nads.Apply(nad, false).ok());
+  VirtualMachineInstance vmi = Vmi("vm1", 400);
+  auto* iface = vmi.mutable_spec()->mutable_domain()->mutable_devices()->add_interfaces();
+  iface->set_name("lan");
+  iface->mutable_bridge();
+  auto* net = vmi.mutable_spec()->add_networks();
+  net->set_name("lan");
+  net->mutable_multus()->set_network_name("lan");
+  PodNetworkAttachment a = SetupOrDie(vmi);
+  ASSERT_EQ(a.secondaries.size(), 1u);
+  const SecondaryAttachment& s = a.secondaries[0];
+
+  // The node end is a port of the host bridge with the definition's MTU.
+  auto port = RunTool({kIp, "-o", "link", "show", "master", lan.name()});
+  ASSERT_TRUE(port.ok()) << port.status();
+  EXPECT_THAT(*port, HasSubstr(s.host_veth + "@"));
+  EXPECT_THAT(*port, HasSubstr("mtu 1300"));
+  // In the pod: pod<hash> and tap<hash> (the VMI identity's) on k6t-<hash>, no address on any.
+  auto links = RunTool({kIp, "-n", a.netns, "-o", "-d", "link", "show"});
+  ASSERT_TRUE(links.ok()) << links.status();
+  const std::string hash = MultusLinkHash("lan");
+  EXPECT_THAT(*links, ::testing::ContainsRegex("pod" + hash + "@[^ ]+ .*mtu 1300 .*master k6t-" +
+                                               hash));
+  EXPECT_THAT(*links, ::testing::ContainsRegex("tap" + hash + ": .*mtu 1300 .*master k6t-" +
+                                               hash + " .*tun type tap .*persist on "
+                                               "user " + std::to_string(kLauncherUid)));
+  for (const std::string& link : {"pod" + hash, "k6t-" + hash, "tap" + hash}) {
+    auto addrs = RunTool({kIp, "-n", a.netns, "-o", "addr", "show", "dev", link});
+    ASSERT_TRUE(addrs.ok()) << addrs.status();
+    EXPECT_EQ(*addrs, "") << link;  // not even an IPv6 link-local address
+  }
+
+  // A crash that lost the records: the namespace and the secondary veth are found by their
+  // names and removed; nothing of the VMI is left on the host bridge.
+  empty_store_ = OpenStore("empty.db");
+  network_ = Create(empty_store_.get());
+  ASSERT_NE(network_, nullptr);
+  auto report = network_->CleanupOrphans({});
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(report->namespaces, ::testing::ElementsAre(a.netns));
+  port = RunTool({kIp, "-o", "link", "show", "master", lan.name()});
+  ASSERT_TRUE(port.ok()) << port.status();
+  EXPECT_EQ(*port, "");
+  EXPECT_EQ(CountPodNamespaces(), 0);
+}
+
+// The CNI bridge plugin's `vlan`: VLAN filtering on the host bridge and the port an untagged
+// member of that VLAN alone; on a kernel without bridge VLAN filtering, a clear refusal that
+// leaves nothing behind.
+TEST_F(PodNetworkTest, AVlanMakesThePortAnUntaggedMemberOrIsRefusedByTheKernel) {
+  ScopedHostBridge lan(absl::StrCat("kvv", getpid()));
+  const bool kernel_filters =
+      RunTool({kIp, "link", "set", lan.name(), "type", "bridge", "vlan_filtering", "0"}).ok();
+  NetworkAttachmentDefinitions nads(store_.get(), Clock::Real());
+  kvnode::v1::NetworkAttachmentDefinition nad;
+  nad.mutable_metadata()->set_name("vlan100");
+  nad.mutable_spec()->set_config(
+      absl::StrCat(R"({"type": "bridge", "vlan": 100, "bridge": ")", lan.name(), R"("})"));
+  ASSERT_TRUE(nads.Apply(nad, false).ok());
+  VirtualMachineInstance vmi = Vmi("vm1", 401);
+  auto* iface = vmi.mutable_spec()->mutable_domain()->mutable_devices()->add_interfaces();
+  iface->set_name("storage");
+  iface->mutable_bridge();
+  auto* net = vmi.mutable_spec()->add_networks();
+  net->set_name("storage");
+  net->mutable_multus()->set_network_name("vlan100");
+  auto a = network_->Setup(vmi, Options(vmi));
+  if (!kernel_filters) {
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition) << a.status();
+    EXPECT_THAT(a.status().message(),
+                HasSubstr("vlan 100 needs VLAN filtering on the host bridge, which this node's "
+                          "kernel does not offer (CONFIG_BRIDGE_VLAN_FILTERING)"));
+    EXPECT_EQ(CountPodNamespaces(), 0);
+    auto ports = RunTool({kIp, "-o", "link", "show", "master", lan.name()});
+    EXPECT_EQ(ports.value_or("?"), "");
+    return;
+  }
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto vlans = RunTool({"/usr/sbin/bridge", "vlan", "show", "dev", a->secondaries[0].host_veth});
+  ASSERT_TRUE(vlans.ok()) << vlans.status();
+  EXPECT_THAT(*vlans, ::testing::ContainsRegex("100 PVID Egress Untagged"));
+  EXPECT_THAT(*vlans, ::testing::Not(::testing::ContainsRegex("\\b1 PVID")));
 }
 
 }  // namespace
