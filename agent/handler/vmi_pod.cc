@@ -92,6 +92,8 @@ void VmiController::ApplyPodInterfaces(const std::string& uid, kvnode::v1::Domai
       if (iface.name() == made.name()) iface = made;
     }
   }
+  options->clear_dhcp_offers();
+  for (auto& offer : a->DhcpOffers()) *options->add_dhcp_offers() = std::move(offer);
 }
 
 }  // namespace kvnode

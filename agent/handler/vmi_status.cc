@@ -169,15 +169,15 @@ bool ApplyGuestAgent(kvnode::v1::VirtualMachineInstance* vmi,
       iface.set_info_source(source);
       changed = true;
     }
-    // A bridged interface (a Multus network) has the guest's own addresses, which only the
-    // guest agent knows; a masqueraded one keeps the pod's.
+    // A bridged interface (a Multus network) has the guest's own addresses, which the guest
+    // agent knows best (without IPAM, only it knows them); a masqueraded one keeps the pod's.
     if (iface.pod_interface_name().empty() || iface.pod_interface_name() == "eth0") continue;
-    std::vector<std::string> ips;
-    if (seen != nullptr) ips.assign(seen->ip_addresses().begin(), seen->ip_addresses().end());
+    if (seen == nullptr || seen->ip_addresses().empty()) continue;
+    std::vector<std::string> ips(seen->ip_addresses().begin(), seen->ip_addresses().end());
     if (!std::equal(ips.begin(), ips.end(), iface.ip_addresses().begin(),
                     iface.ip_addresses().end())) {
       *iface.mutable_ip_addresses() = {ips.begin(), ips.end()};
-      iface.set_ip_address(ips.empty() ? "" : ips.front());
+      iface.set_ip_address(ips.front());
       changed = true;
     }
   }

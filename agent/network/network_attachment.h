@@ -8,8 +8,11 @@
 //           filtering turned on as the bridge plugin does), with `mtu` (default: the bridge's).
 //
 // Addresses come from the network itself (its DHCP server answers the guest, as with KubeVirt's
-// bridge binding on a network without IPAM). An `ipam` section, another type or a plugin list
-// with more than the bridge is refused when the definition is applied, naming the field.
+// bridge binding on a network without IPAM), or from the `ipam` section: `static` (one address)
+// or `host-local` (ranges; each VMI holds one address of them while it runs), IPv4, with
+// `routes` and `dns`; kvnode's launcher then hands that address to the guest by DHCP, as
+// KubeVirt's does. Another ipam type, another plugin type or a plugin list with more than the
+// bridge is refused when the definition is applied, naming the field.
 //
 // Thread-safe: NetworkAttachmentDefinitions serializes its store transactions with a mutex; the
 // rest is pure.
@@ -25,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/base/clock.h"
 #include "agent/manifest/admission.h"
+#include "agent/network/ip_prefix.h"
 #include "agent/store/store.h"
 #include "kvnode/v1/kubevirt.pb.h"
 #include "kvnode/v1/network.pb.h"
@@ -37,12 +41,44 @@ inline constexpr char kNetworkAttachmentDefinitionApiVersion[] = "k8s.cni.cncf.i
 inline constexpr char kNetworkAttachmentDefinitionResource[] =
     "network-attachment-definitions.k8s.cni.cncf.io";
 
+// A route an IPAM section gives the guest ("dst" CIDR, "gw"; no gw: the range's gateway).
+struct IpamRoute {
+  IpPrefix destination;
+  std::optional<IpAddress> gateway;
+};
+
+// A host-local range: addresses first..last of `subnet`, the gateway never handed out.
+struct IpamRange {
+  IpPrefix subnet;
+  IpAddress first;
+  IpAddress last;
+  std::optional<IpAddress> gateway;
+};
+
+// The `ipam` section, IPv4 only. kNone: the guest takes its address from the network's own
+// DHCP server. Otherwise kvnode gives the address (the static one, or one of the ranges,
+// held by one VMI at a time) and the launcher's DHCP server hands it to the guest.
+struct NetworkIpam {
+  enum class Type { kNone, kStatic, kHostLocal };
+  Type type = Type::kNone;
+  // static: the address, its prefix length and gateway.
+  IpAddress address;
+  int prefix_length = 0;
+  std::optional<IpAddress> gateway;
+  // host-local: one range set (tried in order).
+  std::vector<IpamRange> ranges;
+  std::vector<IpamRoute> routes;
+  std::vector<std::string> nameservers;  // dns.nameservers
+  std::vector<std::string> search;       // dns.search, else dns.domain
+};
+
 // What kvnode reads of a definition's CNI config (type bridge).
 struct BridgeNetworkConfig {
   std::string name;           // the CNI config's own "name"
   std::string bridge = "cni0";  // the host bridge, in the handler's network namespace
   int vlan = 0;               // 0: untagged, no VLAN filtering
   uint32_t mtu = 0;           // 0: the host bridge's MTU
+  NetworkIpam ipam;
 };
 
 // The CNI config text of `spec.config` as kvnode runs it; errors are added to `review` with

@@ -65,9 +65,9 @@ TEST(ParseCniConfigTest, WhatTheNodeCannotRunIsRefusedNamingTheField) {
   EXPECT_THAT(Errors(R"({"type":"bridge","bridge":"a-bridge-name-too-long"})"),
               HasSubstr("spec.config.bridge: \"a-bridge-name-too-long\" is not a link name"));
   EXPECT_THAT(Errors(R"({"type":"bridge","bridge":"br/0"})"), HasSubstr("is not a link name"));
-  EXPECT_THAT(Errors(R"({"type":"bridge","bridge":"br0","ipam":{"type":"host-local",
-                          "ranges":[[{"subnet":"192.168.1.0/24"}]]}})"),
-              HasSubstr("spec.config.ipam.type: \"host-local\" is not supported on this node yet"));
+  EXPECT_THAT(Errors(R"({"type":"bridge","bridge":"br0","ipam":{"type":"dhcp"}})"),
+              HasSubstr("spec.config.ipam.type: \"dhcp\" is not supported on this node "
+                        "(supported: static, host-local;"));
   EXPECT_THAT(Errors(R"({"type":"bridge","isGateway":true})"),
               HasSubstr("spec.config.isGateway: kvnode attaches VMIs to an existing host bridge"));
   EXPECT_THAT(Errors(R"({"type":"bridge","bridgee":"br0"})"),
@@ -76,6 +76,88 @@ TEST(ParseCniConfigTest, WhatTheNodeCannotRunIsRefusedNamingTheField) {
               HasSubstr("spec.config.vlanTrunk: VLAN trunks are not supported"));
   // Harmless fields of the plugin are accepted.
   EXPECT_EQ(Errors(R"({"type":"bridge","hairpinMode":false,"macspoofchk":true})"), "");
+}
+
+TEST(ParseCniConfigTest, StaticIpamGivesOneAddressWithItsGatewayRoutesAndDns) {
+  AdmissionReview review;
+  auto c = ParseCniConfig(R"({"type":"bridge","bridge":"br1","ipam":{"type":"static",
+      "addresses":[{"address":"192.168.100.60/24","gateway":"192.168.100.1"}],
+      "routes":[{"dst":"10.20.0.0/16","gw":"192.168.100.254"},{"dst":"0.0.0.0/0"}],
+      "dns":{"nameservers":["192.168.100.2"],"domain":"storage.example"}}})",
+                          FieldPath("spec.config"), &review);
+  ASSERT_TRUE(c.ok()) << review.errors.ToStatus();
+  const NetworkIpam& ipam = c->ipam;
+  EXPECT_EQ(ipam.type, NetworkIpam::Type::kStatic);
+  EXPECT_EQ(ipam.address.ToString(), "192.168.100.60");
+  EXPECT_EQ(ipam.prefix_length, 24);
+  EXPECT_EQ(ipam.gateway->ToString(), "192.168.100.1");
+  ASSERT_EQ(ipam.routes.size(), 2u);
+  EXPECT_EQ(ipam.routes[0].destination.ToString(), "10.20.0.0/16");
+  EXPECT_EQ(ipam.routes[0].gateway->ToString(), "192.168.100.254");
+  EXPECT_FALSE(ipam.routes[1].gateway.has_value());
+  EXPECT_THAT(ipam.nameservers, ::testing::ElementsAre("192.168.100.2"));
+  EXPECT_THAT(ipam.search, ::testing::ElementsAre("storage.example"));
+}
+
+TEST(ParseCniConfigTest, HostLocalRangesAreDefaultedAsThePluginDoes) {
+  AdmissionReview review;
+  auto c = ParseCniConfig(R"({"type":"bridge","ipam":{"type":"host-local",
+      "ranges":[[{"subnet":"10.10.0.0/24"},{"subnet":"10.10.1.0/24","rangeStart":"10.10.1.100",
+                  "rangeEnd":"10.10.1.110","gateway":"10.10.1.254"}]]}})",
+                          FieldPath("spec.config"), &review);
+  ASSERT_TRUE(c.ok()) << review.errors.ToStatus();
+  ASSERT_EQ(c->ipam.ranges.size(), 2u);
+  const IpamRange& a = c->ipam.ranges[0];
+  EXPECT_EQ(a.first.ToString(), "10.10.0.2");
+  EXPECT_EQ(a.last.ToString(), "10.10.0.254");
+  EXPECT_EQ(a.gateway->ToString(), "10.10.0.1");
+  EXPECT_EQ(c->ipam.ranges[1].first.ToString(), "10.10.1.100");
+  EXPECT_EQ(c->ipam.ranges[1].gateway->ToString(), "10.10.1.254");
+  // The older form, without range sets.
+  auto old = ParseCniConfig(R"({"type":"bridge","ipam":{"type":"host-local",
+      "subnet":"172.30.0.0/16","rangeStart":"172.30.5.1","rangeEnd":"172.30.5.9"}})",
+                            FieldPath("spec.config"), &review);
+  ASSERT_TRUE(old.ok()) << review.errors.ToStatus();
+  EXPECT_EQ(old->ipam.ranges[0].last.ToString(), "172.30.5.9");
+  EXPECT_EQ(old->ipam.gateway->ToString(), "172.30.0.1");
+}
+
+TEST(ParseCniConfigTest, BadIpamIsRefusedNamingTheField) {
+  auto with = [](const std::string& ipam) {
+    return Errors(R"({"type":"bridge","ipam":)" + ipam + "}");
+  };
+  EXPECT_THAT(with(R"({"type":"static"})"),
+              HasSubstr("spec.config.ipam.addresses: required (one address)"));
+  EXPECT_THAT(with(R"({"type":"static","addresses":[{"address":"192.168.1.5"}]})"),
+              HasSubstr("spec.config.ipam.addresses[0].address: \"192.168.1.5\" is not a CIDR"));
+  EXPECT_THAT(with(R"({"type":"static","addresses":[{"address":"fd00::5/64"}]})"),
+              HasSubstr("spec.config.ipam.addresses[0].address: IPv6 is not supported"));
+  EXPECT_THAT(with(R"({"type":"static","addresses":[{"address":"192.168.1.5/24",
+                       "gateway":"192.168.2.1"}]})"),
+              HasSubstr("spec.config.ipam.addresses[0].gateway: 192.168.2.1 is not in "
+                        "192.168.1.0/24"));
+  EXPECT_THAT(with(R"({"type":"host-local"})"),
+              HasSubstr("spec.config.ipam.ranges: required (or subnet)"));
+  EXPECT_THAT(with(R"({"type":"host-local","ranges":[[{"subnet":"10.1.0.5/24"}]]})"),
+              HasSubstr("spec.config.ipam.ranges[0][0].subnet: \"10.1.0.5/24\" has host bits set"));
+  EXPECT_THAT(with(R"({"type":"host-local","ranges":[[{"subnet":"10.1.0.0/24",
+                       "rangeStart":"10.2.0.5"}]]})"),
+              HasSubstr("spec.config.ipam.ranges[0][0].rangeStart: 10.2.0.5 is not in 10.1.0.0/24"));
+  EXPECT_THAT(with(R"({"type":"host-local","ranges":[[{"subnet":"10.1.0.0/24",
+                       "rangeStart":"10.1.0.50","rangeEnd":"10.1.0.40"}]]})"),
+              HasSubstr("spec.config.ipam.ranges[0][0].rangeEnd: 10.1.0.40 is before rangeStart"));
+  EXPECT_THAT(with(R"({"type":"host-local","ranges":[[{"subnet":"10.1.0.0/24"},
+                       {"subnet":"10.1.0.0/25"}]]})"),
+              HasSubstr("spec.config.ipam.ranges[0][1]: overlaps the range 10.1.0.2-10.1.0.254"));
+  EXPECT_THAT(with(R"({"type":"host-local","ranges":[[{"subnet":"10.1.0.0/24"}],
+                       [{"subnet":"fd00::/64"}]]})"),
+              HasSubstr("spec.config.ipam.ranges[1]: one range set per network"));
+  EXPECT_THAT(with(R"({"type":"static","addresses":[{"address":"10.1.0.5/24"}],
+                       "dns":{"nameservers":["dns.example"]}})"),
+              HasSubstr("spec.config.ipam.dns.nameservers: \"dns.example\" is not an IPv4 "
+                        "address"));
+  EXPECT_THAT(with(R"({"type":"static","addresses":[{"address":"10.1.0.5/24"}],"pool":1})"),
+              HasSubstr("spec.config.ipam.pool: unknown field"));
 }
 
 TEST(ParseNetworkNameTest, ANameWithoutNamespaceIsInTheVmisNamespace) {

@@ -41,7 +41,9 @@ PodNetworkAttachment AttachmentFrom(const PodPlan& plan, const DhcpProcess& dhcp
   a.dhcp_start_time = dhcp.start_time;
   for (const SecondaryInterfacePlan& s : plan.secondaries) {
     a.secondaries.push_back({s.interface_name, s.network_name, s.definition, s.pod_interface,
-                             s.tap, s.mac, s.mtu, s.host_veth, s.host_bridge, s.vlan});
+                             s.tap, s.mac, s.mtu, s.host_veth, s.host_bridge, s.vlan,
+                             s.pod_bridge, s.address, s.prefix_length, s.gateway, s.routes,
+                             s.nameservers, s.search, s.dhcp_server_address});
   }
   return a;
 }
@@ -59,6 +61,35 @@ std::string GetString(const Struct& s, const char* key) {
 double GetNumber(const Struct& s, const char* key) {
   auto it = s.fields().find(key);
   return it == s.fields().end() ? 0 : it->second.number_value();
+}
+
+void SetList(Struct* s, const char* key, const std::vector<std::string>& values) {
+  if (values.empty()) return;
+  auto* list = (*s->mutable_fields())[key].mutable_list_value();
+  for (const auto& v : values) list->add_values()->set_string_value(v);
+}
+std::vector<std::string> GetList(const Struct& s, const char* key) {
+  std::vector<std::string> out;
+  auto it = s.fields().find(key);
+  if (it == s.fields().end()) return out;
+  for (const auto& v : it->second.list_value().values()) out.push_back(v.string_value());
+  return out;
+}
+
+// "10.20.0.0/16 via 192.168.100.254" in a record, and back.
+std::vector<std::string> RoutesToList(const std::vector<std::pair<std::string, std::string>>& r) {
+  std::vector<std::string> out;
+  for (const auto& [dst, gw] : r) out.push_back(dst + " via " + gw);
+  return out;
+}
+std::vector<std::pair<std::string, std::string>> RoutesFromList(
+    const std::vector<std::string>& list) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& line : list) {
+    size_t via = line.find(" via ");
+    if (via != std::string::npos) out.push_back({line.substr(0, via), line.substr(via + 5)});
+  }
+  return out;
 }
 
 Struct RecordToStruct(const PodNetworkAttachment& a) {
@@ -89,6 +120,14 @@ Struct RecordToStruct(const PodNetworkAttachment& a) {
       SetString(&e, "hostVeth", x.host_veth);
       SetString(&e, "hostBridge", x.host_bridge);
       SetNumber(&e, "vlan", x.vlan);
+      SetString(&e, "podBridge", x.pod_bridge);
+      SetString(&e, "address", x.address);
+      SetNumber(&e, "prefixLength", x.prefix_length);
+      SetString(&e, "gateway", x.gateway);
+      SetList(&e, "routes", RoutesToList(x.routes));
+      SetList(&e, "nameservers", x.nameservers);
+      SetList(&e, "search", x.search);
+      SetString(&e, "dhcpServerAddress", x.dhcp_server_address);
       *list->add_values()->mutable_struct_value() = std::move(e);
     }
   }
@@ -119,7 +158,12 @@ PodNetworkAttachment RecordFromStruct(const std::string& uid, const Struct& s) {
                                GetString(e, "tap"), GetString(e, "mac"),
                                static_cast<uint32_t>(GetNumber(e, "mtu")),
                                GetString(e, "hostVeth"), GetString(e, "hostBridge"),
-                               static_cast<int>(GetNumber(e, "vlan"))});
+                               static_cast<int>(GetNumber(e, "vlan")), GetString(e, "podBridge"),
+                               GetString(e, "address"),
+                               static_cast<int>(GetNumber(e, "prefixLength")),
+                               GetString(e, "gateway"), RoutesFromList(GetList(e, "routes")),
+                               GetList(e, "nameservers"), GetList(e, "search"),
+                               GetString(e, "dhcpServerAddress")});
     }
   }
   return a;
@@ -147,6 +191,30 @@ std::vector<kvnode::v1::InterfaceAttachment> PodNetworkAttachment::InterfaceAtta
   return out;
 }
 
+std::vector<kvnode::v1::DhcpOffer> PodNetworkAttachment::DhcpOffers() const {
+  std::vector<kvnode::v1::DhcpOffer> out;
+  for (const SecondaryAttachment& s : secondaries) {
+    if (s.address.empty()) continue;
+    kvnode::v1::DhcpOffer o;
+    o.set_interface(s.pod_bridge);
+    o.set_mac(s.mac);
+    o.set_address(s.address);
+    o.set_prefix_length(s.prefix_length);
+    o.set_router(s.gateway);
+    for (const auto& [dst, gw] : s.routes) {
+      auto* r = o.add_routes();
+      r->set_destination(dst);
+      r->set_gateway(gw);
+    }
+    for (const auto& d : s.nameservers) o.add_dns(d);
+    for (const auto& d : s.search) o.add_search(d);
+    o.set_mtu(s.mtu);
+    o.set_server_address(s.dhcp_server_address);
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
 std::vector<VirtualMachineInstanceNetworkInterface> InterfaceStatus(const PodNetworkAttachment& a) {
   std::vector<VirtualMachineInstanceNetworkInterface> out;
   for (const SecondaryAttachment& s : a.secondaries) {
@@ -155,6 +223,11 @@ std::vector<VirtualMachineInstanceNetworkInterface> InterfaceStatus(const PodNet
     i.set_mac(s.mac);
     i.set_info_source(kInfoSourceDomain);
     i.set_pod_interface_name(s.pod_interface);
+    // With IPAM the address is the pod's to give, and known before the guest takes it.
+    if (!s.address.empty()) {
+      i.set_ip_address(s.address);
+      i.add_ip_addresses(s.address);
+    }
     out.push_back(std::move(i));
   }
   if (a.interface_name.empty()) return out;
@@ -284,9 +357,58 @@ absl::StatusOr<std::vector<SecondaryNetworkInput>> MasqueradePodNetwork::Seconda
                                                         network.definition.ToString()));
     }
     uint32_t mtu = network.config.mtu != 0 ? network.config.mtu : *bridge_mtu;
-    inputs.push_back({std::move(network), mtu});
+    std::string address;
+    if (network.config.ipam.type != NetworkIpam::Type::kNone) {
+      ASSIGN_OR_RETURN(address, ReserveAddress(vmi.metadata().uid(), network));
+    }
+    inputs.push_back({std::move(network), mtu, address});
   }
   return inputs;
+}
+
+absl::StatusOr<std::string> MasqueradePodNetwork::ReserveAddress(const std::string& vmi_uid,
+                                                                 const SecondaryNetwork& network) {
+  const NetworkIpam& ipam = network.config.ipam;
+  if (ipam.type == NetworkIpam::Type::kStatic) return ipam.address.ToString();
+  const std::string definition = network.definition.ToString();
+  absl::MutexLock lock(&mu_);
+  std::set<std::string> used;
+  for (const auto& [uid, a] : records_) {
+    for (const SecondaryAttachment& s : a.secondaries) {
+      if (s.definition != definition || s.address.empty()) continue;
+      // A VMI set up again (its pod gone) keeps the address its record holds.
+      if (uid == vmi_uid && s.network_name == network.network_name) {
+        reserved_[vmi_uid][definition] = s.address;
+        return s.address;
+      }
+      used.insert(s.address);
+    }
+  }
+  for (const auto& [uid, by_definition] : reserved_) {
+    auto it = by_definition.find(definition);
+    if (it == by_definition.end()) continue;
+    if (uid == vmi_uid) return it->second;
+    used.insert(it->second);
+  }
+  for (const IpamRange& range : ipam.ranges) {
+    std::optional<uint64_t> span = range.first.DistanceTo(range.last);
+    for (uint64_t i = 0; span && i <= *span; ++i) {
+      IpAddress candidate = range.first.Plus(i);
+      if (range.gateway && candidate == *range.gateway) continue;
+      std::string text = candidate.ToString();
+      if (used.count(text)) continue;
+      reserved_[vmi_uid][definition] = text;
+      return text;
+    }
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("network attachment definition ", definition, ": no free address in its "
+                   "ranges (", used.size(), " held)"));
+}
+
+void MasqueradePodNetwork::EndReservations(const std::string& vmi_uid) {
+  absl::MutexLock lock(&mu_);
+  reserved_.erase(vmi_uid);
 }
 
 absl::StatusOr<PodPlan> MasqueradePodNetwork::Plan(const VirtualMachineInstance& vmi,
@@ -360,6 +482,13 @@ absl::StatusOr<PodNetworkAttachment> MasqueradePodNetwork::Setup(const VirtualMa
 
   auto ips = allocator_->Allocate(uid);
   if (!ips.ok()) return Annotate(ips.status(), context);
+  // Addresses reserved on networks with IPAM are held by the record from here on (or given
+  // back, when the setup fails).
+  struct EndReservationsAtExit {
+    MasqueradePodNetwork* network;
+    std::string uid;
+    ~EndReservationsAtExit() { network->EndReservations(uid); }
+  } end_reservations{this, uid};
   DhcpProcess dhcp;
   auto fail = [&](const absl::Status& st) {
     auto removed = driver_->DestroyPod(names, dhcp);

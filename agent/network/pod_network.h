@@ -55,6 +55,15 @@ struct SecondaryAttachment {
   std::string host_veth;
   std::string host_bridge;
   int vlan = 0;
+  // With IPAM (SecondaryInterfacePlan): the guest's address and what its DHCP offer carries.
+  std::string pod_bridge;  // "k6t-<hash>"
+  std::string address;
+  int prefix_length = 0;
+  std::string gateway;
+  std::vector<std::pair<std::string, std::string>> routes;
+  std::vector<std::string> nameservers;
+  std::vector<std::string> search;
+  std::string dhcp_server_address;
 };
 
 // Where a VMI's pod network is and what it holds.
@@ -80,6 +89,8 @@ struct PodNetworkAttachment {
   // masquerade one first), with the real tap, MAC and MTU:
   // <interface type='ethernet'><target dev='tap0' managed='no'/><mac .../><mtu .../>.
   std::vector<kvnode::v1::InterfaceAttachment> InterfaceAttachments() const;
+  // What the launcher's DHCP server offers: one per interface on a network with IPAM.
+  std::vector<kvnode::v1::DhcpOffer> DhcpOffers() const;
 };
 
 struct PodSetupOptions {
@@ -176,6 +187,13 @@ class MasqueradePodNetwork : public PodNetwork {
                                const PodSetupOptions& options, bool secondaries);
   absl::StatusOr<std::vector<SecondaryNetworkInput>> SecondaryInputs(
       const kvnode::v1::VirtualMachineInstance& vmi);
+  // The address `vmi_uid` holds on a network with IPAM: the static one, or a free one of the
+  // host-local ranges (free: held by no record and no setup under way), reserved for the
+  // setup under way until EndReservations.
+  absl::StatusOr<std::string> ReserveAddress(const std::string& vmi_uid,
+                                             const SecondaryNetwork& network)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void EndReservations(const std::string& vmi_uid) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<PodNetworkAttachment> Reuse(const kvnode::v1::VirtualMachineInstance& vmi,
                                              PodNetworkAttachment existing,
                                              const PodSetupOptions& options);
@@ -189,6 +207,8 @@ class MasqueradePodNetwork : public PodNetwork {
 
   absl::Mutex mu_;
   std::map<std::string, PodNetworkAttachment> records_ ABSL_GUARDED_BY(mu_);
+  // uid -> definition -> address, of setups under way (their records are not written yet).
+  std::map<std::string, std::map<std::string, std::string>> reserved_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvnode

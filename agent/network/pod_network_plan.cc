@@ -292,6 +292,31 @@ absl::StatusOr<SecondaryInterfacePlan> PlanSecondary(const NodeNetworkConfig& co
               : NormalizeMac(ref.iface->mac_address());
   s.tap_uid = in.tap_uid;
   s.tap_gid = in.tap_gid;
+  const NetworkIpam& ipam = input->network.config.ipam;
+  if (ipam.type == NetworkIpam::Type::kNone) return s;
+  if (input->address.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("network ", QuoteValue(s.network_name),
+                                                      " has IPAM but no address for the VMI"));
+  }
+  ASSIGN_OR_RETURN(IpAddress address, IpAddress::Parse(input->address));
+  s.address = address.ToString();
+  s.prefix_length = ipam.prefix_length;
+  for (const IpamRange& range : ipam.ranges) {
+    if (range.subnet.Contains(address)) {
+      s.prefix_length = range.subnet.length();
+      if (range.gateway) s.gateway = range.gateway->ToString();
+    }
+  }
+  if (ipam.type == NetworkIpam::Type::kStatic && ipam.gateway) s.gateway = ipam.gateway->ToString();
+  for (const IpamRoute& route : ipam.routes) {
+    std::string gw = route.gateway ? route.gateway->ToString() : s.gateway;
+    if (gw.empty()) continue;  // a route needs a router
+    if (route.destination.length() == 0 && s.gateway.empty()) s.gateway = gw;
+    s.routes.push_back({route.destination.ToString(), gw});
+  }
+  s.nameservers = ipam.nameservers;
+  s.search = ipam.search;
+  s.dhcp_server_address = absl::StrCat("169.254.75.", 10 + n);
   return s;
 }
 
@@ -360,6 +385,10 @@ void AppendSecondaryLinks(const SecondaryInterfacePlan& s, std::string* batch) {
   absl::StrAppend(batch, "link set ", s.tap, " addrgenmode none\n");
   absl::StrAppend(batch, "link set ", s.tap, " mtu ", s.mtu, " master ", s.pod_bridge, " up\n");
   absl::StrAppend(batch, "link set ", s.pod_bridge, " up\n");
+  // The launcher's DHCP server answers from this address (its server identifier).
+  if (!s.dhcp_server_address.empty()) {
+    absl::StrAppend(batch, "addr add ", s.dhcp_server_address, "/32 dev ", s.pod_bridge, "\n");
+  }
 }
 
 std::string PodBatch(const PodPlan& p) {
@@ -399,6 +428,13 @@ std::vector<std::pair<std::string, std::string>> PodSysctls(const PodPlan& p) {
   if (!p.ips.ipv6.empty()) s.push_back({"net/ipv6/conf/all/forwarding", "1"});
   if (p.masquerade) {
     s.push_back({absl::StrCat("net/ipv4/conf/", p.masquerade->bridge, "/route_localnet"), "1"});
+  }
+  // The launcher, as the VMI's identity, serves DHCP (port 67) on the pod's bridges of networks
+  // with IPAM (KubeVirt's launcher pod allows its unprivileged user the same).
+  for (const SecondaryInterfacePlan& secondary : p.secondaries) {
+    if (secondary.dhcp_server_address.empty()) continue;
+    s.push_back({"net/ipv4/ip_unprivileged_port_start", "67"});
+    break;
   }
   return s;
 }

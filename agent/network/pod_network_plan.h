@@ -138,6 +138,15 @@ struct SecondaryInterfacePlan {
   std::string mac;
   int tap_uid = -1;
   int tap_gid = -1;
+  // With IPAM: the guest's address and what goes with it, handed out by the launcher's DHCP
+  // server, whose own address on pod_bridge is dhcp_server_address (KubeVirt's 169.254.75.1x).
+  std::string address;  // empty: the network's own DHCP server answers the guest
+  int prefix_length = 0;
+  std::string gateway;
+  std::vector<std::pair<std::string, std::string>> routes;  // destination CIDR, gateway
+  std::vector<std::string> nameservers;
+  std::vector<std::string> search;
+  std::string dhcp_server_address;
 };
 
 struct PodPlan {
@@ -181,11 +190,12 @@ SecondaryLinkNames SecondaryLinkNamesFor(absl::string_view network_name);
 inline constexpr int kMaxSecondaryInterfaces = 20;
 std::string SecondaryHostVeth(const NodeNetworkConfig& config, const PodNames& names, int n);
 
-// A Multus network's definition and the MTU its interface gets (the definition's, else its host
-// bridge's).
+// A Multus network's definition, the MTU its interface gets (the definition's, else its host
+// bridge's) and, with IPAM, the address the VMI holds there.
 struct SecondaryNetworkInput {
   SecondaryNetwork network;
   uint32_t mtu = 1500;
+  std::string address;
 };
 
 struct PodPlanInput {

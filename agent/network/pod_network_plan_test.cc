@@ -122,13 +122,13 @@ TEST(PodNetworkPlanTest, AMultusInterfaceGetsKubeVirtsNamesAVethToItsHostBridgeA
   vmi.mutable_spec()->mutable_domain()->mutable_devices()->mutable_interfaces(2)
       ->set_mac_address("02-AA-BB-CC-DD-EE");
   PodPlanInput in = Input(vmi);
-  SecondaryNetworkInput lan{{"lan", {"infra", "lan-br"}, {"lan", "br0", 100, 0}}, 9000};
+  SecondaryNetworkInput lan{{"lan", {"infra", "lan-br"}, {"lan", "br0", 100, 0, {}}}, 9000, ""};
   in.secondary_networks = {lan};
   // A network without its definition is not planned.
   EXPECT_EQ(PlanPod(NodeNetworkConfig{}, in).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  in.secondary_networks.push_back({{"storage", {"default", "storage-net"}, {"", "br1", 0, 0}},
-                                   1500});
+  in.secondary_networks.push_back({{"storage", {"default", "storage-net"}, {"", "br1", 0, 0, {}}},
+                                   1500, ""});
   auto plan = PlanPod(NodeNetworkConfig{}, in);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_TRUE(plan->masquerade.has_value());

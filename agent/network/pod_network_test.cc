@@ -278,6 +278,100 @@ TEST_F(MasqueradePodNetworkTest, AMultusInterfaceIsAttachedRecordedAndTornDown) 
   EXPECT_THAT(driver_->ListBridgePorts("br0").value(), IsEmpty());
 }
 
+class IpamPodNetworkTest : public MasqueradePodNetworkTest {
+ protected:
+  void ApplyDefinition(const std::string& config) {
+    NetworkAttachmentDefinitions nads(store_.get(), Clock::Real());
+    kvnode::v1::NetworkAttachmentDefinition nad;
+    nad.mutable_metadata()->set_name("lan-br");
+    nad.mutable_spec()->set_config(config);
+    auto applied = nads.Apply(nad, false);
+    ASSERT_TRUE(applied.ok()) << applied.status();
+  }
+  std::string LanAddress(const std::string& uid) {
+    auto a = network_->Attachment(uid);
+    return a && !a->secondaries.empty() ? a->secondaries[0].address : "";
+  }
+};
+
+TEST_F(IpamPodNetworkTest, HostLocalGivesEachVmiItsOwnAddressAndTakesItBackAtTeardown) {
+  driver_->AddHostBridge("br0", 1500);
+  ApplyDefinition(R"({"type":"bridge","bridge":"br0","ipam":{"type":"host-local",
+      "ranges":[[{"subnet":"192.168.50.0/24","rangeStart":"192.168.50.1",
+                  "rangeEnd":"192.168.50.3","gateway":"192.168.50.2"}]],
+      "routes":[{"dst":"10.20.0.0/16"}],"dns":{"nameservers":["192.168.50.53"]}}})");
+  auto a = network_->Setup(LanVmi(kUidA), Options());
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = network_->Setup(LanVmi(kUidB), Options());
+  ASSERT_TRUE(b.ok()) << b.status();
+  // The gateway (.2) is never handed out.
+  EXPECT_EQ(LanAddress(kUidA), "192.168.50.1");
+  EXPECT_EQ(LanAddress(kUidB), "192.168.50.3");
+  auto full = network_->Setup(LanVmi(kUidC), Options());
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(full.status().message(),
+              ::testing::HasSubstr("network attachment definition default/lan-br: no free "
+                                   "address in its ranges (2 held)"));
+  EXPECT_EQ(driver_->namespace_count(), 2u);
+
+  // What the launcher's DHCP server is to offer, and what the pod makes for it.
+  auto offers = a->DhcpOffers();
+  ASSERT_EQ(offers.size(), 1u);
+  EXPECT_EQ(offers[0].interface(), "k6t-" + MultusLinkHash("lan"));
+  EXPECT_EQ(offers[0].mac(), DefaultMacAddress("default", "vm1", "lan"));
+  EXPECT_EQ(offers[0].address(), "192.168.50.1");
+  EXPECT_EQ(offers[0].prefix_length(), 24);
+  EXPECT_EQ(offers[0].router(), "192.168.50.2");
+  ASSERT_EQ(offers[0].routes_size(), 1);
+  EXPECT_EQ(offers[0].routes(0).destination(), "10.20.0.0/16");
+  EXPECT_EQ(offers[0].routes(0).gateway(), "192.168.50.2");
+  EXPECT_THAT(offers[0].dns(), ElementsAre("192.168.50.53"));
+  EXPECT_EQ(offers[0].server_address(), "169.254.75.11");
+  PodPlan plan = driver_->last_plan(kUidA);
+  EXPECT_THAT(PodBatch(plan), ::testing::HasSubstr("addr add 169.254.75.11/32 dev k6t-" +
+                                                   MultusLinkHash("lan") + "\n"));
+  EXPECT_THAT(PodSysctls(plan),
+              ::testing::Contains(::testing::Pair("net/ipv4/ip_unprivileged_port_start", "67")));
+  auto status = network_->Status(kUidA);
+  ASSERT_EQ(status.size(), 2u);
+  EXPECT_EQ(status[1].ip_address(), "192.168.50.1");
+
+  // Held across a handler restart (the records), given back at teardown.
+  auto restarted = MasqueradePodNetwork::Create(config_, store_.get(),
+                                                std::make_unique<FakePodNetworkDriver>());
+  ASSERT_TRUE(restarted.ok());
+  EXPECT_EQ((*restarted)->Attachment(kUidB)->secondaries[0].address, "192.168.50.3");
+  ASSERT_TRUE(network_->Teardown(kUidA).ok());
+  auto c = network_->Setup(LanVmi(kUidC), Options());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(LanAddress(kUidC), "192.168.50.1");
+}
+
+TEST_F(IpamPodNetworkTest, StaticGivesTheDefinitionsAddress) {
+  driver_->AddHostBridge("br0", 9000);
+  ApplyDefinition(R"({"type":"bridge","bridge":"br0","ipam":{"type":"static",
+      "addresses":[{"address":"10.9.8.7/16","gateway":"10.9.0.1"}]}})");
+  auto a = network_->Setup(LanVmi(kUidA), Options());
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto offers = a->DhcpOffers();
+  ASSERT_EQ(offers.size(), 1u);
+  EXPECT_EQ(offers[0].address(), "10.9.8.7");
+  EXPECT_EQ(offers[0].prefix_length(), 16);
+  EXPECT_EQ(offers[0].router(), "10.9.0.1");
+  EXPECT_EQ(offers[0].mtu(), 9000u);
+}
+
+TEST_F(IpamPodNetworkTest, WithoutIpamNothingIsOffered) {
+  driver_->AddHostBridge("br0", 1500);
+  ApplyDefinition(R"({"type":"bridge","bridge":"br0"})");
+  auto a = network_->Setup(LanVmi(kUidA), Options());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->DhcpOffers().empty());
+  EXPECT_THAT(PodSysctls(driver_->last_plan(kUidA)),
+              ::testing::Not(::testing::Contains(
+                  ::testing::Pair("net/ipv4/ip_unprivileged_port_start", "67"))));
+}
+
 TEST(FakePodNetworkTest, HandsOutAddressesRecordsCallsAndFailsOnRequest) {
   FakePodNetwork fake;
   auto a = fake.Setup(MasqueradeVmi("vm1", kUidA), {});

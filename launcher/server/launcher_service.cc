@@ -1,5 +1,6 @@
 #include "launcher/server/launcher_service.h"
 
+#include "absl/strings/numbers.h"
 #include "agent/base/grpc_status.h"
 #include "launcher/server/guest_agent.h"
 
@@ -14,8 +15,56 @@ grpc::Status Respond(const absl::Status& status, kvnode::v1::LauncherResponse* r
 
 }  // namespace
 
+namespace {
+
+// The DHCP server's bindings for the offers the handler sent; an error names a bad offer.
+absl::StatusOr<std::vector<DhcpBinding>> DhcpBindingsOf(const kvnode::v1::DomainOptions& options) {
+  std::vector<DhcpBinding> bindings;
+  for (const auto& o : options.dhcp_offers()) {
+    DhcpBinding b;
+    b.interface = o.interface();
+    auto mac = ParseMac(o.mac());
+    auto address = ParseIpv4(o.address());
+    auto server = ParseIpv4(o.server_address());
+    if (!mac || !address || !server || o.interface().empty()) {
+      return absl::InvalidArgumentError("DHCP offer for " + o.interface() + ": bad MAC or address");
+    }
+    b.lease.mac = *mac;
+    b.lease.address = *address;
+    b.lease.prefix_length = o.prefix_length();
+    b.lease.server_id = *server;
+    if (!o.router().empty()) b.lease.router = ParseIpv4(o.router());
+    for (const auto& r : o.routes()) {
+      size_t slash = r.destination().find('/');
+      auto dst = ParseIpv4(r.destination().substr(0, slash));
+      auto gw = ParseIpv4(r.gateway());
+      int length = 0;
+      if (!dst || !gw || slash == std::string::npos ||
+          !absl::SimpleAtoi(r.destination().substr(slash + 1), &length)) {
+        return absl::InvalidArgumentError("DHCP offer for " + o.interface() + ": bad route " +
+                                          r.destination());
+      }
+      b.lease.routes.push_back({*dst, length, *gw});
+    }
+    for (const auto& d : o.dns()) {
+      if (auto a = ParseIpv4(d)) b.lease.dns.push_back(*a);
+    }
+    b.lease.search = {o.search().begin(), o.search().end()};
+    b.lease.mtu = static_cast<uint16_t>(o.mtu());
+    bindings.push_back(std::move(b));
+  }
+  return bindings;
+}
+
+}  // namespace
+
 grpc::Status LauncherService::Sync(grpc::ServerContext*, const kvnode::v1::LauncherSyncRequest* req,
                                    kvnode::v1::LauncherResponse* resp) {
+  // The guest's DHCP answers are ready before it boots (and again in a launcher that replaced
+  // one: the guest may renew or reboot).
+  absl::StatusOr<std::vector<DhcpBinding>> bindings = DhcpBindingsOf(req->options());
+  absl::Status served = bindings.ok() ? dhcp_.Serve(*bindings) : bindings.status();
+  if (!served.ok()) return Respond(served, resp);
   return Respond(manager_->Sync(req->vmi(), req->options()), resp);
 }
 

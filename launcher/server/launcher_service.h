@@ -3,6 +3,7 @@
 #define KVNODE_LAUNCHER_SERVER_LAUNCHER_SERVICE_H_
 
 #include "kvnode/v1/launcher.grpc.pb.h"
+#include "launcher/server/dhcp_server.h"
 #include "launcher/server/domain_manager.h"
 #include "launcher/server/migration_job.h"
 
@@ -60,6 +61,9 @@ class LauncherService final : public kvnode::v1::Launcher::Service {
  private:
   DomainManager* const manager_;
   MigrationJob* const migration_;
+  // Serves the guest's addresses on networks with IPAM (DomainOptions.dhcp_offers) from the
+  // first sync on, as long as this launcher runs.
+  DhcpServer dhcp_;
 };
 
 }  // namespace kvnode

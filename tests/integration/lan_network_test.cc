@@ -68,17 +68,18 @@ class HostBridge {
 };
 
 // A host on a host bridge (a namespace of its own whose eth0's peer `port` is a port of the
-// bridge) with address <subnet>.1/24, running dnsmasq as that segment's DHCP server. Removed by
-// the destructor, also when the test failed.
+// bridge) with address <subnet>.1/24, with `dhcp` running dnsmasq as that segment's DHCP
+// server. Removed by the destructor, also when the test failed.
 class LanHost {
  public:
   LanHost(const HandlerProcess& handler, const HostBridge& bridge, std::string port,
-          std::string subnet)
+          std::string subnet, bool dhcp)
       : handler_(handler),
         bridge_(bridge.name()),
         netns_(nettest::RunPrefix() + port),
         port_(std::move(port)),
-        subnet_(std::move(subnet)) {}
+        subnet_(std::move(subnet)),
+        dhcp_(dhcp) {}
 
   // The DHCP server gives `guest_mac` <subnet>.50 and other clients <subnet>.100-199.
   absl::Status Start(const std::string& guest_mac, const std::string& dir) {
@@ -98,6 +99,7 @@ class LanHost {
         return absl::InternalError(absl::StrCat(absl::StrJoin(argv, " "), ": ", r.out));
       }
     }
+    if (!dhcp_) return absl::OkStatus();
     int fd = open(("/run/netns/" + netns_).c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return absl::ErrnoToStatus(errno, "open the LAN host's namespace");
     SpawnOptions o;
@@ -143,6 +145,7 @@ class LanHost {
   const std::string netns_;
   const std::string port_;
   const std::string subnet_;
+  const bool dhcp_;
   bool netns_made_ = false;
   pid_t dhcp_pid_ = 0;
   uint64_t dhcp_start_ = 0;
@@ -156,14 +159,18 @@ spec:
   config: '{"cniVersion": "0.3.1", "name": "lan", "type": "bridge", "bridge": "br0"}'
 )";
 
-// Another namespace's definition, on another bridge, with an MTU of its own.
+// Another namespace's definition, on another bridge without a DHCP server: static IPAM, which
+// kvnode's launcher hands to the guest by DHCP, and an MTU of its own.
 constexpr char kStorageNad[] = R"(apiVersion: k8s.cni.cncf.io/v1
 kind: NetworkAttachmentDefinition
 metadata:
   name: storage-net
   namespace: infra
 spec:
-  config: '{"cniVersion": "0.3.1", "name": "storage", "type": "bridge", "bridge": "br1", "mtu": 1400}'
+  config: |
+    {"cniVersion": "0.3.1", "name": "storage", "type": "bridge", "bridge": "br1", "mtu": 1400,
+     "ipam": {"type": "static", "addresses": [{"address": "192.168.100.60/24"}],
+              "routes": [{"dst": "10.77.0.0/16", "gw": "192.168.100.1"}]}}
 )";
 
 // The pod network (masquerade, eth0 in the guest) and bridge interfaces on two Multus networks:
@@ -193,14 +200,14 @@ class LanNetworkTest : public GuestTest {};
 TEST_F(LanNetworkTest, AGuestOnTwoHostBridgesGetsItsAddressesThereAndOutlivesAHandlerCrash) {
   const std::string name = "lan-guest";
   const std::string lan_mac = DefaultMacAddress("default", name, "lan");
-  const std::string storage_mac = DefaultMacAddress("default", name, "storage");
+  const std::string storage_mac = DefaultMacAddress("default", name, "storage");  // eth2's
   HostBridge br0(*handler_, "br0");
   HostBridge br1(*handler_, "br1");
   ASSERT_TRUE(br0.Create().ok());
   ASSERT_TRUE(br1.Create().ok());
-  LanHost lan(*handler_, br0, "lanhost", "192.168.77");
-  LanHost storage(*handler_, br1, "storagehost", "192.168.100");
-  for (auto [host, mac] : {std::pair{&lan, lan_mac}, std::pair{&storage, storage_mac}}) {
+  LanHost lan(*handler_, br0, "lanhost", "192.168.77", true);
+  LanHost storage(*handler_, br1, "storagehost", "192.168.100", false);
+  for (auto [host, mac] : {std::pair{&lan, lan_mac}, std::pair{&storage, std::string()}}) {
     absl::Status started = host->Start(mac, handler_->state_dir());
     ASSERT_TRUE(started.ok()) << started;
   }
@@ -227,18 +234,21 @@ TEST_F(LanNetworkTest, AGuestOnTwoHostBridgesGetsItsAddressesThereAndOutlivesAHa
   vmi = running[0];
   const std::string uid = vmi.metadata().uid();
 
-  // Each network's DHCP server gave its interface the address reserved for its MAC: the LAN's
-  // for eth1, the storage network's for eth2 (the other server never saw that MAC).
+  // The LAN's DHCP server gave eth1 the address reserved for its MAC; kvnode's launcher gave
+  // eth2 the storage network's static address, with its MTU and route.
   EXPECT_TRUE(SerialShows(uid, "KVNODE-GUEST-IP eth1 " + lan.guest_address()))
       << handler_->SerialLog(uid);
-  EXPECT_TRUE(SerialShows(uid, "KVNODE-GUEST-IP eth2 " + storage.guest_address()));
+  EXPECT_TRUE(SerialShows(uid, "KVNODE-GUEST-IP eth2 192.168.100.60 mtu=1400"));
   EXPECT_TRUE(SerialShows(uid, "KVNODE-GUEST-IP eth0 10.0.2.2"));
   // The definition's MTU reached the guest's NIC (virtio's host MTU).
   ASSERT_TRUE(handler_->TypeOnConsole("default", name,
-                                      "echo \"KVNODE-MTU eth2=$(cat /sys/class/net/eth2/mtu) "
-                                      "eth1=$(cat /sys/class/net/eth1/mtu)\"\n")
+                                      "echo \"KVNODE-NET eth2=$(cat /sys/class/net/eth2/mtu) "
+                                      "eth1=$(cat /sys/class/net/eth1/mtu) "
+                                      "$(ip route show 10.77.0.0/16)\"\n")
                   .ok());
-  EXPECT_TRUE(SerialShows(uid, "KVNODE-MTU eth2=1400 eth1=1500", absl::Seconds(20)));
+  EXPECT_TRUE(SerialShows(uid, "KVNODE-NET eth2=1400 eth1=1500 10.77.0.0/16 via 192.168.100.1",
+                          absl::Seconds(20)))
+      << handler_->SerialLog(uid);
   std::vector<std::string> boots = BootIds(uid);
   ASSERT_EQ(boots.size(), 1u);
   // Each host reaches the guest's web server at the guest's address on its network, and not
@@ -250,8 +260,8 @@ TEST_F(LanNetworkTest, AGuestOnTwoHostBridgesGetsItsAddressesThereAndOutlivesAHa
     return page.ok() && absl::StrContains(*page, "kvnode-guest boot_id=" + boots[0]);
   };
   EXPECT_TRUE(reaches(lan, lan.guest_address(), absl::Seconds(60)));
-  EXPECT_TRUE(reaches(storage, storage.guest_address(), absl::Seconds(30)));
-  EXPECT_FALSE(lan.HttpGet(storage.guest_address()).ok());
+  EXPECT_TRUE(reaches(storage, "192.168.100.60", absl::Seconds(30)));
+  EXPECT_FALSE(lan.HttpGet("192.168.100.60").ok());
   // The same guest answers on its pod IP (masquerade) from the node.
   ASSERT_EQ(vmi.status().interfaces_size(), 3);
   const auto& pod_status = vmi.status().interfaces(0);
@@ -265,6 +275,7 @@ TEST_F(LanNetworkTest, AGuestOnTwoHostBridgesGetsItsAddressesThereAndOutlivesAHa
   EXPECT_TRUE(absl::StartsWith(vmi.status().interfaces(1).pod_interface_name(), "pod"));
   EXPECT_EQ(vmi.status().interfaces(2).name(), "storage");
   EXPECT_EQ(vmi.status().interfaces(2).mac(), storage_mac);
+  EXPECT_EQ(vmi.status().interfaces(2).ip_address(), "192.168.100.60");
   // Each bridge has its host and the VMI's veth.
   EXPECT_EQ(br0.Ports().size(), 2u);
   EXPECT_EQ(br1.Ports().size(), 2u);
@@ -279,7 +290,7 @@ TEST_F(LanNetworkTest, AGuestOnTwoHostBridgesGetsItsAddressesThereAndOutlivesAHa
   ASSERT_TRUE(handler_->KillAndRestart().ok());
   ASSERT_TRUE(WaitPhase(name, "Running", absl::Seconds(60)).ok());
   EXPECT_TRUE(reaches(lan, lan.guest_address(), absl::Seconds(10)));
-  EXPECT_TRUE(reaches(storage, storage.guest_address(), absl::Seconds(10)));
+  EXPECT_TRUE(reaches(storage, "192.168.100.60", absl::Seconds(10)));
   EXPECT_EQ(br0.Ports().size(), 2u);
   EXPECT_EQ(br1.Ports().size(), 2u);
   EXPECT_EQ(BootIds(uid), boots);

@@ -2,8 +2,17 @@
 # udhcpc event script of the kvnode test guest: configures address, MTU, router, DNS and
 # hostname, and prints "KVNODE-GUEST-IP <iface> <address>" when an address is bound or changes.
 # udhcpc passes: $1 = deconfig|bound|renew|leasefail|nak, and $interface $ip $mask $subnet
-# $broadcast $router $dns $domain $search $hostname $mtu $lease in the environment.
+# $broadcast $router $staticroutes $dns $domain $search $hostname $mtu $lease in the environment.
 . /etc/kvnode/lib.sh
+
+add_static_routes() {
+	while [ $# -ge 2 ]; do
+		if [ "$1" != 0.0.0.0/0 ]; then
+			ip route replace "$1" via "$2" dev "$interface" 2>/dev/null
+		fi
+		shift 2
+	done
+}
 
 case "$1" in
 deconfig)
@@ -18,6 +27,9 @@ bound | renew)
 		ip addr add "$ip/${mask:-24}" ${broadcast:+broadcast "$broadcast"} dev "$interface"
 	fi
 	[ -n "$mtu" ] && ip link set "$interface" mtu "$mtu"
+	# Classless static routes (option 121): "dest/len gateway" pairs; a default route among
+	# them is left to the router rule below.
+	add_static_routes $staticroutes
 	if [ -n "$router" ]; then
 		gw=${router%% *}
 		# eth0 owns the default route; another NIC gets one only if there is none yet.
