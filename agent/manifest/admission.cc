@@ -1434,11 +1434,6 @@ void CheckPorts(const Interface& iface, const FieldPath& path, AdmissionReview* 
 void CheckInterfaceBinding(const Interface& iface, const Network* net, const FieldPath& path,
                            AdmissionReview* review) {
   if (net == nullptr) return;
-  if (iface.has_bridge() && net->has_pod()) {
-    review->errors.Add(path.Child("bridge"),
-                       "the bridge binding is not supported on the pod "
-                       "network (kvnode supports masquerade only)");
-  }
   if (iface.has_masquerade() && net->has_multus()) {
     review->errors.Add(path.Child("masquerade"), "masquerade is only supported on the pod network");
   }

@@ -1401,12 +1401,13 @@ TEST(AdmissionNetworkTest, AMultusNetworkNamesItsDefinitionAndTakesTheBridgeBind
                           "the pod network) is not supported on this node yet"));
 }
 
-TEST(AdmissionNetworkTest, BridgeIsRefusedOnThePodNetwork) {
+TEST(AdmissionNetworkTest, BridgeOnThePodNetworkTakesNoPorts) {
   auto vmi = NetVmi();
   Iface0(&vmi)->mutable_bridge();
-  EXPECT_THAT(Errors(vmi), ElementsAre("spec.domain.devices.interfaces[0].bridge: the bridge "
-                                       "binding is not supported on the pod network (kvnode "
-                                       "supports masquerade only)"));
+  EXPECT_THAT(Errors(vmi), ::testing::IsEmpty());
+  Iface0(&vmi)->add_ports()->set_port(22);
+  EXPECT_THAT(Errors(vmi), ElementsAre("spec.domain.devices.interfaces[0].ports: port forwarding "
+                                       "is only supported with the masquerade binding"));
 }
 
 TEST(AdmissionNetworkTest, NetworksNeedASource) {

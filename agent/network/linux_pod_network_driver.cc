@@ -80,6 +80,18 @@ absl::Status WriteSysctls(const std::vector<std::pair<std::string, std::string>>
 
 double Ms(absl::Time since) { return absl::ToDoubleMilliseconds(absl::Now() - since); }
 
+// The pod's bridges whose DHCP replies reach the guest (dnsmasq's, or the launcher's): their
+// checksums must be complete (DisableTxChecksum).
+std::vector<std::string> DhcpBridges(const PodPlan& plan) {
+  std::vector<std::string> bridges;
+  if (plan.masquerade) bridges.push_back(plan.masquerade->bridge);
+  if (plan.bridge) bridges.push_back(kMasqueradeBridge);
+  for (const SecondaryInterfacePlan& s : plan.secondaries) {
+    if (!s.dhcp_server_address.empty()) bridges.push_back(s.pod_bridge);
+  }
+  return bridges;
+}
+
 }  // namespace
 
 absl::Status LinuxPodNetworkDriver::EnsureNodeBridge(const NodeBridgePlan& plan) {
@@ -180,8 +192,10 @@ absl::Status LinuxPodNetworkDriver::ConfigurePod(const PodPlan& plan, int netns_
   RETURN_IF_ERROR(Annotate(RunInNetns(netns_fd,
                                       [&plan]() -> absl::Status {
                                         RETURN_IF_ERROR(WriteSysctls(PodSysctls(plan)));
-                                        if (!plan.masquerade) return absl::OkStatus();
-                                        return DisableTxChecksum(plan.masquerade->bridge);
+                                        for (const std::string& bridge : DhcpBridges(plan)) {
+                                          RETURN_IF_ERROR(DisableTxChecksum(bridge));
+                                        }
+                                        return absl::OkStatus();
                                       }),
                            "configure " + ns));
   double sysctl_ms = Ms(t);

@@ -18,6 +18,7 @@ using kvnode::v1::VirtualMachineInstanceNetworkInterface;
 
 // KubeVirt's vmispec.InfoSourceDomain: the interface as the domain has it, no guest agent.
 constexpr char kInfoSourceDomain[] = "domain";
+constexpr char kBridgeBinding[] = "bridge";
 
 DhcpProcess DhcpOf(const PodNetworkAttachment& a) { return {a.dhcp_pid, a.dhcp_start_time}; }
 
@@ -36,6 +37,19 @@ PodNetworkAttachment AttachmentFrom(const PodPlan& plan, const DhcpProcess& dhcp
     a.interface_name = plan.masquerade->interface_name;
     a.mac = plan.masquerade->mac;
     a.tap = plan.masquerade->tap;
+  }
+  if (plan.bridge) {
+    const PodBridgePlan& b = *plan.bridge;
+    a.interface_name = b.interface_name;
+    a.mac = b.mac;
+    a.tap = b.tap;
+    a.binding = kBridgeBinding;
+    a.prefix_v4 = plan.prefix_v4;
+    a.gateway_v4 = plan.gateway_v4;
+    a.dns = b.dhcp.dns_v4;
+    a.search = b.dhcp.search;
+    a.hostname = b.dhcp.hostname;
+    a.dhcp_server_address = b.server_address;
   }
   a.dhcp_pid = dhcp.pid;
   a.dhcp_start_time = dhcp.start_time;
@@ -106,6 +120,13 @@ Struct RecordToStruct(const PodNetworkAttachment& a) {
   SetNumber(&s, "dhcpPid", a.dhcp_pid);
   SetNumber(&s, "dhcpStartTime", static_cast<double>(a.dhcp_start_time));
   SetString(&s, "runDir", a.run_dir);
+  SetString(&s, "binding", a.binding);
+  SetNumber(&s, "prefixV4", a.prefix_v4);
+  SetString(&s, "gatewayV4", a.gateway_v4);
+  SetList(&s, "dns", a.dns);
+  SetList(&s, "search", a.search);
+  SetString(&s, "hostname", a.hostname);
+  SetString(&s, "dhcpServerAddress", a.dhcp_server_address);
   if (!a.secondaries.empty()) {
     auto* list = (*s.mutable_fields())["secondaries"].mutable_list_value();
     for (const SecondaryAttachment& x : a.secondaries) {
@@ -149,6 +170,13 @@ PodNetworkAttachment RecordFromStruct(const std::string& uid, const Struct& s) {
   a.dhcp_pid = static_cast<pid_t>(GetNumber(s, "dhcpPid"));
   a.dhcp_start_time = static_cast<uint64_t>(GetNumber(s, "dhcpStartTime"));
   a.run_dir = GetString(s, "runDir");
+  a.binding = GetString(s, "binding");
+  a.prefix_v4 = static_cast<int>(GetNumber(s, "prefixV4"));
+  a.gateway_v4 = GetString(s, "gatewayV4");
+  a.dns = GetList(s, "dns");
+  a.search = GetList(s, "search");
+  a.hostname = GetString(s, "hostname");
+  a.dhcp_server_address = GetString(s, "dhcpServerAddress");
   auto list = s.fields().find("secondaries");
   if (list != s.fields().end()) {
     for (const auto& v : list->second.list_value().values()) {
@@ -193,6 +221,20 @@ std::vector<kvnode::v1::InterfaceAttachment> PodNetworkAttachment::InterfaceAtta
 
 std::vector<kvnode::v1::DhcpOffer> PodNetworkAttachment::DhcpOffers() const {
   std::vector<kvnode::v1::DhcpOffer> out;
+  if (binding == kBridgeBinding) {
+    kvnode::v1::DhcpOffer o;
+    o.set_interface(kMasqueradeBridge);
+    o.set_mac(mac);
+    o.set_address(pod_ipv4);
+    o.set_prefix_length(prefix_v4);
+    o.set_router(gateway_v4);
+    for (const auto& d : dns) o.add_dns(d);
+    for (const auto& d : search) o.add_search(d);
+    o.set_mtu(mtu);
+    o.set_hostname(hostname);
+    o.set_server_address(dhcp_server_address);
+    out.push_back(std::move(o));
+  }
   for (const SecondaryAttachment& s : secondaries) {
     if (s.address.empty()) continue;
     kvnode::v1::DhcpOffer o;
@@ -415,6 +457,8 @@ absl::StatusOr<PodPlan> MasqueradePodNetwork::Plan(const VirtualMachineInstance&
                                                    const PodIps& ips,
                                                    const PodSetupOptions& options,
                                                    bool secondaries) {
+  // A binding kvnode cannot serve is said before anything is looked up or reserved.
+  ASSIGN_OR_RETURN(std::optional<PodInterfaceRef> ref, FindPodInterface(vmi));
   PodPlanInput in;
   in.vmi = &vmi;
   in.plan_secondaries = secondaries;
@@ -431,7 +475,6 @@ absl::StatusOr<PodPlan> MasqueradePodNetwork::Plan(const VirtualMachineInstance&
   in.tap_uid = options.launcher_uid;
   in.tap_gid = options.launcher_gid;
   in.run_dir = options.run_dir;
-  ASSIGN_OR_RETURN(std::optional<PodInterfaceRef> ref, FindPodInterface(vmi));
   // Read at every setup, so a changed node resolv.conf reaches the next VMI.
   if (ref) {
     const auto& spec = vmi.spec();
@@ -447,7 +490,9 @@ absl::StatusOr<PodPlan> MasqueradePodNetwork::Plan(const VirtualMachineInstance&
 absl::StatusOr<PodNetworkAttachment> MasqueradePodNetwork::Reuse(const VirtualMachineInstance& vmi,
                                                                  PodNetworkAttachment existing,
                                                                  const PodSetupOptions& options) {
-  if (existing.interface_name.empty() || driver_->DhcpRunning(DhcpOf(existing))) {
+  // The bridge binding has no dnsmasq: its launcher answers the guest.
+  if (existing.interface_name.empty() || existing.binding == kBridgeBinding ||
+      driver_->DhcpRunning(DhcpOf(existing))) {
     return existing;
   }
   spdlog::warn("{} uid={}: DHCP server of pod network {} is gone; starting it again", Who(vmi),

@@ -83,6 +83,15 @@ struct PodNetworkAttachment {
   pid_t dhcp_pid = 0;          // dnsmasq, in its own session
   uint64_t dhcp_start_time = 0;
   std::string run_dir;
+  // "bridge": the bridge binding (PodBridgePlan): no dnsmasq; the launcher offers the guest
+  // the pod IP with these. Otherwise masquerade.
+  std::string binding;
+  int prefix_v4 = 0;
+  std::string gateway_v4;
+  std::vector<std::string> dns;
+  std::vector<std::string> search;
+  std::string hostname;
+  std::string dhcp_server_address;
   std::vector<SecondaryAttachment> secondaries;
 
   // What the converter gets in DomainOptions.interfaces for each interface the pod made (the

@@ -98,6 +98,26 @@ absl::StatusOr<MasqueradePlan> PlanMasquerade(const NodeNetworkConfig& config,
   return m;
 }
 
+absl::StatusOr<PodBridgePlan> PlanPodBridge(const NodeNetworkConfig& config,
+                                            const PodPlanInput& in, const PodInterfaceRef& ref) {
+  const VirtualMachineInstance& vmi = *in.vmi;
+  const auto& meta = vmi.metadata();
+  PodBridgePlan b;
+  b.interface_name = ref.iface->name();
+  b.interface_index = ref.index;
+  b.mac = ref.iface->mac_address().empty()
+              ? DefaultMacAddress(meta.namespace_(), meta.name(), ref.iface->name())
+              : NormalizeMac(ref.iface->mac_address());
+  b.tap = TapName(ref.index);
+  b.tap_uid = in.tap_uid;
+  b.tap_gid = in.tap_gid;
+  const std::string hostname = vmi.spec().hostname().empty() ? meta.name() : vmi.spec().hostname();
+  ASSIGN_OR_RETURN(b.dhcp, BuildDhcpServerConfig(in.resolv, b.mac, hostname,
+                                                 vmi.spec().subdomain(), config.mtu, ""));
+  b.dhcp.interface = kMasqueradeBridge;
+  return b;
+}
+
 }  // namespace
 
 absl::StatusOr<NodeBridgePlan> PlanNodeBridge(const NodeNetworkConfig& config) {
@@ -214,9 +234,10 @@ absl::StatusOr<std::optional<PodInterfaceRef>> FindPodInterface(const VirtualMac
       }
       continue;
     }
-    if (!iface.has_masquerade()) {
+    if (!iface.has_masquerade() && !iface.has_bridge()) {
       return absl::UnimplementedError(absl::StrCat(
-          InterfacePath(i), ": only the masquerade binding is supported on the pod network"));
+          InterfacePath(i), ": only the masquerade and bridge bindings are supported on the pod "
+                            "network"));
     }
     if (found) {
       return absl::InvalidArgumentError(
@@ -336,7 +357,9 @@ absl::StatusOr<PodPlan> PlanPod(const NodeNetworkConfig& config, const PodPlanIn
   plan.gateway_v6 = in.gateway_v6;
   plan.run_dir = in.run_dir;
   ASSIGN_OR_RETURN(std::optional<PodInterfaceRef> ref, FindPodInterface(vmi));
-  if (ref) {
+  if (ref && ref->iface->has_bridge()) {
+    ASSIGN_OR_RETURN(plan.bridge, PlanPodBridge(config, in, *ref));
+  } else if (ref) {
     if (in.run_dir.empty()) return absl::InvalidArgumentError("pod network: no run dir");
     ASSIGN_OR_RETURN(plan.masquerade, PlanMasquerade(config, in, *ref, in.run_dir));
   }
@@ -369,6 +392,8 @@ std::string SecondaryVlanBatch(const SecondaryInterfacePlan& s) {
                       "vlan del dev ", s.host_veth, " vid 1\n");
 }
 
+namespace {
+
 // The links of a secondary interface inside the pod: its bridge, the veth end and the tap.
 void AppendSecondaryLinks(const SecondaryInterfacePlan& s, std::string* batch) {
   // No link-local address on any of them (addrgenmode none, before they are up): nothing of
@@ -391,7 +416,31 @@ void AppendSecondaryLinks(const SecondaryInterfacePlan& s, std::string* batch) {
   }
 }
 
+// The bridge binding: eth0 and tap0 ports of k6t-eth0, no address but the DHCP server's.
+std::string PodBridgeBatch(const PodPlan& p) {
+  const PodBridgePlan& b = *p.bridge;
+  std::string s = "link set lo up\n";
+  absl::StrAppend(&s, "link add ", kMasqueradeBridge, " mtu ", p.mtu, " type bridge\n");
+  for (const std::string& link : {std::string(kMasqueradeBridge), std::string(kPodInterface)}) {
+    absl::StrAppend(&s, "link set ", link, " addrgenmode none\n");
+  }
+  absl::StrAppend(&s, "link set ", kPodInterface, " master ", kMasqueradeBridge, " up\n");
+  absl::StrAppend(&s, "tuntap add dev ", b.tap, " mode tap");
+  if (b.tap_uid >= 0) absl::StrAppend(&s, " user ", b.tap_uid);
+  if (b.tap_gid >= 0) absl::StrAppend(&s, " group ", b.tap_gid);
+  absl::StrAppend(&s, "\n");
+  absl::StrAppend(&s, "link set ", b.tap, " addrgenmode none\n");
+  absl::StrAppend(&s, "link set ", b.tap, " mtu ", p.mtu, " master ", kMasqueradeBridge, " up\n");
+  absl::StrAppend(&s, "addr add ", b.server_address, "/32 dev ", kMasqueradeBridge, "\n");
+  absl::StrAppend(&s, "link set ", kMasqueradeBridge, " up\n");
+  for (const SecondaryInterfacePlan& secondary : p.secondaries) AppendSecondaryLinks(secondary, &s);
+  return s;
+}
+
+}  // namespace
+
 std::string PodBatch(const PodPlan& p) {
+  if (p.bridge) return PodBridgeBatch(p);
   std::string s = "link set lo up\n";
   absl::StrAppend(&s, "addr add ", p.ips.ipv4, "/", p.prefix_v4, " dev ", kPodInterface, "\n");
   if (!p.ips.ipv6.empty()) {
@@ -429,13 +478,14 @@ std::vector<std::pair<std::string, std::string>> PodSysctls(const PodPlan& p) {
   if (p.masquerade) {
     s.push_back({absl::StrCat("net/ipv4/conf/", p.masquerade->bridge, "/route_localnet"), "1"});
   }
-  // The launcher, as the VMI's identity, serves DHCP (port 67) on the pod's bridges of networks
-  // with IPAM (KubeVirt's launcher pod allows its unprivileged user the same).
+  // The launcher, as the VMI's identity, serves DHCP (port 67) on the pod's bridges of the
+  // bridge binding and of networks with IPAM (KubeVirt's launcher pod allows its unprivileged
+  // user the same).
+  bool serves_dhcp = p.bridge.has_value();
   for (const SecondaryInterfacePlan& secondary : p.secondaries) {
-    if (secondary.dhcp_server_address.empty()) continue;
-    s.push_back({"net/ipv4/ip_unprivileged_port_start", "67"});
-    break;
+    serves_dhcp |= !secondary.dhcp_server_address.empty();
   }
+  if (serves_dhcp) s.push_back({"net/ipv4/ip_unprivileged_port_start", "67"});
   return s;
 }
 

@@ -114,6 +114,21 @@ struct MasqueradePlan {
   DhcpServerConfig dhcp;
 };
 
+// The bridge binding on the pod network (KubeVirt's bridge binding,
+// pkg/network/setup/netpod): the pod keeps no address of its own; eth0 and tap0 are ports of
+// k6t-eth0, and the launcher's DHCP server gives the guest the pod IP with the pod's gateway,
+// DNS, hostname and MTU (IPv4), from k6t-eth0's 169.254.75.10/32.
+struct PodBridgePlan {
+  std::string interface_name;
+  int interface_index = 0;
+  std::string mac;
+  std::string tap;  // "tap0"
+  int tap_uid = -1;
+  int tap_gid = -1;
+  DhcpServerConfig dhcp;  // dns_v4, search, hostname, mtu: as masquerade's DHCP gives them
+  std::string server_address = "169.254.75.10";
+};
+
 // An interface with the bridge binding on a Multus network (KubeVirt's names,
 // pkg/network/namescheme and pkg/network/link/names.go: <hash> is the first 11 hex digits of the
 // SHA-256 of the VMI's network name):
@@ -159,14 +174,16 @@ struct PodPlan {
   int prefix_v6 = 0;
   std::string gateway_v4;
   std::string gateway_v6;
-  std::optional<MasqueradePlan> masquerade;  // none: the VMI has no pod-network interface
+  // At most one of these: the VMI's interface on the pod network and its binding.
+  std::optional<MasqueradePlan> masquerade;
+  std::optional<PodBridgePlan> bridge;
   std::vector<SecondaryInterfacePlan> secondaries;  // in the order of the interfaces
   std::string run_dir;
 };
 
 // The VMI's interface on the pod network with its network, or nullopt when it has none.
-// Fails (Unimplemented) for what kvnode cannot serve: a binding other than masquerade on the
-// pod network, or a Multus network.
+// Fails (Unimplemented) for what kvnode cannot serve: a binding other than masquerade or bridge
+// on the pod network, another than bridge on a Multus network.
 struct PodInterfaceRef {
   const kvnode::v1::Interface* iface = nullptr;
   const kvnode::v1::Network* network = nullptr;

@@ -102,11 +102,7 @@ TEST(PodNetworkPlanTest, BadVmNetworkCidrNamesTheField) {
               HasSubstr("spec.networks[name=default].pod.vmNetworkCIDR"));
 }
 
-TEST(PodNetworkPlanTest, OnlyMasqueradeOnThePodNetworkIsSupported) {
-  auto bridge = MasqueradeVmi("vm1", kUid);
-  bridge.mutable_spec()->mutable_domain()->mutable_devices()->mutable_interfaces(0)
-      ->mutable_bridge();
-  EXPECT_EQ(FindPodInterface(bridge).status().code(), absl::StatusCode::kUnimplemented);
+TEST(PodNetworkPlanTest, MasqueradeOnMultusIsNotSupported) {
   auto multus = MasqueradeVmi("vm1", kUid);
   multus.mutable_spec()->mutable_networks(0)->mutable_multus()->set_network_name("nad");
   EXPECT_EQ(FindPodInterface(multus).status().code(), absl::StatusCode::kUnimplemented);
@@ -193,6 +189,33 @@ TEST(PodNetworkPlanTest, SecondaryHostVethsNeverTakeAPodsOwnVethName) {
     EXPECT_LE(veth.size(), 15u);
     EXPECT_FALSE(IsPodKey(veth.substr(veth.size() - 12))) << veth;
   }
+}
+
+TEST(PodNetworkPlanTest, TheBridgeBindingGivesThePodIpToTheGuestAndKeepsNoAddress) {
+  auto vmi = MasqueradeVmi("vm1", kUid);
+  vmi.mutable_spec()->mutable_domain()->mutable_devices()->mutable_interfaces(0)
+      ->mutable_bridge();
+  auto plan = PlanPod(NodeNetworkConfig{}, Input(vmi));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->masquerade.has_value());
+  ASSERT_TRUE(plan->bridge.has_value());
+  EXPECT_EQ(plan->bridge->mac, DefaultMacAddress("default", "vm1", "default"));
+  EXPECT_EQ(plan->bridge->tap, "tap0");
+  EXPECT_EQ(plan->bridge->dhcp.hostname, "vm1");
+  EXPECT_EQ(plan->bridge->dhcp.dns_v4, std::vector<std::string>{"10.96.0.10"});
+  EXPECT_EQ(PodBatch(*plan),
+            "link set lo up\n"
+            "link add k6t-eth0 mtu 1500 type bridge\n"
+            "link set k6t-eth0 addrgenmode none\n"
+            "link set eth0 addrgenmode none\n"
+            "link set eth0 master k6t-eth0 up\n"
+            "tuntap add dev tap0 mode tap user 995 group 994\n"
+            "link set tap0 addrgenmode none\n"
+            "link set tap0 mtu 1500 master k6t-eth0 up\n"
+            "addr add 169.254.75.10/32 dev k6t-eth0\n"
+            "link set k6t-eth0 up\n");
+  EXPECT_THAT(PodSysctls(*plan),
+              ::testing::Contains(Pair("net/ipv4/ip_unprivileged_port_start", "67")));
 }
 
 TEST(PodNetworkPlanTest, VmiWithoutInterfacesGetsAPodWithoutMasquerade) {

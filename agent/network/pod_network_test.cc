@@ -120,11 +120,43 @@ TEST_F(MasqueradePodNetworkTest, FailedSetupLeavesNothingAndReleasesTheIp) {
 
 TEST_F(MasqueradePodNetworkTest, UnsupportedBindingFailsWithoutHoldingAnIp) {
   auto vmi = MasqueradeVmi("vm1", kUidA);
-  vmi.mutable_spec()->mutable_domain()->mutable_devices()->mutable_interfaces(0)->mutable_bridge();
+  auto* net = vmi.mutable_spec()->mutable_networks(0);
+  net->mutable_multus()->set_network_name("lan");  // masquerade on a Multus network
   auto a = network_->Setup(vmi, Options());
   EXPECT_EQ(a.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(network_->allocator().Allocations(), IsEmpty());
   EXPECT_EQ(driver_->namespace_count(), 0u);
+}
+
+TEST_F(MasqueradePodNetworkTest, TheBridgeBindingOffersThePodIpThroughTheLauncher) {
+  auto vmi = MasqueradeVmi("vm1", kUidA);
+  vmi.mutable_spec()->mutable_domain()->mutable_devices()->mutable_interfaces(0)->mutable_bridge();
+  auto a = network_->Setup(vmi, Options());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->binding, "bridge");
+  EXPECT_EQ(a->dhcp_pid, 0);  // no dnsmasq
+  EXPECT_EQ(driver_->running_dhcp_count(), 0u);
+  auto offers = a->DhcpOffers();
+  ASSERT_EQ(offers.size(), 1u);
+  EXPECT_EQ(offers[0].interface(), "k6t-eth0");
+  EXPECT_EQ(offers[0].mac(), a->mac);
+  EXPECT_EQ(offers[0].address(), a->pod_ipv4);
+  EXPECT_EQ(offers[0].prefix_length(), 24);
+  EXPECT_EQ(offers[0].router(), "10.244.0.1");
+  EXPECT_THAT(offers[0].dns(), ElementsAre("10.96.0.10"));
+  EXPECT_EQ(offers[0].hostname(), "vm1");
+  EXPECT_EQ(offers[0].mtu(), 1500u);
+  EXPECT_EQ(offers[0].server_address(), "169.254.75.10");
+  auto status = network_->Status(kUidA);
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_EQ(status[0].ip_address(), a->pod_ipv4);
+  // A second setup keeps the pod and starts no DHCP server; the record survives a restart.
+  ASSERT_TRUE(network_->Setup(vmi, Options()).ok());
+  EXPECT_EQ(driver_->dhcp_starts(), 0);
+  auto restarted = MasqueradePodNetwork::Create(config_, store_.get(),
+                                                std::make_unique<FakePodNetworkDriver>());
+  ASSERT_TRUE(restarted.ok());
+  EXPECT_EQ((*restarted)->Attachment(kUidA)->DhcpOffers().size(), 1u);
 }
 
 TEST_F(MasqueradePodNetworkTest, TeardownIsIdempotentAndGivesTheIpBack) {

@@ -37,8 +37,8 @@ const InterfaceAttachment* FindAttachment(const ConvertContext& ctx, const std::
   return nullptr;
 }
 
-// What kvnode can attach: a masquerade interface on the pod network, a bridge interface on a
-// Multus network (either is a tap the handler made in the pod namespace).
+// What kvnode can attach: a masquerade or bridge interface on the pod network, a bridge
+// interface on a Multus network (each a tap the handler made in the pod namespace).
 absl::Status CheckBinding(const ConvertContext& ctx, const Interface& iface,
                           const std::string& path) {
   int j = -1;
@@ -48,10 +48,6 @@ absl::Status CheckBinding(const ConvertContext& ctx, const Interface& iface,
   }
   if (net->has_multus() && !iface.has_bridge()) {
     return Unsupported(path, "a Multus network needs the bridge binding");
-  }
-  if (!net->has_multus() && iface.has_bridge()) {
-    return Unsupported(path + ".bridge",
-                       "bridge binding on the pod network is not supported; use masquerade");
   }
   return absl::OkStatus();
 }

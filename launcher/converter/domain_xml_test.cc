@@ -186,15 +186,8 @@ TEST(ConvertTest, LunOffTheScsiBusIsUnimplemented) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("disks[0].lun.bus: a lun needs bus scsi"));
 }
 
-TEST(ConvertTest, BridgeOnThePodNetworkAndMasqueradeOnMultusAreUnimplemented) {
+TEST(ConvertTest, MasqueradeOnMultusIsUnimplemented) {
   absl::Status s = ConvertError(
-      "    devices:\n      interfaces: [{name: default, bridge: {}}]\n"
-      "  networks: [{name: default, pod: {}}]\n");
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(s.message()),
-              HasSubstr("spec.domain.devices.interfaces[0].bridge: bridge binding on the pod "
-                        "network"));
-  s = ConvertError(
       "    devices:\n      interfaces: [{name: net1, masquerade: {}}]\n"
       "  networks: [{name: net1, multus: {networkName: x}}]\n");
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);

@@ -51,6 +51,7 @@ absl::StatusOr<std::vector<DhcpBinding>> DhcpBindingsOf(const kvnode::v1::Domain
     }
     b.lease.search = {o.search().begin(), o.search().end()};
     b.lease.mtu = static_cast<uint16_t>(o.mtu());
+    b.lease.hostname = o.hostname();
     bindings.push_back(std::move(b));
   }
   return bindings;

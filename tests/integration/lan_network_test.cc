@@ -305,5 +305,51 @@ TEST_F(LanNetworkTest, AGuestOnTwoHostBridgesGetsItsAddressesThereAndOutlivesAHa
   EXPECT_THAT(br1.Ports(), ::testing::ElementsAre("storagehost"));
 }
 
+// KubeVirt's bridge binding on the pod network: the guest itself holds the pod IP (its launcher
+// offers it by DHCP), and the node reaches the guest there without NAT.
+TEST_F(LanNetworkTest, TheBridgeBindingOnThePodNetworkGivesTheGuestThePodIp) {
+  VirtualMachineInstance vmi = StartGuest("pod-bridge", "normal", 30, [](VirtualMachineInstance* v) {
+    auto* devices = v->mutable_spec()->mutable_domain()->mutable_devices();
+    devices->clear_autoattach_pod_interface();
+    auto* iface = devices->add_interfaces();
+    iface->set_name("default");
+    iface->mutable_bridge();
+    auto* net = v->mutable_spec()->add_networks();
+    net->set_name("default");
+    net->mutable_pod();
+  });
+  ASSERT_FALSE(HasFailure());
+  const std::string uid = vmi.metadata().uid();
+  ASSERT_EQ(vmi.status().interfaces_size(), 1);
+  const std::string pod_ip = vmi.status().interfaces(0).ip_address();
+  ASSERT_TRUE(absl::StartsWith(pod_ip, "10.244.0.")) << pod_ip;
+
+  // The guest's own eth0 has the pod IP, the node bridge as its router and the pod's MTU.
+  EXPECT_TRUE(SerialShows(uid, absl::StrCat("KVNODE-GUEST-IP eth0 ", pod_ip,
+                                            " mtu=1500 router=10.244.0.1")))
+      << handler_->SerialLog(uid);
+  EXPECT_TRUE(SerialShows(uid, "KVNODE-GUEST-HOSTNAME pod-bridge source=dhcp"));
+  std::vector<std::string> boots = BootIds(uid);
+  ASSERT_EQ(boots.size(), 1u);
+  absl::StatusOr<std::string> page = absl::UnavailableError("not tried");
+  Eventually([&] { return (page = handler_->HttpGetFromNode(pod_ip, 80)).ok(); },
+             absl::Seconds(60), absl::Milliseconds(500));
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, HasSubstr("kvnode-guest boot_id=" + boots[0] + " hostname=pod-bridge"));
+  // Not live-migratable (the pod IP moves with the guest), in KubeVirt's reason.
+  auto now = VmiNow("pod-bridge");
+  ASSERT_TRUE(now.ok());
+  const auto* migratable = FindCondition(now->status().conditions(), "LiveMigratable");
+  ASSERT_NE(migratable, nullptr);
+  EXPECT_EQ(migratable->status(), "False");
+  EXPECT_EQ(migratable->reason(), "InterfaceNotLiveMigratable");
+
+  VirtualMachineInstance final =
+      DeleteAndWatchFinal("pod-bridge", std::nullopt, absl::Seconds(60));
+  EXPECT_EQ(final.status().phase(), "Succeeded");
+  ExpectNoProcessesLeft(uid);
+  EXPECT_TRUE(handler_->PodNamespaces().empty());
+}
+
 }  // namespace
 }  // namespace kvnode::testing
