@@ -21,6 +21,8 @@ packages=(
   libnss-wrapper
   # networking
   iproute2 nftables dnsmasq-base
+  # the passt binding (libvirt runs passt for the guest)
+  passt
   # containerDisk and DataVolume images from registries (skopeo speaks the registry protocol)
   skopeo tar
   # test guest

@@ -84,6 +84,11 @@ MigratableVerdict EvaluateLiveMigratable(const kvnode::v1::VirtualMachineInstanc
               "manager and kvnode does not pin them on a target node; stop and start it there");
   }
   for (const auto& i : spec.domain().devices().interfaces()) {
+    if (i.has_passt_binding()) {
+      // KubeVirt migrates passt with passt-repair (passt 2025); this node's passt cannot.
+      return No(kInterface, "cannot migrate VMI which does not use masquerade to connect to the "
+                            "pod network");
+    }
     if (!i.has_bridge()) continue;
     for (const auto& n : spec.networks()) {
       // KubeVirt migrates these (the target attaches to its own host bridge); kvnode's

@@ -1437,11 +1437,15 @@ void CheckInterfaceBinding(const Interface& iface, const Network* net, const Fie
   if (iface.has_masquerade() && net->has_multus()) {
     review->errors.Add(path.Child("masquerade"), "masquerade is only supported on the pod network");
   }
-  // The ports list forwards the pod IP's ports to a masqueraded guest; a bridged guest has
-  // its own address and every port of it.
+  if (iface.has_passt_binding() && net->has_multus()) {
+    review->errors.Add(path.Child("passtBinding"),
+                       "PasstBinding interface only implemented with pod network");
+  }
+  // The ports list forwards the pod IP's ports to a masqueraded (or passt) guest; a bridged
+  // guest has its own address and every port of it.
   if (iface.has_bridge() && iface.ports_size() > 0) {
     review->errors.Add(path.Child("ports"),
-                       "port forwarding is only supported with the masquerade binding");
+                       "port forwarding is only supported with the masquerade and passt bindings");
   }
 }
 

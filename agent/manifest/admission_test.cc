@@ -1385,7 +1385,7 @@ TEST(AdmissionNetworkTest, AMultusNetworkNamesItsDefinitionAndTakesTheBridgeBind
   lan->add_ports()->set_port(80);
   EXPECT_THAT(Errors(vmi),
               ElementsAre("spec.domain.devices.interfaces[1].ports: port forwarding is only "
-                          "supported with the masquerade binding",
+                          "supported with the masquerade and passt bindings",
                           "spec.networks[1].multus.networkName: required (the network attachment "
                           "definition's name)"));
   lan->clear_ports();
@@ -1401,13 +1401,24 @@ TEST(AdmissionNetworkTest, AMultusNetworkNamesItsDefinitionAndTakesTheBridgeBind
                           "the pod network) is not supported on this node yet"));
 }
 
+TEST(AdmissionNetworkTest, PasstIsForThePodNetworkAndTakesPorts) {
+  auto vmi = NetVmi();
+  Iface0(&vmi)->mutable_passt_binding();
+  Iface0(&vmi)->add_ports()->set_port(80);
+  EXPECT_THAT(Errors(vmi), ::testing::IsEmpty());
+  vmi.mutable_spec()->mutable_networks(0)->mutable_multus()->set_network_name("lan");
+  Iface0(&vmi)->clear_ports();
+  EXPECT_THAT(Errors(vmi), ElementsAre("spec.domain.devices.interfaces[0].passtBinding: "
+                                       "PasstBinding interface only implemented with pod network"));
+}
+
 TEST(AdmissionNetworkTest, BridgeOnThePodNetworkTakesNoPorts) {
   auto vmi = NetVmi();
   Iface0(&vmi)->mutable_bridge();
   EXPECT_THAT(Errors(vmi), ::testing::IsEmpty());
   Iface0(&vmi)->add_ports()->set_port(22);
   EXPECT_THAT(Errors(vmi), ElementsAre("spec.domain.devices.interfaces[0].ports: port forwarding "
-                                       "is only supported with the masquerade binding"));
+                                       "is only supported with the masquerade and passt bindings"));
 }
 
 TEST(AdmissionNetworkTest, NetworksNeedASource) {

@@ -72,6 +72,12 @@ ResourceRequest RequestOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
   r.memory_bytes += node.vmi_memory_overhead_bytes;
   // KubeVirt's overhead for the swtpm a TPM runs (pkg/hypervisor/kvm/hypervisorbackend.go).
   if (HasTpm(spec)) r.memory_bytes += kTpmMemoryOverheadBytes;
+  for (const auto& iface : domain.devices().interfaces()) {
+    if (iface.has_passt_binding()) {
+      r.memory_bytes += kPasstMemoryOverheadBytes;
+      break;
+    }
+  }
   return r;
 }
 

@@ -60,6 +60,9 @@ struct NodeLimits {
 // overcommit, plus the per-VMI overhead. Unparsable values count as zero (admission names them).
 // What a VMI with a TPM costs more: KubeVirt's 53Mi for its swtpm.
 inline constexpr int64_t kTpmMemoryOverheadBytes = int64_t{53} << 20;
+// And with the passt binding: KubeVirt's 250Mi for passt when every port is forwarded
+// (pkg/network/resources/memory.go).
+inline constexpr int64_t kPasstMemoryOverheadBytes = int64_t{250} << 20;
 // The guest's vCPUs: cores × sockets × threads, an unset one counting 1.
 uint64_t VcpuCount(const kvnode::v1::CPU& cpu);
 // vCPUs / ratio of a CPU, rounded up to a millicore: the CPU a VMI without a CPU request asks.

@@ -19,6 +19,7 @@ using kvnode::v1::VirtualMachineInstanceNetworkInterface;
 // KubeVirt's vmispec.InfoSourceDomain: the interface as the domain has it, no guest agent.
 constexpr char kInfoSourceDomain[] = "domain";
 constexpr char kBridgeBinding[] = "bridge";
+constexpr char kPasstBinding[] = "passt";
 
 DhcpProcess DhcpOf(const PodNetworkAttachment& a) { return {a.dhcp_pid, a.dhcp_start_time}; }
 
@@ -37,6 +38,11 @@ PodNetworkAttachment AttachmentFrom(const PodPlan& plan, const DhcpProcess& dhcp
     a.interface_name = plan.masquerade->interface_name;
     a.mac = plan.masquerade->mac;
     a.tap = plan.masquerade->tap;
+  }
+  if (plan.passt) {
+    a.interface_name = plan.passt->interface_name;
+    a.mac = plan.passt->mac;
+    a.binding = kPasstBinding;
   }
   if (plan.bridge) {
     const PodBridgePlan& b = *plan.bridge;
@@ -490,9 +496,10 @@ absl::StatusOr<PodPlan> MasqueradePodNetwork::Plan(const VirtualMachineInstance&
 absl::StatusOr<PodNetworkAttachment> MasqueradePodNetwork::Reuse(const VirtualMachineInstance& vmi,
                                                                  PodNetworkAttachment existing,
                                                                  const PodSetupOptions& options) {
-  // The bridge binding has no dnsmasq: its launcher answers the guest.
+  // The bridge binding has no dnsmasq (its launcher answers the guest), nor has passt (passt
+  // does).
   if (existing.interface_name.empty() || existing.binding == kBridgeBinding ||
-      driver_->DhcpRunning(DhcpOf(existing))) {
+      existing.binding == kPasstBinding || driver_->DhcpRunning(DhcpOf(existing))) {
     return existing;
   }
   spdlog::warn("{} uid={}: DHCP server of pod network {} is gone; starting it again", Who(vmi),

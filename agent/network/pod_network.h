@@ -84,7 +84,7 @@ struct PodNetworkAttachment {
   uint64_t dhcp_start_time = 0;
   std::string run_dir;
   // "bridge": the bridge binding (PodBridgePlan): no dnsmasq; the launcher offers the guest
-  // the pod IP with these. Otherwise masquerade.
+  // the pod IP with these. "passt": passt, no tap. Otherwise masquerade.
   std::string binding;
   int prefix_v4 = 0;
   std::string gateway_v4;

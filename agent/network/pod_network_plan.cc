@@ -234,10 +234,10 @@ absl::StatusOr<std::optional<PodInterfaceRef>> FindPodInterface(const VirtualMac
       }
       continue;
     }
-    if (!iface.has_masquerade() && !iface.has_bridge()) {
+    if (!iface.has_masquerade() && !iface.has_bridge() && !iface.has_passt_binding()) {
       return absl::UnimplementedError(absl::StrCat(
-          InterfacePath(i), ": only the masquerade and bridge bindings are supported on the pod "
-                            "network"));
+          InterfacePath(i), ": only the masquerade, bridge and passt bindings are supported on "
+                            "the pod network"));
     }
     if (found) {
       return absl::InvalidArgumentError(
@@ -359,6 +359,14 @@ absl::StatusOr<PodPlan> PlanPod(const NodeNetworkConfig& config, const PodPlanIn
   ASSIGN_OR_RETURN(std::optional<PodInterfaceRef> ref, FindPodInterface(vmi));
   if (ref && ref->iface->has_bridge()) {
     ASSIGN_OR_RETURN(plan.bridge, PlanPodBridge(config, in, *ref));
+  } else if (ref && ref->iface->has_passt_binding()) {
+    const auto& meta = vmi.metadata();
+    plan.passt = PodPasstPlan{
+        ref->iface->name(),
+        ref->iface->mac_address().empty()
+            ? DefaultMacAddress(meta.namespace_(), meta.name(), ref->iface->name())
+            : NormalizeMac(ref->iface->mac_address()),
+        in.tap_gid};
   } else if (ref) {
     if (in.run_dir.empty()) return absl::InvalidArgumentError("pod network: no run dir");
     ASSIGN_OR_RETURN(plan.masquerade, PlanMasquerade(config, in, *ref, in.run_dir));
@@ -485,7 +493,15 @@ std::vector<std::pair<std::string, std::string>> PodSysctls(const PodPlan& p) {
   for (const SecondaryInterfacePlan& secondary : p.secondaries) {
     serves_dhcp |= !secondary.dhcp_server_address.empty();
   }
-  if (serves_dhcp) s.push_back({"net/ipv4/ip_unprivileged_port_start", "67"});
+  if (p.passt) {
+    // passt binds the forwarded ports of the pod IP, any of them, and answers pings.
+    s.push_back({"net/ipv4/ip_unprivileged_port_start", "0"});
+    if (p.passt->gid >= 0) {
+      s.push_back({"net/ipv4/ping_group_range", absl::StrCat(p.passt->gid, " ", p.passt->gid)});
+    }
+  } else if (serves_dhcp) {
+    s.push_back({"net/ipv4/ip_unprivileged_port_start", "67"});
+  }
   return s;
 }
 

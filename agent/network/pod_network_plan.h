@@ -129,6 +129,16 @@ struct PodBridgePlan {
   std::string server_address = "169.254.75.10";
 };
 
+// The passt binding on the pod network (KubeVirt's passtBinding): the pod keeps eth0 with the
+// pod IP; libvirt runs passt for the guest inside the pod (as the VMI's identity), and passt
+// gives the guest the pod IP and forwards the pod IP's ports (all, or the interface's) to it.
+// The pod lets that identity bind any port and send pings, as KubeVirt's passt plugin does.
+struct PodPasstPlan {
+  std::string interface_name;
+  std::string mac;
+  int gid = -1;  // the identity's group, for ping_group_range
+};
+
 // An interface with the bridge binding on a Multus network (KubeVirt's names,
 // pkg/network/namescheme and pkg/network/link/names.go: <hash> is the first 11 hex digits of the
 // SHA-256 of the VMI's network name):
@@ -177,6 +187,7 @@ struct PodPlan {
   // At most one of these: the VMI's interface on the pod network and its binding.
   std::optional<MasqueradePlan> masquerade;
   std::optional<PodBridgePlan> bridge;
+  std::optional<PodPasstPlan> passt;
   std::vector<SecondaryInterfacePlan> secondaries;  // in the order of the interfaces
   std::string run_dir;
 };

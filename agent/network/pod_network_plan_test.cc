@@ -218,6 +218,28 @@ TEST(PodNetworkPlanTest, TheBridgeBindingGivesThePodIpToTheGuestAndKeepsNoAddres
               ::testing::Contains(Pair("net/ipv4/ip_unprivileged_port_start", "67")));
 }
 
+TEST(PodNetworkPlanTest, PasstKeepsThePodsAddressAndLetsTheIdentityBindAnyPort) {
+  auto vmi = MasqueradeVmi("vm1", kUid);
+  vmi.mutable_spec()->mutable_domain()->mutable_devices()->mutable_interfaces(0)
+      ->mutable_passt_binding();
+  auto plan = PlanPod(NodeNetworkConfig{}, Input(vmi));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->masquerade.has_value());
+  EXPECT_FALSE(plan->bridge.has_value());
+  ASSERT_TRUE(plan->passt.has_value());
+  EXPECT_EQ(plan->passt->mac, DefaultMacAddress("default", "vm1", "default"));
+  // The pod as without an interface: eth0 with the pod IP and the default route.
+  EXPECT_EQ(PodBatch(*plan),
+            "link set lo up\n"
+            "addr add 10.244.0.7/24 dev eth0\n"
+            "link set eth0 up\n"
+            "route add default via 10.244.0.1 dev eth0\n");
+  EXPECT_THAT(PodSysctls(*plan),
+              ElementsAre(Pair("net/ipv4/ip_forward", "1"),
+                          Pair("net/ipv4/ip_unprivileged_port_start", "0"),
+                          Pair("net/ipv4/ping_group_range", "994 994")));
+}
+
 TEST(PodNetworkPlanTest, VmiWithoutInterfacesGetsAPodWithoutMasquerade) {
   kvnode::v1::VirtualMachineInstance vmi;
   vmi.mutable_metadata()->set_uid(kUid);

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/base/status_macros.h"
 #include "launcher/converter/domain_options.h"
@@ -52,22 +53,58 @@ absl::Status CheckBinding(const ConvertContext& ctx, const Interface& iface,
   return absl::OkStatus();
 }
 
+// KubeVirt's passt binding as libvirt runs it without privileges: <interface type='user'> with
+// the passt backend (KubeVirt uses type='vhostuser', which needs shared guest memory), passt's
+// log beside the launcher's, and the pod IP's ports forwarded as KubeVirt's
+// generatePasstPortForward lists them: the interface's ports, else every TCP and UDP port.
+pugi::xml_node AppendPasstInterface(const ConvertContext& ctx, const Interface& iface,
+                                    pugi::xml_node devices) {
+  pugi::xml_node node = Attr(Child(devices, "interface"), "type", "user");
+  pugi::xml_node backend = Attr(Child(node, "backend"), "type", "passt");
+  if (!ctx.options.runtime_dir().empty()) {
+    Attr(backend, "logFile", ctx.options.runtime_dir() + "/passt.log");
+  }
+  std::vector<int> tcp, udp;
+  for (const auto& port : iface.ports()) {
+    (absl::EqualsIgnoreCase(port.protocol(), "udp") ? udp : tcp).push_back(port.port());
+  }
+  auto forward = [&node](const char* proto, const std::vector<int>& ports) {
+    pugi::xml_node pf = Attr(Child(node, "portForward"), "proto", proto);
+    for (int p : ports) Attr(Child(pf, "range"), "start", p);
+  };
+  if (tcp.empty() && udp.empty()) {
+    forward("tcp", {});
+    forward("udp", {});
+  }
+  if (!tcp.empty()) forward("tcp", tcp);
+  if (!udp.empty()) forward("udp", udp);
+  return node;
+}
+
 absl::Status AppendInterface(const ConvertContext& ctx, int i, pugi::xml_node devices) {
   const Interface& iface = ctx.devices().interfaces(i);
   const std::string path = InterfacePath(i);
   RETURN_IF_ERROR(CheckBinding(ctx, iface, path));
   const InterfaceAttachment* att = FindAttachment(ctx, iface.name());
-  if (att == nullptr || att->tap().empty() || att->mac().empty()) {
+  const bool passt = iface.has_passt_binding();
+  if (att == nullptr || (att->tap().empty() && !passt) || att->mac().empty()) {
     return Invalid(path, absl::StrCat("interface \"", iface.name(),
                                       "\" has no InterfaceAttachment (tap and MAC) in the "
                                       "domain options"));
   }
-  pugi::xml_node node = Attr(Child(devices, "interface"), "type", "ethernet");
-  Attr(Child(node, "mac"), "address", att->mac());
-  Attr(Attr(Child(node, "target"), "dev", att->tap()), "managed", "no");
+  pugi::xml_node node;
+  if (passt) {
+    node = AppendPasstInterface(ctx, iface, devices);
+    Attr(Child(node, "mac"), "address", att->mac());
+  } else {
+    node = Attr(Child(devices, "interface"), "type", "ethernet");
+    Attr(Child(node, "mac"), "address", att->mac());
+    Attr(Attr(Child(node, "target"), "dev", att->tap()), "managed", "no");
+  }
   const std::string& model = iface.model().empty() ? "virtio" : iface.model();
   Attr(Child(node, "model"), "type", model == "virtio" ? ctx.virtio_model() : model.c_str());
-  if (att->mtu() > 0) Attr(Child(node, "mtu"), "size", att->mtu());
+  // passt takes the pod's MTU itself.
+  if (att->mtu() > 0 && !passt) Attr(Child(node, "mtu"), "size", att->mtu());
   if (iface.state() == "down") Attr(Child(node, "link"), "state", "down");
   if (iface.has_boot_order()) {
     Attr(Child(node, "boot"), "order", iface.boot_order());

@@ -196,6 +196,35 @@ TEST(ConvertTest, MasqueradeOnMultusIsUnimplemented) {
                         "binding"));
 }
 
+// KubeVirt's passtBinding: passt as libvirt's user-mode backend, forwarding what KubeVirt's
+// generatePasstPortForward lists.
+TEST(ConvertTest, PasstBindingIsAUserInterfaceWithPasstAndItsPortForwards) {
+  auto all = Convert(
+      "    devices:\n      interfaces: [{name: default, passtBinding: {}}]\n"
+      "  networks: [{name: default, pod: {}}]\n");
+  EXPECT_EQ(Xpath(all, "/domain/devices/interface/@type"), "user");
+  EXPECT_EQ(Xpath(all, "/domain/devices/interface/backend/@type"), "passt");
+  EXPECT_FALSE(Xpath(all, "/domain/devices/interface/mac/@address").empty());
+  EXPECT_FALSE(all.select_node("/domain/devices/interface/target"));
+  EXPECT_FALSE(all.select_node("/domain/devices/interface/mtu"));
+  EXPECT_EQ(all.select_nodes("/domain/devices/interface/portForward").size(), 2u);
+  EXPECT_TRUE(all.select_node("/domain/devices/interface/portForward[@proto='tcp']"));
+  EXPECT_TRUE(all.select_node("/domain/devices/interface/portForward[@proto='udp']"));
+  EXPECT_FALSE(all.select_node("/domain/devices/interface/portForward/range"));
+
+  auto listed = Convert(
+      "    devices:\n      interfaces: [{name: default, passtBinding: {},\n"
+      "        ports: [{port: 80}, {port: 443, protocol: TCP}, {port: 53, protocol: UDP}]}]\n"
+      "  networks: [{name: default, pod: {}}]\n");
+  EXPECT_EQ(listed.select_nodes("/domain/devices/interface/portForward").size(), 2u);
+  EXPECT_EQ(Xpath(listed, "/domain/devices/interface/portForward[@proto='tcp']/range[1]/@start"),
+            "80");
+  EXPECT_EQ(Xpath(listed, "/domain/devices/interface/portForward[@proto='tcp']/range[2]/@start"),
+            "443");
+  EXPECT_EQ(Xpath(listed, "/domain/devices/interface/portForward[@proto='udp']/range/@start"),
+            "53");
+}
+
 TEST(ConvertTest, UnsupportedFeaturesAreNamed) {
   EXPECT_THAT(std::string(ConvertError("    cpu: {dedicatedCpuPlacement: true}\n").message()),
               HasSubstr("spec.domain.cpu.dedicatedCpuPlacement"));

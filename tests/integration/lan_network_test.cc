@@ -351,5 +351,50 @@ TEST_F(LanNetworkTest, TheBridgeBindingOnThePodNetworkGivesTheGuestThePodIp) {
   EXPECT_TRUE(handler_->PodNamespaces().empty());
 }
 
+// KubeVirt's passt binding: passt (run by the launcher's libvirt as the VMI's identity) gives
+// the guest the pod IP and forwards the interface's ports of the pod IP to it, without NAT
+// rules in the pod.
+TEST_F(LanNetworkTest, ThePasstBindingGivesTheGuestThePodIpAndForwardsItsPorts) {
+  VirtualMachineInstance vmi = StartGuest("passt", "normal", 30, [](VirtualMachineInstance* v) {
+    auto* devices = v->mutable_spec()->mutable_domain()->mutable_devices();
+    devices->clear_autoattach_pod_interface();
+    auto* iface = devices->add_interfaces();
+    iface->set_name("default");
+    iface->mutable_passt_binding();
+    iface->add_ports()->set_port(80);
+    auto* net = v->mutable_spec()->add_networks();
+    net->set_name("default");
+    net->mutable_pod();
+  });
+  ASSERT_FALSE(HasFailure());
+  const std::string uid = vmi.metadata().uid();
+  ASSERT_EQ(vmi.status().interfaces_size(), 1);
+  const std::string pod_ip = vmi.status().interfaces(0).ip_address();
+  ASSERT_TRUE(absl::StartsWith(pod_ip, "10.244.0.")) << pod_ip;
+
+  EXPECT_TRUE(SerialShows(uid, absl::StrCat("KVNODE-GUEST-IP eth0 ", pod_ip)))
+      << handler_->SerialLog(uid);
+  std::vector<std::string> boots = BootIds(uid);
+  ASSERT_EQ(boots.size(), 1u);
+  absl::StatusOr<std::string> page = absl::UnavailableError("not tried");
+  Eventually([&] { return (page = handler_->HttpGetFromNode(pod_ip, 80)).ok(); },
+             absl::Seconds(60), absl::Milliseconds(500));
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, HasSubstr("kvnode-guest boot_id=" + boots[0]));
+  // Only the listed port: the guest's server on 8080 is not reachable at the pod IP.
+  EXPECT_FALSE(handler_->HttpGetFromNode(pod_ip, 8080).ok());
+  // No NAT rules in the pod: passt carries the traffic.
+  auto rules = nettest::RunTool({"/usr/sbin/ip", "netns", "exec",
+                                 handler_->PodNamespaces().front(), "/usr/sbin/nft", "list",
+                                 "ruleset"});
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  EXPECT_EQ(*rules, "");
+
+  VirtualMachineInstance final = DeleteAndWatchFinal("passt", std::nullopt, absl::Seconds(60));
+  EXPECT_EQ(final.status().phase(), "Succeeded");
+  ExpectNoProcessesLeft(uid);
+  EXPECT_TRUE(handler_->PodNamespaces().empty());
+}
+
 }  // namespace
 }  // namespace kvnode::testing
