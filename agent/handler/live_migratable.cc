@@ -90,17 +90,11 @@ MigratableVerdict EvaluateLiveMigratable(const kvnode::v1::VirtualMachineInstanc
                             "pod network");
     }
     if (!i.has_bridge()) continue;
-    for (const auto& n : spec.networks()) {
-      // KubeVirt migrates these (the target attaches to its own host bridge); kvnode's
-      // migration target does not make them yet.
-      if (n.name() == i.name() && n.has_multus()) {
-        return No(kInterface, absl::StrCat("cannot migrate VMI: interface ", i.name(),
-                                           " is on the Multus network ",
-                                           n.multus().network_name(),
-                                           ", which this node does not attach on a migration "
-                                           "target yet"));
-      }
-    }
+    // A bridge on a Multus network moves as KubeVirt moves it: the target attaches the guest
+    // to its own host bridge of the same definition, with the same MAC.
+    bool multus = false;
+    for (const auto& n : spec.networks()) multus |= n.name() == i.name() && n.has_multus();
+    if (multus) continue;
     return No(kInterface, "cannot migrate VMI which does not use masquerade to connect to the "
                           "pod network");
   }

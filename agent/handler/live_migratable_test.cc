@@ -152,8 +152,9 @@ TEST(LiveMigratable, BridgeOnThePodNetworkIsNotMigratable) {
   EXPECT_EQ(no.reason, "InterfaceNotLiveMigratable");
 }
 
-// KubeVirt migrates them; kvnode's target does not attach them yet, and says so.
-TEST(LiveMigratable, ABridgeOnAMultusNetworkIsNotMigratableYetAndSaysWhich) {
+// As KubeVirt: a bridge on a Multus network migrates (the target attaches it to its own host
+// bridge), a bridge or passt on the pod network does not.
+TEST(LiveMigratable, ABridgeOnAMultusNetworkMigratesOnThePodNetworkNot) {
   kvnode::v1::VirtualMachineInstanceSpec spec;
   auto* iface = spec.mutable_domain()->mutable_devices()->add_interfaces();
   iface->set_name("lan");
@@ -161,11 +162,11 @@ TEST(LiveMigratable, ABridgeOnAMultusNetworkIsNotMigratableYetAndSaysWhich) {
   auto* net = spec.add_networks();
   net->set_name("lan");
   net->mutable_multus()->set_network_name("infra/lan-br");
-  MigratableVerdict no = EvaluateLiveMigratable(spec, kClaims);
-  EXPECT_FALSE(no.migratable);
-  EXPECT_EQ(no.reason, "InterfaceNotLiveMigratable");
-  EXPECT_EQ(no.message, "cannot migrate VMI: interface lan is on the Multus network infra/lan-br, "
-                        "which this node does not attach on a migration target yet");
+  EXPECT_TRUE(EvaluateLiveMigratable(spec, kClaims).migratable);
+  net->mutable_pod();
+  EXPECT_EQ(EvaluateLiveMigratable(spec, kClaims).reason, "InterfaceNotLiveMigratable");
+  iface->mutable_passt_binding();
+  EXPECT_EQ(EvaluateLiveMigratable(spec, kClaims).reason, "InterfaceNotLiveMigratable");
 }
 
 // kvnode's own rule: the target would have to pin the arriving domain to CPUs of its own.

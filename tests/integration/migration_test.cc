@@ -28,7 +28,9 @@
 #include "agent/base/subprocess.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
+#include "launcher/converter/domain_options.h"
 #include "tests/integration/guest_test.h"
+#include "tests/integration/test_lan.h"
 #include "tests/integration/pki.h"
 #include "tests/integration/two_nodes.h"
 #include "tests/integration/vm_test_util.h"
@@ -699,6 +701,82 @@ TEST_F(MigrationTest, FirmwareStateMovesWithTheVmAndNothingOfItStaysBehind) {
   EXPECT_TRUE(shows("dev=tpm0 persistent=0x81000001")) << b()->SerialLog(uid2);
   ASSERT_TRUE(on_b.Stop("vault", 0).ok());
   EXPECT_TRUE(on_b.WaitNoVmi("vault"));
+}
+
+// A guest on a LAN that spans both nodes (a Multus bridge network on each node's br0, the two
+// bridges cabled) keeps its LAN address and MAC on B: the LAN host reaches the same boot there,
+// through B's bridge, and nothing of it is left on A's.
+TEST_F(MigrationTest, AGuestOnAHostBridgeKeepsItsLanAddressOnNodeB) {
+  const std::string name = "lan-mover";
+  const std::string mac = DefaultMacAddress("default", name, "lan");
+  HostBridge br_a(*a(), "br0");
+  HostBridge br_b(*b(), "br0");
+  ASSERT_TRUE(br_a.Create().ok());
+  ASSERT_TRUE(br_b.Create().ok());
+  absl::Status cabled = CableBridges(*a(), *b(), "br0");
+  ASSERT_TRUE(cabled.ok()) << cabled;
+  LanHost lan(*a(), br_a, "lanhost", "192.168.77", true);
+  absl::Status started = lan.Start(mac, a()->state_dir());
+  ASSERT_TRUE(started.ok()) << started;
+  const std::string nad = R"(apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata:
+  name: lan
+spec:
+  config: '{"cniVersion": "0.3.1", "name": "lan", "type": "bridge", "bridge": "br0"}'
+)";
+  for (HandlerProcess* node : {a(), b()}) {
+    auto applied = node->ApplyYaml(nad);
+    ASSERT_EQ(applied.exit_code, 0) << applied.out;
+  }
+  VirtualMachineInstance vmi = StartGuest(name, "normal", 30, [](VirtualMachineInstance* v) {
+    auto* devices = v->mutable_spec()->mutable_domain()->mutable_devices();
+    devices->clear_autoattach_pod_interface();
+    for (const char* iface_name : {"default", "lan"}) {
+      auto* iface = devices->add_interfaces();
+      iface->set_name(iface_name);
+      auto* net = v->mutable_spec()->add_networks();
+      net->set_name(iface_name);
+      if (std::string(iface_name) == "lan") {
+        iface->mutable_bridge();
+        net->mutable_multus()->set_network_name("lan");
+      } else {
+        iface->mutable_masquerade();
+        net->mutable_pod();
+      }
+    }
+  });
+  ASSERT_FALSE(HasFailure());
+  const std::string uid = vmi.metadata().uid();
+  ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-IP eth1 " + lan.guest_address()))
+      << a()->SerialLog(uid);
+  const std::string boot = BootIds(uid).at(0);
+  auto reaches = [&](absl::Duration timeout) {
+    absl::StatusOr<std::string> page = absl::UnavailableError("not tried");
+    Eventually([&] { return (page = lan.HttpGet(lan.guest_address())).ok(); }, timeout,
+               absl::Milliseconds(300));
+    return page.ok() && absl::StrContains(*page, "kvnode-guest boot_id=" + boot);
+  };
+  ASSERT_TRUE(reaches(absl::Seconds(60)));
+  auto migratable = WaitCondition(name, "LiveMigratable", "True", absl::Seconds(10));
+  ASSERT_TRUE(migratable.ok()) << migratable.status();
+
+  VirtualMachineInstanceMigration vmim;
+  grpc::Status s = Migrate(name, nodes_->name_b(), 0, &vmim);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  auto ended = WaitEnded(vmim.metadata().uid());
+  ASSERT_EQ(ended.status().phase(), "Succeeded") << ended.DebugString() << b()->DiagnosticLogs();
+  // The same boot answers at its LAN address, now through B's bridge; A's has nothing of it.
+  EXPECT_TRUE(reaches(absl::Seconds(30))) << b()->SerialLog(uid);
+  EXPECT_EQ(br_b.Ports().size(), 2u);  // the cable and the guest's veth
+  EXPECT_TRUE(Eventually([&] { return br_a.Ports().size() == 2u; }, absl::Seconds(30)))
+      << absl::StrJoin(br_a.Ports(), " ");  // the cable and the LAN host
+  auto on_b = WaitForVmi(b()->stub(), "default", name,
+                         [](const VirtualMachineInstance& v) { return v.status().phase() == "Running"; },
+                         absl::Seconds(10));
+  ASSERT_TRUE(on_b.ok()) << on_b.status();
+  ASSERT_EQ(on_b->status().interfaces_size(), 2);
+  EXPECT_EQ(on_b->status().interfaces(1).mac(), mac);
 }
 
 TEST_F(MigrationTest, HostDiskVmiIsRefusedWithItsLiveMigratableReason) {
