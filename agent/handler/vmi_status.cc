@@ -99,6 +99,14 @@ void SetReadyAndPaused(kvnode::v1::VirtualMachineInstance* vmi, const DomainStat
   }
 }
 
+// Whether the VMI's interface `interface` has the bridge binding.
+bool IsBridged(const kvnode::v1::VirtualMachineInstance& vmi, const std::string& interface) {
+  for (const auto& i : vmi.spec().domain().devices().interfaces()) {
+    if (i.name() == interface) return i.has_bridge();
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string GuestAgentUnsupportedReason(
@@ -169,10 +177,12 @@ bool ApplyGuestAgent(kvnode::v1::VirtualMachineInstance* vmi,
       iface.set_info_source(source);
       changed = true;
     }
-    // A bridged interface (a Multus network) has the guest's own addresses, which the guest
-    // agent knows best (without IPAM, only it knows them); a masqueraded one keeps the pod's.
-    if (iface.pod_interface_name().empty() || iface.pod_interface_name() == "eth0") continue;
-    if (seen == nullptr || seen->ip_addresses().empty()) continue;
+    // A bridged interface has the guest's own addresses, which the guest agent knows best
+    // (on a Multus network without IPAM, only it knows them); a masqueraded or passt one keeps
+    // the pod's.
+    if (seen == nullptr || seen->ip_addresses().empty() || !IsBridged(*vmi, iface.name())) {
+      continue;
+    }
     std::vector<std::string> ips(seen->ip_addresses().begin(), seen->ip_addresses().end());
     if (!std::equal(ips.begin(), ips.end(), iface.ip_addresses().begin(),
                     iface.ip_addresses().end())) {

@@ -1508,11 +1508,6 @@ void CheckMultusNetwork(const kvnode::v1::MultusNetwork& multus, const FieldPath
     if (parts.size() == 2) CheckLabelName(parts[0], "namespace", name_path, review);
     CheckSubdomainName(parts.back(), "network attachment definition name", name_path, review);
   }
-  if (multus.default_()) {
-    review->errors.Add(path.Child("default"),
-                       "a Multus default network (in place of the pod network) is not supported "
-                       "on this node yet");
-  }
 }
 
 void CheckNetworks(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
@@ -1522,6 +1517,7 @@ void CheckNetworks(const VirtualMachineInstanceSpec& spec, const FieldPath& path
   std::set<std::string> used;
   for (const Interface& iface : spec.domain().devices().interfaces()) used.insert(iface.name());
   std::optional<std::string> pod;
+  bool multus_default = false;
   for (int i = 0; i < spec.networks_size(); ++i) {
     const Network& net = spec.networks(i);
     FieldPath npath = path.Index(i);
@@ -1535,6 +1531,14 @@ void CheckNetworks(const VirtualMachineInstanceSpec& spec, const FieldPath& path
       review->errors.Add(npath, "must have a network source (pod or multus)");
     } else if (net.has_multus()) {
       CheckMultusNetwork(net.multus(), npath.Child("multus"), review);
+      // KubeVirt's netsource rules: one default network, and not beside the pod network.
+      if (net.multus().default_()) {
+        if (multus_default) {
+          review->errors.Add(npath.Child("multus").Child("default"),
+                             "Multus CNI should only have one default network");
+        }
+        multus_default = true;
+      }
     } else if (pod) {
       review->errors.Add(npath.Child("pod"),
                          absl::StrCat("only one pod network is allowed (", *pod, " is one)"));
@@ -1545,6 +1549,10 @@ void CheckNetworks(const VirtualMachineInstanceSpec& spec, const FieldPath& path
       CheckCidr(net.pod().vm_ipv6_network_cidr(), AF_INET6, 126,
                 npath.Child("pod").Child("vmIPv6NetworkCIDR"), review);
     }
+  }
+  if (pod && multus_default) {
+    review->errors.Add(FieldPath(*pod),
+                       "Pod network cannot be defined when Multus default network is defined");
   }
 }
 

@@ -1397,8 +1397,27 @@ TEST(AdmissionNetworkTest, AMultusNetworkNamesItsDefinitionAndTakesTheBridgeBind
                           "supported on the pod network",
                           "spec.networks[1].multus.networkName: \"a/b/c\" is not \"name\" or "
                           "\"namespace/name\"",
-                          "spec.networks[1].multus.default: a Multus default network (in place of "
-                          "the pod network) is not supported on this node yet"));
+                          "spec.networks[0]: Pod network cannot be defined when Multus default "
+                          "network is defined"));
+}
+
+// KubeVirt's netsource rules for a Multus default network (pkg/network/admitter/netsource.go).
+TEST(AdmissionNetworkTest, AMultusDefaultNetworkReplacesThePodNetwork) {
+  auto vmi = NetVmi();
+  Iface0(&vmi)->mutable_bridge();
+  auto* net = vmi.mutable_spec()->mutable_networks(0);
+  net->mutable_multus()->set_network_name("lan");
+  net->mutable_multus()->set_default_(true);
+  EXPECT_THAT(Errors(vmi), ::testing::IsEmpty());
+  auto* second = Domain(&vmi)->mutable_devices()->add_interfaces();
+  second->set_name("other");
+  second->mutable_bridge();
+  auto* other = vmi.mutable_spec()->add_networks();
+  other->set_name("other");
+  other->mutable_multus()->set_network_name("lan2");
+  other->mutable_multus()->set_default_(true);
+  EXPECT_THAT(Errors(vmi), ElementsAre("spec.networks[1].multus.default: Multus CNI should only "
+                                       "have one default network"));
 }
 
 TEST(AdmissionNetworkTest, PasstIsForThePodNetworkAndTakesPorts) {

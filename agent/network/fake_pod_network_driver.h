@@ -34,7 +34,8 @@ class FakePodNetworkDriver : public PodNetworkDriver {
     ++create_calls_;
     if (namespaces_.count(plan.names.netns)) return absl::AlreadyExistsError(plan.names.netns);
     namespaces_[plan.names.netns] = {};
-    bridges_[plan.node_bridge].insert(plan.names.host_veth);
+    bridges_[plan.default_network ? plan.default_network->host_bridge : plan.node_bridge].insert(
+        plan.names.host_veth);
     for (const auto& secondary : plan.secondaries) {
       bridges_[secondary.host_bridge].insert(secondary.host_veth);
       secondary_veths_[plan.names.netns].insert(secondary.host_veth);

@@ -86,6 +86,9 @@ std::vector<std::string> DhcpBridges(const PodPlan& plan) {
   std::vector<std::string> bridges;
   if (plan.masquerade) bridges.push_back(plan.masquerade->bridge);
   if (plan.bridge) bridges.push_back(kMasqueradeBridge);
+  if (plan.default_network && !plan.default_network->dhcp_server_address.empty()) {
+    bridges.push_back(plan.default_network->pod_bridge);
+  }
   for (const SecondaryInterfacePlan& s : plan.secondaries) {
     if (!s.dhcp_server_address.empty()) bridges.push_back(s.pod_bridge);
   }
@@ -176,7 +179,11 @@ absl::Status LinuxPodNetworkDriver::AttachSecondary(const PodPlan& plan,
 absl::Status LinuxPodNetworkDriver::ConfigurePod(const PodPlan& plan, int netns_fd) {
   const std::string& ns = plan.names.netns;
   absl::Time t = absl::Now();
-  RETURN_IF_ERROR(Run("create veth " + plan.names.host_veth, HostVethArgv(config_, plan)));
+  if (plan.default_network) {
+    RETURN_IF_ERROR(AttachSecondary(plan, *plan.default_network));
+  } else {
+    RETURN_IF_ERROR(Run("create veth " + plan.names.host_veth, HostVethArgv(config_, plan)));
+  }
   for (const SecondaryInterfacePlan& s : plan.secondaries) {
     RETURN_IF_ERROR(AttachSecondary(plan, s));
   }

@@ -59,7 +59,11 @@ PodNetworkAttachment AttachmentFrom(const PodPlan& plan, const DhcpProcess& dhcp
   }
   a.dhcp_pid = dhcp.pid;
   a.dhcp_start_time = dhcp.start_time;
-  for (const SecondaryInterfacePlan& s : plan.secondaries) {
+  std::vector<const SecondaryInterfacePlan*> multus;
+  if (plan.default_network) multus.push_back(&*plan.default_network);
+  for (const SecondaryInterfacePlan& s : plan.secondaries) multus.push_back(&s);
+  for (const SecondaryInterfacePlan* p : multus) {
+    const SecondaryInterfacePlan& s = *p;
     a.secondaries.push_back({s.interface_name, s.network_name, s.definition, s.pod_interface,
                              s.tap, s.mac, s.mtu, s.host_veth, s.host_bridge, s.vlan,
                              s.pod_bridge, s.address, s.prefix_length, s.gateway, s.routes,
@@ -532,7 +536,9 @@ absl::StatusOr<PodNetworkAttachment> MasqueradePodNetwork::Setup(const VirtualMa
   auto leftovers = driver_->DestroyPod(names, existing ? DhcpOf(*existing) : DhcpProcess{});
   if (!leftovers.ok()) return Annotate(leftovers.status(), context);
 
-  auto ips = allocator_->Allocate(uid);
+  // A Multus default network takes the pod network's place: no pod IP.
+  const bool pod_ip = !FindDefaultMultusInterface(vmi).has_value();
+  absl::StatusOr<PodIps> ips = pod_ip ? allocator_->Allocate(uid) : PodIps{};
   if (!ips.ok()) return Annotate(ips.status(), context);
   // Addresses reserved on networks with IPAM are held by the record from here on (or given
   // back, when the setup fails).

@@ -254,12 +254,27 @@ std::vector<PodInterfaceRef> FindSecondaryInterfaces(const VirtualMachineInstanc
   for (int i = 0; i < spec.domain().devices().interfaces_size(); ++i) {
     const Interface& iface = spec.domain().devices().interfaces(i);
     for (const Network& n : spec.networks()) {
-      if (n.name() == iface.name() && n.has_multus() && iface.has_bridge()) {
+      if (n.name() == iface.name() && n.has_multus() && !n.multus().default_() &&
+          iface.has_bridge()) {
         found.push_back(PodInterfaceRef{&iface, &n, i});
       }
     }
   }
   return found;
+}
+
+std::optional<PodInterfaceRef> FindDefaultMultusInterface(const VirtualMachineInstance& vmi) {
+  const auto& spec = vmi.spec();
+  for (int i = 0; i < spec.domain().devices().interfaces_size(); ++i) {
+    const Interface& iface = spec.domain().devices().interfaces(i);
+    for (const Network& n : spec.networks()) {
+      if (n.name() == iface.name() && n.has_multus() && n.multus().default_() &&
+          iface.has_bridge()) {
+        return PodInterfaceRef{&iface, &n, i};
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 SecondaryLinkNames SecondaryLinkNamesFor(absl::string_view network_name) {
@@ -373,6 +388,15 @@ absl::StatusOr<PodPlan> PlanPod(const NodeNetworkConfig& config, const PodPlanIn
   }
   int n = 0;
   if (!in.plan_secondaries) return plan;
+  if (std::optional<PodInterfaceRef> primary = FindDefaultMultusInterface(vmi)) {
+    // KubeVirt's names for a default network: eth0, k6t-eth0 and the interface's tap.
+    ASSIGN_OR_RETURN(SecondaryInterfacePlan d, PlanSecondary(config, in, plan.names, *primary, 0));
+    d.pod_interface = kPodInterface;
+    d.pod_bridge = kMasqueradeBridge;
+    d.tap = TapName(primary->index);
+    d.host_veth = plan.names.host_veth;
+    plan.default_network = std::move(d);
+  }
   for (const PodInterfaceRef& secondary : FindSecondaryInterfaces(vmi)) {
     ASSIGN_OR_RETURN(SecondaryInterfacePlan s, PlanSecondary(config, in, plan.names, secondary, ++n));
     plan.secondaries.push_back(std::move(s));
@@ -449,6 +473,14 @@ std::string PodBridgeBatch(const PodPlan& p) {
 
 std::string PodBatch(const PodPlan& p) {
   if (p.bridge) return PodBridgeBatch(p);
+  if (p.default_network) {
+    std::string s = "link set lo up\n";
+    AppendSecondaryLinks(*p.default_network, &s);
+    for (const SecondaryInterfacePlan& secondary : p.secondaries) {
+      AppendSecondaryLinks(secondary, &s);
+    }
+    return s;
+  }
   std::string s = "link set lo up\n";
   absl::StrAppend(&s, "addr add ", p.ips.ipv4, "/", p.prefix_v4, " dev ", kPodInterface, "\n");
   if (!p.ips.ipv6.empty()) {
@@ -489,7 +521,8 @@ std::vector<std::pair<std::string, std::string>> PodSysctls(const PodPlan& p) {
   // The launcher, as the VMI's identity, serves DHCP (port 67) on the pod's bridges of the
   // bridge binding and of networks with IPAM (KubeVirt's launcher pod allows its unprivileged
   // user the same).
-  bool serves_dhcp = p.bridge.has_value();
+  bool serves_dhcp = p.bridge.has_value() ||
+                     (p.default_network && !p.default_network->dhcp_server_address.empty());
   for (const SecondaryInterfacePlan& secondary : p.secondaries) {
     serves_dhcp |= !secondary.dhcp_server_address.empty();
   }

@@ -188,6 +188,10 @@ struct PodPlan {
   std::optional<MasqueradePlan> masquerade;
   std::optional<PodBridgePlan> bridge;
   std::optional<PodPasstPlan> passt;
+  // A Multus default network (`default: true`) in place of the pod network: the pod's eth0 is
+  // its veth (the pod's own veth name, on the definition's host bridge, not the node bridge),
+  // bridged to the guest by k6t-eth0 and the interface's tap; the pod has no pod IP.
+  std::optional<SecondaryInterfacePlan> default_network;
   std::vector<SecondaryInterfacePlan> secondaries;  // in the order of the interfaces
   std::string run_dir;
 };
@@ -202,8 +206,12 @@ struct PodInterfaceRef {
 };
 absl::StatusOr<std::optional<PodInterfaceRef>> FindPodInterface(
     const kvnode::v1::VirtualMachineInstance& vmi);
-// The VMI's interfaces on Multus networks (bridge binding), in interface order.
+// The VMI's interfaces on Multus networks (bridge binding) other than the default one, in
+// interface order.
 std::vector<PodInterfaceRef> FindSecondaryInterfaces(const kvnode::v1::VirtualMachineInstance& vmi);
+// The VMI's interface on its Multus default network (`default: true`), or nullopt.
+std::optional<PodInterfaceRef> FindDefaultMultusInterface(
+    const kvnode::v1::VirtualMachineInstance& vmi);
 
 // The pod-side names of a Multus network's interface: "pod<hash>", "k6t-<hash>", "tap<hash>".
 struct SecondaryLinkNames {

@@ -404,6 +404,54 @@ TEST_F(IpamPodNetworkTest, WithoutIpamNothingIsOffered) {
                   ::testing::Pair("net/ipv4/ip_unprivileged_port_start", "67"))));
 }
 
+TEST_F(IpamPodNetworkTest, AMultusDefaultNetworkIsThePodsEth0AndTakesNoPodIp) {
+  driver_->AddHostBridge("br0", 1500);
+  ApplyDefinition(R"({"type":"bridge","bridge":"br0","ipam":{"type":"static",
+      "addresses":[{"address":"192.168.60.5/24","gateway":"192.168.60.1"}]}})");
+  auto vmi = MasqueradeVmi("vm1", kUidA);
+  auto* iface = vmi.mutable_spec()->mutable_domain()->mutable_devices()->mutable_interfaces(0);
+  iface->clear_masquerade();
+  iface->mutable_bridge();
+  auto* net = vmi.mutable_spec()->mutable_networks(0);
+  net->mutable_multus()->set_network_name("lan-br");
+  net->mutable_multus()->set_default_(true);
+  auto a = network_->Setup(vmi, Options());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->pod_ipv4, "");
+  EXPECT_THAT(network_->allocator().Allocations(), IsEmpty());
+  ASSERT_EQ(a->secondaries.size(), 1u);
+  EXPECT_EQ(a->secondaries[0].pod_interface, "eth0");
+  EXPECT_EQ(a->secondaries[0].host_veth, "kvaaaaaaaaaaaa");
+  EXPECT_THAT(driver_->ListBridgePorts("br0").value(), ElementsAre("kvaaaaaaaaaaaa"));
+  EXPECT_THAT(driver_->ListBridgePorts("kvnode0").value(), IsEmpty());
+  auto atts = a->InterfaceAttachments();
+  ASSERT_EQ(atts.size(), 1u);
+  EXPECT_EQ(atts[0].tap(), "tap0");
+  auto offers = a->DhcpOffers();
+  ASSERT_EQ(offers.size(), 1u);
+  EXPECT_EQ(offers[0].interface(), "k6t-eth0");
+  EXPECT_EQ(offers[0].address(), "192.168.60.5");
+  EXPECT_EQ(offers[0].server_address(), "169.254.75.10");
+  PodPlan plan = driver_->last_plan(kUidA);
+  EXPECT_EQ(PodBatch(plan),
+            "link set lo up\n"
+            "link add k6t-eth0 mtu 1500 type bridge\n"
+            "link set k6t-eth0 addrgenmode none\n"
+            "link set eth0 addrgenmode none\n"
+            "link set eth0 master k6t-eth0 up\n"
+            "tuntap add dev tap0 mode tap user 995 group 994\n"
+            "link set tap0 addrgenmode none\n"
+            "link set tap0 mtu 1500 master k6t-eth0 up\n"
+            "link set k6t-eth0 up\n"
+            "addr add 169.254.75.10/32 dev k6t-eth0\n");
+  auto status = network_->Status(kUidA);
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_EQ(status[0].pod_interface_name(), "eth0");
+  EXPECT_EQ(status[0].ip_address(), "192.168.60.5");
+  ASSERT_TRUE(network_->Teardown(kUidA).ok());
+  EXPECT_THAT(driver_->ListBridgePorts("br0").value(), IsEmpty());
+}
+
 TEST(FakePodNetworkTest, HandsOutAddressesRecordsCallsAndFailsOnRequest) {
   FakePodNetwork fake;
   auto a = fake.Setup(MasqueradeVmi("vm1", kUidA), {});

@@ -200,7 +200,9 @@ DomainOptions BuildDomainOptions(const VirtualMachineInstance& vmi, const NodePa
     att->set_name(iface.name());
     att->set_tap(TapName(i));
     for (const auto& network : vmi.spec().networks()) {
-      if (network.name() == iface.name() && network.has_multus()) {
+      // KubeVirt: tap<hash> for a secondary network; a default one keeps the primary's tap.
+      if (network.name() == iface.name() && network.has_multus() &&
+          !network.multus().default_()) {
         att->set_tap("tap" + MultusLinkHash(network.name()));
       }
     }

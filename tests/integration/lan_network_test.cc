@@ -189,6 +189,52 @@ TEST_F(LanNetworkTest, AGuestOnTwoHostBridgesGetsItsAddressesThereAndOutlivesAHa
   EXPECT_THAT(br1.Ports(), ::testing::ElementsAre("storagehost"));
 }
 
+// A Multus default network in place of the pod network: the pod's eth0 is on the LAN's bridge,
+// the guest takes its address from the LAN, and the pod has no pod IP.
+TEST_F(LanNetworkTest, AMultusDefaultNetworkPutsTheGuestOnTheLanAlone) {
+  const std::string name = "lan-only";
+  HostBridge br0(*handler_, "br0");
+  ASSERT_TRUE(br0.Create().ok());
+  LanHost lan(*handler_, br0, "lanhost", "192.168.77", true);
+  absl::Status started = lan.Start(DefaultMacAddress("default", name, "default"),
+                                   handler_->state_dir());
+  ASSERT_TRUE(started.ok()) << started;
+  auto applied = handler_->ApplyYaml(kLanNad);
+  ASSERT_EQ(applied.exit_code, 0) << applied.out;
+  VirtualMachineInstance vmi = StartGuest(name, "normal", 30, [](VirtualMachineInstance* v) {
+    auto* devices = v->mutable_spec()->mutable_domain()->mutable_devices();
+    devices->clear_autoattach_pod_interface();
+    auto* iface = devices->add_interfaces();
+    iface->set_name("default");
+    iface->mutable_bridge();
+    auto* net = v->mutable_spec()->add_networks();
+    net->set_name("default");
+    net->mutable_multus()->set_network_name("lan");
+    net->mutable_multus()->set_default_(true);
+  });
+  ASSERT_FALSE(HasFailure());
+  const std::string uid = vmi.metadata().uid();
+  EXPECT_TRUE(SerialShows(uid, "KVNODE-GUEST-IP eth0 " + lan.guest_address()))
+      << handler_->SerialLog(uid);
+  std::vector<std::string> boots = BootIds(uid);
+  ASSERT_EQ(boots.size(), 1u);
+  absl::StatusOr<std::string> page = absl::UnavailableError("not tried");
+  Eventually([&] { return (page = lan.HttpGet(lan.guest_address())).ok(); }, absl::Seconds(60),
+             absl::Milliseconds(500));
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, HasSubstr("kvnode-guest boot_id=" + boots[0]));
+  // On br0, not on the node bridge; no pod IP.
+  EXPECT_EQ(br0.Ports().size(), 2u);
+  ASSERT_EQ(vmi.status().interfaces_size(), 1);
+  EXPECT_EQ(vmi.status().interfaces(0).pod_interface_name(), "eth0");
+  EXPECT_EQ(vmi.status().interfaces(0).ip_address(), "");
+
+  VirtualMachineInstance final = DeleteAndWatchFinal(name, std::nullopt, absl::Seconds(60));
+  EXPECT_EQ(final.status().phase(), "Succeeded");
+  ExpectNoProcessesLeft(uid);
+  EXPECT_THAT(br0.Ports(), ::testing::ElementsAre("lanhost"));
+}
+
 // KubeVirt's bridge binding on the pod network: the guest itself holds the pod IP (its launcher
 // offers it by DHCP), and the node reaches the guest there without NAT.
 TEST_F(LanNetworkTest, TheBridgeBindingOnThePodNetworkGivesTheGuestThePodIp) {
@@ -232,7 +278,8 @@ TEST_F(LanNetworkTest, TheBridgeBindingOnThePodNetworkGivesTheGuestThePodIp) {
       DeleteAndWatchFinal("pod-bridge", std::nullopt, absl::Seconds(60));
   EXPECT_EQ(final.status().phase(), "Succeeded");
   ExpectNoProcessesLeft(uid);
-  EXPECT_TRUE(handler_->PodNamespaces().empty());
+  // The pod goes once its processes have (the VMI's final phase may come first).
+  EXPECT_TRUE(Eventually([&] { return handler_->PodNamespaces().empty(); }, absl::Seconds(20)));
 }
 
 // KubeVirt's passt binding: passt (run by the launcher's libvirt as the VMI's identity) gives
@@ -277,7 +324,8 @@ TEST_F(LanNetworkTest, ThePasstBindingGivesTheGuestThePodIpAndForwardsItsPorts) 
   VirtualMachineInstance final = DeleteAndWatchFinal("passt", std::nullopt, absl::Seconds(60));
   EXPECT_EQ(final.status().phase(), "Succeeded");
   ExpectNoProcessesLeft(uid);
-  EXPECT_TRUE(handler_->PodNamespaces().empty());
+  // The pod goes once its processes have (the VMI's final phase may come first).
+  EXPECT_TRUE(Eventually([&] { return handler_->PodNamespaces().empty(); }, absl::Seconds(20)));
 }
 
 }  // namespace
