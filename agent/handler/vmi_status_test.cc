@@ -1,5 +1,6 @@
 #include "agent/handler/vmi_status.h"
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace kvnode {
@@ -217,6 +218,47 @@ TEST(VmiStatusTest, TheGuestAgentSetsAgentConnectedOsInfoAndInterfaceNames) {
   EXPECT_EQ(vmi.status().interfaces(0).interface_name(), "");
   EXPECT_EQ(vmi.status().interfaces(0).info_source(), "domain");
   EXPECT_EQ(vmi.status().guest_os_info().kernel_release(), "6.1.0-57-cloud-amd64");
+}
+
+// A bridged interface (a Multus network) reports the guest's own addresses once its agent says
+// them; until then, and for a masqueraded one, what the pod knows stays.
+TEST(VmiStatusTest, ABridgedInterfaceTakesTheGuestsAddressesFromItsAgent) {
+  kvnode::v1::VirtualMachineInstance vmi;
+  auto* devices = vmi.mutable_spec()->mutable_domain()->mutable_devices();
+  devices->add_interfaces()->set_name("default");
+  devices->mutable_interfaces(0)->mutable_masquerade();
+  devices->add_interfaces()->set_name("lan");
+  devices->mutable_interfaces(1)->mutable_bridge();
+  auto* pod = vmi.mutable_status()->add_interfaces();
+  pod->set_name("default");
+  pod->set_mac("02:00:00:00:00:01");
+  pod->set_ip_address("10.244.0.5");
+  auto* lan = vmi.mutable_status()->add_interfaces();
+  lan->set_name("lan");
+  lan->set_mac("02:00:00:00:00:02");
+  kvnode::v1::GuestAgentInfo agent;
+  agent.set_connected(true);
+  for (const char* cmd : kRequiredAgentCommands) agent.add_supported_commands(cmd);
+  auto* eth1 = agent.add_interfaces();
+  eth1->set_name("eth1");
+  eth1->set_mac("02:00:00:00:00:02");
+  absl::Time t0 = absl::FromUnixSeconds(1800000000);
+  ApplyGuestAgent(&vmi, agent, t0);
+  EXPECT_EQ(vmi.status().interfaces(1).ip_address(), "") << "no address said yet";
+  eth1->add_ip_addresses("192.168.77.50");
+  eth1->add_ip_addresses("fe80::2");
+  auto* eth0 = agent.add_interfaces();
+  eth0->set_name("eth0");
+  eth0->set_mac("02:00:00:00:00:01");
+  eth0->add_ip_addresses("10.0.2.2");
+  EXPECT_TRUE(ApplyGuestAgent(&vmi, agent, t0 + absl::Seconds(1)));
+  EXPECT_EQ(vmi.status().interfaces(1).ip_address(), "192.168.77.50");
+  EXPECT_THAT(vmi.status().interfaces(1).ip_addresses(),
+              ::testing::ElementsAre("192.168.77.50", "fe80::2"));
+  EXPECT_EQ(vmi.status().interfaces(0).ip_address(), "10.244.0.5");
+  // The agent gone, the last addresses it said stay.
+  ApplyGuestAgent(&vmi, kvnode::v1::GuestAgentInfo(), t0 + absl::Seconds(2));
+  EXPECT_EQ(vmi.status().interfaces(1).ip_address(), "192.168.77.50");
 }
 
 }  // namespace
