@@ -168,6 +168,12 @@ TEST_F(LanNetworkTest, AGuestOnTwoHostBridgesGetsItsAddressesThereAndOutlivesAHa
   EXPECT_THAT(wide.out, HasSubstr("bridge br1 mtu 1400"));
   auto described = handler_->Kvctl({"describe", "net-attach-def", "lan"});
   EXPECT_THAT(described.out, HasSubstr("Used by:      default/" + name));
+  // kvctl describe vmi: each interface's network, binding, MAC and address.
+  auto vmi_described = handler_->Kvctl({"describe", "vmi", name});
+  EXPECT_THAT(vmi_described.out,
+              ::testing::ContainsRegex("storage +multus infra/storage-net +bridge +" +
+                                       storage_mac + " +pod[0-9a-f]{11} +192\\.168\\.100\\.60 "));
+  EXPECT_THAT(vmi_described.out, ::testing::ContainsRegex("default +pod +masquerade +"));
 
   // A handler killed and started again takes the guest back without touching it: the same
   // boot answers on both segments.
