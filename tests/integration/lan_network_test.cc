@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <functional>
 #include <regex>
 
 #include "absl/strings/match.h"
@@ -34,14 +35,6 @@ namespace {
 
 using kvnode::v1::VirtualMachineInstance;
 using ::testing::HasSubstr;
-
-constexpr char kLanNad[] = R"(apiVersion: k8s.cni.cncf.io/v1
-kind: NetworkAttachmentDefinition
-metadata:
-  name: lan
-spec:
-  config: '{"cniVersion": "0.3.1", "name": "lan", "type": "bridge", "bridge": "br0"}'
-)";
 
 // Another namespace's definition, on another bridge without a DHCP server: static IPAM, which
 // kvnode's launcher hands to the guest by DHCP, and an MTU of its own.
@@ -79,7 +72,41 @@ void WithLans(VirtualMachineInstance* vmi) {
   }
 }
 
-class LanNetworkTest : public GuestTest {};
+class LanNetworkTest : public GuestTest {
+ protected:
+  // Boots a guest whose one interface, "default" on the pod network, `bind` gives its binding;
+  // its pod IP (ASSERT-checked for shape by the caller through HasFailure).
+  std::string StartOnPodNetwork(const std::string& name,
+                                const std::function<void(kvnode::v1::Interface*)>& bind,
+                                VirtualMachineInstance* vmi) {
+    *vmi = StartGuest(name, "normal", 30, [&bind](VirtualMachineInstance* v) {
+      auto* devices = v->mutable_spec()->mutable_domain()->mutable_devices();
+      devices->clear_autoattach_pod_interface();
+      auto* iface = devices->add_interfaces();
+      iface->set_name("default");
+      bind(iface);
+      auto* net = v->mutable_spec()->add_networks();
+      net->set_name("default");
+      net->mutable_pod();
+    });
+    if (HasFailure() || vmi->status().interfaces_size() != 1) {
+      ADD_FAILURE() << name << " did not start with one interface";
+      return "";
+    }
+    const std::string pod_ip = vmi->status().interfaces(0).ip_address();
+    EXPECT_TRUE(absl::StartsWith(pod_ip, "10.244.0.")) << pod_ip;
+    return pod_ip;
+  }
+
+  // Deletes the VMI and expects it Succeeded and nothing of it left (its pod goes once its
+  // processes have; the final phase may come first).
+  void DeleteAndExpectNothingLeft(const std::string& name, const std::string& uid) {
+    VirtualMachineInstance final = DeleteAndWatchFinal(name, std::nullopt, absl::Seconds(60));
+    EXPECT_EQ(final.status().phase(), "Succeeded");
+    ExpectNoProcessesLeft(uid);
+    EXPECT_TRUE(Eventually([&] { return handler_->PodNamespaces().empty(); }, absl::Seconds(20)));
+  }
+};
 
 TEST_F(LanNetworkTest, AGuestOnTwoHostBridgesGetsItsAddressesThereAndOutlivesAHandlerCrash) {
   const std::string name = "lan-guest";
@@ -244,21 +271,11 @@ TEST_F(LanNetworkTest, AMultusDefaultNetworkPutsTheGuestOnTheLanAlone) {
 // KubeVirt's bridge binding on the pod network: the guest itself holds the pod IP (its launcher
 // offers it by DHCP), and the node reaches the guest there without NAT.
 TEST_F(LanNetworkTest, TheBridgeBindingOnThePodNetworkGivesTheGuestThePodIp) {
-  VirtualMachineInstance vmi = StartGuest("pod-bridge", "normal", 30, [](VirtualMachineInstance* v) {
-    auto* devices = v->mutable_spec()->mutable_domain()->mutable_devices();
-    devices->clear_autoattach_pod_interface();
-    auto* iface = devices->add_interfaces();
-    iface->set_name("default");
-    iface->mutable_bridge();
-    auto* net = v->mutable_spec()->add_networks();
-    net->set_name("default");
-    net->mutable_pod();
-  });
+  VirtualMachineInstance vmi;
+  const std::string pod_ip = StartOnPodNetwork(
+      "pod-bridge", [](kvnode::v1::Interface* iface) { iface->mutable_bridge(); }, &vmi);
   ASSERT_FALSE(HasFailure());
   const std::string uid = vmi.metadata().uid();
-  ASSERT_EQ(vmi.status().interfaces_size(), 1);
-  const std::string pod_ip = vmi.status().interfaces(0).ip_address();
-  ASSERT_TRUE(absl::StartsWith(pod_ip, "10.244.0.")) << pod_ip;
 
   // The guest's own eth0 has the pod IP, the node bridge as its router and the pod's MTU.
   EXPECT_TRUE(SerialShows(uid, absl::StrCat("KVNODE-GUEST-IP eth0 ", pod_ip,
@@ -280,34 +297,23 @@ TEST_F(LanNetworkTest, TheBridgeBindingOnThePodNetworkGivesTheGuestThePodIp) {
   EXPECT_EQ(migratable->status(), "False");
   EXPECT_EQ(migratable->reason(), "InterfaceNotLiveMigratable");
 
-  VirtualMachineInstance final =
-      DeleteAndWatchFinal("pod-bridge", std::nullopt, absl::Seconds(60));
-  EXPECT_EQ(final.status().phase(), "Succeeded");
-  ExpectNoProcessesLeft(uid);
-  // The pod goes once its processes have (the VMI's final phase may come first).
-  EXPECT_TRUE(Eventually([&] { return handler_->PodNamespaces().empty(); }, absl::Seconds(20)));
+  DeleteAndExpectNothingLeft("pod-bridge", uid);
 }
 
 // KubeVirt's passt binding: passt (run by the launcher's libvirt as the VMI's identity) gives
 // the guest the pod IP and forwards the interface's ports of the pod IP to it, without NAT
 // rules in the pod.
 TEST_F(LanNetworkTest, ThePasstBindingGivesTheGuestThePodIpAndForwardsItsPorts) {
-  VirtualMachineInstance vmi = StartGuest("passt", "normal", 30, [](VirtualMachineInstance* v) {
-    auto* devices = v->mutable_spec()->mutable_domain()->mutable_devices();
-    devices->clear_autoattach_pod_interface();
-    auto* iface = devices->add_interfaces();
-    iface->set_name("default");
-    iface->mutable_passt_binding();
-    iface->add_ports()->set_port(80);
-    auto* net = v->mutable_spec()->add_networks();
-    net->set_name("default");
-    net->mutable_pod();
-  });
+  VirtualMachineInstance vmi;
+  const std::string pod_ip = StartOnPodNetwork(
+      "passt",
+      [](kvnode::v1::Interface* iface) {
+        iface->mutable_passt_binding();
+        iface->add_ports()->set_port(80);
+      },
+      &vmi);
   ASSERT_FALSE(HasFailure());
   const std::string uid = vmi.metadata().uid();
-  ASSERT_EQ(vmi.status().interfaces_size(), 1);
-  const std::string pod_ip = vmi.status().interfaces(0).ip_address();
-  ASSERT_TRUE(absl::StartsWith(pod_ip, "10.244.0.")) << pod_ip;
 
   EXPECT_TRUE(SerialShows(uid, absl::StrCat("KVNODE-GUEST-IP eth0 ", pod_ip)))
       << handler_->SerialLog(uid);
@@ -327,11 +333,7 @@ TEST_F(LanNetworkTest, ThePasstBindingGivesTheGuestThePodIpAndForwardsItsPorts) 
   ASSERT_TRUE(rules.ok()) << rules.status();
   EXPECT_EQ(*rules, "");
 
-  VirtualMachineInstance final = DeleteAndWatchFinal("passt", std::nullopt, absl::Seconds(60));
-  EXPECT_EQ(final.status().phase(), "Succeeded");
-  ExpectNoProcessesLeft(uid);
-  // The pod goes once its processes have (the VMI's final phase may come first).
-  EXPECT_TRUE(Eventually([&] { return handler_->PodNamespaces().empty(); }, absl::Seconds(20)));
+  DeleteAndExpectNothingLeft("passt", uid);
 }
 
 }  // namespace

@@ -718,15 +718,8 @@ TEST_F(MigrationTest, AGuestOnAHostBridgeKeepsItsLanAddressOnNodeB) {
   LanHost lan(*a(), br_a, "lanhost", "192.168.77", true);
   absl::Status started = lan.Start(mac, a()->state_dir());
   ASSERT_TRUE(started.ok()) << started;
-  const std::string nad = R"(apiVersion: k8s.cni.cncf.io/v1
-kind: NetworkAttachmentDefinition
-metadata:
-  name: lan
-spec:
-  config: '{"cniVersion": "0.3.1", "name": "lan", "type": "bridge", "bridge": "br0"}'
-)";
   for (HandlerProcess* node : {a(), b()}) {
-    auto applied = node->ApplyYaml(nad);
+    auto applied = node->ApplyYaml(kLanNad);
     ASSERT_EQ(applied.exit_code, 0) << applied.out;
   }
   VirtualMachineInstance vmi = StartGuest(name, "normal", 30, [](VirtualMachineInstance* v) {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "agent/network/network_attachment.h"
+#include "agent/network/network_test_util.h"
 #include "launcher/converter/domain_options.h"
 #include "tests/integration/network_fixture.h"
 
@@ -290,21 +291,26 @@ class ScopedHostBridge {
   std::string name_;
 };
 
+// Stores the definition `nad` with the bridge plugin's config `fields` (JSON members after the
+// type) and returns VMI `index` with a bridge interface `iface` on a Multus network naming it.
+VirtualMachineInstance WithBridgeNetwork(Store* store, const std::string& nad,
+                                         const std::string& fields, const std::string& iface,
+                                         VirtualMachineInstance vmi) {
+  NetworkAttachmentDefinitions nads(store, Clock::Real());
+  kvnode::v1::NetworkAttachmentDefinition d;
+  d.mutable_metadata()->set_name(nad);
+  d.mutable_spec()->set_config(absl::StrCat(R"({"type": "bridge", )", fields, "}"));
+  auto applied = nads.Apply(d, false);
+  EXPECT_TRUE(applied.ok()) << applied.status();
+  testing_network::AddMultusInterface(&vmi, iface, nad);
+  return vmi;
+}
+
 TEST_F(PodNetworkTest, AMultusInterfaceJoinsItsHostBridgeAndACrashWithoutRecordsLeavesNothing) {
   ScopedHostBridge lan(absl::StrCat("kvl", getpid()));
-  NetworkAttachmentDefinitions nads(store_.get(), Clock::Real());
-  kvnode::v1::NetworkAttachmentDefinition nad;
-  nad.mutable_metadata()->set_name("lan");
-  nad.mutable_spec()->set_config(
-      absl::StrCat(R"({"type": "bridge", "mtu": 1300, "bridge": ")", lan.name(), R"("})"));
-  ASSERT_TRUE(nads.Apply(nad, false).ok());
-  VirtualMachineInstance vmi = Vmi("vm1", 400);
-  auto* iface = vmi.mutable_spec()->mutable_domain()->mutable_devices()->add_interfaces();
-  iface->set_name("lan");
-  iface->mutable_bridge();
-  auto* net = vmi.mutable_spec()->add_networks();
-  net->set_name("lan");
-  net->mutable_multus()->set_network_name("lan");
+  VirtualMachineInstance vmi = WithBridgeNetwork(
+      store_.get(), "lan", absl::StrCat(R"("mtu": 1300, "bridge": ")", lan.name(), R"(")"), "lan",
+      Vmi("vm1", 400));
   PodNetworkAttachment a = SetupOrDie(vmi);
   ASSERT_EQ(a.secondaries.size(), 1u);
   const SecondaryAttachment& s = a.secondaries[0];
@@ -350,19 +356,9 @@ TEST_F(PodNetworkTest, AVlanMakesThePortAnUntaggedMemberOrIsRefusedByTheKernel) 
   ScopedHostBridge lan(absl::StrCat("kvv", getpid()));
   const bool kernel_filters =
       RunTool({kIp, "link", "set", lan.name(), "type", "bridge", "vlan_filtering", "0"}).ok();
-  NetworkAttachmentDefinitions nads(store_.get(), Clock::Real());
-  kvnode::v1::NetworkAttachmentDefinition nad;
-  nad.mutable_metadata()->set_name("vlan100");
-  nad.mutable_spec()->set_config(
-      absl::StrCat(R"({"type": "bridge", "vlan": 100, "bridge": ")", lan.name(), R"("})"));
-  ASSERT_TRUE(nads.Apply(nad, false).ok());
-  VirtualMachineInstance vmi = Vmi("vm1", 401);
-  auto* iface = vmi.mutable_spec()->mutable_domain()->mutable_devices()->add_interfaces();
-  iface->set_name("storage");
-  iface->mutable_bridge();
-  auto* net = vmi.mutable_spec()->add_networks();
-  net->set_name("storage");
-  net->mutable_multus()->set_network_name("vlan100");
+  VirtualMachineInstance vmi = WithBridgeNetwork(
+      store_.get(), "vlan100", absl::StrCat(R"("vlan": 100, "bridge": ")", lan.name(), R"(")"),
+      "storage", Vmi("vm1", 401));
   auto a = network_->Setup(vmi, Options(vmi));
   if (!kernel_filters) {
     EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition) << a.status();

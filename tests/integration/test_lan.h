@@ -26,6 +26,16 @@
 
 namespace kvnode::testing {
 
+// A definition "lan" of the default namespace for host bridge br0, without IPAM (the LAN's own
+// DHCP server answers).
+inline constexpr char kLanNad[] = R"(apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata:
+  name: lan
+spec:
+  config: '{"cniVersion": "0.3.1", "name": "lan", "type": "bridge", "bridge": "br0"}'
+)";
+
 // A host bridge of the test in the node namespace; removed by the destructor, also when the
 // test failed.
 class HostBridge {
