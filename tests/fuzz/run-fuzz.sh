@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # run-fuzz.sh [RUNS] — builds the libFuzzer targets in their own clang build dir (ASan + UBSan,
 # every library coverage-instrumented; debug info is line tables only, enough for a sanitizer's
-# stack) and runs manifest_fuzzer for RUNS inputs (default 20000) of at most 8192 bytes,
-# starting from the seed corpus tests/fuzz/corpus (the golden manifests).
+# stack) and runs each for RUNS inputs (default 20000): manifest_fuzzer with inputs of at most
+# 8192 bytes from the seed corpus tests/fuzz/corpus (the golden manifests), dhcp_fuzzer (what a
+# guest sends its launcher's DHCP server) with packets of at most 1500 bytes from
+# tests/fuzz/corpus-dhcp.
 # Exits non-zero if the build fails or the fuzzer finds a crash, leak or sanitizer report; the
 # crashing input is kept under the build dir's fuzz/artifacts/.
 #
@@ -32,15 +34,19 @@ cmake -S "$src" -B "$build" -G Ninja \
 	-DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link \
 	-DKVNODE_BUILD_FUZZERS=ON -DKVNODE_SANITIZE=ON \
 	-DKVNODE_BUILD_BENCHMARKS=OFF -DKVNODE_PCH=OFF >/dev/null
-ninja -C "$build" -j"${KVNODE_FUZZ_JOBS:-1}" manifest_fuzzer
+ninja -C "$build" -j"${KVNODE_FUZZ_JOBS:-1}" manifest_fuzzer dhcp_fuzzer
 
-# New inputs go to the scratch corpus in the build dir; the seeds in the source tree stay as
+# New inputs go to a scratch corpus in the build dir; the seeds in the source tree stay as
 # they are.
-work="$build/fuzz/manifest"
-mkdir -p "$work/corpus" "$work/artifacts"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-"$build/bin/manifest_fuzzer" \
-	-runs="$runs" -max_len="${KVNODE_FUZZ_MAX_LEN:-8192}" -seed="${KVNODE_FUZZ_SEED:-1}" \
-	-artifact_prefix="$work/artifacts/" -print_final_stats=1 \
-	"$work/corpus" "$here/corpus"
+fuzz() {  # fuzz TARGET SEEDS MAX_LEN
+	local work="$build/fuzz/$1"
+	mkdir -p "$work/corpus" "$work/artifacts"
+	"$build/bin/$1_fuzzer" \
+		-runs="$runs" -max_len="$3" -seed="${KVNODE_FUZZ_SEED:-1}" \
+		-artifact_prefix="$work/artifacts/" -print_final_stats=1 \
+		"$work/corpus" "$2"
+}
+fuzz manifest "$here/corpus" "${KVNODE_FUZZ_MAX_LEN:-8192}"
+fuzz dhcp "$here/corpus-dhcp" 1500
