@@ -75,6 +75,10 @@ std::vector<Finding> Diagnose(const DiagnoseInput& in);
 // The four views, then the findings.
 void PrintDiagnosis(std::ostream& out, const DiagnoseInput& in);
 
+// `kvctl describe vmi`'s Interfaces table: each interface's network and binding (the spec's)
+// beside what status says of it (MAC, pod interface, addresses and their source).
+void PrintInterfaces(std::ostream& out, const kvnode::v1::VirtualMachineInstance& vmi);
+
 }  // namespace kvnode
 
 #endif  // KVNODE_AGENT_CLI_VM_VIEWS_H_

@@ -283,5 +283,30 @@ TEST(History, ListsEachExecutionAndTheVolumesThatPersist) {
   EXPECT_THAT(text, HasSubstr("scratch (emptyDisk, starts fresh each execution)"));
 }
 
+TEST(PrintInterfacesTest, EachInterfaceWithItsNetworkBindingAndStatus) {
+  kvnode::v1::VirtualMachineInstance vmi;
+  auto* devices = vmi.mutable_spec()->mutable_domain()->mutable_devices();
+  devices->add_interfaces()->set_name("default");
+  devices->mutable_interfaces(0)->mutable_masquerade();
+  devices->add_interfaces()->set_name("lan");
+  devices->mutable_interfaces(1)->mutable_bridge();
+  vmi.mutable_spec()->add_networks()->set_name("default");
+  vmi.mutable_spec()->mutable_networks(0)->mutable_pod();
+  vmi.mutable_spec()->add_networks()->set_name("lan");
+  vmi.mutable_spec()->mutable_networks(1)->mutable_multus()->set_network_name("infra/lan");
+  auto* lan = vmi.mutable_status()->add_interfaces();
+  lan->set_name("lan");
+  lan->set_mac("02:00:00:00:00:02");
+  lan->set_pod_interface_name("pod0123456789a");
+  lan->add_ip_addresses("192.168.77.50");
+  lan->set_info_source("domain, guest-agent");
+  std::ostringstream out;
+  PrintInterfaces(out, vmi);
+  EXPECT_THAT(out.str(), ::testing::ContainsRegex("default +pod +masquerade +- +- +- +-"));
+  EXPECT_THAT(out.str(), ::testing::ContainsRegex(
+                             "lan +multus infra/lan +bridge +02:00:00:00:00:02 +pod0123456789a +"
+                             "192\\.168\\.77\\.50 +domain, guest-agent"));
+}
+
 }  // namespace
 }  // namespace kvnode

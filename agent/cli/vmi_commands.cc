@@ -13,6 +13,7 @@
 #include "agent/cli/cli.h"
 #include "agent/cli/migrate_commands.h"
 #include "agent/cli/output.h"
+#include "agent/cli/vm_views.h"
 #include "agent/handler/vmi_status.h"
 #include "agent/manifest/loader.h"
 #include "agent/store/store.h"
@@ -414,43 +415,6 @@ int CmdGet(Cli& cli) {
   }
   return rc;
 }
-
-namespace {
-
-// Each interface with its network and binding (the spec's) beside what status says of it: where
-// a guest is attached and with which address, for an operator.
-void PrintInterfaces(std::ostream& o, const VirtualMachineInstance& vmi) {
-  const auto& ifaces = vmi.spec().domain().devices().interfaces();
-  if (ifaces.empty()) return;
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& iface : ifaces) {
-    std::string network = "-";
-    for (const auto& n : vmi.spec().networks()) {
-      if (n.name() != iface.name()) continue;
-      network = n.has_pod() ? "pod"
-                            : "multus " + n.multus().network_name() +
-                                  (n.multus().default_() ? " (default)" : "");
-    }
-    const char* binding = iface.has_masquerade()      ? "masquerade"
-                          : iface.has_bridge()        ? "bridge"
-                          : iface.has_passt_binding() ? "passt"
-                                                      : "-";
-    std::vector<std::string> row = {"  " + iface.name(), network, binding, "-", "-", "-", "-"};
-    for (const auto& s : vmi.status().interfaces()) {
-      if (s.name() != iface.name()) continue;
-      row[3] = s.mac().empty() ? "-" : s.mac();
-      row[4] = s.pod_interface_name().empty() ? "-" : s.pod_interface_name();
-      row[5] = s.ip_addresses().empty() ? (s.ip_address().empty() ? "-" : s.ip_address())
-                                        : absl::StrJoin(s.ip_addresses(), ",");
-      row[6] = s.info_source().empty() ? "-" : s.info_source();
-    }
-    rows.push_back(std::move(row));
-  }
-  o << "Interfaces:\n";
-  PrintTable(o, {"  NAME", "NETWORK", "BINDING", "MAC", "POD IFACE", "IP", "SOURCE"}, rows);
-}
-
-}  // namespace
 
 int CmdDescribe(Cli& cli) {
   std::string resource, name;

@@ -1,3 +1,6 @@
+// Long because admission is one walk over one VirtualMachineInstanceSpec with the shared field
+// rules (names, quantities, paths) it needs at every step; its pieces that stand alone live
+// beside it (node_resources, hyperv, backend_storage, volume_hotplug, instancetype).
 // Admission, after KubeVirt's validating webhooks:
 //   pkg/virt-api/webhooks/validating-webhook/admitters/vmi-create-admitter.go (VMI spec),
 //   .../admitters/vms-admitter.go (VM: runStrategy, dataVolumeTemplates),

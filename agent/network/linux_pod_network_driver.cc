@@ -83,15 +83,8 @@ double Ms(absl::Time since) { return absl::ToDoubleMilliseconds(absl::Now() - si
 // The pod's bridges whose DHCP replies reach the guest (dnsmasq's, or the launcher's): their
 // checksums must be complete (DisableTxChecksum).
 std::vector<std::string> DhcpBridges(const PodPlan& plan) {
-  std::vector<std::string> bridges;
+  std::vector<std::string> bridges = LauncherDhcpBridges(plan);
   if (plan.masquerade) bridges.push_back(plan.masquerade->bridge);
-  if (plan.bridge) bridges.push_back(kMasqueradeBridge);
-  if (plan.default_network && !plan.default_network->dhcp_server_address.empty()) {
-    bridges.push_back(plan.default_network->pod_bridge);
-  }
-  for (const SecondaryInterfacePlan& s : plan.secondaries) {
-    if (!s.dhcp_server_address.empty()) bridges.push_back(s.pod_bridge);
-  }
   return bridges;
 }
 

@@ -512,20 +512,27 @@ std::string PodBatch(const PodPlan& p) {
   return s;
 }
 
+std::vector<std::string> LauncherDhcpBridges(const PodPlan& p) {
+  std::vector<std::string> bridges;
+  if (p.bridge) bridges.push_back(kMasqueradeBridge);
+  if (p.default_network && !p.default_network->dhcp_server_address.empty()) {
+    bridges.push_back(p.default_network->pod_bridge);
+  }
+  for (const SecondaryInterfacePlan& secondary : p.secondaries) {
+    if (!secondary.dhcp_server_address.empty()) bridges.push_back(secondary.pod_bridge);
+  }
+  return bridges;
+}
+
 std::vector<std::pair<std::string, std::string>> PodSysctls(const PodPlan& p) {
   std::vector<std::pair<std::string, std::string>> s = {{"net/ipv4/ip_forward", "1"}};
   if (!p.ips.ipv6.empty()) s.push_back({"net/ipv6/conf/all/forwarding", "1"});
   if (p.masquerade) {
     s.push_back({absl::StrCat("net/ipv4/conf/", p.masquerade->bridge, "/route_localnet"), "1"});
   }
-  // The launcher, as the VMI's identity, serves DHCP (port 67) on the pod's bridges of the
-  // bridge binding and of networks with IPAM (KubeVirt's launcher pod allows its unprivileged
-  // user the same).
-  bool serves_dhcp = p.bridge.has_value() ||
-                     (p.default_network && !p.default_network->dhcp_server_address.empty());
-  for (const SecondaryInterfacePlan& secondary : p.secondaries) {
-    serves_dhcp |= !secondary.dhcp_server_address.empty();
-  }
+  // The launcher, as the VMI's identity, serves DHCP (port 67) on LauncherDhcpBridges
+  // (KubeVirt's launcher pod allows its unprivileged user the same).
+  const bool serves_dhcp = !LauncherDhcpBridges(p).empty();
   if (p.passt) {
     // passt binds the forwarded ports of the pod IP, any of them, and answers pings.
     s.push_back({"net/ipv4/ip_unprivileged_port_start", "0"});

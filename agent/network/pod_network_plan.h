@@ -265,6 +265,9 @@ std::vector<std::string> SecondaryHostVethArgv(const NodeNetworkConfig& config, 
 std::string SecondaryVlanBatch(const SecondaryInterfacePlan& s);
 // `ip -batch` input run inside the pod namespace.
 std::string PodBatch(const PodPlan& plan);
+// The pod's bridges on which the launcher serves the guest's DHCP (the bridge binding's
+// k6t-eth0, and the bridges of Multus networks with IPAM).
+std::vector<std::string> LauncherDhcpBridges(const PodPlan& plan);
 // sysctl paths under /proc/sys and values inside the pod namespace: forwarding, and
 // route_localnet on the bridge so the output-chain DNAT of 127.0.0.1 to the guest can leave
 // through it (KubeVirt's masquerade: bridgeIface.LinuxStack.IP4RouteLocalNet).
