@@ -107,6 +107,78 @@ absl::StatusOr<std::vector<HostCpu>> ReadHostCpus(const std::string& sysfs) {
   return out;
 }
 
+absl::StatusOr<std::vector<NumaNode>> ReadNumaNodes(const std::string& sysfs) {
+  const std::string node_dir = sysfs + "/devices/system/node";
+  std::optional<std::string> online = ReadSysfs(node_dir + "/online");
+  if (!online.has_value()) return std::vector<NumaNode>();
+  auto ids = ParseCpuList(*online);  // the same list format
+  if (!ids.ok()) return absl::InvalidArgumentError(node_dir + "/online: " + ids.status().ToString());
+  std::vector<NumaNode> out;
+  for (int id : *ids) {
+    const std::string dir = absl::StrCat(node_dir, "/node", id);
+    NumaNode node;
+    node.id = id;
+    std::optional<std::string> list = ReadSysfs(dir + "/cpulist");
+    auto cpus = list.has_value() ? ParseCpuList(*list)
+                                 : absl::NotFoundError("cannot read " + dir + "/cpulist");
+    if (!cpus.ok()) return absl::InvalidArgumentError(dir + "/cpulist: " + cpus.status().ToString());
+    node.cpus = *cpus;
+    // The kernel lists the distance to each online node, in their order.
+    std::vector<std::string> values =
+        absl::StrSplit(ReadSysfs(dir + "/distance").value_or(""), ' ', absl::SkipEmpty());
+    for (size_t i = 0; i < values.size() && i < ids->size(); ++i) {
+      int value;
+      if (!absl::SimpleAtoi(values[i], &value)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(dir, "/distance: \"", values[i], "\" is not a distance"));
+      }
+      node.distances.emplace_back((*ids)[i], value);
+    }
+    out.push_back(std::move(node));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<int>> VcpusInMask(absl::string_view mask, int vcpus) {
+  std::vector<int> out;
+  for (int i = 0; i < vcpus; ++i) out.push_back(i);
+  if (mask.empty()) return out;
+  // A vCPU id: digits alone (no sign, no space).
+  auto id = [](absl::string_view text, int* value) {
+    return !text.empty() && std::all_of(text.begin(), text.end(), absl::ascii_isdigit) &&
+           absl::SimpleAtoi(text, value);
+  };
+  std::map<int, bool> named;  // vCPU → enabled; an exclusion always wins
+  for (absl::string_view raw : absl::StrSplit(mask, ',')) {
+    absl::string_view part = absl::StripAsciiWhitespace(raw);
+    const bool exclude = absl::ConsumePrefix(&part, "^");
+    std::vector<absl::string_view> ends = absl::StrSplit(part, '-');
+    int first = 0, last = 0;
+    const bool ok = ends.size() == 1   ? id(ends[0], &first) && (last = first, true)
+                    : ends.size() == 2 ? !exclude && id(ends[0], &first) && id(ends[1], &last)
+                                       : false;
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid mask value \"", raw, "\" in \"", mask, "\" (as in \"0-3,^1\")"));
+    }
+    if (first > last) {
+      return absl::InvalidArgumentError(absl::StrCat("invalid mask range \"", part, "\""));
+    }
+    for (int v = first; v <= std::min(last, vcpus - 1); ++v) {
+      if (exclude) {
+        named[v] = false;
+      } else {
+        named.emplace(v, true);
+      }
+    }
+  }
+  std::vector<int> enabled;
+  for (const auto& [v, on] : named) {
+    if (on) enabled.push_back(v);
+  }
+  return enabled;
+}
+
 std::vector<int> CpuIds(const std::vector<HostCpu>& cpus) {
   std::vector<int> ids;
   for (const HostCpu& c : cpus) ids.push_back(c.id);

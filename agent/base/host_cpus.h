@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -35,6 +36,24 @@ struct HostCpu {
 // The online CPUs of this machine with their cores and NUMA nodes, from
 // /sys/devices/system/cpu and /sys/devices/system/node (root: another sysfs, for tests).
 absl::StatusOr<std::vector<HostCpu>> ReadHostCpus(const std::string& sysfs = "/sys");
+
+// A NUMA node of this machine: its CPUs and its distance to each online node (itself too).
+struct NumaNode {
+  int id = 0;
+  std::vector<int> cpus;
+  std::vector<std::pair<int, int>> distances;  // (node, distance), in node order
+};
+
+// The online NUMA nodes, from /sys/devices/system/node (online, nodeN/cpulist, nodeN/distance).
+// Empty on a kernel without NUMA support. A node whose files do not parse is an error naming
+// the file.
+absl::StatusOr<std::vector<NumaNode>> ReadNumaNodes(const std::string& sysfs = "/sys");
+
+// The vCPUs of 0..vcpus-1 that a libvirt vCPU mask names, as KubeVirt reads realtime.mask
+// (pkg/hypervisor/common/vcpu.go ParseCPUMask): comma-separated "N", "N-M" and "^N"; an empty
+// mask names every vCPU; a "^N" excludes N even where a range names it; a mask of exclusions
+// alone names none. InvalidArgument quotes the part that does not parse.
+absl::StatusOr<std::vector<int>> VcpusInMask(absl::string_view mask, int vcpus);
 
 // The ids of `cpus`, in their order.
 std::vector<int> CpuIds(const std::vector<HostCpu>& cpus);

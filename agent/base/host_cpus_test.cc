@@ -29,6 +29,21 @@ TEST(CpuListTest, ParsesAndFormatsTheKernelsLists) {
   EXPECT_THAT(CpusWithout({0, 1, 2, 3}, {1, 3}), ElementsAre(0, 2));
 }
 
+TEST(VcpuMaskTest, ReadsKubeVirtsRealtimeMask) {
+  EXPECT_THAT(*VcpusInMask("", 3), ElementsAre(0, 1, 2));
+  EXPECT_THAT(*VcpusInMask("0-3,^1", 4), ElementsAre(0, 2, 3));
+  EXPECT_THAT(*VcpusInMask("^1,0-3", 4), ElementsAre(0, 2, 3));  // an exclusion always wins
+  EXPECT_THAT(*VcpusInMask("2, 0", 4), ElementsAre(0, 2));
+  EXPECT_THAT(*VcpusInMask("^1", 4), ElementsAre());  // exclusions alone name none
+  EXPECT_THAT(*VcpusInMask("1-9", 3), ElementsAre(1, 2));  // beyond the vCPUs: none of them
+  for (const char* bad : {"x", "1-", "-1", "3-1", "1--2", "^1-2", "1,,2", "^", "1-2-3"}) {
+    EXPECT_FALSE(VcpusInMask(bad, 4).ok()) << bad;
+  }
+  EXPECT_THAT(VcpusInMask("0,x", 4).status().message(),
+              HasSubstr("invalid mask value \"x\" in \"0,x\""));
+  EXPECT_THAT(VcpusInMask("3-1", 4).status().message(), HasSubstr("invalid mask range \"3-1\""));
+}
+
 // Two NUMA nodes of two cores with two threads each: node 0 has cores {0,4} and {1,5}, node 1
 // has {2,6} and {3,7} (Linux numbers the second threads after all first ones).
 std::vector<HostCpu> TwoNodesWithHyperThreads() {
@@ -86,6 +101,21 @@ TEST(ReadHostCpusTest, ReadsCoresAndNodesFromSysfs) {
   EXPECT_EQ((*cpus)[1].node, 0);
   EXPECT_EQ((*cpus)[2].node, 1);
   EXPECT_EQ(ReadHostCpus(root + "/none").status().code(), absl::StatusCode::kNotFound);
+
+  // The nodes with their distances (the kernel lists one per online node, in their order).
+  write("/devices/system/node/online", "0-1\n");
+  write("/devices/system/node/node0/distance", "10 21\n");
+  write("/devices/system/node/node1/distance", "21 10\n");
+  auto nodes = ReadNumaNodes(root);
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_THAT((*nodes)[0].cpus, ElementsAre(0, 1));
+  EXPECT_THAT((*nodes)[1].cpus, ElementsAre(2));
+  EXPECT_THAT((*nodes)[1].distances,
+              ElementsAre(std::make_pair(0, 21), std::make_pair(1, 10)));
+  write("/devices/system/node/node1/distance", "21 x\n");
+  EXPECT_THAT(ReadNumaNodes(root).status().message(), HasSubstr("node1/distance: \"x\""));
+  EXPECT_TRUE(ReadNumaNodes(root + "/none")->empty());
   ASSERT_EQ(system(("rm -rf " + root).c_str()), 0);
 }
 
@@ -93,6 +123,9 @@ TEST(ReadHostCpusTest, ThisMachinesCpusAreOnline) {
   auto cpus = ReadHostCpus();
   ASSERT_TRUE(cpus.ok()) << cpus.status();
   EXPECT_FALSE(cpus->empty());
+  auto nodes = ReadNumaNodes();
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  for (const NumaNode& node : *nodes) EXPECT_FALSE(node.distances.empty()) << node.id;
 }
 
 }  // namespace

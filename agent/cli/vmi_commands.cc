@@ -488,6 +488,14 @@ int CmdDescribe(Cli& cli) {
     }
     o << "\n";
   }
+  if (cpu.numa().has_guest_mapping_passthrough()) {
+    o << "NUMA:           the guest's cells mirror the host NUMA nodes of its dedicated CPUs\n";
+  }
+  if (cpu.has_realtime()) {
+    o << "Realtime:       "
+      << (cpu.realtime().mask().empty() ? "every vCPU" : "vCPUs " + cpu.realtime().mask())
+      << " SCHED_FIFO priority 1, no PMU\n";
+  }
   const auto& memory = st.memory();
   if (!memory.guest_current().empty()) {
     o << "Memory:         " << memory.guest_current() << " (at boot " << memory.guest_at_boot();

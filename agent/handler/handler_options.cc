@@ -251,6 +251,7 @@ absl::Status ParseReservedCpus(const FlagSet& flags, HandlerConfig* c) {
     return absl::InvalidArgumentError(absl::StrCat("--reserved-cpus: ", reserved.status().message()));
   }
   ASSIGN_OR_RETURN(c->host_cpus, ReadHostCpus());
+  ASSIGN_OR_RETURN(c->numa_nodes, ReadNumaNodes());
   const std::vector<int> online = CpuIds(c->host_cpus);
   if (reserved->empty()) {
     return absl::InvalidArgumentError(

@@ -570,6 +570,7 @@ void VmiController::OnDomainEvent(const kvnode::v1::DomainEvent& event) {
   const std::string& now_phase = r->vmi.status().phase();
   if (before != now_phase) {
     if (now_phase == phase::kRunning) {
+      MakeVcpusRealtimeLocked(*r);
       EventLocked(r->vmi, "Normal", "Started", "VirtualMachineInstance started.");
       if (config_.metrics != nullptr && r->synced_at != absl::InfinitePast()) {
         config_.metrics->Observe(kVmiStartSeconds, {},

@@ -94,6 +94,9 @@ struct HandlerConfig {
   // The online CPUs with their cores and NUMA nodes, read when --reserved-cpus is given: where
   // a dedicated VMI's CPUs are taken from (TakeCpus) within limits.dedicated_cpus.
   std::vector<HostCpu> host_cpus;
+  // The host's NUMA nodes with their distances (read with host_cpus): what a VMI with
+  // numa.guestMappingPassthrough mirrors.
+  std::vector<NumaNode> numa_nodes;
   absl::Duration launcher_ready_timeout = absl::Seconds(60);
   // Liveness of launchers besides their process exit (KubeVirt's launcher watchdog): each is
   // pinged every probe interval; silent for `unresponsive_timeout` → phase Unknown; silent for
@@ -513,6 +516,10 @@ class VmiController {
   // A launcher just spawned (with the pool as it was when it was asked for) is kept on the
   // pool as it is now.
   void KeepOnSharedCpusLocked(const Record& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // spec.domain.cpu.realtime, when its guest has just started: the vCPU threads of its mask
+  // run SCHED_FIFO at priority 1 (KubeVirt's virt-handler does the same, so that the launcher
+  // needs no CAP_SYS_NICE). An event says what was done or why it could not be.
+  void MakeVcpusRealtimeLocked(const Record& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The CPUs a VMI's launcher is confined to: its dedicated ones, or the shared pool; empty
   // without cpusets.
   std::vector<int> LauncherCpus(const kvnode::v1::VirtualMachineInstance& vmi) const

@@ -9,6 +9,8 @@
 #include "absl/strings/str_join.h"
 #include "agent/handler/vmi_controller.h"
 #include "agent/handler/vmi_status.h"
+#include "agent/manifest/node_resources.h"
+#include "agent/supervisor/vcpu_threads.h"
 #include "spdlog/spdlog.h"
 
 namespace kvnode {
@@ -104,6 +106,28 @@ void VmiController::KeepOnSharedCpusLocked(const Record& r) {
     spdlog::warn("VMI {}: keep it on the shared CPUs {}: {}", uid, FormatCpuList(shared),
                  s.ToString());
   }
+}
+
+void VmiController::MakeVcpusRealtimeLocked(const Record& r) {
+  const kvnode::v1::CPU& cpu = r.vmi.spec().domain().cpu();
+  if (!cpu.has_realtime()) return;
+  constexpr int kPriority = 1;
+  const pid_t qemu = r.vmi.status().launcher().qemu_pid();
+  absl::StatusOr<std::vector<int>> vcpus =
+      VcpusInMask(cpu.realtime().mask(), static_cast<int>(VcpuCount(cpu)));
+  absl::Status s = !vcpus.ok() ? vcpus.status()
+                   : qemu <= 0 ? absl::FailedPreconditionError("its QEMU's pid is not known")
+                               : MakeVcpusRealtime(qemu, *vcpus, kPriority);
+  if (!s.ok()) {
+    spdlog::warn("VMI {}: realtime vCPUs: {}", r.vmi.metadata().uid(), s.ToString());
+    EventLocked(r.vmi, "Warning", "RealtimeFailed",
+                absl::StrCat("realtime vCPUs: ", s.message()));
+    return;
+  }
+  EventLocked(r.vmi, "Normal", "RealtimeVcpus",
+              absl::StrCat(vcpus->empty() ? "no vCPU (the mask names none)"
+                                          : "vCPUs " + FormatCpuList(*vcpus),
+                           " run SCHED_FIFO at priority ", kPriority));
 }
 
 VmiController::CpuPoolUsage VmiController::DedicatedCpuUsage() {

@@ -396,7 +396,8 @@ kvnode::v1::DomainOptions VmiController::DomainOptionsFor(const VirtualMachineIn
   // The CPUs the node's CPU manager gave it.
   const auto& held = vmi.status().launcher().dedicated_cpus();
   *options.mutable_cpu_pinning() =
-      CpuPinningOf(vmi.spec().domain().cpu(), std::vector<int>(held.begin(), held.end()));
+      CpuPinningOf(vmi.spec().domain().cpu(), std::vector<int>(held.begin(), held.end()),
+                   config_.numa_nodes);
   return options;
 }
 

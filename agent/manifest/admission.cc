@@ -41,6 +41,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/base/host_cpus.h"
 #include "agent/base/uuid.h"
 #include "agent/manifest/backend_storage.h"
 #include "agent/manifest/owner_refs.h"
@@ -772,6 +773,51 @@ void CheckCpu(const kvnode::v1::CPU& cpu, const FieldPath& path, AdmissionReview
   if (cpu.isolate_emulator_thread() && !cpu.dedicated_cpu_placement()) {
     review->errors.Add(path.Child("isolateEmulatorThread"),
                        "may only be set together with dedicatedCpuPlacement");
+  }
+}
+
+// numa.guestMappingPassthrough and realtime, with KubeVirt's rules and messages
+// (vmi-create-admitter.go validateNUMA, validateRealtime; liveupdate/memory
+// ValidateLiveUpdateMemory for maxGuest).
+void CheckNumaAndRealtime(const DomainSpec& domain, const FieldPath& domain_path,
+                          AdmissionReview* review) {
+  const kvnode::v1::CPU& cpu = domain.cpu();
+  const FieldPath cpu_path = domain_path.Child("cpu");
+  const FieldPath dedicated = cpu_path.Child("dedicatedCpuPlacement");
+  const FieldPath passthrough = cpu_path.Child("numa").Child("guestMappingPassthrough");
+  const FieldPath realtime = cpu_path.Child("realtime");
+  const bool has_passthrough = cpu.numa().has_guest_mapping_passthrough();
+  if (has_passthrough) {
+    if (!cpu.dedicated_cpu_placement()) {
+      review->errors.Add(passthrough,
+                         absl::StrCat(dedicated.str(), " must be set to true when NUMA topology "
+                                      "strategy is set in ", passthrough.str()));
+    }
+    if (domain.memory().hugepages().page_size().empty()) {
+      review->errors.Add(passthrough, absl::StrCat(domain_path.Child("memory").Child("hugepages").str(),
+                                                   " must be requested when NUMA topology strategy "
+                                                   "is set in ", passthrough.str()));
+    }
+  }
+  if (cpu.has_realtime()) {
+    if (!cpu.dedicated_cpu_placement()) {
+      review->errors.Add(dedicated, absl::StrCat(dedicated.str(), " must be set to true when ",
+                                                 realtime.str(), " is used"));
+    }
+    if (!has_passthrough) {
+      review->errors.Add(passthrough, absl::StrCat(passthrough.str(), " must be defined when ",
+                                                   realtime.str(), " is used"));
+    }
+    absl::StatusOr<std::vector<int>> vcpus = VcpusInMask(cpu.realtime().mask(), 1);
+    if (!vcpus.ok()) review->errors.Add(realtime.Child("mask"), std::string(vcpus.status().message()));
+  }
+  const auto& memory = domain.memory();
+  if (!memory.max_guest().empty() && memory.max_guest() != memory.guest() &&
+      (cpu.has_realtime() || has_passthrough)) {
+    review->errors.Add(domain_path.Child("memory").Child("maxGuest"),
+                       cpu.has_realtime()
+                           ? "Memory hotplug is not compatible with realtime VMs"
+                           : "Memory hotplug is not compatible with guest mapping passthrough");
   }
 }
 
@@ -2022,6 +2068,7 @@ void AdmitVmiSpec(const VirtualMachineInstanceSpec& spec, const FieldPath& path,
   ResourceValues resources = CheckResources(domain, domain_path.Child("resources"), review);
   CheckMemory(domain, domain_path, resources, node, review);
   CheckCpu(domain.cpu(), domain_path.Child("cpu"), review);
+  CheckNumaAndRealtime(domain, domain_path, review);
   CheckCpuRequest(domain, domain_path, resources, node, review);
   CheckMachineAndClock(domain, domain_path, review);
   CheckFirmware(domain, domain_path, review);

@@ -787,6 +787,41 @@ TEST(AdmissionCpuTest, DedicatedVcpusEachNeedACpu) {
                           "dedicatedCpuPlacement"));
 }
 
+// KubeVirt's validateNUMA and validateRealtime, word for word, and a mask that does not parse.
+TEST(AdmissionCpuTest, NumaPassthroughAndRealtimeNeedDedicatedCpusAndHugepages) {
+  auto vmi = BaseVmi();
+  auto* cpu = Domain(&vmi)->mutable_cpu();
+  cpu->mutable_numa()->mutable_guest_mapping_passthrough();
+  cpu->mutable_realtime()->set_mask("0-1,x");
+  EXPECT_THAT(
+      Errors(vmi),
+      ::testing::UnorderedElementsAre(
+          "spec.domain.cpu.numa.guestMappingPassthrough: spec.domain.cpu.dedicatedCpuPlacement "
+          "must be set to true when NUMA topology strategy is set in "
+          "spec.domain.cpu.numa.guestMappingPassthrough",
+          "spec.domain.cpu.numa.guestMappingPassthrough: spec.domain.memory.hugepages must be "
+          "requested when NUMA topology strategy is set in "
+          "spec.domain.cpu.numa.guestMappingPassthrough",
+          "spec.domain.cpu.dedicatedCpuPlacement: spec.domain.cpu.dedicatedCpuPlacement must be "
+          "set to true when spec.domain.cpu.realtime is used",
+          "spec.domain.cpu.realtime.mask: invalid mask value \"x\" in \"0-1,x\" (as in "
+          "\"0-3,^1\")"));
+  cpu->set_dedicated_cpu_placement(true);
+  cpu->mutable_realtime()->clear_mask();
+  Domain(&vmi)->mutable_memory()->mutable_hugepages()->set_page_size("2Mi");
+  EXPECT_THAT(Errors(vmi), IsEmpty());
+  // Memory hotplug is not for them (KubeVirt's ValidateLiveUpdateMemory).
+  Domain(&vmi)->mutable_memory()->set_max_guest("2Gi");
+  EXPECT_THAT(Errors(vmi), ElementsAre("spec.domain.memory.maxGuest: Memory hotplug is not "
+                                       "compatible with realtime VMs"));
+  Domain(&vmi)->mutable_memory()->clear_max_guest();
+  cpu->clear_numa();
+  EXPECT_THAT(Errors(vmi),
+              ElementsAre("spec.domain.cpu.numa.guestMappingPassthrough: "
+                          "spec.domain.cpu.numa.guestMappingPassthrough must be defined when "
+                          "spec.domain.cpu.realtime is used"));
+}
+
 TEST(AdmissionCpuTest, AtMost512Vcpus) {
   auto vmi = BaseVmi();
   Domain(&vmi)->mutable_cpu()->set_sockets(600);

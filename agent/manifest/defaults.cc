@@ -134,6 +134,10 @@ void DefaultMaxSockets(int max_hotplug_ratio, VirtualMachineInstanceSpec* spec) 
 
 std::string MemoryHotplugProblem(const VirtualMachineInstanceSpec& spec, int64_t max_guest_bytes) {
   const auto& memory = spec.domain().memory();
+  if (spec.domain().cpu().has_realtime()) return "Memory hotplug is not compatible with realtime VMs";
+  if (spec.domain().cpu().numa().has_guest_mapping_passthrough()) {
+    return "Memory hotplug is not compatible with guest mapping passthrough";
+  }
   const int64_t block = MemoryHotplugBlockBytes(memory);
   absl::StatusOr<Quantity> guest = Quantity::Parse(memory.guest());
   if (memory.guest().empty() || !guest.ok()) {

@@ -93,6 +93,10 @@ void ApplyCpu(const VirtualMachineInstancetypeSpec& it, const VirtualMachinePref
   if (cpu->isolate_emulator_thread() && it.cpu().has_isolate_emulator_thread()) {
     AddConflict(cpu_path.Child("isolateEmulatorThread"), conflicts);
   }
+  if (cpu->has_numa() && it.cpu().has_numa()) AddConflict(cpu_path.Child("numa"), conflicts);
+  if (cpu->has_realtime() && it.cpu().has_realtime()) {
+    AddConflict(cpu_path.Child("realtime"), conflicts);
+  }
   if (conflicts->size() > before) return;
   if (it.cpu().has_model()) cpu->set_model(it.cpu().model());
   if (it.cpu().has_dedicated_cpu_placement()) {
@@ -101,6 +105,8 @@ void ApplyCpu(const VirtualMachineInstancetypeSpec& it, const VirtualMachinePref
   if (it.cpu().has_isolate_emulator_thread()) {
     cpu->set_isolate_emulator_thread(it.cpu().isolate_emulator_thread());
   }
+  if (it.cpu().has_numa()) *cpu->mutable_numa() = it.cpu().numa();
+  if (it.cpu().has_realtime()) *cpu->mutable_realtime() = it.cpu().realtime();
   if (it.cpu().has_max_sockets()) cpu->set_max_sockets(it.cpu().max_sockets());
   ApplyGuestTopology(it.cpu().guest(), pref, cpu);
 }

@@ -342,8 +342,6 @@ const char* UnsupportedKubeVirtField(const Descriptor* d, absl::string_view key)
       {"Firmware", "kernelBoot", "booting a kernel from a container image is not supported on "
                                  "this node"},
       {"DomainSpec", "launchSecurity", "confidential guests (SEV) are not supported on this node"},
-      {"CPU", "numa", "guest NUMA topology is not supported on this node yet"},
-      {"CPU", "realtime", "realtime vCPUs are not supported on this node"},
       {"VirtualMachineInstanceSpec", "resourceClaims",
        "dynamic resource allocation (DRA) is not supported on this node"},
       {"Volume", "sysprep", "sysprep volumes are not supported on this node"},

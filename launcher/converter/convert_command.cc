@@ -3,7 +3,6 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <numeric>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -226,12 +225,8 @@ int RunConvertCommand(int argc, char** argv, std::ostream& out, std::ostream& er
     }
     auto options = BuildDomainOptions(c.vmi, node, flags.virt_type,
                                       ClaimLayout{BlockClaimNames(claims, meta->namespace_()), {}, {}});
-    // Dedicated CPUs are the node's CPU manager's to give at the start: the preview pins them
-    // as a node with --reserved-cpus 0 and no other dedicated VMI would (CPU 1, 2, ...).
-    const kvnode::v1::CPU& cpu = c.vmi.spec().domain().cpu();
-    std::vector<int> held(DedicatedCpuCount(cpu));
-    std::iota(held.begin(), held.end(), 1);
-    *options.mutable_cpu_pinning() = CpuPinningOf(cpu, held);
+    // Dedicated CPUs are the node's CPU manager's to give at the start: the preview's.
+    *options.mutable_cpu_pinning() = PreviewCpuPinning(c.vmi.spec().domain().cpu());
     auto xml = ConvertToDomainXml(c.vmi, options);
     if (!xml.ok()) {
       std::string message(xml.status().message());

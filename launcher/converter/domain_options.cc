@@ -1,5 +1,7 @@
 #include "launcher/converter/domain_options.h"
 
+#include <numeric>
+
 #include <cctype>
 #include <cstdio>
 
@@ -154,14 +156,36 @@ std::set<std::string> BlockClaimNames(
   return names;
 }
 
-kvnode::v1::CpuPinning CpuPinningOf(const kvnode::v1::CPU& cpu, const std::vector<int>& held) {
+kvnode::v1::CpuPinning CpuPinningOf(const kvnode::v1::CPU& cpu, const std::vector<int>& held,
+                                    const std::vector<NumaNode>& numa_nodes) {
   kvnode::v1::CpuPinning pinning;
   const int64_t count = DedicatedCpuCount(cpu);
   if (!cpu.dedicated_cpu_placement() || static_cast<int64_t>(held.size()) != count) return pinning;
   const int64_t vcpus = count - (cpu.isolate_emulator_thread() ? 1 : 0);
   pinning.mutable_vcpus()->Add(held.begin(), held.begin() + vcpus);
   pinning.mutable_emulator()->Add(held.begin() + vcpus, held.end());
+  if (!cpu.numa().has_guest_mapping_passthrough()) return pinning;
+  for (const NumaNode& node : numa_nodes) {
+    kvnode::v1::HostNumaNode* out = pinning.add_host_numa_nodes();
+    out->set_id(node.id);
+    out->mutable_cpus()->Add(node.cpus.begin(), node.cpus.end());
+    for (const auto& [other, value] : node.distances) {
+      kvnode::v1::NumaDistance* d = out->add_distances();
+      d->set_node(other);
+      d->set_value(value);
+    }
+  }
   return pinning;
+}
+
+kvnode::v1::CpuPinning PreviewCpuPinning(const kvnode::v1::CPU& cpu) {
+  std::vector<int> held(DedicatedCpuCount(cpu));
+  std::iota(held.begin(), held.end(), 1);
+  NumaNode node0;
+  node0.cpus.resize(held.size() + 1);
+  std::iota(node0.cpus.begin(), node0.cpus.end(), 0);
+  node0.distances = {{0, 10}};
+  return CpuPinningOf(cpu, held, {node0});
 }
 
 DomainOptions BuildDomainOptions(const VirtualMachineInstance& vmi, const NodePaths& node,

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "agent/base/host_cpus.h"
 #include "agent/base/state_layout.h"
 #include "kvnode/v1/kubevirt.pb.h"
 #include "kvnode/v1/launcher.pb.h"
@@ -73,8 +74,14 @@ inline bool FreePageReportingByDefault(absl::string_view virt_type, uint64_t qem
 
 // dedicatedCpuPlacement: the pinning of `cpu`'s vCPUs to `held` (the host CPUs the node's CPU
 // manager gave the VMI: vCPU i's at index i, then the emulator's with isolateEmulatorThread).
-// Empty when `held` is not one CPU per vCPU (plus the emulator's).
-kvnode::v1::CpuPinning CpuPinningOf(const kvnode::v1::CPU& cpu, const std::vector<int>& held);
+// Empty when `held` is not one CPU per vCPU (plus the emulator's). With
+// numa.guestMappingPassthrough the host's `numa_nodes` come along, for the guest's cells.
+kvnode::v1::CpuPinning CpuPinningOf(const kvnode::v1::CPU& cpu, const std::vector<int>& held,
+                                    const std::vector<NumaNode>& numa_nodes = {});
+
+// The pinning a preview shows (kvnode-launcher convert, the golden domains): as a node of one
+// NUMA node with --reserved-cpus 0 and no other dedicated VMI would give it (CPU 1, 2, ...).
+kvnode::v1::CpuPinning PreviewCpuPinning(const kvnode::v1::CPU& cpu);
 
 // The options for `vmi` (defaulted) on a node whose state dir is `node`, with virt type "kvm"
 // or "qemu". The VMI's metadata.uid names its state dir, so it must be set. `claims` is the

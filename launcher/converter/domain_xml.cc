@@ -11,6 +11,7 @@
 #include "agent/manifest/quantity.h"
 #include "launcher/converter/device_xml.h"
 #include "launcher/converter/disk_xml.h"
+#include "launcher/converter/numa_xml.h"
 #include "launcher/converter/unsupported.h"
 #include "launcher/converter/xml_builder.h"
 #include "launcher/converter/xml_text.h"
@@ -75,7 +76,9 @@ int64_t MaxGuestBytes(const ConvertContext& ctx) {
   return max->Value();
 }
 
-absl::Status AppendMemory(const ConvertContext& ctx, pugi::xml_node domain) {
+absl::Status AppendMemory(const ConvertContext& ctx,
+                          const std::vector<converter::GuestNumaCell>& cells,
+                          pugi::xml_node domain) {
   const auto& mem = ctx.domain().memory();
   const std::string path = "spec.domain.memory.guest";
   if (mem.guest().empty()) {
@@ -90,12 +93,27 @@ absl::Status AppendMemory(const ConvertContext& ctx, pugi::xml_node domain) {
   // NUMA cell AppendCpu defines.
   if (int64_t max = MaxGuestBytes(ctx); max > 0) {
     if (max < q->Value()) return Invalid("spec.domain.memory.maxGuest", "less than guest");
+    // KubeVirt's ValidateLiveUpdateMemory: the virtio-mem device needs a cell of its own.
+    if (ctx.domain().cpu().has_realtime()) {
+      return Invalid("spec.domain.memory.maxGuest", "Memory hotplug is not compatible with realtime VMs");
+    }
+    if (ctx.domain().cpu().numa().has_guest_mapping_passthrough()) {
+      return Invalid("spec.domain.memory.maxGuest",
+                     "Memory hotplug is not compatible with guest mapping passthrough");
+    }
     SetText(Attr(Child(domain, "maxMemory"), "unit", "b"), absl::StrCat(max));
   }
   if (!mem.hugepages().page_size().empty()) {
     const char* kib = mem.hugepages().page_size() == "1Gi" ? "1048576" : "2048";
-    pugi::xml_node page = Child(Child(Child(domain, "memoryBacking"), "hugepages"), "page");
-    Attr(Attr(page, "size", kib), "unit", "KiB");
+    pugi::xml_node backing = Child(domain, "memoryBacking");
+    if (!cells.empty()) {
+      converter::AppendCellHugepages(cells, kib, backing);
+    } else {
+      pugi::xml_node page = Child(Child(backing, "hugepages"), "page");
+      Attr(Attr(page, "size", kib), "unit", "KiB");
+    }
+    // Realtime guests keep their pages to themselves (KubeVirt's numaMapping).
+    if (ctx.domain().cpu().has_realtime()) Child(backing, "nosharepages");
   }
   return absl::OkStatus();
 }
@@ -277,9 +295,13 @@ void AppendHyperv(const kvnode::v1::Features& f, pugi::xml_node features) {
 
 absl::Status AppendFeatures(const ConvertContext& ctx, pugi::xml_node domain) {
   const auto& dom = ctx.domain();
+  const bool realtime = dom.cpu().has_realtime();
+  if (!dom.has_features() && !realtime) return absl::OkStatus();
+  pugi::xml_node features = Child(domain, "features");
+  // Realtime vCPUs run without a PMU (KubeVirt's realtime branch of FormatDomainCPUTune).
+  if (realtime) Attr(Child(features, "pmu"), "state", "off");
   if (!dom.has_features()) return absl::OkStatus();
   const auto& f = dom.features();
-  pugi::xml_node features = Child(domain, "features");
   bool acpi = !f.has_acpi() || !f.acpi().has_enabled() || f.acpi().enabled();
   if (acpi) {
     Child(features, "acpi");
@@ -314,7 +336,8 @@ absl::Status AppendFeatures(const ConvertContext& ctx, pugi::xml_node domain) {
 // host-passthrough cannot start under TCG ("CPU mode 'host-passthrough' for x86_64 qemu domain
 // ... is not supported by hypervisor"), so there it becomes "maximum": every feature QEMU can
 // emulate, the closest TCG equivalent.
-void AppendCpu(const ConvertContext& ctx, pugi::xml_node domain) {
+void AppendCpu(const ConvertContext& ctx, const std::vector<converter::GuestNumaCell>& cells,
+               pugi::xml_node domain) {
   const auto& cpu = ctx.domain().cpu();
   pugi::xml_node node = Child(domain, "cpu");
   const std::string& model = cpu.model();
@@ -340,6 +363,10 @@ void AppendCpu(const ConvertContext& ctx, pugi::xml_node domain) {
   // KubeVirt disables MPX on named models: newer hosts lack it and it is deprecated.
   if (named && !mpx_listed) {
     Attr(Attr(Child(node, "feature"), "policy", "disable"), "name", "mpx");
+  }
+  if (!cells.empty()) {
+    converter::AppendGuestNumaCells(cells, node);
+    return;
   }
   // A virtio-mem device plugs into a NUMA node: one cell holds every vCPU and the boot memory
   // (libvirt adds the same cell itself when <maxMemory> comes without one).
@@ -432,14 +459,16 @@ absl::Status BuildDomain(const ConvertContext& ctx, pugi::xml_node domain) {
     TextChild(domain, "uuid", ctx.domain().firmware().uuid());
   }
   AppendMetadata(ctx, domain);
-  RETURN_IF_ERROR(AppendMemory(ctx, domain));
+  ASSIGN_OR_RETURN(std::vector<converter::GuestNumaCell> numa_cells, converter::PlanGuestNuma(ctx));
+  RETURN_IF_ERROR(AppendMemory(ctx, numa_cells, domain));
   RETURN_IF_ERROR(AppendVcpu(ctx, domain));
   ASSIGN_OR_RETURN(converter::IoThreadPlan iothreads, converter::PlanIoThreads(ctx));
   if (iothreads.count > 0) TextChild(domain, "iothreads", absl::StrCat(iothreads.count));
   AppendSysinfo(ctx, domain);
   RETURN_IF_ERROR(AppendOs(ctx, domain));
   RETURN_IF_ERROR(AppendFeatures(ctx, domain));
-  AppendCpu(ctx, domain);
+  AppendCpu(ctx, numa_cells, domain);
+  if (!numa_cells.empty()) converter::AppendNumaTune(numa_cells, domain);
   RETURN_IF_ERROR(AppendClock(ctx, domain));
   TextChild(domain, "on_poweroff", "destroy");
   TextChild(domain, "on_reboot", "restart");

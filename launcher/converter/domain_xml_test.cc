@@ -444,6 +444,67 @@ TEST(ConvertTest, DedicatedCpusPinEachVcpuAndTheEmulator) {
   EXPECT_FALSE(Convert(vmi, Options(vmi)).select_node("/domain/cputune"));
 }
 
+// KubeVirt's numaMapping: one guest cell per host node the vCPUs are pinned on, renumbered from
+// 0, with the host's distances between them, memory in whole pages (the pages left over to the
+// first cells), bound strictly to its node and backed by that node's hugepages.
+TEST(ConvertTest, NumaPassthroughMirrorsTheHostNodesOfTheDedicatedCpus) {
+  VirtualMachineInstance vmi = SmallVmi(
+      "    cpu: {cores: 3, dedicatedCpuPlacement: true, numa: {guestMappingPassthrough: {}}}\n"
+      "    memory: {guest: 10Mi, hugepages: {pageSize: 2Mi}}\n");
+  std::vector<NumaNode> host(3);
+  host[0] = {0, {0, 1}, {{0, 10}, {1, 20}, {2, 30}}};
+  host[1] = {1, {2, 3}, {{0, 20}, {1, 10}, {2, 21}}};
+  host[2] = {2, {4, 5}, {{0, 30}, {1, 21}, {2, 10}}};
+  DomainOptions options = Options(vmi);
+  // vCPU 0 and 2 on host node 2, vCPU 1 on host node 0; node 1 is not involved.
+  *options.mutable_cpu_pinning() = CpuPinningOf(vmi.spec().domain().cpu(), {4, 1, 5}, host);
+  auto doc = Convert(vmi, options);
+  EXPECT_EQ(Xpath(doc, "/domain/cpu/numa/cell[@id='0']/@cpus"), "1");
+  EXPECT_EQ(Xpath(doc, "/domain/cpu/numa/cell[@id='1']/@cpus"), "0,2");
+  // 5 pages of 2Mi in two cells: 2 each, the one left over to cell 0.
+  EXPECT_EQ(Xpath(doc, "/domain/cpu/numa/cell[@id='0']/@memory"), absl::StrCat(6 << 20));
+  EXPECT_EQ(Xpath(doc, "/domain/cpu/numa/cell[@id='1']/@memory"), absl::StrCat(4 << 20));
+  EXPECT_EQ(Xpath(doc, "/domain/cpu/numa/cell[@id='1']/distances/sibling[@id='0']/@value"), "30");
+  EXPECT_EQ(Xpath(doc, "/domain/cpu/numa/cell[@id='1']/distances/sibling[@id='1']/@value"), "10");
+  EXPECT_FALSE(doc.select_node("/domain/cpu/numa/cell[@id='2']"));
+  EXPECT_EQ(Xpath(doc, "/domain/numatune/memory/@mode"), "strict");
+  EXPECT_EQ(Xpath(doc, "/domain/numatune/memory/@nodeset"), "0,2");
+  EXPECT_EQ(Xpath(doc, "/domain/numatune/memnode[@cellid='1']/@nodeset"), "2");
+  EXPECT_EQ(Xpath(doc, "/domain/memoryBacking/hugepages/page[@nodeset='1']/@size"), "2048");
+  EXPECT_EQ(Xpath(doc, "/domain/memoryBacking/allocation/@mode"), "immediate");
+  EXPECT_FALSE(doc.select_node("/domain/features/pmu"));
+  EXPECT_FALSE(doc.select_node("/domain/memoryBacking/nosharepages"));
+
+  // Realtime: no PMU, pages not shared.
+  vmi.mutable_spec()->mutable_domain()->mutable_cpu()->mutable_realtime();
+  doc = Convert(vmi, options);
+  EXPECT_EQ(Xpath(doc, "/domain/features/pmu/@state"), "off");
+  EXPECT_EQ(doc.select_nodes("/domain/features").size(), 1u);
+  EXPECT_TRUE(doc.select_node("/domain/memoryBacking/nosharepages"));
+
+  // Memory that one page per cell cannot hold, or that is no whole number of pages.
+  vmi.mutable_spec()->mutable_domain()->mutable_memory()->set_guest("2Mi");
+  EXPECT_THAT(ConvertError(vmi, options).message(), HasSubstr("not enough memory for one 2Mi page"));
+  vmi.mutable_spec()->mutable_domain()->mutable_memory()->set_guest("5Mi");
+  EXPECT_THAT(ConvertError(vmi, options).message(),
+              HasSubstr("5Mi is not a multiple of the page size 2Mi"));
+  // Memory hotplug needs a cell of its own (KubeVirt's ValidateLiveUpdateMemory).
+  vmi.mutable_spec()->mutable_domain()->mutable_memory()->set_guest("10Mi");
+  vmi.mutable_spec()->mutable_domain()->mutable_memory()->set_max_guest("20Mi");
+  EXPECT_EQ(ConvertError(vmi, options).message(),
+            "spec.domain.memory.maxGuest: Memory hotplug is not compatible with realtime VMs");
+  // A host CPU the node's topology does not list, and a node that reports no NUMA nodes (the
+  // guest then has no cells, as in KubeVirt).
+  vmi.mutable_spec()->mutable_domain()->mutable_memory()->clear_max_guest();
+  *options.mutable_cpu_pinning() = CpuPinningOf(vmi.spec().domain().cpu(), {4, 1, 9}, host);
+  EXPECT_THAT(ConvertError(vmi, options).message(),
+              HasSubstr("vCPU 2's host CPU 9 is on no NUMA node of the host"));
+  *options.mutable_cpu_pinning() = CpuPinningOf(vmi.spec().domain().cpu(), {4, 1, 5}, {});
+  doc = Convert(vmi, options);
+  EXPECT_FALSE(doc.select_node("/domain/cpu/numa"));
+  EXPECT_FALSE(doc.select_node("/domain/numatune"));
+}
+
 TEST(ConvertTest, MaxSocketsAndMaxGuestLeaveRoomForHotplug) {
   auto doc = Convert("    cpu: {sockets: 1, maxSockets: 3}\n"
                      "    memory: {guest: 1Gi, maxGuest: 3Gi}\n");

@@ -88,10 +88,11 @@ absl::StatusOr<std::string> ConvertGolden(absl::string_view yaml, absl::string_v
     return absl::InvalidArgumentError(absl::StrCat(source, ": not a VM or VMI: ", obj.kind));
   }
   if (vmi.metadata().uid().empty()) vmi.mutable_metadata()->set_uid(kPlaceholderVmiUid);
-  return ConvertToDomainXml(
-      vmi, BuildDomainOptions(vmi, NodePaths(kGoldenStateDir), virt_type,
-                              ClaimLayout{BlockClaimNames(claims, vmi.metadata().namespace_()),
-                                          {}, {}}));
+  kvnode::v1::DomainOptions options = BuildDomainOptions(
+      vmi, NodePaths(kGoldenStateDir), virt_type,
+      ClaimLayout{BlockClaimNames(claims, vmi.metadata().namespace_()), {}, {}});
+  *options.mutable_cpu_pinning() = PreviewCpuPinning(vmi.spec().domain().cpu());
+  return ConvertToDomainXml(vmi, options);
 }
 
 }  // namespace kvnode
