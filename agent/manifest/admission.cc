@@ -810,6 +810,13 @@ void CheckNumaAndRealtime(const DomainSpec& domain, const FieldPath& domain_path
     }
     absl::StatusOr<std::vector<int>> vcpus = VcpusInMask(cpu.realtime().mask(), 1);
     if (!vcpus.ok()) review->errors.Add(realtime.Child("mask"), std::string(vcpus.status().message()));
+    if (cpu.dedicated_cpu_placement() && !cpu.isolate_emulator_thread()) {
+      review->warnings.push_back(absl::StrCat(
+          realtime.str(), ": without isolateEmulatorThread QEMU's emulator threads share the "
+          "realtime vCPUs' CPUs and run only when those let them (a vCPU that spins, as under "
+          "TCG or in a guest polling its devices, starves them); isolateEmulatorThread gives "
+          "them a CPU of their own"));
+    }
   }
   const auto& memory = domain.memory();
   if (!memory.max_guest().empty() && memory.max_guest() != memory.guest() &&

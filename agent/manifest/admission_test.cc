@@ -810,6 +810,10 @@ TEST(AdmissionCpuTest, NumaPassthroughAndRealtimeNeedDedicatedCpusAndHugepages) 
   cpu->mutable_realtime()->clear_mask();
   Domain(&vmi)->mutable_memory()->mutable_hugepages()->set_page_size("2Mi");
   EXPECT_THAT(Errors(vmi), IsEmpty());
+  AdmissionReview review = Admit(vmi);
+  ASSERT_EQ(review.warnings.size(), 1u);
+  EXPECT_THAT(review.warnings[0],
+              ::testing::StartsWith("spec.domain.cpu.realtime: without isolateEmulatorThread"));
   // Memory hotplug is not for them (KubeVirt's ValidateLiveUpdateMemory).
   Domain(&vmi)->mutable_memory()->set_max_guest("2Gi");
   EXPECT_THAT(Errors(vmi), ElementsAre("spec.domain.memory.maxGuest: Memory hotplug is not "
