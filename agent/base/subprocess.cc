@@ -81,10 +81,10 @@ size_t FormatPid(pid_t pid, char* buf) {
     size_t n = FormatPid(getpid(), buf);
     if (write(o.cgroup_procs_fd, buf, n) < 0) ChildFail(report_fd, kStepCgroup);
   }
-  if (o.cpuset_procs_fd >= 0) {
+  for (int fd : o.more_cgroup_procs_fds) {
     char buf[16];
     size_t n = FormatPid(getpid(), buf);
-    if (write(o.cpuset_procs_fd, buf, n) < 0) ChildFail(report_fd, kStepCgroup);
+    if (write(fd, buf, n) < 0) ChildFail(report_fd, kStepCgroup);
   }
   if (o.netns_fd >= 0 && setns(o.netns_fd, CLONE_NEWNET) < 0) ChildFail(report_fd, kStepNetns);
   int in = o.stdin_fd >= 0 ? o.stdin_fd : devnull;

@@ -28,7 +28,9 @@ struct SpawnOptions {
   bool new_session = false;       // setsid(): detached from the caller's lifetime
   int pdeath_signal = 0;          // PR_SET_PDEATHSIG in the child, 0 for none
   int cgroup_procs_fd = -1;       // an open cgroup.procs to join before exec, -1 for none
-  int cpuset_procs_fd = -1;       // and one of a second hierarchy (a cgroup v1 cpuset)
+  // Open cgroup.procs files of other hierarchies to join too (cgroup v1's cpuset, cpu, memory on
+  // a hybrid machine); the caller keeps them open until Spawn returns.
+  std::vector<int> more_cgroup_procs_fds;
   int netns_fd = -1;              // an open network namespace to enter (setns) before exec
   // Switch identity when uid >= 0 (the caller must be root).
   int uid = -1;

@@ -366,6 +366,13 @@ int Serve(Handler* h, const sigset_t& mask) {
                    FormatCpuList(c.limits.dedicated_cpus), cgroups->DescribeCpusets());
     }
   }
+  // Every VMI's cgroup gets the CPU weight, quota and memory limit the kubelet would give its
+  // launcher pod.
+  if (absl::Status s = cgroups->UseResourceLimits(); !s.ok()) {
+    spdlog::warn("VMI cgroups get no CPU weight or memory limit: {}", s.ToString());
+  } else {
+    spdlog::info("VMI cgroup limits in {}", cgroups->DescribeResourceLimits());
+  }
   auto store = Store::Open(paths.database());
   if (!store.ok()) return Fail(store.status());
   h->store = std::move(*store);

@@ -564,6 +564,7 @@ LauncherSpec VmiController::LauncherSpecFor(const VirtualMachineInstance& vmi) c
   spec.vmi_name = vmi.metadata().name();
   spec.json_logs = config_.json_logs;
   spec.cpus = LauncherCpus(vmi);
+  if (cgroups_.has_resource_limits()) spec.limits = CgroupLimitsOf(vmi.spec(), config_.limits);
   return spec;
 }
 

@@ -9,6 +9,7 @@
 // hotplugCPU and hotplugMemory); kvnode holds the node's resources for the VMI itself and
 // changes the domain in place.
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/failpoint.h"
@@ -173,6 +174,7 @@ absl::Status VmiController::UpdateMemory(const ObjectRef& ref, const std::string
 }
 
 void VmiController::SyncLiveUpdate(const std::string& uid) {
+  std::optional<CgroupLimits> limits;
   {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
@@ -181,10 +183,19 @@ void VmiController::SyncLiveUpdate(const std::string& uid) {
          !HasCondition(it->second->vmi, kHotMemoryChangeCondition))) {
       return;
     }
+    if (cgroups_.has_resource_limits()) {
+      limits = CgroupLimitsOf(it->second->vmi.spec(), config_.limits);
+    }
   }
-  // The launcher brings the running domain to the VMI as it is now, then the live domain says
-  // what it has.
-  grpc::Status synced = SyncLauncher(uid);
+  // The cgroup grows first (its memory limit before the guest gets the memory; a lower one
+  // waits until the guest let go), then the launcher brings the running domain to the VMI as
+  // it is now, and the live domain says what it has.
+  absl::Status grown = limits.has_value()
+                           ? cgroups_.SetLimits(uid, *limits, /*raise_only=*/true)
+                           : absl::OkStatus();
+  grpc::Status synced = grown.ok() ? SyncLauncher(uid)
+                                   : grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                                  "its cgroup: " + std::string(grown.message()));
   kvnode::v1::DomainStatus domain;
   grpc::Status fetched = FetchDomain(uid, &domain, /*include_xml=*/true);
   pugi::xml_document xml;
@@ -250,6 +261,14 @@ void VmiController::SyncLiveUpdate(const std::string& uid) {
   if (changed) PersistOrRetryLocked(r, "MODIFIED");
   if (!pending) {
     r->live_update_attempts = 0;
+    // Done: the cgroup has the VMI's limits exactly (lower ones only now).
+    if (limits.has_value()) {
+      if (absl::Status s = cgroups_.SetLimits(uid, CgroupLimitsOf(r->vmi.spec(), config_.limits),
+                                              /*raise_only=*/false);
+          !s.ok()) {
+        spdlog::warn("VMI {}: cgroup limits after the live update: {}", uid, s.ToString());
+      }
+    }
     return;
   }
   // The guest takes plugged memory block by block within milliseconds: look again soon, then

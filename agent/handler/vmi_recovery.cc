@@ -61,6 +61,15 @@ absl::Status VmiController::Recover() {
         Count(kLaunchersReadopted);
         spdlog::info("re-adopted launcher {} of VMI {}/{} ({})", launcher.pid(), o.ns, o.name,
                      uid);
+        // A handler that ran without limits, or died in a live update before it raised them:
+        // the cgroup gets at least the VMI's (a lower one waits for the live update's end).
+        if (cgroups_.has_resource_limits()) {
+          if (absl::Status s = cgroups_.SetLimits(
+                  uid, CgroupLimitsOf(rec->vmi.spec(), config_.limits), /*raise_only=*/true);
+              !s.ok()) {
+            spdlog::warn("VMI {}: cgroup limits: {}", uid, s.ToString());
+          }
+        }
       }
     }
     const std::string& p = rec->vmi.status().phase();

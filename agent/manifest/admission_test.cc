@@ -717,6 +717,29 @@ TEST(AdmissionRequestTest, RequestsAsTheLauncherPodWouldMakeThem) {
 
 // A guest backed by hugepages requests them (its guest memory, never overcommitted) and only the
 // overhead as memory; the node has only the pages it reserved.
+// The kubelet's limits for the launcher pod: shares from the CPU request, a quota only with
+// limits.cpu, a memory limit only with limits.memory (plus the overhead).
+TEST(AdmissionRequestTest, CgroupLimitsAreThoseOfTheLauncherPod) {
+  auto vmi = BaseVmi();
+  ApplyVmiDefaults(&vmi);
+  NodeLimits node = Node();
+  node.vmi_memory_overhead_bytes = 64 << 20;
+  CgroupLimits limits = CgroupLimitsOf(vmi.spec(), node);
+  EXPECT_EQ(limits.cpu_shares, 102);  // 1 vCPU / 10: 100m
+  EXPECT_EQ(limits.cpu_quota_milli, 0);
+  EXPECT_EQ(limits.memory_max_bytes, 0);
+  auto* resources = Domain(&vmi)->mutable_resources();
+  (*resources->mutable_requests())["cpu"] = "1500m";
+  (*resources->mutable_limits())["cpu"] = "2";
+  (*resources->mutable_limits())["memory"] = "2Gi";
+  limits = CgroupLimitsOf(vmi.spec(), node);
+  EXPECT_EQ(limits.cpu_shares, 1536);
+  EXPECT_EQ(limits.cpu_quota_milli, 2000);
+  EXPECT_EQ(limits.memory_max_bytes, (int64_t{2} << 30) + (64 << 20));
+  (*resources->mutable_requests())["cpu"] = "1m";  // never below the kernel's minimum
+  EXPECT_EQ(CgroupLimitsOf(vmi.spec(), node).cpu_shares, 2);
+}
+
 TEST(AdmissionRequestTest, HugepagesAreRequestedAsPagesOfTheirSize) {
   auto vmi = BaseVmi();
   NodeLimits node = Node();

@@ -69,16 +69,41 @@ ResourceRequest RequestOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
     int percent = std::max(node.memory_overcommit_percent, 1);
     r.memory_bytes = static_cast<int64_t>(static_cast<__int128>(guest->Value()) * 100 / percent);
   }
-  r.memory_bytes += node.vmi_memory_overhead_bytes;
+  r.memory_bytes += MemoryOverheadOf(spec, node);
+  return r;
+}
+
+int64_t MemoryOverheadOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
+                         const NodeLimits& node) {
+  int64_t overhead = node.vmi_memory_overhead_bytes;
   // KubeVirt's overhead for the swtpm a TPM runs (pkg/hypervisor/kvm/hypervisorbackend.go).
-  if (HasTpm(spec)) r.memory_bytes += kTpmMemoryOverheadBytes;
-  for (const auto& iface : domain.devices().interfaces()) {
+  if (HasTpm(spec)) overhead += kTpmMemoryOverheadBytes;
+  for (const auto& iface : spec.domain().devices().interfaces()) {
     if (iface.has_passt_binding()) {
-      r.memory_bytes += kPasstMemoryOverheadBytes;
+      overhead += kPasstMemoryOverheadBytes;
       break;
     }
   }
-  return r;
+  return overhead;
+}
+
+CgroupLimits CgroupLimitsOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
+                            const NodeLimits& node) {
+  CgroupLimits limits;
+  // Kubernetes' MilliCPUToShares.
+  limits.cpu_shares = std::max<int64_t>(2, RequestOf(spec, node).cpu_milli * 1024 / 1000);
+  const auto& set = spec.domain().resources().limits();
+  if (auto it = set.find("cpu"); it != set.end()) {
+    if (auto q = Quantity::Parse(it->second); q.ok() && q->MilliValue() > 0) {
+      limits.cpu_quota_milli = q->MilliValue();
+    }
+  }
+  if (auto it = set.find("memory"); it != set.end()) {
+    if (auto q = Quantity::Parse(it->second); q.ok() && q->Value() > 0) {
+      limits.memory_max_bytes = q->Value() + MemoryOverheadOf(spec, node);
+    }
+  }
+  return limits;
 }
 
 std::string InsufficientResources(const ResourceRequest& held, const ResourceRequest& want,

@@ -83,6 +83,28 @@ struct ResourceRequest {
 ResourceRequest RequestOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
                           const NodeLimits& node);
 
+// What a VMI costs its node besides its guest's memory: the node's per-VMI overhead, and
+// KubeVirt's extras for a TPM's swtpm and for passt.
+int64_t MemoryOverheadOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
+                         const NodeLimits& node);
+
+// The limits a VMI's cgroup gets, as the kubelet gives KubeVirt's launcher pod's: a CPU weight
+// from its CPU request (cpu.shares = milliCPU × 1024 / 1000, at least 2; cgroup v2 converts it
+// to cpu.weight), a CFS quota only with resources.limits.cpu, and a memory limit only with
+// resources.limits.memory, of that limit plus the overhead (KubeVirt adds its overhead to the
+// pod's limit as to its request). 0: no limit.
+struct CgroupLimits {
+  int64_t cpu_shares = 0;
+  int64_t cpu_quota_milli = 0;
+  int64_t memory_max_bytes = 0;
+  bool operator==(const CgroupLimits& o) const {
+    return cpu_shares == o.cpu_shares && cpu_quota_milli == o.cpu_quota_milli &&
+           memory_max_bytes == o.memory_max_bytes;
+  }
+};
+CgroupLimits CgroupLimitsOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
+                            const NodeLimits& node);
+
 // Kubernetes' scheduler message when `want` does not fit the node beside what `held` already
 // takes: "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory."; empty when it
 // fits (or the node's size is unknown).

@@ -12,6 +12,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/base/host_cpus.h"
 #include "agent/base/status_macros.h"
@@ -90,11 +93,16 @@ bool CgroupTree::Populated(const std::string& vmi_uid) const {
 absl::Status CgroupTree::KillAndRemove(const std::string& vmi_uid, absl::Duration timeout) const {
   std::string dir = PathFor(vmi_uid);
   absl::Time deadline = absl::Now() + timeout;
-  // A v1 cpuset holds the same processes: it empties with the cgroup and goes after it.
+  // v1 groups (cpuset, cpu, memory) hold the same processes: they empty with the cgroup and
+  // go after it.
   auto remove_v1_cpuset = [&] {
-    if (!cpuset_v1_) return;
-    std::string cpuset = cpuset_root_ + "/" + vmi_uid;
-    while (rmdir(cpuset.c_str()) < 0 && errno == EBUSY && absl::Now() < deadline) usleep(5000);
+    for (const auto& [root, v1] : {std::make_pair(cpuset_root_, cpuset_v1_),
+                                   std::make_pair(cpu_.root, cpu_.v1),
+                                   std::make_pair(memory_.root, memory_.v1)}) {
+      if (!v1) continue;
+      std::string group = root + "/" + vmi_uid;
+      while (rmdir(group.c_str()) < 0 && errno == EBUSY && absl::Now() < deadline) usleep(5000);
+    }
   };
   struct stat st;
   if (stat(dir.c_str(), &st) < 0) {
@@ -160,15 +168,30 @@ absl::Status WriteCgroupFile(const std::string& path, const std::string& value) 
   return absl::OkStatus();
 }
 
-// The mount point of the cgroup v1 hierarchy that has the cpuset controller, or "".
-std::string FindCpusetV1Mount() {
-  return FindMount([](const std::vector<std::string>& post) {
+// The mount point of the cgroup v1 hierarchy that has `controller`, or "".
+std::string FindV1Mount(const std::string& controller) {
+  return FindMount([&](const std::vector<std::string>& post) {
     if (post.size() < 3 || post[0] != "cgroup") return false;
     std::vector<std::string> super_options = absl::StrSplit(post[2], ',');
-    return std::find(super_options.begin(), super_options.end(), "cpuset") !=
+    return std::find(super_options.begin(), super_options.end(), controller) !=
            super_options.end();
   });
 }
+
+// Kubernetes' CpuSharesToCpuWeight (cgroup v1 shares 2..262144 onto v2 weights 1..10000).
+int64_t CpuWeight(int64_t shares) { return 1 + ((shares - 2) * 9999) / 262142; }
+int64_t CpuShares(int64_t weight) { return 2 + ((weight - 1) * 262142) / 9999; }
+
+constexpr int64_t kCfsPeriodUs = 100000;
+
+int64_t ReadInt(const std::string& path, int64_t fallback) {
+  int64_t value;
+  std::string text = ReadCgroupFile(path);
+  return absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &value) ? value : fallback;
+}
+
+// A limit where 0 means none, compared as "is `next` lower than `now`".
+bool Lowers(int64_t next, int64_t now) { return now == 0 ? next != 0 : next != 0 && next < now; }
 
 }  // namespace
 
@@ -181,7 +204,7 @@ absl::Status CgroupTree::UseCpusets() {
     cpuset_v1_ = false;
     return absl::OkStatus();
   }
-  std::string mount = FindCpusetV1Mount();
+  std::string mount = FindV1Mount("cpuset");
   if (mount.empty()) {
     return absl::NotFoundError(
         "no cpuset controller: " + root_ + "'s cgroup2 hierarchy does not offer it to kvnode, "
@@ -221,27 +244,138 @@ absl::Status CgroupTree::SetCpus(const std::string& vmi_uid, const std::vector<i
     }
   }
   RETURN_IF_ERROR(WriteCgroupFile(dir + "/cpuset.cpus", FormatCpuList(cpus)));
-  if (cpuset_v1_) {
-    // Processes of the VMI that are not in its v1 cpuset yet (started before it had one) join
-    // it; one that exited meanwhile is no error.
-    std::vector<std::string> in = absl::StrSplit(ReadCgroupFile(dir + "/cgroup.procs"), '\n');
-    for (int pid : Pids(vmi_uid)) {
-      if (std::find(in.begin(), in.end(), std::to_string(pid)) != in.end()) continue;
-      // A process that exited meanwhile (ESRCH) is no error; the caller's next call moves
-      // any other that failed.
-      (void)WriteCgroupFile(dir + "/cgroup.procs", std::to_string(pid));
-    }
+  if (!cpuset_v1_) return absl::OkStatus();
+  // Processes of the VMI that are not in its v1 cpuset yet (started before it had one) join it.
+  std::vector<int> fds;
+  RETURN_IF_ERROR(JoinV1(cpuset_root_, vmi_uid, procs_fd != nullptr ? &fds : nullptr).status());
+  if (procs_fd != nullptr && !fds.empty()) *procs_fd = fds.front();
+  return absl::OkStatus();
+}
+
+absl::Status CgroupTree::UseController(const char* name, Controller* c) {
+  std::vector<std::string> controllers =
+      absl::StrSplit(ReadCgroupFile(root_ + "/cgroup.controllers"), ' ');
+  if (std::find(controllers.begin(), controllers.end(), name) != controllers.end() &&
+      WriteCgroupFile(root_ + "/cgroup.subtree_control", std::string("+") + name).ok()) {
+    *c = Controller{root_, false};
+    return absl::OkStatus();
   }
-  if (cpuset_v1_ && procs_fd != nullptr) {
+  std::string mount = FindV1Mount(name);
+  if (mount.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "no ", name, " controller: ", root_, "'s cgroup2 hierarchy does not offer it to kvnode, "
+        "and no cgroup v1 ", name, " hierarchy is mounted"));
+  }
+  std::string dir = mount + "/" + root_.substr(root_.rfind('/') + 1);
+  if (mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("create ", name, " group ", dir));
+  }
+  *c = Controller{dir, true};
+  return absl::OkStatus();
+}
+
+absl::Status CgroupTree::UseResourceLimits() {
+  RETURN_IF_ERROR(UseController("cpu", &cpu_));
+  return UseController("memory", &memory_);
+}
+
+std::string CgroupTree::DescribeResourceLimits() const {
+  auto one = [](const Controller& c) {
+    return c.root.empty() ? std::string("none") : (c.v1 ? "cgroup v1 " : "cgroup v2 ") + c.root;
+  };
+  return absl::StrCat("cpu: ", one(cpu_), ", memory: ", one(memory_));
+}
+
+absl::StatusOr<std::string> CgroupTree::JoinV1(const std::string& root, const std::string& vmi_uid,
+                                              std::vector<int>* procs_fds) const {
+  const std::string dir = root + "/" + vmi_uid;
+  if (mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST) {
+    return absl::ErrnoToStatus(errno, "create cgroup " + dir);
+  }
+  std::vector<std::string> in = absl::StrSplit(ReadCgroupFile(dir + "/cgroup.procs"), '\n');
+  for (int pid : Pids(vmi_uid)) {
+    if (std::find(in.begin(), in.end(), std::to_string(pid)) != in.end()) continue;
+    // A process that exited meanwhile (ESRCH) is no error; the next call moves any other.
+    (void)WriteCgroupFile(dir + "/cgroup.procs", std::to_string(pid));
+  }
+  if (procs_fds != nullptr) {
     int fd = open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) return absl::ErrnoToStatus(errno, "open " + dir + "/cgroup.procs");
-    *procs_fd = fd;
+    procs_fds->push_back(fd);
+  }
+  return dir;
+}
+
+absl::Status CgroupTree::SetLimits(const std::string& vmi_uid, const CgroupLimits& limits,
+                                   bool raise_only, std::vector<int>* procs_fds) const {
+  if (!has_resource_limits()) return absl::FailedPreconditionError("no limits (UseResourceLimits)");
+  CgroupLimits now;
+  if (raise_only) {
+    ASSIGN_OR_RETURN(now, Limits(vmi_uid));
+  }
+  std::string cpu = PathFor(vmi_uid), memory = cpu;
+  if (cpu_.v1) {
+    ASSIGN_OR_RETURN(cpu, JoinV1(cpu_.root, vmi_uid, procs_fds));
+  }
+  if (memory_.v1) {
+    ASSIGN_OR_RETURN(memory, JoinV1(memory_.root, vmi_uid, procs_fds));
+  }
+  if (!raise_only || limits.cpu_shares > now.cpu_shares) {
+    RETURN_IF_ERROR(cpu_.v1 ? WriteCgroupFile(cpu + "/cpu.shares", absl::StrCat(limits.cpu_shares))
+                            : WriteCgroupFile(cpu + "/cpu.weight",
+                                              absl::StrCat(CpuWeight(limits.cpu_shares))));
+  }
+  if (!raise_only || !Lowers(limits.cpu_quota_milli, now.cpu_quota_milli)) {
+    const int64_t quota = limits.cpu_quota_milli * kCfsPeriodUs / 1000;
+    if (cpu_.v1) {
+      RETURN_IF_ERROR(WriteCgroupFile(cpu + "/cpu.cfs_period_us", absl::StrCat(kCfsPeriodUs)));
+      RETURN_IF_ERROR(
+          WriteCgroupFile(cpu + "/cpu.cfs_quota_us", quota > 0 ? absl::StrCat(quota) : "-1"));
+    } else {
+      RETURN_IF_ERROR(WriteCgroupFile(
+          cpu + "/cpu.max", absl::StrCat(quota > 0 ? absl::StrCat(quota) : "max", " ", kCfsPeriodUs)));
+    }
+  }
+  if (!raise_only || !Lowers(limits.memory_max_bytes, now.memory_max_bytes)) {
+    const int64_t bytes = limits.memory_max_bytes;
+    RETURN_IF_ERROR(memory_.v1 ? WriteCgroupFile(memory + "/memory.limit_in_bytes",
+                                                 bytes > 0 ? absl::StrCat(bytes) : "-1")
+                               : WriteCgroupFile(memory + "/memory.max",
+                                                 bytes > 0 ? absl::StrCat(bytes) : "max"));
   }
   return absl::OkStatus();
 }
 
+absl::StatusOr<CgroupLimits> CgroupTree::Limits(const std::string& vmi_uid) const {
+  if (!has_resource_limits()) return absl::FailedPreconditionError("no limits (UseResourceLimits)");
+  const std::string cpu = cpu_.root + "/" + vmi_uid, memory = memory_.root + "/" + vmi_uid;
+  CgroupLimits out;
+  if (cpu_.v1) {
+    out.cpu_shares = ReadInt(cpu + "/cpu.shares", 0);
+    const int64_t quota = ReadInt(cpu + "/cpu.cfs_quota_us", -1);
+    const int64_t period = ReadInt(cpu + "/cpu.cfs_period_us", kCfsPeriodUs);
+    if (quota > 0 && period > 0) out.cpu_quota_milli = quota * 1000 / period;
+  } else {
+    out.cpu_shares = CpuShares(ReadInt(cpu + "/cpu.weight", 100));
+    std::vector<std::string> max = absl::StrSplit(ReadCgroupFile(cpu + "/cpu.max"), ' ');
+    int64_t quota = 0, period = 0;
+    if (max.size() == 2 && absl::SimpleAtoi(max[0], &quota) &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(max[1]), &period) && period > 0) {
+      out.cpu_quota_milli = quota * 1000 / period;
+    }
+  }
+  // v1 shows no limit as the largest page-aligned value (PAGE_COUNTER_MAX pages).
+  constexpr int64_t kNoV1Limit = int64_t{1} << 62;
+  const int64_t bytes = memory_.v1 ? ReadInt(memory + "/memory.limit_in_bytes", 0)
+                                   : ReadInt(memory + "/memory.max", 0);  // "max" reads as 0
+  out.memory_max_bytes = bytes >= kNoV1Limit ? 0 : bytes;
+  return out;
+}
+
 bool CgroupTree::RemoveRoot() const {
   if (cpuset_v1_) rmdir(cpuset_root_.c_str());
+  if (cpu_.v1) rmdir(cpu_.root.c_str());
+  if (memory_.v1) rmdir(memory_.root.c_str());
   return rmdir(root_.c_str()) == 0 || errno == ENOENT;
 }
 

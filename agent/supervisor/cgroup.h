@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/manifest/node_resources.h"
 
 namespace kvnode {
 
@@ -55,10 +56,40 @@ class CgroupTree {
   // whose cpuset is the VMI's cgroup itself; the caller closes it). Needs UseCpusets.
   absl::Status SetCpus(const std::string& vmi_uid, const std::vector<int>& cpus,
                        int* procs_fd = nullptr) const;
-  // Removes the (empty) root, and its v1 cpuset dir; false when the root is still there.
+  // CPU and memory limits (CgroupLimits, the kubelet's for a launcher pod): in each VMI's
+  // cgroup when its cgroup2 hierarchy offers the cpu and memory controllers, else in the
+  // cgroup v1 hierarchies of those controllers under a dir of the root's name (hybrid
+  // machines). NotFound names a controller the machine has in neither. Call once, before the
+  // VMIs' cgroups are made; from then on KillAndRemove removes a VMI's v1 groups too.
+  absl::Status UseResourceLimits();
+  bool has_resource_limits() const { return !cpu_.root.empty() && !memory_.root.empty(); }
+  // "cpu: cgroup v1 <dir>, memory: cgroup v1 <dir>", for logs and --validate-config.
+  std::string DescribeResourceLimits() const;
+  // Writes `limits` to the VMI's groups (cpu.weight or cpu.shares, cpu.max or cfs_quota_us,
+  // memory.max or memory.limit_in_bytes; 0 lifts a limit). With `raise_only` a value that
+  // would lower the one in place is left (memory is lowered only once the guest let go of it).
+  // With v1 groups the VMI's processes that are not in them join, and `procs_fds` gets each
+  // group's open cgroup.procs for a child to join (the caller closes them). Needs
+  // UseResourceLimits.
+  absl::Status SetLimits(const std::string& vmi_uid, const CgroupLimits& limits, bool raise_only,
+                         std::vector<int>* procs_fds = nullptr) const;
+  // The limits in place, read back (0: none).
+  absl::StatusOr<CgroupLimits> Limits(const std::string& vmi_uid) const;
+  // Removes the (empty) root, and its v1 dirs; false when the root is still there.
   bool RemoveRoot() const;
 
  private:
+  // Where one controller's groups live: root_ itself (v2), a dir in its v1 hierarchy, or "".
+  struct Controller {
+    std::string root;
+    bool v1 = false;
+  };
+  absl::Status UseController(const char* name, Controller* c);
+  // The VMI's group of a v1 controller, made on first use, with the VMI's processes in it.
+  absl::StatusOr<std::string> JoinV1(const std::string& root, const std::string& vmi_uid,
+                                     std::vector<int>* procs_fds) const;
+  Controller cpu_, memory_;
+
   explicit CgroupTree(std::string root) : root_(std::move(root)) {}
   std::string root_;
   // Where VMIs' cpusets live: root_ itself (v2), a dir in the v1 cpuset hierarchy, or "".

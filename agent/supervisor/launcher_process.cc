@@ -78,6 +78,19 @@ absl::StatusOr<LauncherHandle> StartLauncher(const LauncherSpec& spec,
       return s;
     }
   }
+  std::vector<int> limit_fds;  // v1 cpu and memory groups the launcher joins
+  if (spec.limits.has_value() && cgroups.has_resource_limits()) {
+    if (absl::Status s = cgroups.SetLimits(spec.vmi_uid, *spec.limits, /*raise_only=*/false,
+                                           &limit_fds);
+        !s.ok()) {
+      for (int fd : limit_fds) close(fd);
+      close(log_fd);
+      close(*procs);
+      if (cpuset_fd >= 0) close(cpuset_fd);
+      if (netns_fd >= 0) close(netns_fd);
+      return s;
+    }
+  }
   SpawnOptions o;
   o.argv = {spec.launcher_binary,  "run",
             "--vmi-dir",           spec.vmi_dir,
@@ -97,7 +110,8 @@ absl::StatusOr<LauncherHandle> StartLauncher(const LauncherSpec& spec,
   o.stdout_fd = log_fd;
   o.new_session = true;
   o.cgroup_procs_fd = *procs;
-  o.cpuset_procs_fd = cpuset_fd;
+  if (cpuset_fd >= 0) o.more_cgroup_procs_fds.push_back(cpuset_fd);
+  o.more_cgroup_procs_fds.insert(o.more_cgroup_procs_fds.end(), limit_fds.begin(), limit_fds.end());
   o.uid = identity.uid;
   o.gid = identity.gid;
   o.groups = identity.groups;
@@ -106,6 +120,7 @@ absl::StatusOr<LauncherHandle> StartLauncher(const LauncherSpec& spec,
   close(log_fd);
   close(*procs);
   if (cpuset_fd >= 0) close(cpuset_fd);
+  for (int fd : limit_fds) close(fd);
   if (netns_fd >= 0) close(netns_fd);
   if (!pid.ok()) return Annotate(pid.status(), "start launcher");
   LauncherHandle h;

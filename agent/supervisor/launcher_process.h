@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,9 @@ struct LauncherSpec {
   // The CPUs the launcher and everything it starts may run on (the VMI's dedicated CPUs, or
   // the node's shared pool), when the cgroup tree has cpusets; empty: unconfined.
   std::vector<int> cpus;
+  // The VMI cgroup's CPU weight, quota and memory limit, when the cgroup tree has them
+  // (UseResourceLimits).
+  std::optional<CgroupLimits> limits;
 };
 
 struct LauncherHandle {

@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -341,6 +342,49 @@ TEST_F(DedicatedResourcesTest, NumaPassthroughGuestsSeeTheirHostNodeAndRealtimeV
   EXPECT_THAT(described.out, HasSubstr("Realtime:       every vCPU SCHED_FIFO priority 1"));
   EXPECT_THAT(described.out, HasSubstr("vCPUs 0 run SCHED_FIFO at priority 1"));
   Delete("realtime", 0);
+}
+
+// The kubelet's limits for KubeVirt's launcher pod, on the VMI's cgroup: a CPU weight from the
+// CPU request (cpu.shares = 250m × 1024 / 1000 = 256), a CFS quota from limits.cpu (500m:
+// 50 ms of each 100 ms), a memory limit of limits.memory plus the VMI overhead (256Mi + 64Mi),
+// on QEMU itself; the guest runs within them.
+TEST_F(DedicatedResourcesTest, TheVmisCgroupHasTheLimitsOfKubeVirtsLauncherPod) {
+  HandlerProcess::Options options;
+  options.node_namespace = false;  // no network needed
+  StartHandler(options);
+  auto limited = [](VirtualMachineInstance* vmi) {
+    auto* resources = vmi->mutable_spec()->mutable_domain()->mutable_resources();
+    (*resources->mutable_requests())["cpu"] = "250m";
+    (*resources->mutable_limits())["cpu"] = "500m";
+    (*resources->mutable_limits())["memory"] = "256Mi";
+  };
+  VirtualMachineInstance vmi = StartGuest("limited", "normal", 30, limited);
+  const std::string uid = vmi.metadata().uid();
+  ASSERT_FALSE(uid.empty());
+  ASSERT_TRUE(SerialShows(uid, "KVNODE-GUEST-READY")) << handler_->SerialLog(uid);
+  const pid_t qemu = vmi.status().launcher().qemu_pid();
+  ASSERT_GT(qemu, 0);
+  const bool v1_cpu = !CgroupControllerFile(qemu, "cpu", "cpu.shares").empty();
+  if (v1_cpu) {
+    EXPECT_EQ(CgroupControllerFile(qemu, "cpu", "cpu.shares"), "256");
+    EXPECT_EQ(CgroupControllerFile(qemu, "cpu", "cpu.cfs_quota_us"), "50000");
+    EXPECT_EQ(CgroupControllerFile(qemu, "cpu", "cpu.cfs_period_us"), "100000");
+  } else {
+    EXPECT_EQ(CgroupControllerFile(qemu, "cpu", "cpu.weight"), absl::StrCat(1 + (254 * 9999) / 262142));
+    EXPECT_EQ(CgroupControllerFile(qemu, "cpu", "cpu.max"), "50000 100000");
+  }
+  const std::string memory_max = absl::StrCat((256 + 64) << 20);
+  const std::string v1_memory = CgroupControllerFile(qemu, "memory", "memory.limit_in_bytes");
+  EXPECT_EQ(v1_memory.empty() ? CgroupControllerFile(qemu, "memory", "memory.max") : v1_memory,
+            memory_max);
+  // The guest keeps running within them.
+  ASSERT_TRUE(handler_->TypeOnConsole("default", "limited", "echo LIMITED-$((40+2))\n").ok());
+  EXPECT_TRUE(SerialShows(uid, "LIMITED-42", absl::Seconds(30)));
+  auto now = VmiNow("limited");
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->status().phase(), "Running");
+  EXPECT_EQ(now->status().launcher().qemu_pid(), qemu);
+  Delete("limited", 0);
 }
 
 }  // namespace

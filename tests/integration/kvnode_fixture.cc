@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include <regex>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -392,8 +394,10 @@ void HandlerProcess::Teardown() {
   for (int round = 0; round < 20; ++round) {
     auto tree = CgroupTree::Open(cgroup_root_);
     if (!tree.ok()) break;
-    // A handler with --reserved-cpus kept its VMIs in cpusets, on v1 in a tree of their own.
+    // A handler with --reserved-cpus kept its VMIs in cpusets, and every handler keeps their
+    // CPU and memory limits; on v1 each in a tree of its own.
     (void)tree->UseCpusets();
+    (void)tree->UseResourceLimits();
     for (const std::string& uid : tree->List()) (void)tree->KillAndRemove(uid, absl::Seconds(10));
     if (tree->RemoveRoot()) break;
     absl::SleepFor(absl::Milliseconds(50));
@@ -659,6 +663,37 @@ const kvnode::v1::Condition* Condition(const kvnode::v1::VirtualMachineInstance&
     if (c.type() == type) return &c;
   }
   return nullptr;
+}
+
+// The contents of `file` in the group of `controller` that process `pid` is in: its cgroup v1
+// hierarchy of that controller when the machine has one, else its cgroup2 group ("" when
+// neither is found).
+std::string CgroupControllerFile(pid_t pid, const std::string& controller, const std::string& file) {
+  std::string v1_path, v2_path;
+  for (absl::string_view line : absl::StrSplit(ReadFile(absl::StrCat("/proc/", pid, "/cgroup")), '\n')) {
+    std::vector<std::string> parts = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (parts.size() != 3) continue;
+    if (parts[0] == "0" && parts[1].empty()) v2_path = parts[2];
+    for (absl::string_view c : absl::StrSplit(parts[1], ',')) {
+      if (c == controller) v1_path = parts[2];
+    }
+  }
+  for (absl::string_view line : absl::StrSplit(ReadFile("/proc/self/mountinfo"), '\n')) {
+    std::vector<std::string> halves = absl::StrSplit(line, " - ");
+    if (halves.size() != 2) continue;
+    std::vector<std::string> pre = absl::StrSplit(halves[0], ' ');
+    std::vector<std::string> post = absl::StrSplit(halves[1], ' ');
+    if (pre.size() < 5 || post.size() < 3) continue;
+    std::vector<std::string> options = absl::StrSplit(post[2], ',');
+    const bool v1 = post[0] == "cgroup" && !v1_path.empty() &&
+                    std::find(options.begin(), options.end(), controller) != options.end();
+    const bool v2 = post[0] == "cgroup2" && v1_path.empty();
+    if (v1 || v2) {
+      return std::string(absl::StripAsciiWhitespace(
+          ReadFile(absl::StrCat(pre[4], v1 ? v1_path : v2_path, "/", file))));
+    }
+  }
+  return "";
 }
 
 }  // namespace kvnode::testing

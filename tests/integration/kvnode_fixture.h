@@ -209,6 +209,10 @@ std::string ProcessName(pid_t pid);
 absl::StatusOr<LauncherIdentity> IdentityOfProcess(pid_t pid);
 // The whole file; "" when it cannot be read.
 std::string ReadFile(const std::string& path);
+// The contents of `file` in the group of `controller` ("cpu", "memory") that process `pid` is
+// in: its cgroup v1 hierarchy of that controller when the machine has one, else its cgroup2
+// group; "" when neither is found.
+std::string CgroupControllerFile(pid_t pid, const std::string& controller, const std::string& file);
 
 // True when the calling test can run guests (root, /dev/kvm not needed: TCG).
 bool CanRunGuests(std::string* why);

@@ -309,10 +309,10 @@ bool GuestSize(const std::string& console, int* cpus, int64_t* mem_kib) {
 // KubeVirt's LiveUpdate rollout (the default) on a running 1Gi guest: sockets raised from 1 to 2
 // (maxSockets defaults to 4 × sockets) and memory from 1Gi to 1152Mi (maxGuest defaults to 4 ×
 // guest; a virtio-mem device): the same guest, without a reboot, brings its second CPU online
-// and its MemTotal grows by 128Mi — the CPU change also when the handler dies between storing
-// it and asking the launcher. Memory that hotplug cannot give (not in 2Mi blocks) sets
-// RestartRequired in KubeVirt's words; the restart clears it, and the next guest boots with
-// all of it.
+// and its MemTotal grows by 128Mi — the CPU change (and the VMI cgroup's CPU weight with it)
+// also when the handler dies between storing it and asking the launcher. Memory that hotplug
+// cannot give (not in 2Mi blocks) sets RestartRequired in KubeVirt's words; the restart clears
+// it, and the next guest boots with all of it.
 TEST_F(VmTest, MoreSocketsAndMemoryAreHotPluggedAndWhatCannotBeWaitsForARestart) {
   ASSERT_TRUE(handler_->PrepareDisk("default", "mem-root").ok());
   VirtualMachine vm = GuestVm("mem", "Always", "mem-root");
@@ -335,6 +335,14 @@ TEST_F(VmTest, MoreSocketsAndMemoryAreHotPluggedAndWhatCannotBeWaitsForARestart)
   const std::string console = handler_->SerialLog(uid);
   const size_t at = console.find("KVNODE-GUEST-READY boot_id=") + 27;
   const std::string boot_id = console.substr(at, 36);
+  // The VMI's cgroup has the CPU weight of its request (one vCPU / cpuAllocationRatio 10:
+  // 100m, cpu.shares 102 = cgroup v2 cpu.weight 1).
+  const pid_t qemu = first->status().launcher().qemu_pid();
+  const bool v1_cpu = !CgroupControllerFile(qemu, "cpu", "cpu.shares").empty();
+  auto cpu_weight = [&] {
+    return CgroupControllerFile(qemu, "cpu", v1_cpu ? "cpu.shares" : "cpu.weight");
+  };
+  EXPECT_EQ(cpu_weight(), v1_cpu ? "102" : "1");
 
   auto* cpu = vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()
                   ->mutable_cpu();
@@ -358,6 +366,9 @@ TEST_F(VmTest, MoreSocketsAndMemoryAreHotPluggedAndWhatCannotBeWaitsForARestart)
   ASSERT_TRUE(plugged.has_value());
   EXPECT_EQ(plugged->metadata().uid(), uid);
   EXPECT_EQ(plugged->spec().domain().cpu().sockets(), 2u) << plugged->DebugString();
+  // The cgroup grew with it (200m: cpu.shares 204 = cpu.weight 8), also across the handler's
+  // death between storing the change and making it.
+  EXPECT_EQ(cpu_weight(), v1_cpu ? "204" : "8");
   // The guest's own view: CPUs 0-1 online, in the boot it had.
   const std::string online = "KVNODE-CPUS-ONLINE=0-1 boot_id=" + boot_id;
   EXPECT_TRUE(Eventually([&] {
