@@ -63,7 +63,7 @@ class CgroupTree {
   // VMIs' cgroups are made; from then on KillAndRemove removes a VMI's v1 groups too.
   absl::Status UseResourceLimits();
   bool has_resource_limits() const { return !cpu_.root.empty() && !memory_.root.empty(); }
-  // "cpu: cgroup v1 <dir>, memory: cgroup v1 <dir>", for logs and --validate-config.
+  // "cpu: cgroup v1 <dir>, memory: cgroup v1 <dir>", for the handler's log.
   std::string DescribeResourceLimits() const;
   // Writes `limits` to the VMI's groups (cpu.weight or cpu.shares, cpu.max or cfs_quota_us,
   // memory.max or memory.limit_in_bytes; 0 lifts a limit). With `raise_only` a value that
