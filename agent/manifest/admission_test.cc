@@ -738,6 +738,12 @@ TEST(AdmissionRequestTest, CgroupLimitsAreThoseOfTheLauncherPod) {
   EXPECT_EQ(limits.memory_max_bytes, (int64_t{2} << 30) + (64 << 20));
   (*resources->mutable_requests())["cpu"] = "1m";  // never below the kernel's minimum
   EXPECT_EQ(CgroupLimitsOf(vmi.spec(), node).cpu_shares, 2);
+  // Realtime vCPUs stay out of the cpu controller; the memory limit stays.
+  Domain(&vmi)->mutable_cpu()->mutable_realtime();
+  limits = CgroupLimitsOf(vmi.spec(), node);
+  EXPECT_EQ(limits.cpu_shares, 0);
+  EXPECT_EQ(limits.cpu_quota_milli, 0);
+  EXPECT_EQ(limits.memory_max_bytes, (int64_t{2} << 30) + (64 << 20));
 }
 
 TEST(AdmissionRequestTest, HugepagesAreRequestedAsPagesOfTheirSize) {

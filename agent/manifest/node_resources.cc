@@ -90,10 +90,16 @@ int64_t MemoryOverheadOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
 CgroupLimits CgroupLimitsOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
                             const NodeLimits& node) {
   CgroupLimits limits;
-  // Kubernetes' MilliCPUToShares.
-  limits.cpu_shares = std::max<int64_t>(2, RequestOf(spec, node).cpu_milli * 1024 / 1000);
   const auto& set = spec.domain().resources().limits();
-  if (auto it = set.find("cpu"); it != set.end()) {
+  // Realtime vCPUs stay out of the cpu controller: with realtime group scheduling a group has
+  // no realtime runtime unless given one (SCHED_FIFO fails with EPERM there), and their
+  // dedicated CPUs make a weight or quota moot.
+  const bool cpu_controller = !spec.domain().cpu().has_realtime();
+  // Kubernetes' MilliCPUToShares.
+  if (cpu_controller) {
+    limits.cpu_shares = std::max<int64_t>(2, RequestOf(spec, node).cpu_milli * 1024 / 1000);
+  }
+  if (auto it = set.find("cpu"); cpu_controller && it != set.end()) {
     if (auto q = Quantity::Parse(it->second); q.ok() && q->MilliValue() > 0) {
       limits.cpu_quota_milli = q->MilliValue();
     }

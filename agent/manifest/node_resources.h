@@ -92,7 +92,8 @@ int64_t MemoryOverheadOf(const kvnode::v1::VirtualMachineInstanceSpec& spec,
 // from its CPU request (cpu.shares = milliCPU × 1024 / 1000, at least 2; cgroup v2 converts it
 // to cpu.weight), a CFS quota only with resources.limits.cpu, and a memory limit only with
 // resources.limits.memory, of that limit plus the overhead (KubeVirt adds its overhead to the
-// pod's limit as to its request). 0: no limit.
+// pod's limit as to its request). 0: no limit; no CPU weight (realtime vCPUs): the VMI stays
+// out of the cpu controller.
 struct CgroupLimits {
   int64_t cpu_shares = 0;
   int64_t cpu_quota_milli = 0;

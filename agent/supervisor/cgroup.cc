@@ -313,19 +313,21 @@ absl::Status CgroupTree::SetLimits(const std::string& vmi_uid, const CgroupLimit
   if (raise_only) {
     ASSIGN_OR_RETURN(now, Limits(vmi_uid));
   }
+  // No CPU weight: the VMI stays out of the cpu controller (its v1 group is not joined).
+  const bool cpu_limits = limits.cpu_shares > 0;
   std::string cpu = PathFor(vmi_uid), memory = cpu;
-  if (cpu_.v1) {
+  if (cpu_.v1 && cpu_limits) {
     ASSIGN_OR_RETURN(cpu, JoinV1(cpu_.root, vmi_uid, procs_fds));
   }
   if (memory_.v1) {
     ASSIGN_OR_RETURN(memory, JoinV1(memory_.root, vmi_uid, procs_fds));
   }
-  if (!raise_only || limits.cpu_shares > now.cpu_shares) {
+  if (cpu_limits && (!raise_only || limits.cpu_shares > now.cpu_shares)) {
     RETURN_IF_ERROR(cpu_.v1 ? WriteCgroupFile(cpu + "/cpu.shares", absl::StrCat(limits.cpu_shares))
                             : WriteCgroupFile(cpu + "/cpu.weight",
                                               absl::StrCat(CpuWeight(limits.cpu_shares))));
   }
-  if (!raise_only || !Lowers(limits.cpu_quota_milli, now.cpu_quota_milli)) {
+  if (cpu_limits && (!raise_only || !Lowers(limits.cpu_quota_milli, now.cpu_quota_milli))) {
     const int64_t quota = limits.cpu_quota_milli * kCfsPeriodUs / 1000;
     if (cpu_.v1) {
       RETURN_IF_ERROR(WriteCgroupFile(cpu + "/cpu.cfs_period_us", absl::StrCat(kCfsPeriodUs)));

@@ -66,7 +66,8 @@ class CgroupTree {
   // "cpu: cgroup v1 <dir>, memory: cgroup v1 <dir>", for the handler's log.
   std::string DescribeResourceLimits() const;
   // Writes `limits` to the VMI's groups (cpu.weight or cpu.shares, cpu.max or cfs_quota_us,
-  // memory.max or memory.limit_in_bytes; 0 lifts a limit). With `raise_only` a value that
+  // memory.max or memory.limit_in_bytes; 0 lifts a limit; no CPU weight leaves the cpu
+  // controller alone). With `raise_only` a value that
   // would lower the one in place is left (memory is lowered only once the guest let go of it).
   // With v1 groups the VMI's processes that are not in them join, and `procs_fds` gets each
   // group's open cgroup.procs for a child to join (the caller closes them). Needs

@@ -82,6 +82,18 @@ class DedicatedResourcesTest : public GuestTest {
  protected:
   void SetUp() override { start_in_setup_ = false; }
 
+  // The live domain XML of VMI default/`name` ("" when the handler cannot give it).
+  std::string DomainXml(const std::string& name) {
+    grpc::ClientContext ctx;
+    kvnode::v1::ObjectRef ref;
+    ref.set_namespace_("default");
+    ref.set_name(name);
+    kvnode::v1::DomainXML xml;
+    grpc::Status s = handler_->stub()->GetDomainXML(&ctx, ref, &xml);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return xml.xml();
+  }
+
   // Syncs a guest VMI `name` (changed by `customize`) that the node cannot place: it stays
   // Pending with PodScheduled=False and exactly `message`.
   void ExpectUnschedulable(const std::string& name,
@@ -143,13 +155,8 @@ TEST_F(DedicatedResourcesTest, DedicatedVcpusGetAHostCpuOfTheirOwnWhichTheOthers
   EXPECT_TRUE(Eventually([&] { return VmiCpus(handler_.get(), shared_uid) == without_1; },
                          absl::Seconds(10)))
       << VmiCpus(handler_.get(), shared_uid);
-  grpc::ClientContext ctx;
-  kvnode::v1::ObjectRef ref;
-  ref.set_namespace_("default");
-  ref.set_name("pinned");
-  kvnode::v1::DomainXML xml;
-  ASSERT_TRUE(handler_->stub()->GetDomainXML(&ctx, ref, &xml).ok());
-  EXPECT_THAT(xml.xml(), HasSubstr("<vcpupin vcpu='0' cpuset='1'/>"));
+  const std::string xml = DomainXml("pinned");
+  EXPECT_THAT(xml, HasSubstr("<vcpupin vcpu='0' cpuset='1'/>"));
   auto described = handler_->Kvctl({"describe", "vmi", "pinned"});
   EXPECT_THAT(described.out, HasSubstr("Dedicated CPUs: vCPU 0 on CPU 1"));
   auto metrics = RunCommand({"/usr/bin/curl", "-sS", "--max-time", "5",
@@ -330,14 +337,9 @@ TEST_F(DedicatedResourcesTest, NumaPassthroughGuestsSeeTheirHostNodeAndRealtimeV
     EXPECT_EQ(thread.second, "1");
   }
   EXPECT_EQ(vcpu_threads, 1);
-  grpc::ClientContext ctx;
-  kvnode::v1::ObjectRef ref;
-  ref.set_namespace_("default");
-  ref.set_name("realtime");
-  kvnode::v1::DomainXML xml;
-  ASSERT_TRUE(handler_->stub()->GetDomainXML(&ctx, ref, &xml).ok());
-  EXPECT_THAT(xml.xml(), HasSubstr("<pmu state='off'/>"));
-  EXPECT_THAT(xml.xml(), HasSubstr("<nosharepages/>"));
+  const std::string xml = DomainXml("realtime");
+  EXPECT_THAT(xml, HasSubstr("<pmu state='off'/>"));
+  EXPECT_THAT(xml, HasSubstr("<nosharepages/>"));
   auto described = handler_->Kvctl({"describe", "vmi", "realtime"});
   EXPECT_THAT(described.out, HasSubstr("Realtime:       every vCPU SCHED_FIFO priority 1"));
   EXPECT_THAT(described.out, HasSubstr("vCPUs 0 run SCHED_FIFO at priority 1"));
