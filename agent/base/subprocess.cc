@@ -238,6 +238,7 @@ absl::StatusOr<CommandResult> RunCommand(SpawnOptions o, absl::Duration timeout)
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) continue;
     ssize_t n = read(out[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     if (result.output.size() < (1 << 20)) result.output.append(buf, n);
   }

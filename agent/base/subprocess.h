@@ -61,8 +61,9 @@ struct CommandResult {
 };
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
                                          absl::Duration timeout = absl::Seconds(60));
-// The same with more control (another user, a cwd); o.argv is the command, o.stdout_fd and
-// o.stderr_fd are replaced by the capture pipe, and an empty o.env inherits the caller's.
+// The same with more control (another user, a cwd, stdin, a network namespace); o.argv is the
+// command, o.stdout_fd and o.stderr_fd are replaced by the capture pipe, and an empty o.env
+// inherits the caller's.
 absl::StatusOr<CommandResult> RunCommand(SpawnOptions o, absl::Duration timeout);
 
 }  // namespace kvnode

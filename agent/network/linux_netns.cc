@@ -179,45 +179,13 @@ absl::StatusOr<CommandResult> RunWithInput(const std::vector<std::string>& argv,
     close(in);
     return written.ok() ? absl::ErrnoToStatus(errno, "lseek") : written;
   }
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) < 0) {
-    close(in);
-    return absl::ErrnoToStatus(errno, "pipe");
-  }
   SpawnOptions o;
   o.argv = argv;
   o.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"};
   o.stdin_fd = in;
-  o.stdout_fd = out[1];
   o.netns_fd = netns_fd;
-  auto pid = Spawn(o);
+  absl::StatusOr<CommandResult> result = RunCommand(std::move(o), timeout);
   close(in);
-  close(out[1]);
-  if (!pid.ok()) {
-    close(out[0]);
-    return pid.status();
-  }
-  CommandResult result;
-  absl::Time deadline = absl::Now() + timeout;
-  char buf[4096];
-  while (true) {
-    int wait_ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
-    if (wait_ms <= 0) {
-      kill(*pid, SIGKILL);
-      result.timed_out = true;
-      break;
-    }
-    struct pollfd p = {out[0], POLLIN, 0};
-    int r = poll(&p, 1, wait_ms);
-    if (r <= 0) continue;
-    ssize_t n = read(out[0], buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (result.output.size() < (1 << 20)) result.output.append(buf, n);
-  }
-  close(out[0]);
-  while (waitpid(*pid, &result.wait_status, 0) < 0 && errno == EINTR) {
-  }
   return result;
 }
 
