@@ -5,7 +5,6 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "agent/base/sha1.h"
 #include "agent/base/state_layout.h"
 #include "agent/base/status_macros.h"
@@ -37,10 +36,6 @@ std::string BridgeMac(absl::string_view bridge) {
   return mac;
 }
 
-std::string NormalizeMac(absl::string_view mac) {
-  return absl::AsciiStrToLower(absl::StrReplaceAll(mac, {{"-", ":"}}));
-}
-
 std::string InterfacePath(int index) {
   return absl::StrCat("spec.domain.devices.interfaces[", index, "]");
 }
@@ -65,9 +60,7 @@ absl::StatusOr<MasqueradePlan> PlanMasquerade(const NodeNetworkConfig& config,
   MasqueradePlan m;
   m.interface_name = ref.iface->name();
   m.interface_index = ref.index;
-  m.mac = ref.iface->mac_address().empty()
-              ? DefaultMacAddress(meta.namespace_(), meta.name(), ref.iface->name())
-              : NormalizeMac(ref.iface->mac_address());
+  m.mac = InterfaceMac(meta, *ref.iface);
   m.tap = TapName(ref.index);
   m.tap_uid = in.tap_uid;
   m.tap_gid = in.tap_gid;
@@ -105,9 +98,7 @@ absl::StatusOr<PodBridgePlan> PlanPodBridge(const NodeNetworkConfig& config,
   PodBridgePlan b;
   b.interface_name = ref.iface->name();
   b.interface_index = ref.index;
-  b.mac = ref.iface->mac_address().empty()
-              ? DefaultMacAddress(meta.namespace_(), meta.name(), ref.iface->name())
-              : NormalizeMac(ref.iface->mac_address());
+  b.mac = InterfaceMac(meta, *ref.iface);
   b.tap = TapName(ref.index);
   b.tap_uid = in.tap_uid;
   b.tap_gid = in.tap_gid;
@@ -323,9 +314,7 @@ absl::StatusOr<SecondaryInterfacePlan> PlanSecondary(const NodeNetworkConfig& co
   s.host_bridge = input->network.config.bridge;
   s.vlan = input->network.config.vlan;
   s.mtu = input->mtu;
-  s.mac = ref.iface->mac_address().empty()
-              ? DefaultMacAddress(meta.namespace_(), meta.name(), ref.iface->name())
-              : NormalizeMac(ref.iface->mac_address());
+  s.mac = InterfaceMac(meta, *ref.iface);
   s.tap_uid = in.tap_uid;
   s.tap_gid = in.tap_gid;
   const NetworkIpam& ipam = input->network.config.ipam;
@@ -378,9 +367,7 @@ absl::StatusOr<PodPlan> PlanPod(const NodeNetworkConfig& config, const PodPlanIn
     const auto& meta = vmi.metadata();
     plan.passt = PodPasstPlan{
         ref->iface->name(),
-        ref->iface->mac_address().empty()
-            ? DefaultMacAddress(meta.namespace_(), meta.name(), ref->iface->name())
-            : NormalizeMac(ref->iface->mac_address()),
+        InterfaceMac(meta, *ref->iface),
         in.tap_gid};
   } else if (ref) {
     if (in.run_dir.empty()) return absl::InvalidArgumentError("pod network: no run dir");

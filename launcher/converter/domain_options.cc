@@ -105,11 +105,14 @@ bool LayOutVolume(const Volume& vol, const Layout& l, VolumeSource* src) {
   return false;
 }
 
-std::string NormalizeMac(absl::string_view mac) {
-  return absl::AsciiStrToLower(absl::StrReplaceAll(mac, {{"-", ":"}}));
-}
-
 }  // namespace
+
+std::string InterfaceMac(const kvnode::v1::ObjectMeta& meta, const kvnode::v1::Interface& iface) {
+  if (iface.mac_address().empty()) {
+    return DefaultMacAddress(meta.namespace_(), meta.name(), iface.name());
+  }
+  return absl::AsciiStrToLower(absl::StrReplaceAll(iface.mac_address(), {{"-", ":"}}));
+}
 
 std::string ImageCacheKey(absl::string_view image, absl::string_view path) {
   std::string readable;
@@ -230,9 +233,7 @@ DomainOptions BuildDomainOptions(const VirtualMachineInstance& vmi, const NodePa
         att->set_tap("tap" + MultusLinkHash(network.name()));
       }
     }
-    att->set_mac(iface.mac_address().empty()
-                     ? DefaultMacAddress(meta.namespace_(), meta.name(), iface.name())
-                     : NormalizeMac(iface.mac_address()));
+    att->set_mac(InterfaceMac(meta, iface));
     att->set_mtu(kDefaultInterfaceMtu);
   }
   return options;

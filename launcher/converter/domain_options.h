@@ -108,6 +108,10 @@ std::string ContainerDiskImagePath(const NodePaths& node, absl::string_view imag
 std::string DefaultMacAddress(absl::string_view ns, absl::string_view name,
                               absl::string_view interface_name);
 
+// The MAC of interface `iface` of the VMI with `meta`: the one it asks for (lower case, colons),
+// else DefaultMacAddress. One derivation for the domain, the pod network and DHCP.
+std::string InterfaceMac(const kvnode::v1::ObjectMeta& meta, const kvnode::v1::Interface& iface);
+
 // "tap0" for the first interface, "tap1" for the second, ...
 std::string TapName(int index);
 // KubeVirt's key of a Multus network's links in the pod (pkg/network/namescheme
