@@ -48,6 +48,7 @@
 #include "agent/manifest/defaults.h"
 #include "agent/manifest/field_errors.h"
 #include "agent/manifest/hyperv.h"
+#include "agent/manifest/loader.h"
 #include "agent/manifest/quantity.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -393,19 +394,8 @@ bool HasOwnStringRules(const FieldDescriptor* field) {
 // loader reports them, and the free-text rules; "" when nothing is.
 std::string SchemaStringProblem(const FieldDescriptor* field, absl::string_view value,
                                 bool quantity) {
-  const std::string& allowed = field->options().GetExtension(kvnode::v1::allowed_values);
-  if (!allowed.empty() && !value.empty() && !IsListItem(allowed, value)) {
-    std::vector<absl::string_view> values = absl::StrSplit(allowed, ',', absl::SkipEmpty());
-    return absl::StrCat("unknown value ", QuoteValue(value), " (expected ", absl::StrJoin(values, ", "),
-                        ")");
-  }
-  quantity = quantity || field->options().GetExtension(kvnode::v1::quantity);
-  if (quantity && !value.empty()) {
-    if (absl::StatusOr<Quantity> q = Quantity::Parse(value); !q.ok()) {
-      return std::string(q.status().message());
-    }
-  }
-  return FreeTextProblem(value);
+  std::string problem = SchemaValueProblem(field, value, quantity);
+  return problem.empty() ? FreeTextProblem(value) : problem;
 }
 
 // The fields of a message type that the schema walk looks at, in field-number order (the order

@@ -93,15 +93,8 @@ std::string ParseInteger(absl::string_view s, int64_t lo, uint64_t hi, int64_t* 
 
 void CheckStringValue(const FieldDescriptor* field, absl::string_view value,
                       const FieldPathRef& path, FieldErrors* errors) {
-  const std::string& allowed = field->options().GetExtension(kvnode::v1::allowed_values);
-  if (!allowed.empty() && !value.empty() && !IsListItem(allowed, value)) {
-    errors->Add(path, absl::StrCat("unknown value ", QuoteValue(value), " (expected ",
-                                   absl::StrReplaceAll(allowed, {{",", ", "}}), ")"));
-    return;
-  }
-  if (field->options().GetExtension(kvnode::v1::quantity) && !value.empty()) {
-    auto q = Quantity::Parse(value);
-    if (!q.ok()) errors->Add(path, std::string(q.status().message()));
+  if (std::string problem = SchemaValueProblem(field, value); !problem.empty()) {
+    errors->Add(path, std::move(problem));
   }
 }
 
@@ -421,6 +414,22 @@ void LoadMessageAt(const YamlNode& node, Message* message, const FieldPathRef& p
 }
 
 }  // namespace
+
+std::string SchemaValueProblem(const FieldDescriptor* field, absl::string_view value,
+                               bool quantity) {
+  const std::string& allowed = field->options().GetExtension(kvnode::v1::allowed_values);
+  if (!allowed.empty() && !value.empty() && !IsListItem(allowed, value)) {
+    return absl::StrCat("unknown value ", QuoteValue(value), " (expected ",
+                        absl::StrReplaceAll(allowed, {{",", ", "}}), ")");
+  }
+  quantity = quantity || field->options().GetExtension(kvnode::v1::quantity);
+  if (quantity && !value.empty()) {
+    if (absl::StatusOr<Quantity> q = Quantity::Parse(value); !q.ok()) {
+      return std::string(q.status().message());
+    }
+  }
+  return "";
+}
 
 void LoadMessage(const YamlNode& node, Message* message, const FieldPath& path,
                  FieldErrors* errors) {

@@ -51,6 +51,13 @@ void LoadMessage(const YamlNode& node, google::protobuf::Message* message,
 // whole stream must parse).
 absl::Status LoadMessageFromText(absl::string_view text, google::protobuf::Message* message);
 
+// What is wrong with a string value of `field` against the schema: a value its allowed_values
+// option does not list, or one that is no quantity where the quantity option (or `quantity`,
+// for the values of a quantity_map) asks for one; "" when nothing is. The loader reports it, and
+// admission checks objects built in code by the same rules.
+std::string SchemaValueProblem(const google::protobuf::FieldDescriptor* field,
+                               absl::string_view value, bool quantity = false);
+
 // The message type for a kind/apiVersion pair, or an error naming the field.
 absl::StatusOr<std::unique_ptr<google::protobuf::Message>> NewObjectForKind(
     absl::string_view api_version, absl::string_view kind, FieldErrors* errors);
