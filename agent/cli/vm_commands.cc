@@ -1,6 +1,8 @@
 // kvctl commands over VirtualMachines, in virtctl and kubectl habits: start, stop, restart,
 // history, diagnose, and the VM halves of apply, get, describe, delete and wait.
 #include <algorithm>
+#include <functional>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -8,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/base/clock.h"
 #include "agent/cli/cli.h"
+#include "agent/cli/get_objects.h"
 #include "agent/cli/output.h"
 #include "agent/cli/vm_views.h"
 #include "agent/manifest/backend_storage.h"
@@ -122,32 +125,21 @@ int ApplyVm(Cli& cli, const VirtualMachine& vm, bool dry_run) {
 }
 
 int GetVms(Cli& cli, const std::string& name, const std::string& output, bool prefix) {
-  std::vector<VirtualMachine> vms;
-  if (!name.empty()) {
-    VirtualMachine vm;
-    grpc::ClientContext ctx;
-    grpc::Status s = cli.stub->GetVM(Deadline(&ctx), cli.Ref(name), &vm);
-    if (!s.ok()) return cli.RpcError(s);
-    vms.push_back(vm);
-  } else {
-    kvnode::v1::ListRequest req;
-    req.set_namespace_(cli.ns);
-    kvnode::v1::ListVMsResponse resp;
-    grpc::ClientContext ctx;
-    grpc::Status s = cli.stub->ListVMs(Deadline(&ctx), req, &resp);
-    if (!s.ok()) return cli.RpcError(s);
-    vms.assign(resp.items().begin(), resp.items().end());
+  kvnode::v1::ListVMsResponse list;
+  if (std::optional<int> done = FetchObjects<VirtualMachine, kvnode::v1::ListVMsResponse>(
+          cli, name, output,
+          [&](grpc::ClientContext* ctx, VirtualMachine* vm) {
+            return cli.stub->GetVM(ctx, cli.Ref(name), vm);
+          },
+          [&](grpc::ClientContext* ctx, kvnode::v1::ListVMsResponse* resp) {
+            kvnode::v1::ListRequest req;
+            req.set_namespace_(cli.ns);
+            return cli.stub->ListVMs(ctx, req, resp);
+          },
+          &list)) {
+    return *done;
   }
-  if (output == "json" || output == "yaml") {
-    if (vms.size() == 1 && !name.empty()) {
-      *cli.out << (output == "json" ? MessageToJson(vms[0]) : MessageToYaml(vms[0]));
-    } else {
-      kvnode::v1::ListVMsResponse list;
-      for (const auto& v : vms) *list.add_items() = v;
-      *cli.out << (output == "json" ? MessageToJson(list) : MessageToYaml(list));
-    }
-    return 0;
-  }
+  const std::vector<VirtualMachine> vms(list.items().begin(), list.items().end());
   if (output == "inventory" || output == "csv" || output == "inventory-json") {
     std::string owner_key = cli.flags.GetOr("owner-label", "owner");
     std::vector<InventoryRow> rows;
@@ -433,11 +425,20 @@ int CmdStart(Cli& cli) {
   return 0;
 }
 
-int CmdStop(Cli& cli) {
+namespace {
+
+// stop and restart take the same flags (--grace-period, --force, --dry-run) and answer in
+// virtctl's words: `errors` is what precedes the server's message without and with a grace
+// period.
+template <typename Request>
+int StopOrRestart(
+    Cli& cli, const char* verb,
+    const std::function<grpc::Status(grpc::ClientContext*, const Request&, VirtualMachine*)>& call,
+    const char* error, const char* force_error) {
   std::string name;
   int rc;
   if (!VmName(cli, &name, &rc)) return rc;
-  kvnode::v1::StopVMRequest req;
+  Request req;
   *req.mutable_ref() = cli.Ref(name);
   std::optional<int64_t> grace;
   if (!GraceAndForce(cli, &grace, &rc)) return rc;
@@ -445,38 +446,33 @@ int CmdStop(Cli& cli) {
   req.set_dry_run(cli.flags.GetBool("dry-run"));
   VirtualMachine resp;
   grpc::ClientContext ctx;
-  grpc::Status s = cli.stub->StopVM(Deadline(&ctx), req, &resp);
+  grpc::Status s = call(Deadline(&ctx), req, &resp);
   if (!s.ok()) {
-    *cli.err << (grace.has_value() ? "error force stopping VirtualMachine: "
-                                   : "error stopping VirtualMachine ")
-             << s.error_message() << "\n";
+    *cli.err << (grace.has_value() ? force_error : error) << s.error_message() << "\n";
     return 1;
   }
-  *cli.out << "VM " << name << " was scheduled to stop\n";
+  *cli.out << "VM " << name << " was scheduled to " << verb << "\n";
   return 0;
 }
 
+}  // namespace
+
+int CmdStop(Cli& cli) {
+  return StopOrRestart<kvnode::v1::StopVMRequest>(
+      cli, "stop",
+      [&](grpc::ClientContext* ctx, const kvnode::v1::StopVMRequest& req, VirtualMachine* vm) {
+        return cli.stub->StopVM(ctx, req, vm);
+      },
+      "error stopping VirtualMachine ", "error force stopping VirtualMachine: ");
+}
+
 int CmdRestart(Cli& cli) {
-  std::string name;
-  int rc;
-  if (!VmName(cli, &name, &rc)) return rc;
-  kvnode::v1::RestartVMRequest req;
-  *req.mutable_ref() = cli.Ref(name);
-  std::optional<int64_t> grace;
-  if (!GraceAndForce(cli, &grace, &rc)) return rc;
-  if (grace.has_value()) req.set_grace_period_seconds(*grace);
-  req.set_dry_run(cli.flags.GetBool("dry-run"));
-  VirtualMachine resp;
-  grpc::ClientContext ctx;
-  grpc::Status s = cli.stub->RestartVM(Deadline(&ctx), req, &resp);
-  if (!s.ok()) {
-    *cli.err << (grace.has_value() ? "error force restarting VirtualMachine: "
-                                   : "error restarting VirtualMachine: ")
-             << s.error_message() << "\n";
-    return 1;
-  }
-  *cli.out << "VM " << name << " was scheduled to restart\n";
-  return 0;
+  return StopOrRestart<kvnode::v1::RestartVMRequest>(
+      cli, "restart",
+      [&](grpc::ClientContext* ctx, const kvnode::v1::RestartVMRequest& req, VirtualMachine* vm) {
+        return cli.stub->RestartVM(ctx, req, vm);
+      },
+      "error restarting VirtualMachine: ", "error force restarting VirtualMachine: ");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "agent/base/clock.h"
 #include "agent/cli/cli.h"
+#include "agent/cli/get_objects.h"
 #include "agent/cli/migrate_commands.h"
 #include "agent/cli/output.h"
 #include "agent/cli/vm_views.h"
@@ -291,32 +292,21 @@ int CmdApply(Cli& cli) {
 namespace {
 
 int GetVmis(Cli& cli, const std::string& name, const std::string& output, bool prefix) {
-  std::vector<VirtualMachineInstance> vmis;
-  if (!name.empty()) {
-    VirtualMachineInstance vmi;
-    grpc::ClientContext ctx;
-    grpc::Status s = cli.stub->GetVMI(Deadline(&ctx), cli.Ref(name), &vmi);
-    if (!s.ok()) return cli.RpcError(s);
-    vmis.push_back(vmi);
-  } else {
-    kvnode::v1::ListRequest req;
-    req.set_namespace_(cli.ns);
-    kvnode::v1::ListVMIsResponse resp;
-    grpc::ClientContext ctx;
-    grpc::Status s = cli.stub->ListVMIs(Deadline(&ctx), req, &resp);
-    if (!s.ok()) return cli.RpcError(s);
-    vmis.assign(resp.items().begin(), resp.items().end());
+  kvnode::v1::ListVMIsResponse list;
+  if (std::optional<int> done = FetchObjects<VirtualMachineInstance, kvnode::v1::ListVMIsResponse>(
+          cli, name, output,
+          [&](grpc::ClientContext* ctx, VirtualMachineInstance* vmi) {
+            return cli.stub->GetVMI(ctx, cli.Ref(name), vmi);
+          },
+          [&](grpc::ClientContext* ctx, kvnode::v1::ListVMIsResponse* resp) {
+            kvnode::v1::ListRequest req;
+            req.set_namespace_(cli.ns);
+            return cli.stub->ListVMIs(ctx, req, resp);
+          },
+          &list)) {
+    return *done;
   }
-  if (output == "json" || output == "yaml") {
-    if (vmis.size() == 1 && !name.empty()) {
-      *cli.out << (output == "json" ? MessageToJson(vmis[0]) : MessageToYaml(vmis[0]));
-      return 0;
-    }
-    kvnode::v1::ListVMIsResponse list;
-    for (const auto& v : vmis) *list.add_items() = v;
-    *cli.out << (output == "json" ? MessageToJson(list) : MessageToYaml(list));
-    return 0;
-  }
+  const std::vector<VirtualMachineInstance> vmis(list.items().begin(), list.items().end());
   PrintVmis(cli, vmis, output, prefix);
   return 0;
 }
