@@ -457,32 +457,21 @@ int ApplyDv(Cli& cli, const kvnode::v1::DataVolume& dv, bool dry_run) {
 
 int GetDvs(Cli& cli, const std::string& name, const std::string& output, bool prefix) {
   auto stub = StorageStub(cli);
-  std::vector<kvnode::v1::DataVolume> dvs;
-  if (!name.empty()) {
-    kvnode::v1::DataVolume dv;
-    grpc::ClientContext ctx;
-    grpc::Status s = stub->GetDV(Deadline(&ctx), cli.Ref(name), &dv);
-    if (!s.ok()) return cli.RpcError(s);
-    dvs.push_back(dv);
-  } else {
-    kvnode::v1::ListRequest req;
-    req.set_namespace_(cli.ns);
-    kvnode::v1::ListDVsResponse resp;
-    grpc::ClientContext ctx;
-    grpc::Status s = stub->ListDVs(Deadline(&ctx), req, &resp);
-    if (!s.ok()) return cli.RpcError(s);
-    dvs.assign(resp.items().begin(), resp.items().end());
+  kvnode::v1::ListDVsResponse list;
+  if (std::optional<int> done = FetchObjects<kvnode::v1::DataVolume, kvnode::v1::ListDVsResponse>(
+          cli, name, output,
+          [&](grpc::ClientContext* ctx, kvnode::v1::DataVolume* dv) {
+            return stub->GetDV(ctx, cli.Ref(name), dv);
+          },
+          [&](grpc::ClientContext* ctx, kvnode::v1::ListDVsResponse* resp) {
+            kvnode::v1::ListRequest req;
+            req.set_namespace_(cli.ns);
+            return stub->ListDVs(ctx, req, resp);
+          },
+          &list)) {
+    return *done;
   }
-  if (output == "json" || output == "yaml") {
-    if (dvs.size() == 1 && !name.empty()) {
-      *cli.out << (output == "json" ? MessageToJson(dvs[0]) : MessageToYaml(dvs[0]));
-      return 0;
-    }
-    kvnode::v1::ListDVsResponse list;
-    for (const auto& dv : dvs) *list.add_items() = dv;
-    *cli.out << (output == "json" ? MessageToJson(list) : MessageToYaml(list));
-    return 0;
-  }
+  const auto& dvs = list.items();
   absl::Time now = absl::Now();
   std::vector<std::vector<std::string>> rows;
   for (const auto& dv : dvs) {
