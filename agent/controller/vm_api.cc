@@ -268,21 +268,15 @@ absl::StatusOr<std::vector<kvnode::v1::VirtualMachineExecution>> VmController::E
 
 absl::StatusOr<std::vector<Change>> VmController::ChangesSince(int64_t after,
                                                                absl::Duration timeout) {
-  if (after > 0 && after + 1 < store_->OldestChange()) {
-    return absl::OutOfRangeError(absl::StrCat("resourceVersion ", after,
-                                              " is too old; list again and watch from the "
-                                              "list's resourceVersion"));
-  }
-  absl::Time deadline = absl::Now() + timeout;
-  while (true) {
-    ASSIGN_OR_RETURN(auto changes, store_->ChangesSince(after, 500));
-    if (!changes.empty() || absl::Now() >= deadline) return changes;
+  return store_->WatchChanges(after, timeout, [&](absl::Time deadline) {
     {
       absl::MutexLock lock(&mu_);
-      if (quit_) return changes;
+      if (quit_) return false;
     }
+    // Any write wakes it; a shutdown is seen within a second.
     store_->WaitForVersionAbove(after, std::min(deadline, absl::Now() + absl::Seconds(1)));
-  }
+    return true;
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -512,20 +512,13 @@ absl::StatusOr<std::vector<kvnode::v1::Event>> VmiController::Events(const std::
 
 absl::StatusOr<std::vector<Change>> VmiController::ChangesSince(int64_t after,
                                                                 absl::Duration timeout) {
-  if (after > 0 && after + 1 < store_->OldestChange()) {
-    return absl::OutOfRangeError(absl::StrCat("resourceVersion ", after,
-                                              " is too old; list again and watch from the "
-                                              "list's resourceVersion"));
-  }
-  absl::Time deadline = absl::Now() + timeout;
-  while (true) {
-    ASSIGN_OR_RETURN(auto changes, store_->ChangesSince(after, 500));
-    if (!changes.empty() || absl::Now() >= deadline) return changes;
+  return store_->WatchChanges(after, timeout, [&](absl::Time deadline) {
     absl::MutexLock lock(&mu_);
-    if (quit_) return changes;
-    if (store_->CurrentResourceVersion() > after) continue;
-    changed_.WaitWithDeadline(&mu_, deadline);
-  }
+    if (quit_) return false;
+    // Its own writes and its shutdown signal changed_.
+    if (store_->CurrentResourceVersion() <= after) changed_.WaitWithDeadline(&mu_, deadline);
+    return true;
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

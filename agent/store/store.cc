@@ -261,6 +261,22 @@ bool Store::WaitForVersionAbove(int64_t after, absl::Time deadline) {
   return true;
 }
 
+absl::StatusOr<std::vector<Change>> Store::WatchChanges(
+    int64_t after, absl::Duration timeout, const std::function<bool(absl::Time deadline)>& wait) {
+  if (after > 0 && after + 1 < OldestChange()) {
+    return absl::OutOfRangeError(absl::StrCat("resourceVersion ", after,
+                                              " is too old; list again and watch from the "
+                                              "list's resourceVersion"));
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    absl::StatusOr<std::vector<Change>> changes = ChangesSince(after, 500);
+    if (!changes.ok() || !changes->empty() || absl::Now() >= deadline || !wait(deadline)) {
+      return changes;
+    }
+  }
+}
+
 absl::Status Store::RecordEvent(const kvnode::v1::Event& event, absl::Time now) {
   kvnode::v1::Event e = event;
   if (e.message().size() > kMaxEventMessage) {

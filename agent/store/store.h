@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -63,6 +64,14 @@ class Store {
   // Blocks until the store's resourceVersion is above `after` or `deadline` passes; true when it
   // is. Lets a controller or a watch wait for any write, whichever component made it.
   bool WaitForVersionAbove(int64_t after, absl::Time deadline);
+  // A watch's next batch: the changes after `after` (at most 500, oldest first), waiting until
+  // there are some or `timeout` passes. While none are there, `wait(deadline)` blocks the way
+  // its caller wakes up (a write, its own shutdown); it returns false to end the watch now.
+  // OutOfRange when `after` was compacted away: the watcher lists again and watches from the
+  // list's resourceVersion (Kubernetes' 410 Gone).
+  absl::StatusOr<std::vector<Change>> WatchChanges(
+      int64_t after, absl::Duration timeout,
+      const std::function<bool(absl::Time deadline)>& wait);
 
   // Records an event; repeats of (object uid, type, reason, message) bump count and last time.
   // Messages are cut at kMaxEventMessage bytes, and the table keeps the newest max_events()
