@@ -376,6 +376,8 @@ absl::StatusOr<VirtualMachine> VmController::LifecycleLocked(const ObjectRef& re
   if (out.shutdown_grace.has_value() && ptr != nullptr) {
     VirtualMachine vm = r->vm;
     (void)StopVmiLocked(r, &vm, *ptr, out.shutdown_grace, std::string(what) + " request");
+    // Safe to go on when the store refuses it (PersistLocked logs it): the request is already
+    // made, and the sync queued below derives the VM's status again and stores it.
     if (!MessageDifferencer::Equals(vm, r->vm)) (void)PersistLocked(r, vm, "MODIFIED");
   }
   EnqueueLocked({r->vm.metadata().namespace_(), r->vm.metadata().name()}, clock_->Now());

@@ -555,8 +555,11 @@ bool VmController::SyncLocked(const Key& key) {
   in.random = random_;
   UpdateVmStatus(&st.vm, in);
   SyncRevisionLocked(r, &st.vm, in.vmi, st);
-  if (!MessageDifferencer::Equals(st.vm, r->vm)) (void)PersistLocked(r, st.vm, "MODIFIED");
-  if (st.error.has_value()) EnqueueLocked(key, st.now + kRetryAfterError);
+  // A status the store refused (PersistLocked logs it) is derived and stored again by the
+  // next sync, which the failure schedules as an error does.
+  const bool stored =
+      MessageDifferencer::Equals(st.vm, r->vm) || PersistLocked(r, st.vm, "MODIFIED").ok();
+  if (st.error.has_value() || !stored) EnqueueLocked(key, st.now + kRetryAfterError);
   return acted;
 }
 
