@@ -33,22 +33,25 @@ std::string ShortId(const std::string& uid) { return uid.substr(0, 8); }
 
 }  // namespace
 
-MigrationController::MigrationController(MigrationConfig config, VmiController* vmis,
-                                         Store* store, Clock* clock)
-    : config_(std::move(config)),
-      vmis_(vmis),
-      store_(store),
-      clock_(clock) {
+absl::StatusOr<std::unique_ptr<MigrationController>> MigrationController::Create(
+    MigrationConfig config, VmiController* vmis, Store* store, Clock* clock) {
+  std::unique_ptr<MigrationController> c(
+      new MigrationController(std::move(config), vmis, store, clock));
+  RETURN_IF_ERROR(c->Recover());
+  return c;
+}
+
+absl::Status MigrationController::Recover() {
   absl::MutexLock lock(&mu_);
   // Policies first: a migration resumed below runs with the policy it started with.
-  if (auto policies = store_->List(kMigrationPolicyKind); policies.ok()) {
-    for (const StoredObject& o : *policies) {
-      kvnode::v1::MigrationPolicy policy;
-      if (FromJson(o.json, &policy).ok()) policies_[o.name] = std::move(policy);
-    }
+  absl::StatusOr<std::vector<StoredObject>> policies = store_->List(kMigrationPolicyKind);
+  if (!policies.ok()) return Annotate(policies.status(), "migration policies");
+  for (const StoredObject& o : *policies) {
+    kvnode::v1::MigrationPolicy policy;
+    if (FromJson(o.json, &policy).ok()) policies_[o.name] = std::move(policy);
   }
-  auto stored = store_->List(kVmimKind);
-  if (!stored.ok()) return;
+  absl::StatusOr<std::vector<StoredObject>> stored = store_->List(kVmimKind);
+  if (!stored.ok()) return Annotate(stored.status(), "migrations");
   for (const StoredObject& o : *stored) {
     VirtualMachineInstanceMigration vmim;
     if (!google::protobuf::util::JsonStringToMessage(o.json, &vmim).ok()) continue;
@@ -81,6 +84,7 @@ MigrationController::MigrationController(MigrationConfig config, VmiController* 
                                       });
     vmis_->EndMigrationOut(vmi.metadata().uid());
   }
+  return absl::OkStatus();
 }
 
 bool MigrationController::ResumeLocked(const VirtualMachineInstanceMigration& vmim) {

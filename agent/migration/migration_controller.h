@@ -36,8 +36,11 @@ class MigrationController {
  public:
   // Loads stored migrations. One a previous handler left unfinished is resumed when its VMI
   // is still here migrating (the outcome comes from the launcher's job or from the target),
-  // and ends Failed otherwise.
-  MigrationController(MigrationConfig config, VmiController* vmis, Store* store, Clock* clock);
+  // and ends Failed otherwise. An error when the store cannot list them: a handler that went on
+  // would forget migrations under way.
+  static absl::StatusOr<std::unique_ptr<MigrationController>> Create(MigrationConfig config,
+                                                                     VmiController* vmis,
+                                                                     Store* store, Clock* clock);
   ~MigrationController();
 
   // `target_node` empty: the node's only peer (KubeVirt's scheduler picks the target; a node
@@ -62,6 +65,10 @@ class MigrationController {
   absl::StatusOr<kvnode::v1::MigrationPolicy> DeletePolicy(const std::string& name);
 
  private:
+  MigrationController(MigrationConfig config, VmiController* vmis, Store* store, Clock* clock)
+      : config_(std::move(config)), vmis_(vmis), store_(store), clock_(clock) {}
+  // What Create does after construction: the stored policies and migrations.
+  absl::Status Recover();
   struct Outbound {
     kvnode::v1::VirtualMachineInstanceMigration vmim;
     kvnode::v1::ObjectRef ref;

@@ -11,8 +11,7 @@ absl::StatusOr<std::unique_ptr<MigrationNode>> MigrationNode::Start(const Migrat
                                                                     VmiController* vmis,
                                                                     Store* store) {
   auto n = std::unique_ptr<MigrationNode>(new MigrationNode());
-  n->controller_ =
-      std::make_unique<MigrationController>(config, vmis, store, Clock::Real());
+  ASSIGN_OR_RETURN(n->controller_, MigrationController::Create(config, vmis, store, Clock::Real()));
   n->api_service_ = std::make_unique<NodeMigrationService>(n->controller_.get());
   if (config.listen.empty()) return n;
   n->service_ =
