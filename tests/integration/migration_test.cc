@@ -670,8 +670,14 @@ TEST_F(MigrationTest, FirmwareStateMovesWithTheVmAndNothingOfItStaysBehind) {
   ASSERT_TRUE(a()->Restart().ok());
   auto ended = WaitEnded(vmim.metadata().uid());
   ASSERT_EQ(ended.status().phase(), "Succeeded") << ended.DebugString() << b()->DiagnosticLogs();
-  // The same guest, on B, reads both back from B's flash and B's swtpm.
-  ASSERT_TRUE(b()->TypeOnConsole("default", "vault", "firmware-mark\n").ok());
+  // The same guest, on B, reads both back from B's flash and B's swtpm. (Once in the suite
+  // the console could not be reached in the moment the migration was reported Succeeded by the
+  // source's restarted handler: try for a while.)
+  absl::Status typed;
+  ASSERT_TRUE(Eventually([&] {
+    typed = b()->TypeOnConsole("default", "vault", "firmware-mark\n");
+    return typed.ok();
+  }, absl::Seconds(30))) << typed;
   EXPECT_TRUE(Eventually(
       [&] { return b()->SerialLog(uid).find(marked) != std::string::npos; }, absl::Seconds(60)))
       << b()->SerialLog(uid);
