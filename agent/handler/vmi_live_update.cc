@@ -263,8 +263,7 @@ void VmiController::SyncLiveUpdate(const std::string& uid) {
     r->live_update_attempts = 0;
     // Done: the cgroup has the VMI's limits exactly (lower ones only now).
     if (limits.has_value()) {
-      if (absl::Status s = cgroups_.SetLimits(uid, CgroupLimitsOf(r->vmi.spec(), config_.limits),
-                                              /*raise_only=*/false);
+      if (absl::Status s = cgroups_.SetLimits(uid, *limits, /*raise_only=*/false);
           !s.ok()) {
         spdlog::warn("VMI {}: cgroup limits after the live update: {}", uid, s.ToString());
       }

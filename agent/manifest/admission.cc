@@ -809,12 +809,9 @@ void CheckNumaAndRealtime(const DomainSpec& domain, const FieldPath& domain_path
     }
   }
   const auto& memory = domain.memory();
-  if (!memory.max_guest().empty() && memory.max_guest() != memory.guest() &&
-      (cpu.has_realtime() || has_passthrough)) {
-    review->errors.Add(domain_path.Child("memory").Child("maxGuest"),
-                       cpu.has_realtime()
-                           ? "Memory hotplug is not compatible with realtime VMs"
-                           : "Memory hotplug is not compatible with guest mapping passthrough");
+  if (std::string why = MemoryHotplugIncompatibility(cpu);
+      !why.empty() && !memory.max_guest().empty() && memory.max_guest() != memory.guest()) {
+    review->errors.Add(domain_path.Child("memory").Child("maxGuest"), std::move(why));
   }
 }
 

@@ -132,11 +132,18 @@ void DefaultMaxSockets(int max_hotplug_ratio, VirtualMachineInstanceSpec* spec) 
   cpu->set_max_sockets(static_cast<uint32_t>(max_sockets));
 }
 
+std::string MemoryHotplugIncompatibility(const kvnode::v1::CPU& cpu) {
+  if (cpu.has_realtime()) return "Memory hotplug is not compatible with realtime VMs";
+  if (cpu.numa().has_guest_mapping_passthrough()) {
+    return "Memory hotplug is not compatible with guest mapping passthrough";
+  }
+  return "";
+}
+
 std::string MemoryHotplugProblem(const VirtualMachineInstanceSpec& spec, int64_t max_guest_bytes) {
   const auto& memory = spec.domain().memory();
-  if (spec.domain().cpu().has_realtime()) return "Memory hotplug is not compatible with realtime VMs";
-  if (spec.domain().cpu().numa().has_guest_mapping_passthrough()) {
-    return "Memory hotplug is not compatible with guest mapping passthrough";
+  if (std::string why = MemoryHotplugIncompatibility(spec.domain().cpu()); !why.empty()) {
+    return why;
   }
   const int64_t block = MemoryHotplugBlockBytes(memory);
   absl::StatusOr<Quantity> guest = Quantity::Parse(memory.guest());

@@ -62,6 +62,10 @@ inline constexpr int64_t kMemoryHotplugMinGuestBytes = int64_t{1} << 30;
 inline int64_t MemoryHotplugBlockBytes(const kvnode::v1::Memory& memory) {
   return memory.hugepages().page_size() == "1Gi" ? int64_t{1} << 30 : kMemoryHotplugBlockBytes;
 }
+// The CPU settings memory hotplug cannot go with, in KubeVirt's words (its
+// ValidateLiveUpdateMemory): realtime and guestMappingPassthrough, whose NUMA cells leave none
+// for a virtio-mem device; "" when `cpu` has neither.
+std::string MemoryHotplugIncompatibility(const kvnode::v1::CPU& cpu);
 // KubeVirt's ValidateLiveUpdateMemory: why memory hotplug cannot serve `spec` with at most
 // `max_guest_bytes` of guest memory ("Guest memory must be 2Mi aligned", ...); "" when it can.
 std::string MemoryHotplugProblem(const kvnode::v1::VirtualMachineInstanceSpec& spec,

@@ -95,18 +95,16 @@ absl::Status CgroupTree::KillAndRemove(const std::string& vmi_uid, absl::Duratio
   absl::Time deadline = absl::Now() + timeout;
   // v1 groups (cpuset, cpu, memory) hold the same processes: they empty with the cgroup and
   // go after it.
-  auto remove_v1_cpuset = [&] {
-    for (const auto& [root, v1] : {std::make_pair(cpuset_root_, cpuset_v1_),
-                                   std::make_pair(cpu_.root, cpu_.v1),
-                                   std::make_pair(memory_.root, memory_.v1)}) {
-      if (!v1) continue;
-      std::string group = root + "/" + vmi_uid;
+  auto remove_v1_groups = [&] {
+    for (const Controller* c : {&cpuset_, &cpu_, &memory_}) {
+      if (!c->v1) continue;
+      std::string group = c->root + "/" + vmi_uid;
       while (rmdir(group.c_str()) < 0 && errno == EBUSY && absl::Now() < deadline) usleep(5000);
     }
   };
   struct stat st;
   if (stat(dir.c_str(), &st) < 0) {
-    remove_v1_cpuset();
+    remove_v1_groups();
     return absl::OkStatus();
   }
   while (Populated(vmi_uid)) {
@@ -125,7 +123,7 @@ absl::Status CgroupTree::KillAndRemove(const std::string& vmi_uid, absl::Duratio
   }
   // Removal can race with the kernel's last bookkeeping of exited tasks: retry briefly.
   while (rmdir(dir.c_str()) < 0 && errno == EBUSY && absl::Now() < deadline) usleep(5000);
-  remove_v1_cpuset();
+  remove_v1_groups();
   return absl::OkStatus();
 }
 
@@ -196,58 +194,38 @@ bool Lowers(int64_t next, int64_t now) { return now == 0 ? next != 0 : next != 0
 }  // namespace
 
 absl::Status CgroupTree::UseCpusets() {
-  std::vector<std::string> controllers =
-      absl::StrSplit(ReadCgroupFile(root_ + "/cgroup.controllers"), ' ');
-  if (std::find(controllers.begin(), controllers.end(), "cpuset") != controllers.end() &&
-      WriteCgroupFile(root_ + "/cgroup.subtree_control", "+cpuset").ok()) {
-    cpuset_root_ = root_;
-    cpuset_v1_ = false;
-    return absl::OkStatus();
-  }
-  std::string mount = FindV1Mount("cpuset");
-  if (mount.empty()) {
-    return absl::NotFoundError(
-        "no cpuset controller: " + root_ + "'s cgroup2 hierarchy does not offer it to kvnode, "
-        "and no cgroup v1 cpuset hierarchy is mounted");
-  }
-  std::string dir = mount + "/" + root_.substr(root_.rfind('/') + 1);
-  if (mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST) {
-    return absl::ErrnoToStatus(errno, "create cpuset " + dir);
-  }
+  RETURN_IF_ERROR(UseController("cpuset", &cpuset_));
+  if (!cpuset_.v1) return absl::OkStatus();
   // A v1 cpuset starts empty: it gets all of its parent's CPUs and memory nodes.
+  const std::string parent = cpuset_.root.substr(0, cpuset_.root.rfind('/'));
   for (const char* file : {"cpuset.cpus", "cpuset.mems"}) {
-    if (!ReadCgroupFile(dir + "/" + file).empty()) continue;
-    RETURN_IF_ERROR(WriteCgroupFile(dir + "/" + file, ReadCgroupFile(mount + "/" + file)));
+    if (!ReadCgroupFile(cpuset_.root + "/" + file).empty()) continue;
+    RETURN_IF_ERROR(WriteCgroupFile(cpuset_.root + "/" + file, ReadCgroupFile(parent + "/" + file)));
   }
-  cpuset_root_ = dir;
-  cpuset_v1_ = true;
   return absl::OkStatus();
 }
 
-std::string CgroupTree::DescribeCpusets() const {
-  if (cpuset_root_.empty()) return "none";
-  return (cpuset_v1_ ? "cgroup v1 " : "cgroup v2 ") + cpuset_root_;
-}
+std::string CgroupTree::DescribeCpusets() const { return Describe(cpuset_); }
 
 absl::Status CgroupTree::SetCpus(const std::string& vmi_uid, const std::vector<int>& cpus,
                                  int* procs_fd) const {
   if (procs_fd != nullptr) *procs_fd = -1;
-  if (cpuset_root_.empty()) return absl::FailedPreconditionError("no cpusets (UseCpusets)");
-  const std::string dir = cpuset_root_ + "/" + vmi_uid;
-  if (cpuset_v1_) {
+  if (!has_cpusets()) return absl::FailedPreconditionError("no cpusets (UseCpusets)");
+  const std::string dir = cpuset_.root + "/" + vmi_uid;
+  if (cpuset_.v1) {
     if (mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST) {
       return absl::ErrnoToStatus(errno, "create cpuset " + dir);
     }
     if (ReadCgroupFile(dir + "/cpuset.mems").empty()) {
       RETURN_IF_ERROR(
-          WriteCgroupFile(dir + "/cpuset.mems", ReadCgroupFile(cpuset_root_ + "/cpuset.mems")));
+          WriteCgroupFile(dir + "/cpuset.mems", ReadCgroupFile(cpuset_.root + "/cpuset.mems")));
     }
   }
   RETURN_IF_ERROR(WriteCgroupFile(dir + "/cpuset.cpus", FormatCpuList(cpus)));
-  if (!cpuset_v1_) return absl::OkStatus();
+  if (!cpuset_.v1) return absl::OkStatus();
   // Processes of the VMI that are not in its v1 cpuset yet (started before it had one) join it.
   std::vector<int> fds;
-  RETURN_IF_ERROR(JoinV1(cpuset_root_, vmi_uid, procs_fd != nullptr ? &fds : nullptr).status());
+  RETURN_IF_ERROR(JoinV1(cpuset_.root, vmi_uid, procs_fd != nullptr ? &fds : nullptr).status());
   if (procs_fd != nullptr && !fds.empty()) *procs_fd = fds.front();
   return absl::OkStatus();
 }
@@ -279,11 +257,12 @@ absl::Status CgroupTree::UseResourceLimits() {
   return UseController("memory", &memory_);
 }
 
+std::string CgroupTree::Describe(const Controller& c) {
+  return c.root.empty() ? std::string("none") : (c.v1 ? "cgroup v1 " : "cgroup v2 ") + c.root;
+}
+
 std::string CgroupTree::DescribeResourceLimits() const {
-  auto one = [](const Controller& c) {
-    return c.root.empty() ? std::string("none") : (c.v1 ? "cgroup v1 " : "cgroup v2 ") + c.root;
-  };
-  return absl::StrCat("cpu: ", one(cpu_), ", memory: ", one(memory_));
+  return absl::StrCat("cpu: ", Describe(cpu_), ", memory: ", Describe(memory_));
 }
 
 absl::StatusOr<std::string> CgroupTree::JoinV1(const std::string& root, const std::string& vmi_uid,
@@ -375,9 +354,9 @@ absl::StatusOr<CgroupLimits> CgroupTree::Limits(const std::string& vmi_uid) cons
 }
 
 bool CgroupTree::RemoveRoot() const {
-  if (cpuset_v1_) rmdir(cpuset_root_.c_str());
-  if (cpu_.v1) rmdir(cpu_.root.c_str());
-  if (memory_.v1) rmdir(memory_.root.c_str());
+  for (const Controller* c : {&cpuset_, &cpu_, &memory_}) {
+    if (c->v1) rmdir(c->root.c_str());
+  }
   return rmdir(root_.c_str()) == 0 || errno == ENOENT;
 }
 

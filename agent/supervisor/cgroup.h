@@ -47,7 +47,7 @@ class CgroupTree {
   // owns cpuset). NotFound when the machine has neither. Call once, before the VMIs' cgroups
   // are made; from then on KillAndRemove removes a VMI's cpuset too.
   absl::Status UseCpusets();
-  bool has_cpusets() const { return !cpuset_root_.empty(); }
+  bool has_cpusets() const { return !cpuset_.root.empty(); }
   // "cgroup v2 <root>" or "cgroup v1 <dir>", for logs and --validate-config.
   std::string DescribeCpusets() const;
   // Confines the VMI's processes (those in its cgroup now, and their children) to `cpus`. With
@@ -80,22 +80,23 @@ class CgroupTree {
   bool RemoveRoot() const;
 
  private:
-  // Where one controller's groups live: root_ itself (v2), a dir in its v1 hierarchy, or "".
+  // Where one controller's groups live: root_ itself (v2), a dir of root_'s name in its v1
+  // hierarchy (hybrid machines), or "" (not in use).
   struct Controller {
     std::string root;
     bool v1 = false;
   };
+  // Finds `name` in root_'s cgroup2 hierarchy (and enables it for the VMIs' groups), else in a
+  // v1 hierarchy; NotFound when neither has it.
   absl::Status UseController(const char* name, Controller* c);
+  static std::string Describe(const Controller& c);
   // The VMI's group of a v1 controller, made on first use, with the VMI's processes in it.
   absl::StatusOr<std::string> JoinV1(const std::string& root, const std::string& vmi_uid,
                                      std::vector<int>* procs_fds) const;
-  Controller cpu_, memory_;
+  Controller cpuset_, cpu_, memory_;
 
   explicit CgroupTree(std::string root) : root_(std::move(root)) {}
   std::string root_;
-  // Where VMIs' cpusets live: root_ itself (v2), a dir in the v1 cpuset hierarchy, or "".
-  std::string cpuset_root_;
-  bool cpuset_v1_ = false;
 };
 
 }  // namespace kvnode

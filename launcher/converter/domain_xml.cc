@@ -93,13 +93,9 @@ absl::Status AppendMemory(const ConvertContext& ctx,
   // NUMA cell AppendCpu defines.
   if (int64_t max = MaxGuestBytes(ctx); max > 0) {
     if (max < q->Value()) return Invalid("spec.domain.memory.maxGuest", "less than guest");
-    // KubeVirt's ValidateLiveUpdateMemory: the virtio-mem device needs a cell of its own.
-    if (ctx.domain().cpu().has_realtime()) {
-      return Invalid("spec.domain.memory.maxGuest", "Memory hotplug is not compatible with realtime VMs");
-    }
-    if (ctx.domain().cpu().numa().has_guest_mapping_passthrough()) {
-      return Invalid("spec.domain.memory.maxGuest",
-                     "Memory hotplug is not compatible with guest mapping passthrough");
+    // The virtio-mem device needs a cell of its own.
+    if (std::string why = MemoryHotplugIncompatibility(ctx.domain().cpu()); !why.empty()) {
+      return Invalid("spec.domain.memory.maxGuest", why);
     }
     SetText(Attr(Child(domain, "maxMemory"), "unit", "b"), absl::StrCat(max));
   }
