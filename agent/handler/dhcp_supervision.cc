@@ -22,7 +22,7 @@ void VmiController::WatchDhcpLocked(Record* r, pid_t pid, uint64_t start_time) {
   if (pid <= 0) return;
   r->dhcp_pid = pid;
   const std::string uid = r->vmi.metadata().uid();
-  absl::Status s = watcher_->Watch(pid, start_time, [this, uid, pid](std::optional<int> status) {
+  absl::Status s = pods_->Watch(pid, start_time, [this, uid, pid](std::optional<int> status) {
     work_.Schedule([this, uid, pid, status] { OnDhcpExit(uid, pid, status); });
   });
   if (!s.ok()) spdlog::error("watch DHCP server {} of VMI {}: {}", pid, uid, s.ToString());
@@ -58,7 +58,7 @@ void VmiController::DhcpGoneLocked(Record* r, const std::string& how) {
     PersistOrRetryLocked(r, "MODIFIED");
     EventLocked(r->vmi, "Warning", "DhcpServerCrashLoop", message);
   }
-  work_.Schedule([this, uid] { (void)cgroups_.KillAndRemove(uid, absl::Seconds(10)); });
+  work_.Schedule([this, uid] { (void)pods_->KillAndRemove(uid, absl::Seconds(10)); });
 }
 
 void VmiController::RestartDhcp(const std::string& uid) {

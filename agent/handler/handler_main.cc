@@ -136,6 +136,7 @@ struct Handler {
   std::unique_ptr<LauncherIds> launcher_ids;
   std::unique_ptr<MasqueradePodNetwork> pod_network;
   std::unique_ptr<ProcessWatcher> watcher;
+  std::unique_ptr<LinuxLauncherPods> launcher_pods;
   std::thread primer;
   std::unique_ptr<VolumeManager> volumes;
   std::unique_ptr<GoldenImages> golden_images;  // DataSources and DataImportCrons
@@ -402,8 +403,9 @@ int Serve(Handler* h, const sigset_t& mask) {
       h->store.get(), Clock::Real());
   if (absl::Status s = h->volumes->Recover(); !s.ok()) return Fail(Annotate(s, "recover volumes"));
   c.volumes = h->volumes.get();
-  h->controller = std::make_unique<VmiController>(c, h->store.get(), *cgroups, h->watcher.get(),
-                                                  Clock::Real());
+  h->launcher_pods = std::make_unique<LinuxLauncherPods>(*cgroups, h->watcher.get());
+  h->controller =
+      std::make_unique<VmiController>(c, h->store.get(), h->launcher_pods.get(), Clock::Real());
   h->volumes->SetVmiLister([vmis = h->controller.get()] { return vmis->List(""); });
   if (absl::Status s = StartNotifyServer(h); !s.ok()) return Fail(Annotate(s, "notify socket"));
   if (absl::Status s = StartMetrics(h); !s.ok()) return Fail(Annotate(s, "--metrics-addr"));

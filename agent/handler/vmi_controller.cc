@@ -50,13 +50,12 @@ std::string RandomSuffix() {
 
 }  // namespace
 
-VmiController::VmiController(HandlerConfig config, Store* store, CgroupTree cgroups,
-                             ProcessWatcher* watcher, Clock* clock)
+VmiController::VmiController(HandlerConfig config, Store* store, LauncherPods* pods,
+                             Clock* clock)
     : config_(std::move(config)),
       paths_(config_.state_dir, config_.run_dir),
       store_(store),
-      cgroups_(std::move(cgroups)),
-      watcher_(watcher),
+      pods_(pods),
       clock_(clock),
       work_(config_.workers) {
   janitor_ = std::thread([this] { JanitorLoop(); });
@@ -527,12 +526,10 @@ absl::StatusOr<std::vector<Change>> VmiController::ChangesSince(int64_t after,
 
 absl::Status VmiController::CheckNotifier(const PeerCred& peer, const std::string& vmi_uid) {
   if (peer.uid == 0) return absl::OkStatus();
-  // The peer's cgroup, relative to the cgroup2 mount, must be the VMI's own.
-  static const std::string mount = CgroupTree::FindCgroup2Mount().value_or("");
   std::string why;
   std::optional<LauncherIdentity> id =
       config_.ids != nullptr ? config_.ids->Find(vmi_uid) : std::nullopt;
-  if (peer.cgroup.empty() || mount + peer.cgroup != cgroups_.PathFor(vmi_uid)) {
+  if (!pods_->IsVmiCgroup(peer.cgroup, vmi_uid)) {
     why = absl::StrCat("it runs in cgroup \"", peer.cgroup, "\", not the VMI's");
   } else if (!id.has_value() || static_cast<uid_t>(id->uid) != peer.uid) {
     why = absl::StrCat("it runs as uid ", peer.uid, ", not as the VMI's identity");
@@ -592,17 +589,39 @@ void VmiController::OnLauncherEvent(const kvnode::v1::LauncherEvent& event) {
   EventLocked(r->vmi, event.type().empty() ? "Normal" : event.type(), event.reason(),
               event.message());
   if (event.reason() == "LibvirtdRestarted") Count(kHelperRestarts, {{"helper", "libvirtd"}});
-  if (event.reason() == "LauncherReady" && !r->launcher_ready) {
-    r->launcher_ready = true;
-    // A launcher that replaced a dead one finds its VMI Running: it stays so.
-    if (r->vmi.status().phase() != phase::kRunning &&
-        SetPhase(r->vmi.mutable_status(), phase::kScheduled, clock_->Now())) {
-      r->vmi.mutable_status()->set_node_name(config_.node_name);
-      PersistOrRetryLocked(r, "MODIFIED");
+  if (event.reason() == "LauncherReady") {
+    if (r->spawning) {
+      r->ready_while_spawning = true;  // applied once the spawn is recorded
+    } else if (!r->launcher_ready) {
+      LauncherReadyLocked(r);
     }
-    std::string uid = event.vmi_uid();
-    work_.Schedule([this, uid] { SyncLauncher(uid); });
   }
+}
+
+void VmiController::LauncherReadyLocked(Record* r) {
+  r->launcher_ready = true;
+  // A launcher that replaced a dead one finds its VMI Running: it stays so.
+  if (r->vmi.status().phase() != phase::kRunning &&
+      SetPhase(r->vmi.mutable_status(), phase::kScheduled, clock_->Now())) {
+    r->vmi.mutable_status()->set_node_name(config_.node_name);
+    PersistOrRetryLocked(r, "MODIFIED");
+  }
+  std::string uid = r->vmi.metadata().uid();
+  work_.Schedule([this, uid] { SyncLauncher(uid); });
+}
+
+void VmiController::BeginSpawn(const std::string& uid) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return;
+  it->second->spawning = true;
+  it->second->ready_while_spawning = false;
+}
+
+void VmiController::EndSpawnLocked(Record* r, bool started) {
+  r->spawning = false;
+  r->launcher_ready = false;
+  if (std::exchange(r->ready_while_spawning, false) && started) LauncherReadyLocked(r);
 }
 
 void VmiController::CleanupVmiDir(const std::string& uid,
@@ -619,7 +638,7 @@ void VmiController::ReleaseIdentity(const std::string& uid,
   std::optional<LauncherIdentity> id = config_.ids->Find(uid);
   if (!id.has_value()) return;
   // Nothing of the VMI may run on, or the next VMI on this id would meet it.
-  if (cgroups_.Populated(uid)) {
+  if (pods_->Populated(uid)) {
     spdlog::warn("VMI {}: processes left in its cgroup; keeping launcher id {}", uid, id->uid);
     return;
   }
@@ -660,13 +679,11 @@ void VmiController::JanitorLoop() {
                       "launcher did not become ready in time; replacing it");
           pid_t pid = r->launcher_pid;
           uint64_t start = r->launcher_start_time;
-          work_.Schedule([pid, start] {
-            if (ProcessStartTime(pid) == std::optional<uint64_t>(start)) kill(pid, SIGKILL);
-          });
+          work_.Schedule([this, pid, start] { pods_->Kill(pid, start); });
         } else {
           EventLocked(r->vmi, "Warning", "LauncherNotReady",
                       "launcher did not become ready in time; stopping it");
-          work_.Schedule([this, id] { (void)cgroups_.KillAndRemove(id, absl::Seconds(10)); });
+          work_.Schedule([this, id] { (void)pods_->KillAndRemove(id, absl::Seconds(10)); });
         }
       }
     }

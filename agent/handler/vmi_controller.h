@@ -43,10 +43,8 @@
 #include "agent/network/pod_network.h"
 #include "agent/storage/volume_manager.h"
 #include "agent/store/store.h"
-#include "agent/supervisor/cgroup.h"
+#include "agent/handler/launcher_pods.h"
 #include "agent/supervisor/launcher_ids.h"
-#include "agent/supervisor/launcher_process.h"
-#include "agent/supervisor/process_watcher.h"
 #include "kvnode/v1/kubevirt.pb.h"
 #include "kvnode/v1/launcher.grpc.pb.h"
 #include "kvnode/v1/node.pb.h"
@@ -127,8 +125,8 @@ struct SyncResult {
 
 class VmiController {
  public:
-  VmiController(HandlerConfig config, Store* store, CgroupTree cgroups, ProcessWatcher* watcher,
-                Clock* clock);
+  // `pods` (not owned) is where the launchers run: the node's (LinuxLauncherPods) or a fake.
+  VmiController(HandlerConfig config, Store* store, LauncherPods* pods, Clock* clock);
   ~VmiController();
 
   // Loads stored VMIs and re-adopts live launchers; VMIs whose launcher is gone end Failed.
@@ -315,6 +313,11 @@ class VmiController {
     uint64_t launcher_start_time = 0;
     bool launcher_alive = false;
     bool launcher_ready = false;
+    // A launcher is being spawned (its pid not known yet); a LauncherReady that comes meanwhile
+    // is kept in `ready_while_spawning` and applied once the spawn is recorded, so that the
+    // record never forgets a launcher that was quick to get ready.
+    bool spawning = false;
+    bool ready_while_spawning = false;
     bool start_scheduled = false;
     // The node's CPU and memory are held for it (RequestOf): from the start that fit until it
     // ends, or until a start that failed gives them back.
@@ -524,6 +527,12 @@ class VmiController {
   // without cpusets.
   std::vector<int> LauncherCpus(const kvnode::v1::VirtualMachineInstance& vmi) const
       ABSL_LOCKS_EXCLUDED(cpus_mu_);
+  // The launcher said LauncherReady: Scheduled (unless its guest runs already) and Synced.
+  void LauncherReadyLocked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks `uid`'s record as spawning a launcher (see Record::spawning).
+  void BeginSpawn(const std::string& uid) ABSL_LOCKS_EXCLUDED(mu_);
+  // The spawn is recorded (or failed): a LauncherReady that came meanwhile is applied.
+  void EndSpawnLocked(Record* r, bool started) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnStartFailedLocked(Record* r, const absl::Status& status, bool retry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The pod's DHCP server (dhcp_supervision.cc): watched while the launcher lives; when it
@@ -594,8 +603,7 @@ class VmiController {
   const HandlerConfig config_;
   const NodePaths paths_;
   Store* const store_;
-  const CgroupTree cgroups_;
-  ProcessWatcher* const watcher_;
+  LauncherPods* const pods_;
   Clock* const clock_;
 
   absl::Mutex mu_;

@@ -81,7 +81,7 @@ absl::StatusOr<std::vector<int>> VmiController::DedicatedCpusForLocked(const Rec
 }
 
 void VmiController::ApplySharedCpusLocked() {
-  if (!cgroups_.has_cpusets() || config_.host_cpus.empty()) return;
+  if (!pods_->has_cpusets() || config_.host_cpus.empty()) return;
   std::vector<int> shared = CpusWithout(CpuIds(config_.host_cpus), DedicatedCpusHeldLocked(nullptr));
   {
     absl::MutexLock lock(&cpus_mu_);
@@ -98,11 +98,11 @@ void VmiController::ApplySharedCpusLocked() {
 }
 
 void VmiController::KeepOnSharedCpusLocked(const Record& r) {
-  if (!cgroups_.has_cpusets() || r.vmi.spec().domain().cpu().dedicated_cpu_placement()) return;
+  if (!pods_->has_cpusets() || r.vmi.spec().domain().cpu().dedicated_cpu_placement()) return;
   std::vector<int> shared = LauncherCpus(r.vmi);
   if (shared.empty()) return;
   const std::string& uid = r.vmi.metadata().uid();
-  if (absl::Status s = cgroups_.SetCpus(uid, shared); !s.ok()) {
+  if (absl::Status s = pods_->SetCpus(uid, shared); !s.ok()) {
     spdlog::warn("VMI {}: keep it on the shared CPUs {}: {}", uid, FormatCpuList(shared),
                  s.ToString());
   }
@@ -137,7 +137,7 @@ VmiController::CpuPoolUsage VmiController::DedicatedCpuUsage() {
 }
 
 std::vector<int> VmiController::LauncherCpus(const VirtualMachineInstance& vmi) const {
-  if (!cgroups_.has_cpusets() || config_.host_cpus.empty()) return {};
+  if (!pods_->has_cpusets() || config_.host_cpus.empty()) return {};
   if (vmi.spec().domain().cpu().dedicated_cpu_placement()) return HeldCpus(vmi);
   absl::MutexLock lock(&cpus_mu_);
   // Before the first ApplySharedCpusLocked: every CPU, until it narrows them.

@@ -65,23 +65,12 @@ absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> VmiController::Launc
     if (it == by_uid_.end()) return absl::NotFoundError("no VMI with uid " + uid);
     if (it->second->stub != nullptr) return it->second->stub;
   }
-  // The socket lives in a dir the VMI's identity controls: connect with that identity's rights,
-  // never root's (user_fs.h), and give gRPC the connected socket.
-  const std::string path = paths_.vmi(uid).launcher_socket();
+  // The socket lives in a dir the VMI's identity controls: connected with its rights.
   ASSIGN_OR_RETURN(FsIdentity id, FsIdentityOfUid(uid));
-  absl::Time deadline = absl::Now() + wait;
-  absl::StatusOr<int> fd = ConnectUnixAs(id, path);
-  while (!fd.ok() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-    fd = ConnectUnixAs(id, path);
-  }
-  if (!fd.ok()) return Annotate(fd.status(), "launcher of VMI " + uid);
-  fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) | O_NONBLOCK);
-  grpc::ChannelArguments args;
-  // A channel made from a socket cannot dial again: it must never go idle.
-  args.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS, std::numeric_limits<int>::max());
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomInsecureChannelFromFd("launcher", *fd, args);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> connected =
+      pods_->ConnectLauncher(paths_.vmi(uid).launcher_socket(), id, wait);
+  if (!connected.ok()) return Annotate(connected.status(), "launcher of VMI " + uid);
+  std::shared_ptr<grpc::Channel> channel = *connected;
   auto stub = std::shared_ptr<kvnode::v1::Launcher::Stub>(kvnode::v1::Launcher::NewStub(channel));
   // Calls over a dead connection fail UNAVAILABLE; CheckLauncherCall then drops it, and the
   // next call connects again.
@@ -94,25 +83,6 @@ absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> VmiController::Launc
   return stub;
 }
 
-namespace {
-
-// mkdir `path` (0700) and hand it to `id`, never following a link planted in its place.
-absl::Status MakeOwnedDir(const std::string& path, const LauncherIdentity& id) {
-  if (mkdir(path.c_str(), 0700) < 0 && errno != EEXIST) {
-    return absl::ErrnoToStatus(errno, "mkdir " + path);
-  }
-  int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return absl::ErrnoToStatus(errno, "open " + path);
-  int rc = fchown(fd, id.uid, id.gid);
-  int e = errno;
-  if (rc == 0) rc = fchmod(fd, 0700);
-  close(fd);
-  if (rc < 0) return absl::ErrnoToStatus(e, "chown " + path);
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::Status VmiController::PrepareVmiDir(const VirtualMachineInstance& vmi,
                                           const LauncherIdentity& id) {
   for (const std::string& dir : {paths_.vmis_dir(), paths_.run_dir()}) {
@@ -121,8 +91,8 @@ absl::Status VmiController::PrepareVmiDir(const VirtualMachineInstance& vmi,
     }
   }
   VmiPaths vp = paths_.vmi(vmi.metadata().uid());
-  RETURN_IF_ERROR(MakeOwnedDir(vp.root(), id));
-  RETURN_IF_ERROR(MakeOwnedDir(vp.socket_dir(), id));
+  RETURN_IF_ERROR(pods_->MakeOwnedDir(vp.root(), id));
+  RETURN_IF_ERROR(pods_->MakeOwnedDir(vp.socket_dir(), id));
   // A stale final status from an earlier attempt must not decide this execution.
   unlink(vp.final_status().c_str());
   return absl::OkStatus();
@@ -218,6 +188,7 @@ void VmiController::StartLauncher(const std::string& uid) {
   std::vector<kvnode::v1::ContainerDiskStatus> images;
   absl::Status volumes =
       id.ok() ? PrepareVolumes(vmi, *id, migration_target, &images) : id.status();
+  if (volumes.ok()) BeginSpawn(uid);
   absl::StatusOr<PodLaunch> launch =
       volumes.ok() ? LaunchPod(vmi, *id, &retry) : absl::StatusOr<PodLaunch>(volumes);
   absl::MutexLock lock(&mu_);
@@ -229,6 +200,7 @@ void VmiController::StartLauncher(const std::string& uid) {
   Record* r = it->second.get();
   r->start_scheduled = false;
   if (!launch.ok()) {
+    EndSpawnLocked(r, /*started=*/false);
     OnStartFailedLocked(r, launch.status(), retry);
     return;
   }
@@ -241,7 +213,6 @@ void VmiController::StartLauncher(const std::string& uid) {
   // A dedicated VMI may have taken CPUs while this launcher was spawned into the pool as it
   // was: it gets the pool as it is now, before its libvirtd starts QEMU.
   KeepOnSharedCpusLocked(*r);
-  r->launcher_ready = false;
   r->launcher_started = clock_->Now();
   r->last_seen = r->launcher_started;
   r->stub = nullptr;
@@ -270,6 +241,7 @@ void VmiController::StartLauncher(const std::string& uid) {
     WatchDhcpLocked(r, launch->attachment->dhcp_pid, launch->attachment->dhcp_start_time);
   }
   Count(kLauncherStarts);
+  EndSpawnLocked(r, /*started=*/true);
 }
 
 ResourceRequest VmiController::HeldByOthersLocked(const Record* r) {
@@ -371,7 +343,7 @@ void VmiController::OnStartFailedLocked(Record* r, const absl::Status& status, b
 }
 
 void VmiController::WatchLauncher(const std::string& uid, pid_t pid, uint64_t start_time) {
-  absl::Status s = watcher_->Watch(pid, start_time, [this, uid, pid](std::optional<int> status) {
+  absl::Status s = pods_->Watch(pid, start_time, [this, uid, pid](std::optional<int> status) {
     work_.Schedule([this, uid, pid, status] { OnLauncherExit(uid, pid, status); });
   });
   if (!s.ok()) spdlog::error("watch launcher {} of VMI {}: {}", pid, uid, s.ToString());
@@ -475,7 +447,7 @@ void VmiController::ShutdownLauncher(const std::string& uid, int64_t grace) {
   EventLocked(it->second->vmi, "Warning", "ShutdownFailed", s.error_message());
   // A launcher that cannot be reached: end it by force, so deletion never hangs.
   if (it->second->launcher_pid > 0) {
-    (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
+    (void)pods_->KillAndRemove(uid, absl::Seconds(10));
   }
 }
 
@@ -513,7 +485,7 @@ void VmiController::OnLauncherExit(const std::string& uid, pid_t pid,
   LauncherEnd end;
   if (ReplaceLauncher(uid, pid, how, &end)) return;
   // Whatever the launcher left behind (libvirtd, QEMU) goes with it.
-  absl::Status killed = cgroups_.KillAndRemove(uid, absl::Seconds(10));
+  absl::Status killed = pods_->KillAndRemove(uid, absl::Seconds(10));
   TearDownPodNetwork(uid);
   std::optional<DomainStatus> final_status = ReadFinalStatus(uid);
   absl::MutexLock lock(&mu_);
@@ -564,7 +536,7 @@ LauncherSpec VmiController::LauncherSpecFor(const VirtualMachineInstance& vmi) c
   spec.vmi_name = vmi.metadata().name();
   spec.json_logs = config_.json_logs;
   spec.cpus = LauncherCpus(vmi);
-  if (cgroups_.has_resource_limits()) spec.limits = CgroupLimitsOf(vmi.spec(), config_.limits);
+  if (pods_->has_resource_limits()) spec.limits = CgroupLimitsOf(vmi.spec(), config_.limits);
   return spec;
 }
 
@@ -612,7 +584,7 @@ bool VmiController::ReplaceLauncher(const std::string& uid, pid_t pid, const std
     spdlog::info("VMI {}: launcher {} {}; not replaced: its domain had ended", uid, pid, how);
     return false;
   }
-  std::vector<int> pids = cgroups_.Pids(uid);
+  std::vector<int> pids = pods_->Pids(uid);
   if (std::find(pids.begin(), pids.end(), qemu) == pids.end()) {
     if (end != nullptr) {
       *end = {"LauncherExited", absl::StrCat("The launcher process ", how,
@@ -634,26 +606,26 @@ bool VmiController::ReplaceLauncher(const std::string& uid, pid_t pid, const std
   // parent-death signal is ending anyway) goes, so that the new launcher's libvirtd is alone.
   std::vector<int> keep = {qemu};
   if (attachment.has_value() && attachment->dhcp_pid > 0) keep.push_back(attachment->dhcp_pid);
-  if (absl::Status s = cgroups_.KillAllBut(uid, keep, absl::Seconds(5)); !s.ok()) {
+  if (absl::Status s = pods_->KillAllBut(uid, keep, absl::Seconds(5)); !s.ok()) {
     spdlog::error("VMI {}: replace its launcher: {}", uid, s.ToString());
     return false;
   }
   LauncherSpec spec = LauncherSpecFor(vmi);
   if (attachment.has_value()) spec.netns_path = attachment->netns_path;
-  absl::StatusOr<LauncherHandle> handle = kvnode::StartLauncher(spec, *id, cgroups_);
+  BeginSpawn(uid);
+  absl::StatusOr<LauncherHandle> handle = pods_->StartLauncher(spec, *id);
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
-  if (it == by_uid_.end() || !handle.ok()) {
-    if (!handle.ok()) {
-      spdlog::error("VMI {}: replace its launcher: {}", uid, handle.status().ToString());
-    }
-    return false;  // the caller ends the pod
-  }
+  if (it == by_uid_.end()) return false;  // the caller ends the pod
   Record* r = it->second.get();
+  if (!handle.ok()) {
+    EndSpawnLocked(r, /*started=*/false);
+    spdlog::error("VMI {}: replace its launcher: {}", uid, handle.status().ToString());
+    return false;
+  }
   r->launcher_pid = handle->pid;
   r->launcher_start_time = handle->start_time;
   r->launcher_alive = true;
-  r->launcher_ready = false;
   r->launcher_started = clock_->Now();
   r->last_seen = r->launcher_started;
   r->stub = nullptr;
@@ -673,6 +645,7 @@ bool VmiController::ReplaceLauncher(const std::string& uid, pid_t pid, const std
       r->dhcp_pid != attachment->dhcp_pid) {
     WatchDhcpLocked(r, attachment->dhcp_pid, attachment->dhcp_start_time);
   }
+  EndSpawnLocked(r, /*started=*/true);
   return true;
 }
 

@@ -183,7 +183,7 @@ void VmiController::SyncLiveUpdate(const std::string& uid) {
          !HasCondition(it->second->vmi, kHotMemoryChangeCondition))) {
       return;
     }
-    if (cgroups_.has_resource_limits()) {
+    if (pods_->has_resource_limits()) {
       limits = CgroupLimitsOf(it->second->vmi.spec(), config_.limits);
     }
   }
@@ -191,7 +191,7 @@ void VmiController::SyncLiveUpdate(const std::string& uid) {
   // waits until the guest let go), then the launcher brings the running domain to the VMI as
   // it is now, and the live domain says what it has.
   absl::Status grown = limits.has_value()
-                           ? cgroups_.SetLimits(uid, *limits, /*raise_only=*/true)
+                           ? pods_->SetLimits(uid, *limits, /*raise_only=*/true)
                            : absl::OkStatus();
   grpc::Status synced = grown.ok() ? SyncLauncher(uid)
                                    : grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -263,7 +263,7 @@ void VmiController::SyncLiveUpdate(const std::string& uid) {
     r->live_update_attempts = 0;
     // Done: the cgroup has the VMI's limits exactly (lower ones only now).
     if (limits.has_value()) {
-      if (absl::Status s = cgroups_.SetLimits(uid, *limits, /*raise_only=*/false);
+      if (absl::Status s = pods_->SetLimits(uid, *limits, /*raise_only=*/false);
           !s.ok()) {
         spdlog::warn("VMI {}: cgroup limits after the live update: {}", uid, s.ToString());
       }

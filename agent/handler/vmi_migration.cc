@@ -158,7 +158,7 @@ absl::StatusOr<int> VmiController::LauncherNetns(const std::string& uid) {
   if (fd < 0) return absl::ErrnoToStatus(errno, "open " + path);
   // Still that launcher (not a recycled pid), and not in the handler's own namespace.
   struct stat ours, theirs;
-  bool same_process = ProcessStartTime(pid) == std::optional<uint64_t>(started);
+  bool same_process = pods_->StartTime(pid) == std::optional<uint64_t>(started);
   if (!same_process || fstat(fd, &theirs) < 0 || stat("/proc/self/ns/net", &ours) < 0 ||
       (ours.st_dev == theirs.st_dev && ours.st_ino == theirs.st_ino)) {
     close(fd);
@@ -353,7 +353,7 @@ absl::Status VmiController::RecoverMigrationTargetsLocked(std::vector<std::strin
     const auto& launcher = r->vmi.status().launcher();
     uint64_t start = 0;
     absl::SimpleAtoi(launcher.start_time(), &start);
-    auto now_start = launcher.pid() > 0 ? ProcessStartTime(launcher.pid()) : std::nullopt;
+    auto now_start = launcher.pid() > 0 ? pods_->StartTime(launcher.pid()) : std::nullopt;
     bool alive = now_start.has_value() && *now_start == start;
     if (by_uid_.count(uid) > 0) {
       // Already this node's VMI (a crash between the writes of PromoteTargetLocked): its VM,
@@ -598,7 +598,7 @@ absl::Status VmiController::AbortMigrationTarget(const std::string& uid) {
     return absl::OkStatus();
   }
   // Its exit (OnLauncherExit) removes the record, the pod network and the dir.
-  return cgroups_.KillAndRemove(uid, absl::Seconds(10));
+  return pods_->KillAndRemove(uid, absl::Seconds(10));
 }
 
 absl::StatusOr<VirtualMachineInstance> VmiController::CompleteMigrationTarget(

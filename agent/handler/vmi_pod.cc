@@ -32,16 +32,16 @@ absl::StatusOr<VmiController::PodLaunch> VmiController::LaunchPod(const VirtualM
   if (config_.pod_network != nullptr) {
     absl::StatusOr<PodNetworkAttachment> attachment = SetUpPodNetwork(vmi, id);
     if (!attachment.ok()) {
-      (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
+      (void)pods_->KillAndRemove(uid, absl::Seconds(10));
       *retry = true;
       return attachment.status();
     }
     spec.netns_path = attachment->netns_path;
     launch.attachment = std::move(*attachment);
   }
-  absl::StatusOr<LauncherHandle> handle = kvnode::StartLauncher(spec, id, cgroups_);
+  absl::StatusOr<LauncherHandle> handle = pods_->StartLauncher(spec, id);
   if (!handle.ok()) {
-    (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
+    (void)pods_->KillAndRemove(uid, absl::Seconds(10));
     TearDownPodNetwork(uid);
     return handle.status();
   }
@@ -52,7 +52,7 @@ absl::StatusOr<VmiController::PodLaunch> VmiController::LaunchPod(const VirtualM
 absl::StatusOr<PodNetworkAttachment> VmiController::SetUpPodNetwork(
     const VirtualMachineInstance& vmi, const LauncherIdentity& id) {
   // dnsmasq joins the VMI's cgroup, so that it ends with the VMI's other processes.
-  ASSIGN_OR_RETURN(int procs, cgroups_.CreateForVmi(vmi.metadata().uid()));
+  ASSIGN_OR_RETURN(int procs, pods_->CreateCgroup(vmi.metadata().uid()));
   PodSetupOptions options;
   options.launcher_uid = id.uid;  // the tap's owner
   options.launcher_gid = id.gid;
@@ -65,7 +65,7 @@ absl::StatusOr<PodNetworkAttachment> VmiController::SetUpPodNetwork(
 
 void VmiController::AbandonLaunch(const std::string& uid) {
   spdlog::info("VMI {} went away while its launcher started; ending its pod", uid);
-  (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
+  (void)pods_->KillAndRemove(uid, absl::Seconds(10));
   TearDownPodNetwork(uid);
   CleanupVmiDir(uid);
 }

@@ -41,7 +41,7 @@ absl::Status VmiController::Recover() {
     if (launcher.pid() > 0) {
       uint64_t start = 0;
       absl::SimpleAtoi(launcher.start_time(), &start);
-      auto now_start = ProcessStartTime(launcher.pid());
+      auto now_start = pods_->StartTime(launcher.pid());
       alive = now_start.has_value() && *now_start == start;
       if (alive) {
         rec->launcher_pid = launcher.pid();
@@ -63,8 +63,8 @@ absl::Status VmiController::Recover() {
                      uid);
         // A handler that ran without limits, or died in a live update before it raised them:
         // the cgroup gets at least the VMI's (a lower one waits for the live update's end).
-        if (cgroups_.has_resource_limits()) {
-          if (absl::Status s = cgroups_.SetLimits(
+        if (pods_->has_resource_limits()) {
+          if (absl::Status s = pods_->SetLimits(
                   uid, CgroupLimitsOf(rec->vmi.spec(), config_.limits), /*raise_only=*/true);
               !s.ok()) {
             spdlog::warn("VMI {}: cgroup limits: {}", uid, s.ToString());
@@ -100,7 +100,7 @@ absl::Status VmiController::Recover() {
     // It was past Pending and its launcher is gone: learn how it ended if the launcher wrote
     // it down, otherwise it failed while nobody watched.
     mu_.Unlock();
-    (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
+    (void)pods_->KillAndRemove(uid, absl::Seconds(10));
     auto final_status = ReadFinalStatus(uid);
     mu_.Lock();
     if (final_status.has_value()) ApplyDomainStatus(&rec->vmi, *final_status, clock_->Now());
@@ -139,7 +139,7 @@ absl::Status VmiController::Recover() {
   std::vector<std::string> leftover_cgroups, stray_dirs;
   std::set<std::string> owned;
   for (const auto& [uid, r] : by_uid_) owned.insert(VmiPaths::DirKey(uid));
-  for (const std::string& uid : cgroups_.List()) {
+  for (const std::string& uid : pods_->List()) {
     auto it = by_uid_.find(uid);
     if (replacing.count(uid) > 0) continue;
     if (it == by_uid_.end() || !it->second->launcher_alive) leftover_cgroups.push_back(uid);
@@ -174,7 +174,7 @@ absl::Status VmiController::Recover() {
 }
 
 void VmiController::EndLostLauncher(const std::string& uid) {
-  (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
+  (void)pods_->KillAndRemove(uid, absl::Seconds(10));
   TearDownPodNetwork(uid);
   auto final_status = ReadFinalStatus(uid);
   absl::MutexLock lock(&mu_);
@@ -212,7 +212,7 @@ void VmiController::RemoveLeftoverPods(std::vector<std::string> cgroups,
                                        std::vector<std::string> dirs) {
   for (const std::string& uid : cgroups) {
     spdlog::warn("removing leftover cgroup of VMI {}", uid);
-    (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
+    (void)pods_->KillAndRemove(uid, absl::Seconds(10));
     dirs.push_back(VmiPaths::DirKey(uid));
   }
   std::sort(dirs.begin(), dirs.end());
@@ -239,7 +239,7 @@ void VmiController::RemoveLeftoverPods(std::vector<std::string> cgroups,
       if (by_uid_.count(uid) > 0) continue;
     }
     if (std::find(cgroups.begin(), cgroups.end(), uid) == cgroups.end()) {
-      (void)cgroups_.KillAndRemove(uid, absl::Seconds(10));
+      (void)pods_->KillAndRemove(uid, absl::Seconds(10));
     }
     spdlog::warn("giving back launcher id {} of VMI {}, which this node no longer has", id, uid);
     ReleaseIdentity(uid, std::nullopt);

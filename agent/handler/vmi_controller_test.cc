@@ -1,0 +1,352 @@
+// The VMI controller against fake launcher pods (fake_launcher_pods.h): its lifecycle decisions
+// — start, launcher replacement, a crash loop, QEMU's death, graceful and forced shutdown,
+// re-adoption after a handler restart, a start that fails — each in milliseconds, with no
+// process, cgroup or guest. The integration tests (tests/integration/vmi_lifecycle_test.cc) boot
+// real guests for what only they show.
+#include "agent/handler/vmi_controller.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "agent/base/file_tree.h"
+#include "agent/handler/fake_launcher_pods.h"
+#include "agent/handler/vmi_status.h"
+#include "agent/manifest/conditions.h"
+#include "absl/strings/match.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kvnode {
+namespace {
+
+using kvnode::v1::ObjectRef;
+using kvnode::v1::VirtualMachineInstance;
+using ::testing::ElementsAre;
+using ::testing::Not;
+
+constexpr absl::Duration kSettle = absl::Seconds(10);
+
+VirtualMachineInstance PlainVmi(const std::string& name) {
+  VirtualMachineInstance vmi;
+  vmi.set_api_version("kubevirt.io/v1");
+  vmi.set_kind("VirtualMachineInstance");
+  vmi.mutable_metadata()->set_name(name);
+  vmi.mutable_metadata()->set_namespace_("default");
+  auto* domain = vmi.mutable_spec()->mutable_domain();
+  domain->mutable_memory()->set_guest("128Mi");
+  (*domain->mutable_resources()->mutable_requests())["memory"] = "128Mi";
+  domain->mutable_devices()->set_autoattach_pod_interface(false);
+  return vmi;
+}
+
+std::vector<std::string> Reasons(const std::vector<kvnode::v1::Event>& events) {
+  std::vector<std::string> reasons;
+  for (const auto& e : events) reasons.push_back(e.reason());
+  return reasons;
+}
+
+class VmiControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/vmi-controller-test-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    auto store = Store::Open(dir_ + "/kvnode.db");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    auto ids = LauncherIds::Create(store_.get(), LauncherIdRange{}, {});
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    ids_ = std::move(*ids);
+    config_.node_name = "node01";
+    config_.state_dir = dir_ + "/state";
+    config_.run_dir = dir_ + "/run";
+    config_.virt_type = "qemu";
+    config_.ids = ids_.get();
+    config_.workers = 2;
+    config_.limits.pod_network_supported = false;
+    ASSERT_EQ(mkdir(config_.state_dir.c_str(), 0711), 0);
+    StartHandler();
+  }
+
+  void TearDown() override {
+    StopHandler();
+    RemoveTreeUnder(DirName(dir_), dir_.substr(dir_.rfind('/') + 1));
+  }
+
+  void StartHandler() {
+    controller_ = std::make_unique<VmiController>(config_, store_.get(), &pods_, Clock::Real());
+    VmiController* c = controller_.get();
+    pods_.SetNotifier({[c](const kvnode::v1::DomainEvent& e) { c->OnDomainEvent(e); },
+                       [c](const kvnode::v1::LauncherEvent& e) { c->OnLauncherEvent(e); }});
+    ASSERT_TRUE(controller_->Recover().ok());
+  }
+
+  // The handler process ends: what it watched and was told goes with it; launchers and guests
+  // run on.
+  void StopHandler() {
+    pods_.ForgetWatches();
+    controller_.reset();
+    pods_.ForgetWatches();  // what its last work items registered
+  }
+
+  void RestartHandler() {
+    StopHandler();
+    StartHandler();
+  }
+
+  VirtualMachineInstance Create(const std::string& name) {
+    auto synced = controller_->Sync(PlainVmi(name), /*dry_run=*/false);
+    EXPECT_TRUE(synced.ok()) << synced.status();
+    return synced.ok() ? synced->vmi : VirtualMachineInstance();
+  }
+
+  static ObjectRef Ref(const std::string& name) {
+    ObjectRef ref;
+    ref.set_namespace_("default");
+    ref.set_name(name);
+    return ref;
+  }
+
+  // The VMI once `settled` holds (or as it is after kSettle).
+  VirtualMachineInstance Await(const std::string& name,
+                               const std::function<bool(const VirtualMachineInstance&)>& settled) {
+    auto vmi = controller_->AwaitVmi(Ref(name), settled, kSettle);
+    EXPECT_TRUE(vmi.ok()) << vmi.status();
+    return vmi.ok() ? *vmi : VirtualMachineInstance();
+  }
+
+  VirtualMachineInstance AwaitPhase(const std::string& name, const std::string& phase) {
+    return Await(name, [&](const VirtualMachineInstance& v) { return v.status().phase() == phase; });
+  }
+
+  // Waits until `done` holds (the controller's own work queue acts after the events).
+  static bool Eventually(const std::function<bool()>& done) {
+    for (absl::Time end = absl::Now() + kSettle; absl::Now() < end;) {
+      if (done()) return true;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return done();
+  }
+
+  std::vector<std::string> EventReasons(const std::string& name) {
+    auto events = controller_->Events("default", "VirtualMachineInstance", name);
+    EXPECT_TRUE(events.ok()) << events.status();
+    return events.ok() ? Reasons(*events) : std::vector<std::string>();
+  }
+
+  std::string dir_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<LauncherIds> ids_;
+  HandlerConfig config_;
+  FakeLauncherPods pods_;
+  std::unique_ptr<VmiController> controller_;
+};
+
+TEST_F(VmiControllerTest, ASyncedVmiRunsInALauncherOfItsOwnThatBootsItOnce) {
+  const std::string uid = Create("plain").metadata().uid();
+  VirtualMachineInstance vmi = AwaitPhase("plain", phase::kRunning);
+  std::vector<std::string> phases;
+  for (const auto& t : vmi.status().phase_transition_timestamps()) phases.push_back(t.phase());
+  EXPECT_THAT(phases, ElementsAre("Pending", "Scheduling", "Scheduled", "Running"));
+  EXPECT_EQ(vmi.status().launcher().pid(), pods_.LauncherPid(uid));
+  EXPECT_EQ(vmi.status().launcher().qemu_pid(), pods_.QemuPid(uid));
+  EXPECT_NE(pods_.QemuPid(uid), 0);
+  EXPECT_EQ(vmi.status().node_name(), "node01");
+  ASSERT_EQ(pods_.syncs(uid).size(), 1u);
+  EXPECT_FALSE(pods_.syncs(uid)[0].options().adopt());
+  EXPECT_EQ(pods_.syncs(uid)[0].vmi().metadata().uid(), uid);
+  // The VMI has an identity of its own, and its dirs.
+  std::optional<LauncherIdentity> id = ids_->Find(uid);
+  ASSERT_TRUE(id.has_value());
+  EXPECT_GE(id->uid, static_cast<int>(LauncherIdRange{}.first_vmi()));
+  struct stat st;
+  EXPECT_EQ(stat(controller_->node_paths().vmi(uid).root().c_str(), &st), 0);
+  EXPECT_EQ(pods_.launchers_started(), 1);
+}
+
+TEST_F(VmiControllerTest, ALauncherThatDiesIsReplacedAndTheGuestRunsOnUntouched) {
+  const std::string uid = Create("survivor").metadata().uid();
+  AwaitPhase("survivor", phase::kRunning);
+  const pid_t first = pods_.LauncherPid(uid);
+  const pid_t qemu = pods_.QemuPid(uid);
+  pods_.CrashLauncher(uid);
+  ASSERT_TRUE(Eventually([&] { return pods_.syncs(uid).size() == 2; }));
+  VirtualMachineInstance vmi = Await("survivor", [&](const VirtualMachineInstance& v) {
+    return v.status().launcher().pid() != first;
+  });
+  EXPECT_EQ(vmi.status().phase(), phase::kRunning);
+  EXPECT_EQ(vmi.status().launcher().pid(), pods_.LauncherPid(uid));
+  EXPECT_NE(pods_.LauncherPid(uid), first);
+  // The new launcher adopted the guest: the same QEMU, never booted again.
+  EXPECT_EQ(pods_.QemuPid(uid), qemu);
+  EXPECT_TRUE(pods_.syncs(uid)[1].options().adopt());
+  EXPECT_THAT(EventReasons("survivor"), ::testing::Contains("LauncherReplaced"));
+}
+
+TEST_F(VmiControllerTest, ALauncherThatKeepsDyingFailsTheVmiSayingSo) {
+  const std::string uid = Create("looping").metadata().uid();
+  AwaitPhase("looping", phase::kRunning);
+  for (int i = 0; i < 10; ++i) {
+    pid_t pid = pods_.LauncherPid(uid);
+    if (pid == 0) break;
+    pods_.CrashLauncher(uid);
+    // The next one (if any) is there once the controller replaced this one.
+    Eventually([&] { return pods_.LauncherPid(uid) != 0 || !pods_.HasCgroup(uid); });
+  }
+  VirtualMachineInstance vmi = AwaitPhase("looping", phase::kFailed);
+  EXPECT_EQ(vmi.status().reason(), "LauncherCrashLoop");
+  EXPECT_TRUE(Eventually([&] { return !pods_.HasCgroup(uid); }));
+  EXPECT_EQ(pods_.QemuPid(uid), 0);
+  EXPECT_EQ(vmi.status().launcher().pid(), 0);
+}
+
+TEST_F(VmiControllerTest, QemusDeathFailsTheVmiAndItsPodAndIdentityGo) {
+  const std::string uid = Create("crashing").metadata().uid();
+  AwaitPhase("crashing", phase::kRunning);
+  pods_.KillQemu(uid);
+  VirtualMachineInstance vmi = AwaitPhase("crashing", phase::kFailed);
+  EXPECT_EQ(vmi.status().reason(), "QemuFailed");
+  EXPECT_TRUE(Eventually([&] { return !pods_.HasCgroup(uid); }));
+  EXPECT_EQ(pods_.launchers_started(), 1);  // nothing to take over: no new launcher
+  // The ended VMI keeps its identity (and dirs: console log, final status) until deleted.
+  EXPECT_TRUE(ids_->Find(uid).has_value());
+  ASSERT_TRUE(controller_->Delete(Ref("crashing"), std::nullopt).ok());
+  EXPECT_TRUE(Eventually([&] { return !ids_->Find(uid).has_value(); }));
+}
+
+TEST_F(VmiControllerTest, AGuestThatPowersItselfOffSucceeds) {
+  const std::string uid = Create("poweroff").metadata().uid();
+  AwaitPhase("poweroff", phase::kRunning);
+  pods_.GuestPowersOff(uid);
+  VirtualMachineInstance vmi = AwaitPhase("poweroff", phase::kSucceeded);
+  EXPECT_EQ(vmi.status().launcher().qemu_pid(), 0);
+  EXPECT_TRUE(Eventually([&] { return !pods_.HasCgroup(uid); }));
+}
+
+TEST_F(VmiControllerTest, DeleteShutsTheGuestDownWithItsGraceAndRemovesEverythingOfIt) {
+  const std::string uid = Create("deleted").metadata().uid();
+  AwaitPhase("deleted", phase::kRunning);
+  const std::string root = controller_->node_paths().vmi(uid).root();
+  ASSERT_TRUE(controller_->Delete(Ref("deleted"), std::nullopt).ok());
+  ASSERT_TRUE(Eventually([&] { return !controller_->Get(Ref("deleted")).ok(); }));
+  EXPECT_THAT(pods_.shutdowns(uid), ElementsAre(30));  // KubeVirt's default grace
+  EXPECT_TRUE(Eventually([&] { return !pods_.HasCgroup(uid) && !ids_->Find(uid).has_value(); }));
+  struct stat st;
+  EXPECT_NE(stat(root.c_str(), &st), 0);
+  EXPECT_EQ(controller_->Get(Ref("deleted")).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(VmiControllerTest, AGuestIgnoringAcpiIsDestroyedWhenItsGraceEnds) {
+  pods_.SetGuestsIgnoreAcpi(true);
+  const std::string uid = Create("stubborn").metadata().uid();
+  AwaitPhase("stubborn", phase::kRunning);
+  ASSERT_TRUE(controller_->Delete(Ref("stubborn"), 1).ok());
+  ASSERT_TRUE(Eventually([&] { return !pods_.shutdowns(uid).empty(); }));
+  EXPECT_THAT(pods_.shutdowns(uid), ElementsAre(1));
+  // Still there while its grace runs: Running, with a deletion timestamp.
+  auto during = controller_->Get(Ref("stubborn"));
+  ASSERT_TRUE(during.ok());
+  EXPECT_EQ(during->status().phase(), phase::kRunning);
+  EXPECT_FALSE(during->metadata().deletion_timestamp().empty());
+  ASSERT_TRUE(Eventually([&] { return !controller_->Get(Ref("stubborn")).ok(); }));
+  auto events = controller_->Events("default", "VirtualMachineInstance", "stubborn");
+  ASSERT_TRUE(events.ok());
+  bool said = false;
+  for (const auto& e : *events) said |= absl::StrContains(e.message(), "GracePeriodExpired");
+  EXPECT_TRUE(said) << "no event says the grace period expired";
+}
+
+TEST_F(VmiControllerTest, ARestartedHandlerReadoptsTheLiveLauncherWithoutANewOne) {
+  const std::string uid = Create("readopted").metadata().uid();
+  AwaitPhase("readopted", phase::kRunning);
+  const pid_t launcher = pods_.LauncherPid(uid);
+  RestartHandler();
+  VirtualMachineInstance vmi = AwaitPhase("readopted", phase::kRunning);
+  EXPECT_EQ(vmi.status().launcher().pid(), launcher);
+  EXPECT_EQ(pods_.launchers_started(), 1);
+  // It asked the launcher for its domain (RefreshLauncher).
+  ASSERT_TRUE(Eventually([&] { return pods_.domain_reads(uid) > 0; }));
+  // The new handler watches it and hears it: the guest's end reaches the VMI.
+  pods_.GuestPowersOff(uid);
+  AwaitPhase("readopted", phase::kSucceeded);
+  EXPECT_TRUE(Eventually([&] { return !pods_.HasCgroup(uid); }));
+}
+
+TEST_F(VmiControllerTest, ALauncherGoneWhileTheHandlerWasDownIsReplacedIfItsGuestRuns) {
+  const std::string uid = Create("orphan").metadata().uid();
+  AwaitPhase("orphan", phase::kRunning);
+  const pid_t qemu = pods_.QemuPid(uid);
+  StopHandler();
+  pods_.CrashLauncher(uid);
+  StartHandler();
+  ASSERT_TRUE(Eventually([&] { return pods_.syncs(uid).size() == 2; }));
+  VirtualMachineInstance vmi = AwaitPhase("orphan", phase::kRunning);
+  EXPECT_EQ(pods_.QemuPid(uid), qemu);
+  EXPECT_TRUE(pods_.syncs(uid)[1].options().adopt());
+  EXPECT_EQ(pods_.launchers_started(), 2);
+}
+
+TEST_F(VmiControllerTest, ALauncherGoneWithItsGuestWhileTheHandlerWasDownFailsTheVmi) {
+  const std::string uid = Create("lost").metadata().uid();
+  AwaitPhase("lost", phase::kRunning);
+  StopHandler();
+  pods_.CrashLauncher(uid);
+  pods_.KillQemu(uid);
+  StartHandler();
+  VirtualMachineInstance vmi = AwaitPhase("lost", phase::kFailed);
+  EXPECT_EQ(vmi.status().reason(), "LauncherLost");
+  EXPECT_EQ(pods_.launchers_started(), 1);
+  EXPECT_TRUE(Eventually([&] { return !pods_.HasCgroup(uid); }));
+}
+
+TEST_F(VmiControllerTest, ALauncherThatCannotStartFailsTheVmiWithTheReason) {
+  pods_.FailNextStart(absl::InternalError("spawn launcher: exec: no such file"));
+  const std::string uid = Create("unstartable").metadata().uid();
+  VirtualMachineInstance vmi = AwaitPhase("unstartable", phase::kFailed);
+  EXPECT_EQ(vmi.status().reason(), "LauncherStartFailed");
+  EXPECT_THAT(EventReasons("unstartable"), ::testing::Contains("FailedCreate"));
+  const auto* ready = FindCondition(vmi.status().conditions(), "Ready");
+  ASSERT_NE(ready, nullptr);
+  EXPECT_THAT(ready->message(), ::testing::HasSubstr("no such file"));
+  EXPECT_EQ(pods_.syncs(uid).size(), 0u);
+}
+
+TEST_F(VmiControllerTest, ALauncherThatNeverGetsReadyIsEndedAndTheVmiFails) {
+  config_.launcher_ready_timeout = absl::Milliseconds(100);
+  RestartHandler();
+  pods_.SetLaunchersStayUnready(true);
+  const std::string uid = Create("unready").metadata().uid();
+  // The janitor looks every 2 s.
+  auto vmi = controller_->AwaitVmi(
+      Ref("unready"), [](const VirtualMachineInstance& v) { return IsFinalPhase(v.status().phase()); },
+      absl::Seconds(15));
+  ASSERT_TRUE(vmi.ok()) << vmi.status();
+  EXPECT_EQ(vmi->status().phase(), phase::kFailed);
+  EXPECT_THAT(EventReasons("unready"), ::testing::Contains("LauncherNotReady"));
+  EXPECT_EQ(pods_.syncs(uid).size(), 0u);
+  EXPECT_TRUE(Eventually([&] { return !pods_.HasCgroup(uid); }));
+}
+
+TEST_F(VmiControllerTest, OnlyRootOrTheVmisOwnLauncherMayNotifyAboutIt) {
+  const std::string a = Create("speaker").metadata().uid();
+  const std::string b = Create("victim").metadata().uid();
+  AwaitPhase("speaker", phase::kRunning);
+  AwaitPhase("victim", phase::kRunning);
+  const uid_t a_id = static_cast<uid_t>(ids_->Find(a)->uid);
+  PeerCred root;
+  root.uid = 0;
+  EXPECT_TRUE(controller_->CheckNotifier(root, b).ok());
+  PeerCred own{pods_.LauncherPid(a), a_id, a_id, "/fake/" + a};
+  EXPECT_TRUE(controller_->CheckNotifier(own, a).ok());
+  // A guest that escaped into A's QEMU cannot speak for B: neither from A's cgroup nor by
+  // naming B's cgroup while it holds A's identity.
+  absl::Status other = controller_->CheckNotifier(own, b);
+  EXPECT_EQ(other.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(other.message()), ::testing::HasSubstr("not the VMI's"));
+  PeerCred spoofed{own.pid, a_id, a_id, "/fake/" + b};
+  absl::Status wrong_id = controller_->CheckNotifier(spoofed, b);
+  EXPECT_EQ(wrong_id.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(wrong_id.message()), ::testing::HasSubstr("not as the VMI's identity"));
+}
+
+}  // namespace
+}  // namespace kvnode
