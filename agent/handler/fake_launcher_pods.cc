@@ -30,6 +30,7 @@ class FakeLauncher final : public kvnode::v1::Launcher::Service {
   grpc::Status Sync(grpc::ServerContext*, const kvnode::v1::LauncherSyncRequest* req,
                     kvnode::v1::LauncherResponse* resp) override {
     absl::MutexLock lock(&pods_->mu_);
+    if (grpc::Status refused = RefusedLocked(); !refused.ok()) return refused;
     pods_->syncs_[spec_.vmi_uid].push_back(*req);
     if (domain_.exists()) {  // synchronized again: nothing changes
       resp->set_success(true);
@@ -57,6 +58,7 @@ class FakeLauncher final : public kvnode::v1::Launcher::Service {
   grpc::Status Shutdown(grpc::ServerContext*, const kvnode::v1::LauncherShutdownRequest* req,
                         kvnode::v1::LauncherResponse* resp) override {
     absl::MutexLock lock(&pods_->mu_);
+    if (grpc::Status refused = RefusedLocked(); !refused.ok()) return refused;
     const int64_t grace = req->grace_period_seconds();
     pods_->shutdowns_[spec_.vmi_uid].push_back(grace);
     resp->set_success(true);
@@ -80,6 +82,7 @@ class FakeLauncher final : public kvnode::v1::Launcher::Service {
   grpc::Status GetDomain(grpc::ServerContext*, const kvnode::v1::GetDomainRequest*,
                          DomainStatus* resp) override {
     absl::MutexLock lock(&pods_->mu_);
+    if (grpc::Status refused = RefusedLocked(); !refused.ok()) return refused;
     ++pods_->domain_reads_[spec_.vmi_uid];
     *resp = domain_;
     return grpc::Status::OK;
@@ -87,6 +90,8 @@ class FakeLauncher final : public kvnode::v1::Launcher::Service {
 
   grpc::Status Ping(grpc::ServerContext*, const kvnode::v1::PingRequest*,
                     kvnode::v1::LauncherResponse* resp) override {
+    absl::MutexLock lock(&pods_->mu_);
+    if (grpc::Status refused = RefusedLocked(); !refused.ok()) return refused;
     resp->set_success(true);
     return grpc::Status::OK;
   }
@@ -125,6 +130,15 @@ class FakeLauncher final : public kvnode::v1::Launcher::Service {
     });
   }
 
+  // Why a call gets no answer: the launcher exited (as over a closed socket), or it hangs.
+  grpc::Status RefusedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(pods_->mu_) {
+    if (exited_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the launcher exited");
+    if (pods_->hung_.count(spec_.vmi_uid) > 0) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the fake launcher hangs");
+    }
+    return grpc::Status::OK;
+  }
+
   pid_t QemuLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(pods_->mu_) {
     for (pid_t pid : pods_->PidsLocked(spec_.vmi_uid)) {
       if (pods_->processes_.at(pid).launcher == nullptr) return pid;
@@ -137,6 +151,7 @@ class FakeLauncher final : public kvnode::v1::Launcher::Service {
   pid_t pid_ = 0;
   std::weak_ptr<FakeLauncher> self_;
   std::unique_ptr<grpc::Server> server_;
+  bool exited_ = false;
   DomainStatus domain_;
 };
 
@@ -149,6 +164,7 @@ FakeLauncherPods::~FakeLauncherPods() {
     for (auto& [pid, p] : processes_) {
       if (p.launcher != nullptr) launchers.push_back(p.launcher);
     }
+    launchers.insert(launchers.end(), exited_.begin(), exited_.end());
   }
   for (auto& l : launchers) l->server_->Shutdown(std::chrono::system_clock::now());
 }
@@ -201,6 +217,15 @@ std::shared_ptr<FakeLauncher> FakeLauncherPods::LauncherOfLocked(const std::stri
     if (processes_.at(pid).launcher != nullptr) return processes_.at(pid).launcher;
   }
   return nullptr;
+}
+
+void FakeLauncherPods::SetHung(const std::string& vmi_uid, bool hung) {
+  absl::MutexLock lock(&mu_);
+  if (hung) {
+    hung_.insert(vmi_uid);
+  } else {
+    hung_.erase(vmi_uid);
+  }
 }
 
 void FakeLauncherPods::CrashLauncher(const std::string& vmi_uid) {
@@ -284,18 +309,19 @@ void FakeLauncherPods::ExitLocked(pid_t pid, int wait_status) {
   std::shared_ptr<FakeLauncher> launcher = it->second.launcher;
   if (auto c = cgroups_.find(it->second.vmi_uid); c != cgroups_.end()) c->second.erase(pid);
   processes_.erase(it);
+  // Its server serves on, refusing every call, until the fake ends: a call on an in-process
+  // channel whose server was shut down crashes (gRPC 1.51), where a real launcher's socket
+  // would only be closed.
+  if (launcher != nullptr) {
+    launcher->exited_ = true;
+    exited_.push_back(launcher);
+  }
   ProcessWatcher::ExitCallback cb;
   if (auto w = watches_.find(pid); w != watches_.end()) {
     cb = std::move(w->second);
     watches_.erase(w);
   }
-  delivery_.Schedule([launcher, cb, wait_status] {
-    // Its server stops first: calls to a dead launcher fail as over a closed socket.
-    if (launcher != nullptr) {
-      launcher->server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    }
-    if (cb) cb(wait_status);
-  });
+  if (cb) delivery_.Schedule([cb, wait_status] { cb(wait_status); });
 }
 
 bool FakeLauncherPods::IsVmiCgroup(const std::string& peer_cgroup,

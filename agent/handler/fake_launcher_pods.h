@@ -51,6 +51,8 @@ class FakeLauncherPods : public LauncherPods {
   // Guests ignore the ACPI power button: a shutdown with a grace period ends only when the
   // grace has passed (the launcher then destroys the domain, as libvirt does).
   void SetGuestsIgnoreAcpi(bool ignore);
+  // The VMI's launchers stop answering (SIGSTOP, a hung libvirtd): every call times out.
+  void SetHung(const std::string& vmi_uid, bool hung);
   // The VMI's launcher is killed (SIGKILL); its QEMU runs on in the cgroup.
   void CrashLauncher(const std::string& vmi_uid);
   // The VMI's QEMU dies: a live launcher reports the domain Failed and exits, as libvirt's
@@ -120,6 +122,8 @@ class FakeLauncherPods : public LauncherPods {
   Notifier notifier_ ABSL_GUARDED_BY(mu_);
   std::map<pid_t, Process> processes_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::set<pid_t>> cgroups_ ABSL_GUARDED_BY(mu_);
+  // Launchers that exited, kept until the end (see ExitLocked).
+  std::vector<std::shared_ptr<FakeLauncher>> exited_ ABSL_GUARDED_BY(mu_);
   std::map<pid_t, ProcessWatcher::ExitCallback> watches_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<kvnode::v1::LauncherSyncRequest>> syncs_
       ABSL_GUARDED_BY(mu_);
@@ -130,6 +134,7 @@ class FakeLauncherPods : public LauncherPods {
   int launchers_started_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status fail_next_start_ ABSL_GUARDED_BY(mu_);
   bool unready_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<std::string> hung_ ABSL_GUARDED_BY(mu_);
   bool ignore_acpi_ ABSL_GUARDED_BY(mu_) = false;
   // Last: its thread ends (finishing what is queued) before the rest goes.
   WorkQueue delivery_{1};

@@ -657,7 +657,7 @@ void VmiController::ReleaseIdentity(const std::string& uid,
 void VmiController::JanitorLoop() {
   absl::MutexLock lock(&mu_);
   while (!quit_) {
-    mu_.AwaitWithTimeout(absl::Condition(&quit_), absl::Seconds(2));
+    mu_.AwaitWithTimeout(absl::Condition(&quit_), config_.janitor_interval);
     if (quit_) return;
     ApplySharedCpusLocked();
     absl::Time now = clock_->Now();

@@ -102,6 +102,9 @@ struct HandlerConfig {
   absl::Duration launcher_probe_interval = absl::Seconds(5);
   absl::Duration launcher_unresponsive_timeout = absl::Seconds(30);
   absl::Duration launcher_failure_timeout = absl::Seconds(60);
+  // How often the janitor looks at every VMI (liveness, launchers never ready, Pending VMIs
+  // to start again, store writes to retry).
+  absl::Duration janitor_interval = absl::Seconds(2);
   int workers = 8;
   // The node's pod networks (masquerade, DESIGN.md section 4): every launcher runs in a network
   // namespace of its own made by it. Null: launchers run in the handler's namespace, and

@@ -63,6 +63,7 @@ class VmiControllerTest : public ::testing::Test {
     config_.ids = ids_.get();
     config_.workers = 2;
     config_.limits.pod_network_supported = false;
+    config_.janitor_interval = absl::Milliseconds(20);
     ASSERT_EQ(mkdir(config_.state_dir.c_str(), 0711), 0);
     StartHandler();
   }
@@ -315,7 +316,6 @@ TEST_F(VmiControllerTest, ALauncherThatNeverGetsReadyIsEndedAndTheVmiFails) {
   RestartHandler();
   pods_.SetLaunchersStayUnready(true);
   const std::string uid = Create("unready").metadata().uid();
-  // The janitor looks every 2 s.
   auto vmi = controller_->AwaitVmi(
       Ref("unready"), [](const VirtualMachineInstance& v) { return IsFinalPhase(v.status().phase()); },
       absl::Seconds(15));
@@ -324,6 +324,47 @@ TEST_F(VmiControllerTest, ALauncherThatNeverGetsReadyIsEndedAndTheVmiFails) {
   EXPECT_THAT(EventReasons("unready"), ::testing::Contains("LauncherNotReady"));
   EXPECT_EQ(pods_.syncs(uid).size(), 0u);
   EXPECT_TRUE(Eventually([&] { return !pods_.HasCgroup(uid); }));
+}
+
+TEST_F(VmiControllerTest, ASilentLauncherMakesTheVmiUnknownThenFailedAndIsEnded) {
+  config_.launcher_probe_interval = absl::Milliseconds(10);
+  config_.launcher_unresponsive_timeout = absl::Milliseconds(150);
+  config_.launcher_failure_timeout = absl::Milliseconds(400);
+  RestartHandler();
+  const std::string uid = Create("silent").metadata().uid();
+  AwaitPhase("silent", phase::kRunning);
+  pods_.SetHung(uid, true);
+  VirtualMachineInstance unknown = AwaitPhase("silent", phase::kUnknown);
+  EXPECT_EQ(unknown.status().reason(), "LauncherUnresponsive");
+  VirtualMachineInstance failed = AwaitPhase("silent", phase::kFailed);
+  EXPECT_EQ(failed.status().reason(), "LauncherUnresponsive");
+  // Its cgroup is ended: a hung QEMU does not linger.
+  EXPECT_TRUE(Eventually([&] { return !pods_.HasCgroup(uid); }));
+}
+
+TEST_F(VmiControllerTest, ALauncherThatAnswersAgainBringsTheVmiBackToRunning) {
+  config_.launcher_probe_interval = absl::Milliseconds(10);
+  config_.launcher_unresponsive_timeout = absl::Milliseconds(150);
+  RestartHandler();
+  const std::string uid = Create("stalled").metadata().uid();
+  AwaitPhase("stalled", phase::kRunning);
+  pods_.SetHung(uid, true);
+  AwaitPhase("stalled", phase::kUnknown);
+  pods_.SetHung(uid, false);
+  VirtualMachineInstance vmi = AwaitPhase("stalled", phase::kRunning);
+  EXPECT_EQ(vmi.status().reason(), "");
+  EXPECT_THAT(EventReasons("stalled"), ::testing::Contains("LauncherResponsive"));
+  EXPECT_EQ(pods_.launchers_started(), 1);  // the same launcher and guest
+}
+
+TEST_F(VmiControllerTest, DeletingAVmiWhoseLauncherDoesNotAnswerEndsItsPodByForce) {
+  const std::string uid = Create("unreachable").metadata().uid();
+  AwaitPhase("unreachable", phase::kRunning);
+  pods_.SetHung(uid, true);
+  ASSERT_TRUE(controller_->Delete(Ref("unreachable"), std::nullopt).ok());
+  ASSERT_TRUE(Eventually([&] { return !controller_->Get(Ref("unreachable")).ok(); }));
+  EXPECT_FALSE(pods_.HasCgroup(uid));
+  EXPECT_TRUE(pods_.shutdowns(uid).empty());  // never heard
 }
 
 TEST_F(VmiControllerTest, OnlyRootOrTheVmisOwnLauncherMayNotifyAboutIt) {
