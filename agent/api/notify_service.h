@@ -8,7 +8,7 @@
 
 #include <atomic>
 
-#include "agent/api/api_server.h"
+#include "agent/rpc/api_server.h"
 #include "agent/handler/vmi_controller.h"
 #include "kvnode/v1/launcher.grpc.pb.h"
 

@@ -15,8 +15,8 @@
 #include "agent/cli/vm_views.h"
 #include "agent/manifest/backend_storage.h"
 #include "agent/manifest/instancetype.h"
-#include "agent/controller/run_strategy.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/run_strategy.h"
+#include "agent/model/vmi_status.h"
 #include "grpcpp/grpcpp.h"
 
 namespace kvnode {

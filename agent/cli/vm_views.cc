@@ -8,8 +8,8 @@
 #include "absl/strings/str_split.h"
 #include "agent/base/clock.h"
 #include "agent/cli/output.h"
-#include "agent/controller/run_strategy.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/run_strategy.h"
+#include "agent/model/vmi_status.h"
 
 namespace kvnode {
 

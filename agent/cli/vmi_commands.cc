@@ -15,7 +15,7 @@
 #include "agent/cli/migrate_commands.h"
 #include "agent/cli/output.h"
 #include "agent/cli/vm_views.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "agent/manifest/loader.h"
 #include "agent/store/store.h"
 #include "google/protobuf/struct.pb.h"

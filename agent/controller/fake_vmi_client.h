@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/clock.h"
 #include "agent/controller/vmi_client.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "agent/store/store.h"
 
 namespace kvnode::testing {

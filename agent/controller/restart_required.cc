@@ -3,7 +3,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/controller/field_diff.h"
 #include "agent/manifest/volume_hotplug.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 
 namespace kvnode {
 namespace {

@@ -1,8 +1,8 @@
 #include "agent/controller/restart_required.h"
 
 #include "agent/controller/field_diff.h"
-#include "agent/controller/test_util.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/test_util.h"
+#include "agent/model/vmi_status.h"
 #include "gtest/gtest.h"
 
 namespace kvnode {

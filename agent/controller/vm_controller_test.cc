@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include "agent/controller/fake_vmi_client.h"
-#include "agent/controller/test_util.h"
+#include "agent/model/test_util.h"
 #include "agent/controller/vm_history.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "agent/manifest/instancetype.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "agent/base/clock.h"
-#include "agent/controller/run_strategy.h"
+#include "agent/model/run_strategy.h"
 
 namespace kvnode {
 

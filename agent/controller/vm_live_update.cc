@@ -6,7 +6,7 @@
 // memory only into VMIs that can migrate (it moves them to a bigger pod first); kvnode changes
 // the domain where it runs, so a VMI that cannot migrate grows too.
 #include "agent/controller/vm_controller.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "agent/manifest/conditions.h"
 #include "agent/manifest/defaults.h"
 #include "agent/manifest/quantity.h"

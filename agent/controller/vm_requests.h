@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "agent/controller/run_strategy.h"
+#include "agent/model/run_strategy.h"
 #include "kvnode/v1/kubevirt.pb.h"
 
 namespace kvnode {

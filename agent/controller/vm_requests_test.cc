@@ -2,7 +2,7 @@
 #include "agent/controller/vm_requests.h"
 
 #include "agent/base/clock.h"
-#include "agent/controller/test_util.h"
+#include "agent/model/test_util.h"
 #include "gtest/gtest.h"
 
 namespace kvnode {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "agent/base/clock.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "agent/snapshot/snapshot_rules.h"
 
 namespace kvnode {

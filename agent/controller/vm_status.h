@@ -15,7 +15,8 @@
 
 #include "absl/time/time.h"
 #include "agent/controller/backoff.h"
-#include "agent/controller/run_strategy.h"
+#include "agent/model/run_strategy.h"
+#include "agent/storage/vm_volumes.h"
 #include "kvnode/v1/kubevirt.pb.h"
 
 namespace kvnode {
@@ -41,19 +42,6 @@ inline constexpr char kUnknown[] = "Unknown";
 
 // The VMI annotation carrying the VM generation it was made from.
 inline constexpr char kVmGenerationAnnotation[] = "kubevirt.io/vm-generation";
-
-// What the controller knows about the template's storage besides the VMI (from VmVolumes,
-// vm_volumes.h).
-struct VolumeFacts {
-  bool data_volume_provisioning = false;
-  bool data_volume_error = false;
-  bool unbound_pvc = false;
-  // With data_volume_error: which DataVolume and why ("DataVolume disk0: spec.source.registry:
-  // not supported on this node ..."), shown on the VM as condition Failure, reason DataVolumeError.
-  std::string data_volume_message;
-  // The claims the VM names that are of a Block class (a snapshot leaves them out).
-  std::set<std::string> block_claims;
-};
 
 // A failed sync, shown as condition Failure=True (KubeVirt's SyncError).
 struct SyncError {

@@ -10,7 +10,7 @@
 #include "agent/base/subprocess.h"
 #include "agent/handler/handler_metrics.h"
 #include "agent/handler/vmi_controller.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "agent/supervisor/process_watcher.h"
 #include "spdlog/spdlog.h"
 

@@ -7,7 +7,7 @@
 #include "agent/base/grpc_status.h"
 #include "agent/base/png_image.h"
 #include "agent/base/status_macros.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "agent/manifest/conditions.h"
 
 namespace kvnode {

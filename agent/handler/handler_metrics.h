@@ -1,7 +1,7 @@
 // The handler's Prometheus metrics (KubeVirt: pkg/monitoring/metrics/virt-handler/): KubeVirt's
 // names for what a VMI does — phase counts, CPU, vCPU, memory, network and block statistics read
 // from each launcher's libvirt at scrape time — plus the handler's own: how long VMI starts take,
-// launcher starts, exits and re-adoptions, and gRPC calls (agent/api/call_metrics.h).
+// launcher starts, exits and re-adoptions, and gRPC calls (agent/rpc/call_metrics.h).
 //
 // Thread-safe.
 #ifndef KVNODE_AGENT_HANDLER_HANDLER_METRICS_H_

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/handler/vmi_controller.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "grpcpp/grpcpp.h"
 
 namespace kvnode {

@@ -1,7 +1,7 @@
 #include "agent/handler/live_migratable.h"
 
 #include "absl/strings/str_cat.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 
 namespace kvnode {
 namespace {

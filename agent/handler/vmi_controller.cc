@@ -22,7 +22,7 @@
 #include "agent/base/uuid.h"
 #include "agent/handler/handler_metrics.h"
 #include "agent/handler/live_migratable.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "agent/manifest/defaults.h"
 #include "agent/supervisor/process_watcher.h"
 #include "google/protobuf/util/message_differencer.h"

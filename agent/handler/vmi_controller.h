@@ -35,7 +35,7 @@
 #include "agent/base/state_layout.h"
 #include "agent/base/user_fs.h"
 #include "agent/base/work_queue.h"
-#include "agent/controller/vm_handover.h"
+#include "agent/handler/vm_handover.h"
 #include "agent/handler/live_migratable.h"
 #include "agent/handler/probe_state.h"
 #include "agent/manifest/admission.h"

@@ -10,7 +10,7 @@
 
 #include "agent/base/file_tree.h"
 #include "agent/handler/fake_launcher_pods.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "agent/manifest/conditions.h"
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/handler/vmi_controller.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "agent/manifest/node_resources.h"
 #include "agent/supervisor/vcpu_threads.h"
 #include "spdlog/spdlog.h"

@@ -12,7 +12,7 @@
 #include "agent/base/status_macros.h"
 #include "agent/manifest/volume_hotplug.h"
 #include "agent/handler/vmi_controller.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "pugixml.hpp"
 #include "spdlog/spdlog.h"
 

@@ -20,7 +20,7 @@
 #include "agent/manifest/hyperv.h"
 
 #include <functional>
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "agent/supervisor/process_watcher.h"
 #include "grpcpp/create_channel_posix.h"
 #include "grpcpp/grpcpp.h"

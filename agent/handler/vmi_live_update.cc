@@ -15,7 +15,7 @@
 #include "agent/base/failpoint.h"
 #include "agent/base/status_macros.h"
 #include "agent/handler/vmi_controller.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "agent/manifest/quantity.h"
 #include "launcher/converter/live_domain.h"
 #include "pugixml.hpp"

@@ -16,7 +16,7 @@
 #include "agent/base/status_macros.h"
 #include "agent/handler/live_migratable.h"
 #include "agent/handler/vmi_controller.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "agent/manifest/defaults.h"
 #include "agent/supervisor/process_watcher.h"
 #include "spdlog/spdlog.h"

@@ -7,7 +7,7 @@
 #include "agent/base/grpc_status.h"
 #include "agent/handler/probe_runner.h"
 #include "agent/handler/vmi_controller.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "grpcpp/grpcpp.h"
 
 namespace kvnode {

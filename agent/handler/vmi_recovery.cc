@@ -14,7 +14,7 @@
 #include "agent/base/status_macros.h"
 #include "agent/handler/handler_metrics.h"
 #include "agent/handler/vmi_controller.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 #include "agent/supervisor/process_watcher.h"
 #include "grpcpp/grpcpp.h"
 #include "spdlog/spdlog.h"

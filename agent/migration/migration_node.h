@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "agent/api/api_server.h"
+#include "agent/rpc/api_server.h"
 #include "agent/migration/migration_controller.h"
 #include "agent/migration/migration_service.h"
 #include "agent/migration/node_migration_service.h"

@@ -34,7 +34,7 @@
 #include "agent/base/clock.h"
 #include "agent/base/state_layout.h"
 #include "agent/base/user_fs.h"
-#include "agent/controller/vm_volumes.h"
+#include "agent/storage/vm_volumes.h"
 #include "agent/storage/config_maps.h"
 #include "agent/storage/data_source_rules.h"
 #include "agent/storage/image_puller.h"

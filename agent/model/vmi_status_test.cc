@@ -1,4 +1,4 @@
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

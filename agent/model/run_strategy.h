@@ -15,8 +15,8 @@
 // Only the first stateChangeRequest is ever acted on.
 //
 // Pure functions of their arguments. Thread-compatible.
-#ifndef KVNODE_AGENT_CONTROLLER_RUN_STRATEGY_H_
-#define KVNODE_AGENT_CONTROLLER_RUN_STRATEGY_H_
+#ifndef KVNODE_AGENT_MODEL_RUN_STRATEGY_H_
+#define KVNODE_AGENT_MODEL_RUN_STRATEGY_H_
 
 #include <string>
 
@@ -83,4 +83,4 @@ absl::Time StartRetryTime(const kvnode::v1::VirtualMachine& vm);
 
 }  // namespace kvnode
 
-#endif  // KVNODE_AGENT_CONTROLLER_RUN_STRATEGY_H_
+#endif  // KVNODE_AGENT_MODEL_RUN_STRATEGY_H_

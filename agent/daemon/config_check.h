@@ -1,14 +1,14 @@
 // `kvnode-handler --validate-config`: everything the handler needs from the machine, checked
 // without changing anything (nothing is created, chowned, mounted or started), so that an
 // operator can run it before enabling the unit or after an upgrade.
-#ifndef KVNODE_AGENT_HANDLER_CONFIG_CHECK_H_
-#define KVNODE_AGENT_HANDLER_CONFIG_CHECK_H_
+#ifndef KVNODE_AGENT_DAEMON_CONFIG_CHECK_H_
+#define KVNODE_AGENT_DAEMON_CONFIG_CHECK_H_
 
 #include <ostream>
 #include <string>
 #include <vector>
 
-#include "agent/handler/handler_options.h"
+#include "agent/daemon/handler_options.h"
 
 namespace kvnode {
 
@@ -37,4 +37,4 @@ int PrintConfigFindings(const std::vector<ConfigFinding>& findings, std::ostream
 
 }  // namespace kvnode
 
-#endif  // KVNODE_AGENT_HANDLER_CONFIG_CHECK_H_
+#endif  // KVNODE_AGENT_DAEMON_CONFIG_CHECK_H_

@@ -7,8 +7,8 @@
 //   - the standard gRPC health service and server reflection, so grpcurl works.
 //
 // Thread-safe after Start; Stop ends the accept loop and the server.
-#ifndef KVNODE_AGENT_API_API_SERVER_H_
-#define KVNODE_AGENT_API_API_SERVER_H_
+#ifndef KVNODE_AGENT_RPC_API_SERVER_H_
+#define KVNODE_AGENT_RPC_API_SERVER_H_
 
 #include <sys/types.h>
 
@@ -106,4 +106,4 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path);
 
 }  // namespace kvnode
 
-#endif  // KVNODE_AGENT_API_API_SERVER_H_
+#endif  // KVNODE_AGENT_RPC_API_SERVER_H_

@@ -2,7 +2,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/handler/handler_main.h"
+#include "agent/daemon/handler_main.h"
 
 int main(int argc, char** argv) {
   return kvnode::RunHandler(argv[0], std::vector<std::string>(argv + 1, argv + argc));

@@ -10,8 +10,8 @@
 //
 // Implemented by VmController; thread-safe. Callers must not hold the VMI controller's lock
 // (the VM controller's lock comes first).
-#ifndef KVNODE_AGENT_CONTROLLER_VM_HANDOVER_H_
-#define KVNODE_AGENT_CONTROLLER_VM_HANDOVER_H_
+#ifndef KVNODE_AGENT_HANDLER_VM_HANDOVER_H_
+#define KVNODE_AGENT_HANDLER_VM_HANDOVER_H_
 
 #include <optional>
 
@@ -58,4 +58,4 @@ inline bool MigratedAway(const kvnode::v1::VirtualMachineInstance& vmi) {
 
 }  // namespace kvnode
 
-#endif  // KVNODE_AGENT_CONTROLLER_VM_HANDOVER_H_
+#endif  // KVNODE_AGENT_HANDLER_VM_HANDOVER_H_

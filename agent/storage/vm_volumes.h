@@ -5,18 +5,30 @@
 //
 // Implementations are thread-safe and may be called with the VM controller's lock held: they
 // must never call back into the VM controller.
-#ifndef KVNODE_AGENT_CONTROLLER_VM_VOLUMES_H_
-#define KVNODE_AGENT_CONTROLLER_VM_VOLUMES_H_
+#ifndef KVNODE_AGENT_STORAGE_VM_VOLUMES_H_
+#define KVNODE_AGENT_STORAGE_VM_VOLUMES_H_
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "agent/controller/vm_status.h"
 #include "kvnode/v1/kubevirt.pb.h"
 #include "kvnode/v1/storage.pb.h"
 
 namespace kvnode {
+
+// What the VM controller knows about a template's storage besides the VMI (from VmVolumes).
+struct VolumeFacts {
+  bool data_volume_provisioning = false;
+  bool data_volume_error = false;
+  bool unbound_pvc = false;
+  // With data_volume_error: which DataVolume and why ("DataVolume disk0: spec.source.registry:
+  // not supported on this node ..."), shown on the VM as condition Failure, reason DataVolumeError.
+  std::string data_volume_message;
+  // The claims the VM names that are of a Block class (a snapshot leaves them out).
+  std::set<std::string> block_claims;
+};
 
 class VmVolumes {
  public:
@@ -49,4 +61,4 @@ inline bool VolumesBlockStart(const VolumeFacts& f) {
 
 }  // namespace kvnode
 
-#endif  // KVNODE_AGENT_CONTROLLER_VM_VOLUMES_H_
+#endif  // KVNODE_AGENT_STORAGE_VM_VOLUMES_H_

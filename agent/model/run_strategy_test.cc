@@ -1,10 +1,10 @@
 // One test per cell of the run-strategy table (docs/DESIGN.md section 3; KubeVirt's
 // pkg/virt-controller/watch/vm/vm.go syncRunStrategy), plus the
 // request handling that decides restarts.
-#include "agent/controller/run_strategy.h"
+#include "agent/model/run_strategy.h"
 
 #include "agent/base/clock.h"
-#include "agent/controller/test_util.h"
+#include "agent/model/test_util.h"
 #include "gtest/gtest.h"
 
 namespace kvnode {

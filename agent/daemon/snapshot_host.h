@@ -1,7 +1,7 @@
 // Snapshots' view of the handler (agent/snapshot/snapshots.h): VMs through the VM controller,
 // VMIs and their launchers through the VMI controller.
-#ifndef KVNODE_AGENT_HANDLER_SNAPSHOT_HOST_H_
-#define KVNODE_AGENT_HANDLER_SNAPSHOT_HOST_H_
+#ifndef KVNODE_AGENT_DAEMON_SNAPSHOT_HOST_H_
+#define KVNODE_AGENT_DAEMON_SNAPSHOT_HOST_H_
 
 #include "agent/controller/vm_controller.h"
 #include "agent/handler/vmi_controller.h"
@@ -37,4 +37,4 @@ class HandlerSnapshotHost : public SnapshotHost {
 
 }  // namespace kvnode
 
-#endif  // KVNODE_AGENT_HANDLER_SNAPSHOT_HOST_H_
+#endif  // KVNODE_AGENT_DAEMON_SNAPSHOT_HOST_H_

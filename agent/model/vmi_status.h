@@ -4,8 +4,8 @@
 // (pkg/virt-handler/vm.go calculateVmPhaseForStatusReason).
 //
 // No I/O; the clock is an argument. Thread-compatible.
-#ifndef KVNODE_AGENT_HANDLER_VMI_STATUS_H_
-#define KVNODE_AGENT_HANDLER_VMI_STATUS_H_
+#ifndef KVNODE_AGENT_MODEL_VMI_STATUS_H_
+#define KVNODE_AGENT_MODEL_VMI_STATUS_H_
 
 #include <string>
 
@@ -87,4 +87,4 @@ bool IsMigratingOutFrom(const kvnode::v1::VirtualMachineInstanceStatus& status,
 
 }  // namespace kvnode
 
-#endif  // KVNODE_AGENT_HANDLER_VMI_STATUS_H_
+#endif  // KVNODE_AGENT_MODEL_VMI_STATUS_H_

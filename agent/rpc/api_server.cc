@@ -1,4 +1,4 @@
-#include "agent/api/api_server.h"
+#include "agent/rpc/api_server.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "agent/handler/handler_options.h"
+#include "agent/daemon/handler_options.h"
 
 #include <fcntl.h>
 #include <grp.h>

@@ -1,8 +1,8 @@
-#include "agent/handler/snapshot_host.h"
+#include "agent/daemon/snapshot_host.h"
 
 #include "agent/base/grpc_status.h"
 #include "agent/base/status_macros.h"
-#include "agent/handler/vmi_status.h"
+#include "agent/model/vmi_status.h"
 
 namespace kvnode {
 namespace {

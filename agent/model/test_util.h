@@ -1,6 +1,6 @@
 // Builders shared by the VM controller's unit tests. Test-only.
-#ifndef KVNODE_AGENT_CONTROLLER_TEST_UTIL_H_
-#define KVNODE_AGENT_CONTROLLER_TEST_UTIL_H_
+#ifndef KVNODE_AGENT_MODEL_TEST_UTIL_H_
+#define KVNODE_AGENT_MODEL_TEST_UTIL_H_
 
 #include <string>
 
@@ -64,4 +64,4 @@ inline void SetCond(kvnode::v1::VirtualMachineInstance* vmi, const std::string& 
 
 }  // namespace kvnode::testing
 
-#endif  // KVNODE_AGENT_CONTROLLER_TEST_UTIL_H_
+#endif  // KVNODE_AGENT_MODEL_TEST_UTIL_H_

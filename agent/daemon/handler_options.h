@@ -48,8 +48,8 @@
 //                          files serve there too); agent/migration/migration_config.h
 //   --log-format text|json
 //   --validate-config      check flags, paths and permissions, print the findings, exit
-#ifndef KVNODE_AGENT_HANDLER_HANDLER_OPTIONS_H_
-#define KVNODE_AGENT_HANDLER_HANDLER_OPTIONS_H_
+#ifndef KVNODE_AGENT_DAEMON_HANDLER_OPTIONS_H_
+#define KVNODE_AGENT_DAEMON_HANDLER_OPTIONS_H_
 
 #include <string>
 #include <vector>
@@ -97,4 +97,4 @@ std::string DetectVirtType(std::string* why);
 
 }  // namespace kvnode
 
-#endif  // KVNODE_AGENT_HANDLER_HANDLER_OPTIONS_H_
+#endif  // KVNODE_AGENT_DAEMON_HANDLER_OPTIONS_H_

@@ -1,4 +1,4 @@
-#include "agent/controller/run_strategy.h"
+#include "agent/model/run_strategy.h"
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/clock.h"

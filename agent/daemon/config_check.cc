@@ -1,4 +1,4 @@
-#include "agent/handler/config_check.h"
+#include "agent/daemon/config_check.h"
 
 #include <fcntl.h>
 #include <grp.h>

@@ -1,4 +1,4 @@
-#include "agent/api/call_metrics.h"
+#include "agent/rpc/call_metrics.h"
 
 #include "absl/time/clock.h"
 #include "agent/metrics/metrics.h"
