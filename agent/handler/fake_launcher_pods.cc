@@ -441,19 +441,12 @@ absl::Status FakeLauncherPods::MakeOwnedDir(const std::string& path, const Launc
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> FakeLauncherPods::ConnectLauncher(
-    const std::string& socket, const FsIdentity&, absl::Duration wait) {
-  const absl::Time deadline = absl::Now() + wait;
-  while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      for (const auto& [pid, p] : processes_) {
-        if (p.launcher != nullptr && absl::StartsWith(socket, p.launcher->spec_.socket_dir + "/")) {
-          return p.launcher->server_->InProcessChannel(grpc::ChannelArguments());
-        }
-      }
+    const std::string& socket, const FsIdentity&) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [pid, p] : processes_) {
+    if (p.launcher != nullptr && absl::StartsWith(socket, p.launcher->spec_.socket_dir + "/")) {
+      return p.launcher->server_->InProcessChannel(grpc::ChannelArguments());
     }
-    if (absl::Now() >= deadline) break;
-    absl::SleepFor(absl::Milliseconds(10));
   }
   return absl::UnavailableError("connect " + socket + ": no launcher serves it");
 }

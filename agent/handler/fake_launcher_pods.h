@@ -97,8 +97,7 @@ class FakeLauncherPods : public LauncherPods {
   void Kill(pid_t pid, uint64_t start_time) override;
   absl::Status MakeOwnedDir(const std::string& path, const LauncherIdentity& id) override;
   absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectLauncher(const std::string& socket,
-                                                                 const FsIdentity& id,
-                                                                 absl::Duration wait) override;
+                                                                 const FsIdentity& id) override;
 
  private:
   friend class FakeLauncher;

@@ -68,9 +68,9 @@ class LauncherPods {
   // mkdir `path` (0700) for `id` alone, never following a link planted in its place.
   virtual absl::Status MakeOwnedDir(const std::string& path, const LauncherIdentity& id) = 0;
   // A channel to the launcher serving at `socket`, connected with `id`'s rights (the socket
-  // lives in a dir that identity controls); tries again until `wait` has passed.
+  // lives in a dir that identity controls). One attempt: Unavailable when nothing serves it.
   virtual absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectLauncher(
-      const std::string& socket, const FsIdentity& id, absl::Duration wait) = 0;
+      const std::string& socket, const FsIdentity& id) = 0;
 };
 
 // The node's: `cgroups` as the handler opened it, `watcher` (not owned) for exits.
@@ -100,8 +100,7 @@ class LinuxLauncherPods : public LauncherPods {
   void Kill(pid_t pid, uint64_t start_time) override;
   absl::Status MakeOwnedDir(const std::string& path, const LauncherIdentity& id) override;
   absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectLauncher(const std::string& socket,
-                                                                 const FsIdentity& id,
-                                                                 absl::Duration wait) override;
+                                                                 const FsIdentity& id) override;
 
  private:
   const CgroupTree cgroups_;

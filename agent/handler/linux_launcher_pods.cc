@@ -91,21 +91,15 @@ absl::Status LinuxLauncherPods::MakeOwnedDir(const std::string& path,
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> LinuxLauncherPods::ConnectLauncher(
-    const std::string& socket, const FsIdentity& id, absl::Duration wait) {
+    const std::string& socket, const FsIdentity& id) {
   // Never root's rights: the socket's dir is the VMI identity's (user_fs.h). gRPC gets the
   // connected socket.
-  absl::Time deadline = absl::Now() + wait;
-  absl::StatusOr<int> fd = ConnectUnixAs(id, socket);
-  while (!fd.ok() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-    fd = ConnectUnixAs(id, socket);
-  }
-  if (!fd.ok()) return fd.status();
-  fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) | O_NONBLOCK);
+  ASSIGN_OR_RETURN(int fd, ConnectUnixAs(id, socket));
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   grpc::ChannelArguments args;
   // A channel made from a socket cannot dial again: it must never go idle.
   args.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS, std::numeric_limits<int>::max());
-  return grpc::CreateCustomInsecureChannelFromFd("launcher", *fd, args);
+  return grpc::CreateCustomInsecureChannelFromFd("launcher", fd, args);
 }
 
 }  // namespace kvnode

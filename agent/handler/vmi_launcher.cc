@@ -59,16 +59,34 @@ void VmiController::ScheduleStartLocked(Record* r) {
 
 absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> VmiController::LauncherStub(
     const std::string& uid, absl::Duration wait) {
+  pid_t launcher = 0;
+  uint64_t started = 0;
   {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
     if (it == by_uid_.end()) return absl::NotFoundError("no VMI with uid " + uid);
     if (it->second->stub != nullptr) return it->second->stub;
+    launcher = it->second->launcher_pid;
+    started = it->second->launcher_start_time;
   }
   // The socket lives in a dir the VMI's identity controls: connected with its rights.
   ASSIGN_OR_RETURN(FsIdentity id, FsIdentityOfUid(uid));
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> connected =
-      pods_->ConnectLauncher(paths_.vmi(uid).launcher_socket(), id, wait);
+  const std::string socket = paths_.vmi(uid).launcher_socket();
+  const absl::Time deadline = absl::Now() + wait;
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> connected = pods_->ConnectLauncher(socket, id);
+  // A launcher still starting is waited for; one that died (or was replaced) meanwhile is not:
+  // the call fails at once instead of holding a worker until `wait` has passed (its exit is
+  // handled on the same work queue, so the record may not know it yet: the process is asked).
+  auto same_launcher = [&] {
+    if (pods_->StartTime(launcher) != std::optional<uint64_t>(started)) return false;
+    absl::MutexLock lock(&mu_);
+    auto it = by_uid_.find(uid);
+    return it != by_uid_.end() && it->second->launcher_pid == launcher;
+  };
+  while (!connected.ok() && absl::Now() < deadline && same_launcher()) {
+    absl::SleepFor(absl::Milliseconds(50));
+    connected = pods_->ConnectLauncher(socket, id);
+  }
   if (!connected.ok()) return Annotate(connected.status(), "launcher of VMI " + uid);
   std::shared_ptr<grpc::Channel> channel = *connected;
   auto stub = std::shared_ptr<kvnode::v1::Launcher::Stub>(kvnode::v1::Launcher::NewStub(channel));

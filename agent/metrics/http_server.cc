@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "agent/base/status_macros.h"
 
 namespace kvnode {
 
@@ -31,61 +31,51 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   }
   auto s = std::unique_ptr<HttpServer>(new HttpServer());
   s->routes_ = std::move(routes);
-  s->fd_ = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
-  setsockopt(s->fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (s->fd_ < 0 || bind(s->fd_, res->ai_addr, res->ai_addrlen) < 0 || listen(s->fd_, 16) < 0) {
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 16) < 0) {
     int e = errno;
     freeaddrinfo(res);
+    if (fd >= 0) close(fd);
     return absl::ErrnoToStatus(e, "listen on " + address);
   }
   freeaddrinfo(res);
   struct sockaddr_storage ss;
   socklen_t len = sizeof(ss);
-  getsockname(s->fd_, reinterpret_cast<sockaddr*>(&ss), &len);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
   s->port_ = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
                                            : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
-  s->wake_ = eventfd(0, EFD_CLOEXEC);
-  s->thread_ = std::thread([p = s.get()] { p->Loop(); });
+  ASSIGN_OR_RETURN(s->acceptor_,
+                   Acceptor::Start({fd}, [p = s.get()](size_t, int c) { p->Accepted(c); }));
   return s;
 }
 
 HttpServer::~HttpServer() {
-  stop_ = true;
-  uint64_t one = 1;
-  (void)!write(wake_, &one, sizeof(one));
-  if (thread_.joinable()) thread_.join();
-  close(fd_);
-  close(wake_);
+  if (acceptor_ != nullptr) acceptor_->Stop();
   for (Connection& c : connections_) c.thread.join();
 }
 
-void HttpServer::Loop() {
-  while (!stop_) {
-    struct pollfd p[2] = {{fd_, POLLIN, 0}, {wake_, POLLIN, 0}};
-    if (poll(p, 2, -1) <= 0 || stop_) continue;
-    int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (c < 0) continue;
-    for (auto it = connections_.begin(); it != connections_.end();) {
-      if (!it->done->load()) {
-        ++it;
-        continue;
-      }
-      it->thread.join();
-      it = connections_.erase(it);
-    }
-    if (connections_.size() >= static_cast<size_t>(kMaxConnections)) {
-      close(c);  // a flood of clients costs a connection each, not the others' answers
+void HttpServer::Accepted(int c) {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if (!it->done->load()) {
+      ++it;
       continue;
     }
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    connections_.push_back({std::thread([this, c, done] {
-                              Serve(c);
-                              close(c);
-                              done->store(true);
-                            }),
-                            done});
+    it->thread.join();
+    it = connections_.erase(it);
   }
+  if (connections_.size() >= static_cast<size_t>(kMaxConnections)) {
+    close(c);  // a flood of clients costs a connection each, not the others' answers
+    return;
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  connections_.push_back({std::thread([this, c, done] {
+                            Serve(c);
+                            close(c);
+                            done->store(true);
+                          }),
+                          done});
 }
 
 void HttpServer::Serve(int fd) {

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/base/acceptor.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
@@ -43,16 +44,14 @@ class HttpServer {
 
  private:
   HttpServer() = default;
-  void Loop();
+  void Accepted(int fd);
   void Serve(int fd);
 
   std::map<std::string, Handler> routes_;  // constant after Start
-  int fd_ = -1;
-  int wake_ = -1;
   int port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-  // The connections' threads (only Loop touches them, and the destructor after joining Loop);
+  std::unique_ptr<Acceptor> acceptor_;
+  // The connections' threads (only Accepted touches them, and the destructor after the
+  // acceptor stopped);
   // finished ones are joined before each new one starts.
   struct Connection {
     std::thread thread;

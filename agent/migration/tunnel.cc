@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -188,31 +187,22 @@ absl::StatusOr<std::unique_ptr<TunnelListener>> TunnelListener::Start(
       t->listening_.push_back({tcp, stream});
     }
   }
-  t->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  t->accept_thread_ = std::thread([p = t.get()] { p->AcceptLoop(); });
+  std::vector<int> fds;
+  for (const Listening& l : t->listening_) fds.push_back(l.fd);
+  ASSIGN_OR_RETURN(t->acceptor_, Acceptor::Start(std::move(fds), [p = t.get()](size_t i, int fd) {
+                     p->Accepted(p->listening_[i], fd);
+                   }));
   return t;
 }
 
-void TunnelListener::AcceptLoop() {
-  std::vector<struct pollfd> p;
-  for (const Listening& l : listening_) p.push_back({l.fd, POLLIN, 0});
-  p.push_back({wake_fd_, POLLIN, 0});
-  while (!stopping_) {
-    if (poll(p.data(), p.size(), -1) < 0 && errno != EINTR) return;
-    if (stopping_) return;
-    for (size_t i = 0; i < listening_.size(); ++i) {
-      if (!(p[i].revents & POLLIN)) continue;
-      int fd = accept4(listening_[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
-      absl::MutexLock lock(&mu_);
-      auto c = std::make_unique<Connection>();
-      c->fd = fd;
-      c->stream = listening_[i].stream;
-      Connection* raw = c.get();
-      c->thread = std::thread([this, raw] { Carry(raw); });
-      connections_.push_back(std::move(c));
-    }
-  }
+void TunnelListener::Accepted(const Listening& on, int fd) {
+  absl::MutexLock lock(&mu_);
+  auto c = std::make_unique<Connection>();
+  c->fd = fd;
+  c->stream = on.stream;
+  Connection* raw = c.get();
+  c->thread = std::thread([this, raw] { Carry(raw); });
+  connections_.push_back(std::move(c));
 }
 
 void TunnelListener::Carry(Connection* c) {
@@ -240,11 +230,11 @@ void TunnelListener::Carry(Connection* c) {
 
 void TunnelListener::Stop() {
   if (stopping_.exchange(true)) return;
-  if (wake_fd_ >= 0) {
-    uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
+  if (acceptor_ != nullptr) {
+    acceptor_->Stop();  // closes the listening sockets
+  } else {
+    for (const Listening& l : listening_) close(l.fd);  // Start failed before it began
   }
-  if (accept_thread_.joinable()) accept_thread_.join();
   std::list<std::unique_ptr<Connection>> conns;
   {
     absl::MutexLock lock(&mu_);
@@ -258,9 +248,6 @@ void TunnelListener::Stop() {
     if (c->thread.joinable()) c->thread.join();
     close(c->fd);
   }
-  for (const Listening& l : listening_) close(l.fd);
-  listening_.clear();
-  if (wake_fd_ >= 0) close(wake_fd_);
   unlink(path_.c_str());
 }
 

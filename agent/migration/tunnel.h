@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/base/acceptor.h"
 #include "agent/base/user_fs.h"
 #include "grpcpp/grpcpp.h"
 #include "kvnode/v1/migration.grpc.pb.h"
@@ -68,17 +69,16 @@ class TunnelListener {
     kvnode::v1::TunnelStream stream = kvnode::v1::TUNNEL_LIBVIRT;
   };
   TunnelListener() = default;
-  void AcceptLoop();
+  void Accepted(const Listening& on, int fd);
   void Carry(Connection* c);
 
   std::string path_, vmi_uid_, migration_uid_;
   std::shared_ptr<kvnode::v1::Migration::Stub> target_;
-  std::vector<Listening> listening_;  // the libvirt socket first
-  int wake_fd_ = -1;
+  std::vector<Listening> listening_;  // the libvirt socket first; the acceptor owns their fds
+  std::unique_ptr<Acceptor> acceptor_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> broken_{false};
   std::atomic<uint64_t> sent_{0};
-  std::thread accept_thread_;
   absl::Mutex mu_;
   std::list<std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
 };

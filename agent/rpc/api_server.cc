@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -95,51 +94,50 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(Options options) {
   // The unix socket: we accept, check the peer, then hand the connection to gRPC.
   ASSIGN_OR_RETURN(sockaddr_un addr, UnixSocketAddress(o.unix_socket));
   unlink(o.unix_socket.c_str());
-  s->listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (s->listen_fd_ < 0) return absl::ErrnoToStatus(errno, "socket");
-  // Create the socket file with no access at all, then open it up to owner and group.
-  mode_t old = umask(0777);
-  int rc = bind(s->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  umask(old);
-  if (rc < 0) return absl::ErrnoToStatus(errno, "bind " + o.unix_socket);
-  if (chown(o.unix_socket.c_str(), o.socket_owner, o.socket_group) < 0 ||
-      chmod(o.unix_socket.c_str(), o.socket_mode) < 0) {
-    return absl::ErrnoToStatus(errno, "set permissions of " + o.unix_socket);
+  int listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (listen_fd < 0) return absl::ErrnoToStatus(errno, "socket");
+  absl::Status listening = [&]() -> absl::Status {
+    // Create the socket file with no access at all, then open it up to owner and group.
+    mode_t old = umask(0777);
+    int rc = bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    umask(old);
+    if (rc < 0) return absl::ErrnoToStatus(errno, "bind " + o.unix_socket);
+    if (chown(o.unix_socket.c_str(), o.socket_owner, o.socket_group) < 0 ||
+        chmod(o.unix_socket.c_str(), o.socket_mode) < 0) {
+      return absl::ErrnoToStatus(errno, "set permissions of " + o.unix_socket);
+    }
+    if (listen(listen_fd, 128) < 0) return absl::ErrnoToStatus(errno, "listen");
+    return absl::OkStatus();
+  }();
+  if (!listening.ok()) {
+    close(listen_fd);
+    return listening;
   }
-  if (listen(s->listen_fd_, 128) < 0) return absl::ErrnoToStatus(errno, "listen");
-  s->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  s->accept_thread_ = std::thread([p = s.get()] { p->AcceptLoop(); });
+  ASSIGN_OR_RETURN(s->acceptor_,
+                   Acceptor::Start({listen_fd}, [p = s.get()](size_t, int fd) { p->Accepted(fd); }));
   return s;
 }
 
-void ApiServer::AcceptLoop() {
-  while (!stopping_) {
-    struct pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (poll(p, 2, -1) < 0 && errno != EINTR) return;
-    if (stopping_) return;
-    if (!(p[0].revents & POLLIN)) continue;
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    struct ucred cred = {};
-    socklen_t len = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
-        !PeerAllowed(options_.policy, cred.pid, cred.uid, cred.gid)) {
-      ++refused_;
-      spdlog::warn("refused {} connection from pid {} uid {} gid {}: not root and not in the "
-                   "allowed group",
-                   options_.policy.description, cred.pid, cred.uid, cred.gid);
-      close(fd);
-      continue;
-    }
-    if (options_.remember_peers) {
-      PeerCred peer{cred.pid, cred.uid, cred.gid, CgroupOf(cred.pid)};
-      absl::MutexLock lock(&peers_mu_);
-      peers_[fd] = std::move(peer);  // a number gRPC closed is taken again only now
-    }
-    // gRPC takes ownership of the connection; it must be non-blocking.
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    grpc::AddInsecureChannelFromFd(server_.get(), fd);
+void ApiServer::Accepted(int fd) {
+  struct ucred cred = {};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+      !PeerAllowed(options_.policy, cred.pid, cred.uid, cred.gid)) {
+    ++refused_;
+    spdlog::warn("refused {} connection from pid {} uid {} gid {}: not root and not in the "
+                 "allowed group",
+                 options_.policy.description, cred.pid, cred.uid, cred.gid);
+    close(fd);
+    return;
   }
+  if (options_.remember_peers) {
+    PeerCred peer{cred.pid, cred.uid, cred.gid, CgroupOf(cred.pid)};
+    absl::MutexLock lock(&peers_mu_);
+    peers_[fd] = std::move(peer);  // a number gRPC closed is taken again only now
+  }
+  // gRPC takes ownership of the connection; it must be non-blocking.
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  grpc::AddInsecureChannelFromFd(server_.get(), fd);
 }
 
 absl::StatusOr<PeerCred> ApiServer::PeerOf(const grpc::ServerContext& ctx) const {
@@ -157,13 +155,7 @@ absl::StatusOr<PeerCred> ApiServer::PeerOf(const grpc::ServerContext& ctx) const
 
 void ApiServer::Stop() {
   if (stopping_.exchange(true)) return;
-  if (wake_fd_ >= 0) {
-    uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
-  }
-  if (accept_thread_.joinable()) accept_thread_.join();
-  if (listen_fd_ >= 0) close(listen_fd_);
-  if (wake_fd_ >= 0) close(wake_fd_);
+  if (acceptor_ != nullptr) acceptor_->Stop();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/base/acceptor.h"
 #include "agent/base/peer_cred.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/server_interceptor.h"
@@ -87,16 +88,15 @@ class ApiServer {
 
  private:
   ApiServer() = default;
-  void AcceptLoop();
+  // A connection to the unix socket: its peer checked, then handed to gRPC.
+  void Accepted(int fd);
 
   Options options_;
   std::unique_ptr<grpc::Server> server_;
-  int listen_fd_ = -1;
-  int wake_fd_ = -1;
+  std::unique_ptr<Acceptor> acceptor_;  // of the unix socket
   int tcp_port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> refused_{0};
-  std::thread accept_thread_;
   mutable absl::Mutex peers_mu_;
   std::map<int, PeerCred> peers_ ABSL_GUARDED_BY(peers_mu_);  // by the connection's fd
 };
