@@ -58,7 +58,7 @@ void VmiController::DhcpGoneLocked(Record* r, const std::string& how) {
     PersistOrRetryLocked(r, "MODIFIED");
     EventLocked(r->vmi, "Warning", "DhcpServerCrashLoop", message);
   }
-  work_.Schedule([this, uid] { (void)pods_->KillAndRemove(uid, absl::Seconds(10)); });
+  work_.Schedule([this, uid] { EndPod(uid); });
 }
 
 void VmiController::RestartDhcp(const std::string& uid) {

@@ -54,7 +54,7 @@ void VmiController::CheckLivenessLocked(Record* r, absl::Time now) {
     PersistOrRetryLocked(r, "MODIFIED");
     EventLocked(r->vmi, "Warning", "LauncherUnresponsive",
                 "launcher gave no answer within the failure timeout; ending it");
-    work_.Schedule([this, uid] { (void)pods_->KillAndRemove(uid, absl::Seconds(10)); });
+    work_.Schedule([this, uid] { EndPod(uid); });
   }
 }
 

@@ -119,6 +119,12 @@ std::string VmiController::Degraded() {
                            r->unpersisted_error);
     }
   }
+  for (const auto& [uid, undeleted] : undeleted_) {
+    if (n++ == 0) {
+      first = absl::StrCat(undeleted.first.metadata().namespace_(), "/",
+                           undeleted.first.metadata().name(), " (deleted): ", undeleted.second);
+    }
+  }
   if (n == 0) return "";
   return absl::StrCat(n, n == 1 ? " VMI" : " VMIs", " not written to the store (", first, ")");
 }
@@ -137,7 +143,10 @@ void VmiController::EventLocked(const VirtualMachineInstance& vmi, const std::st
   e.set_source("kvnode-handler");
   LogFor(type == "Warning" ? spdlog::level::warn : spdlog::level::info,
          {o->namespace_(), o->name(), o->uid()}, "{} {}: {}", type, reason, message);
-  (void)store_->RecordEvent(e, clock_->Now());
+  // Best effort, as Kubernetes' events are: the log line above keeps what the store refused.
+  if (absl::Status s = store_->RecordEvent(e, clock_->Now()); !s.ok()) {
+    spdlog::warn("event not stored: {}", s.ToString());
+  }
 }
 
 VmiController::Record* VmiController::FindLocked(const ObjectRef& ref) {
@@ -164,7 +173,11 @@ void VmiController::RemoveLocked(const std::string& uid) {
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return;
   Record* r = it->second.get();
-  (void)store_->Delete(kVmiKind, &r->vmi);
+  if (absl::Status s = store_->Delete(kVmiKind, &r->vmi).status(); !s.ok()) {
+    spdlog::error("VMI {}/{}: delete from the store: {}; trying again", r->vmi.metadata().namespace_(),
+                  r->vmi.metadata().name(), s.ToString());
+    undeleted_[uid] = {r->vmi, std::string(s.message())};
+  }
   uid_by_name_.erase({r->vmi.metadata().namespace_(), r->vmi.metadata().name()});
   VirtualMachineInstance vmi = r->vmi;
   by_uid_.erase(it);
@@ -660,6 +673,15 @@ void VmiController::JanitorLoop() {
     mu_.AwaitWithTimeout(absl::Condition(&quit_), config_.janitor_interval);
     if (quit_) return;
     ApplySharedCpusLocked();
+    for (auto it = undeleted_.begin(); it != undeleted_.end();) {
+      absl::Status s = store_->Delete(kVmiKind, &it->second.first).status();
+      if (s.ok()) {
+        it = undeleted_.erase(it);
+      } else {
+        it->second.second = std::string(s.message());
+        ++it;
+      }
+    }
     absl::Time now = clock_->Now();
     for (auto& [uid, r] : by_uid_) {
       if (!r->unpersisted_type.empty()) PersistOrRetryLocked(r.get(), r->unpersisted_type);
@@ -683,7 +705,7 @@ void VmiController::JanitorLoop() {
         } else {
           EventLocked(r->vmi, "Warning", "LauncherNotReady",
                       "launcher did not become ready in time; stopping it");
-          work_.Schedule([this, id] { (void)pods_->KillAndRemove(id, absl::Seconds(10)); });
+          work_.Schedule([this, id] { EndPod(id); });
         }
       }
     }

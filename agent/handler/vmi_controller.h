@@ -370,6 +370,7 @@ class VmiController {
     bool refresh_failed = false;
     // A store write of this VMI failed: the kind of the write to make again ("ADDED" or
     // "MODIFIED") and why it failed; empty when the store has the VMI as memory has it.
+    // (A removed VMI whose delete failed waits in undeleted_ instead.)
     std::string unpersisted_type;
     std::string unpersisted_error;
     // Looks in a row at a domain that did not have the vCPUs or memory asked for yet
@@ -468,6 +469,9 @@ class VmiController {
   // Recover's part: VMIs whose hotplug (of volumes or vCPUs) a crash cut short.
   void ResumeHotplugsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ShutdownLauncher(const std::string& uid, int64_t grace);
+  // Ends every process of the VMI's pod and its cgroup; a failure (processes that would not
+  // die) is logged, and the VMI's identity is then kept (ReleaseIdentity) rather than reused.
+  void EndPod(const std::string& uid);
   void OnLauncherExit(const std::string& uid, pid_t pid, std::optional<int> wait_status);
   void WatchLauncher(const std::string& uid, pid_t pid, uint64_t start_time);
   // Periodic safety net: launchers that never became ready, Pending VMIs waiting for disks,
@@ -616,6 +620,10 @@ class VmiController {
   std::vector<int> shared_cpus_ ABSL_GUARDED_BY(cpus_mu_);
   std::map<std::string, std::unique_ptr<Record>> by_uid_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, std::string> uid_by_name_ ABSL_GUARDED_BY(mu_);
+  // VMIs removed from memory whose delete the store refused, with why: the janitor deletes
+  // them again, and the handler is degraded until it could (a restart would bring them back).
+  std::map<std::string, std::pair<kvnode::v1::VirtualMachineInstance, std::string>> undeleted_
+      ABSL_GUARDED_BY(mu_);
   absl::CondVar changed_;
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
 

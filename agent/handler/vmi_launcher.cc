@@ -465,7 +465,13 @@ void VmiController::ShutdownLauncher(const std::string& uid, int64_t grace) {
   EventLocked(it->second->vmi, "Warning", "ShutdownFailed", s.error_message());
   // A launcher that cannot be reached: end it by force, so deletion never hangs.
   if (it->second->launcher_pid > 0) {
-    (void)pods_->KillAndRemove(uid, absl::Seconds(10));
+    EndPod(uid);
+  }
+}
+
+void VmiController::EndPod(const std::string& uid) {
+  if (absl::Status s = pods_->KillAndRemove(uid, absl::Seconds(10)); !s.ok()) {
+    spdlog::error("VMI {}: ending its pod: {}", uid, s.ToString());
   }
 }
 

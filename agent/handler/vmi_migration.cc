@@ -276,7 +276,11 @@ void VmiController::AdoptArrivedVm(const kvnode::v1::VirtualMachine& vm) {
     return;
   }
   kvnode::v1::VirtualMachine waiting = vm;
-  (void)store_->Delete(kMigratedVmKind, &waiting);
+  // Its waiting copy is only a leftover now (Recover drops one whose VMI is not here).
+  if (absl::Status s = store_->Delete(kMigratedVmKind, &waiting).status(); !s.ok()) {
+    spdlog::warn("VM {}/{}: drop the copy that waited for its migrated VMI: {}",
+                 vm.metadata().namespace_(), vm.metadata().name(), s.ToString());
+  }
 }
 
 void VmiController::MarkMigratedAwayLocked(Record* r) {
@@ -385,7 +389,12 @@ absl::Status VmiController::RecoverMigrationTargetsLocked(std::vector<std::strin
   // others lost their migration.
   for (auto& [key, vm] : waiting) {
     auto it = uid_by_name_.find(key);
-    if (it == uid_by_name_.end()) (void)store_->Delete(kMigratedVmKind, &vm);
+    if (it != uid_by_name_.end()) continue;
+    if (absl::Status s = store_->Delete(kMigratedVmKind, &vm).status(); !s.ok()) {
+      // Tried again at the next start; the VM controller never adopts a VM without its VMI.
+      spdlog::warn("VM {}/{} lost its migration; dropping it: {}", vm.metadata().namespace_(),
+                   vm.metadata().name(), s.ToString());
+    }
   }
   return absl::OkStatus();
 }
@@ -419,7 +428,9 @@ void VmiController::ResolveRecoveredTarget(const std::string& uid) {
                  uid, s.ok() ? "domain " + (domain.exists() ? domain.state() : "absent")
                              : s.error_message());
   }
-  (void)AbortMigrationTarget(uid);
+  if (absl::Status s = AbortMigrationTarget(uid); !s.ok()) {
+    spdlog::error("migration target of VMI {}: ending it: {}", uid, s.ToString());
+  }
 }
 
 absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTarget(
@@ -532,7 +543,11 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
     const auto* sync = FindCondition(r->vmi.status().conditions(), "Synchronized");
     std::string why = sync != nullptr ? sync->message() : "launcher not ready in time";
     std::string id = uid;
-    work_.Schedule([this, id] { (void)AbortMigrationTarget(id); });
+    work_.Schedule([this, id] {
+      if (absl::Status s = AbortMigrationTarget(id); !s.ok()) {
+        spdlog::error("migration target of VMI {}: ending it: {}", id, s.ToString());
+      }
+    });
     return absl::UnavailableError("prepare target on node " + config_.node_name + ": " + why);
   }
   MigrationTarget t;

@@ -32,7 +32,7 @@ absl::StatusOr<VmiController::PodLaunch> VmiController::LaunchPod(const VirtualM
   if (config_.pod_network != nullptr) {
     absl::StatusOr<PodNetworkAttachment> attachment = SetUpPodNetwork(vmi, id);
     if (!attachment.ok()) {
-      (void)pods_->KillAndRemove(uid, absl::Seconds(10));
+      EndPod(uid);
       *retry = true;
       return attachment.status();
     }
@@ -41,7 +41,7 @@ absl::StatusOr<VmiController::PodLaunch> VmiController::LaunchPod(const VirtualM
   }
   absl::StatusOr<LauncherHandle> handle = pods_->StartLauncher(spec, id);
   if (!handle.ok()) {
-    (void)pods_->KillAndRemove(uid, absl::Seconds(10));
+    EndPod(uid);
     TearDownPodNetwork(uid);
     return handle.status();
   }
@@ -65,7 +65,7 @@ absl::StatusOr<PodNetworkAttachment> VmiController::SetUpPodNetwork(
 
 void VmiController::AbandonLaunch(const std::string& uid) {
   spdlog::info("VMI {} went away while its launcher started; ending its pod", uid);
-  (void)pods_->KillAndRemove(uid, absl::Seconds(10));
+  EndPod(uid);
   TearDownPodNetwork(uid);
   CleanupVmiDir(uid);
 }

@@ -100,7 +100,7 @@ absl::Status VmiController::Recover() {
     // It was past Pending and its launcher is gone: learn how it ended if the launcher wrote
     // it down, otherwise it failed while nobody watched.
     mu_.Unlock();
-    (void)pods_->KillAndRemove(uid, absl::Seconds(10));
+    EndPod(uid);
     auto final_status = ReadFinalStatus(uid);
     mu_.Lock();
     if (final_status.has_value()) ApplyDomainStatus(&rec->vmi, *final_status, clock_->Now());
@@ -174,7 +174,7 @@ absl::Status VmiController::Recover() {
 }
 
 void VmiController::EndLostLauncher(const std::string& uid) {
-  (void)pods_->KillAndRemove(uid, absl::Seconds(10));
+  EndPod(uid);
   TearDownPodNetwork(uid);
   auto final_status = ReadFinalStatus(uid);
   absl::MutexLock lock(&mu_);
@@ -212,7 +212,7 @@ void VmiController::RemoveLeftoverPods(std::vector<std::string> cgroups,
                                        std::vector<std::string> dirs) {
   for (const std::string& uid : cgroups) {
     spdlog::warn("removing leftover cgroup of VMI {}", uid);
-    (void)pods_->KillAndRemove(uid, absl::Seconds(10));
+    EndPod(uid);
     dirs.push_back(VmiPaths::DirKey(uid));
   }
   std::sort(dirs.begin(), dirs.end());
@@ -239,7 +239,7 @@ void VmiController::RemoveLeftoverPods(std::vector<std::string> cgroups,
       if (by_uid_.count(uid) > 0) continue;
     }
     if (std::find(cgroups.begin(), cgroups.end(), uid) == cgroups.end()) {
-      (void)pods_->KillAndRemove(uid, absl::Seconds(10));
+      EndPod(uid);
     }
     spdlog::warn("giving back launcher id {} of VMI {}, which this node no longer has", id, uid);
     ReleaseIdentity(uid, std::nullopt);
