@@ -33,6 +33,20 @@
 
 namespace kvnode {
 
+// The disk files of the node's layout, named once for the converter (which points the domain at
+// them) and storage (which makes them).
+// A claim's or an image cache entry's raw disk in its dir (a file, or a device node).
+inline constexpr char kDiskImageFile[] = "disk.img";
+// The per-VMI disk of a volume in its disk_dir(): a containerDisk's or an ephemeral volume's
+// qcow2 overlay, or an emptyDisk.
+inline constexpr char kVolumeDiskFile[] = "disk.qcow2";
+// A cloudInitNoCloud volume's ISO in its disk_dir().
+inline constexpr char kNoCloudIsoFile[] = "noCloud.iso";
+// `dir`/disk.img.
+inline std::string DiskImageIn(absl::string_view dir) {
+  return absl::StrCat(dir, "/", kDiskImageFile);
+}
+
 class VmiPaths {
  public:
   VmiPaths(absl::string_view state_dir, absl::string_view run_dir, absl::string_view uid)
@@ -76,6 +90,13 @@ class VmiPaths {
   std::string disk_dir(absl::string_view volume) const {
     return absl::StrCat(disks_dir(), "/", volume);
   }
+  // The volume's per-VMI qcow2 disk (kVolumeDiskFile) and NoCloud ISO (kNoCloudIsoFile).
+  std::string volume_disk(absl::string_view volume) const {
+    return absl::StrCat(disk_dir(volume), "/", kVolumeDiskFile);
+  }
+  std::string nocloud_iso(absl::string_view volume) const {
+    return absl::StrCat(disk_dir(volume), "/", kNoCloudIsoFile);
+  }
 
  private:
   std::string root_;
@@ -104,13 +125,13 @@ class NodePaths {
   std::string images_dir() const { return state_dir_ + "/images"; }
   // The raw disk of the image cache's entry `entry` (ImageCacheKey, PulledImageEntry).
   std::string image_disk(absl::string_view entry) const {
-    return absl::StrCat(images_dir(), "/", entry, "/disk.img");
+    return DiskImageIn(absl::StrCat(images_dir(), "/", entry));
   }
   std::string volume_dir(absl::string_view ns, absl::string_view claim) const {
     return absl::StrCat(state_dir_, "/volumes/", ns, "/", claim);
   }
   std::string volume_image(absl::string_view ns, absl::string_view claim) const {
-    return volume_dir(ns, claim) + "/disk.img";
+    return DiskImageIn(volume_dir(ns, claim));
   }
   VmiPaths vmi(absl::string_view uid) const { return VmiPaths(state_dir_, run_dir_, uid); }
   // dnsmasq's pid, lease and log files of a VMI's pod network: root's, never the launcher's.

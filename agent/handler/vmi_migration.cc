@@ -222,7 +222,7 @@ std::vector<std::string> VmiController::CopiedVmiDisksOf(const VirtualMachineIns
   std::vector<std::string> disks;
   for (const auto& v : vmi.spec().volumes()) {
     if (v.has_empty_disk() || v.has_container_disk()) {
-      disks.push_back(paths_.vmi(vmi.metadata().uid()).disk_dir(v.name()) + "/disk.qcow2");
+      disks.push_back(paths_.vmi(vmi.metadata().uid()).volume_disk(v.name()));
     }
   }
   return disks;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/logging.h"
+#include "agent/base/state_layout.h"
 #include "agent/base/status_macros.h"
 #include "agent/manifest/quantity.h"
 #include "agent/storage/block_device.h"
@@ -130,7 +131,7 @@ absl::Status VolumeManager::BindDeviceLocked(PersistentVolumeClaim* pvc, const S
   // claim that does not exist, which Recover makes Released (never handed out twice).
   RETURN_IF_ERROR(store_->Put(kPvKind, &pv, "ADDED").status());
   ASSIGN_OR_RETURN(int dir, OpenDirChain(config_.state_dir, {"volumes", ns, name}, 0711, true));
-  absl::Status s = MakeDeviceNode(dir, "disk.img", device.rdev, config_.rest_uid,
+  absl::Status s = MakeDeviceNode(dir, kDiskImageFile, device.rdev, config_.rest_uid,
                                   config_.rest_gid, 0600);
   if (s.ok() && fsync(dir) < 0) s = absl::ErrnoToStatus(errno, "fsync " + ns + "/" + name);
   close(dir);
@@ -166,9 +167,9 @@ absl::Status VolumeManager::RefreshDeviceNodeLocked(const PersistentVolumeClaim&
   // never keeps pointing at whatever took the old number.
   ASSIGN_OR_RETURN(int dir, OpenDirChain(config_.state_dir, {"volumes", ns, name}, 0711, false));
   absl::Status s;
-  if (unlinkat(dir, "disk.img", 0) < 0) s = absl::ErrnoToStatus(errno, "unlink device node");
+  if (unlinkat(dir, kDiskImageFile, 0) < 0) s = absl::ErrnoToStatus(errno, "unlink device node");
   if (s.ok()) {
-    s = MakeDeviceNode(dir, "disk.img", device->rdev, config_.rest_uid, config_.rest_gid,
+    s = MakeDeviceNode(dir, kDiskImageFile, device->rdev, config_.rest_uid, config_.rest_gid,
                        0600);
   }
   close(dir);

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "agent/base/state_layout.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
 #include "google/protobuf/struct.pb.h"
@@ -219,7 +220,7 @@ absl::Status PublishDisk(const std::string& dir, uid_t uid, gid_t gid, mode_t mo
   if (s.ok() && fsync(fd) < 0) s = absl::ErrnoToStatus(errno, "fsync " + tmp);
   close(fd);
   RETURN_IF_ERROR(s);
-  if (rename(tmp.c_str(), (dir + "/disk.img").c_str()) < 0) {
+  if (rename(tmp.c_str(), DiskImageIn(dir).c_str()) < 0) {
     return absl::ErrnoToStatus(errno, "rename " + tmp);
   }
   for (const char* part : {"/upload.part", "/import.part"}) unlink((dir + part).c_str());

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/base/logging.h"
+#include "agent/base/state_layout.h"
 #include "agent/base/status_macros.h"
 #include "agent/manifest/admission.h"
 #include "agent/manifest/backend_storage.h"
@@ -135,8 +136,8 @@ absl::StatusOr<std::string> VolumeManager::MakeCopiedClaimLocked(
   // same claim is made empty again.
   const ClaimDirChain where = ClaimDirOf(*sc, paths_, ns, name);
   ASSIGN_OR_RETURN(int dir, OpenDirChain(where.base, where.names, 0711, true));
-  unlinkat(dir, "disk.img", 0);
-  absl::Status made = CreateSparseFile(dir, "disk.img", claim.disk_bytes, config_.rest_uid,
+  unlinkat(dir, kDiskImageFile, 0);
+  absl::Status made = CreateSparseFile(dir, kDiskImageFile, claim.disk_bytes, config_.rest_uid,
                                        config_.rest_gid, 0600);
   if (made.ok() && fsync(dir) < 0) made = absl::ErrnoToStatus(errno, "fsync " + where.path());
   close(dir);
@@ -154,8 +155,8 @@ absl::StatusOr<std::string> VolumeManager::MakeCopiedClaimLocked(
   (*meta->mutable_annotations())[kBlockMigrationVmiAnnotation] = vmi_uid;
   RETURN_IF_ERROR(store_->Put(kPvcKind, &pvc, stored.ok() ? "MODIFIED" : "ADDED").status());
   spdlog::info("PersistentVolumeClaim {}/{}: made for a block migration of VMI {}, {} bytes at {}",
-               ns, name, vmi_uid, claim.disk_bytes, where.path() + "/disk.img");
-  return where.path() + "/disk.img";
+               ns, name, vmi_uid, claim.disk_bytes, DiskImageIn(where.path()));
+  return DiskImageIn(where.path());
 }
 
 void VolumeManager::DropCopiedClaims(const kvnode::v1::VirtualMachineInstance& vmi) {
@@ -218,7 +219,7 @@ absl::Status VolumeManager::AdoptMigratingClaimLocked(const std::string& ns,
   if (sent.status().phase() != "Bound") {
     return refuse(absl::StrCat("it is ", sent.status().phase(), " on the source node, not Bound"));
   }
-  const std::string image = ClaimDirOf(*sc, paths_, ns, name).path() + "/disk.img";
+  const std::string image = DiskImageIn(ClaimDirOf(*sc, paths_, ns, name).path());
   struct stat st;
   if (lstat(image.c_str(), &st) < 0 || !S_ISREG(st.st_mode)) {
     return refuse(absl::StrCat("no disk at ", image, " on node ", node, " (is ", sc->path,

@@ -6,6 +6,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "agent/base/state_layout.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/subprocess.h"
 
@@ -77,8 +78,9 @@ absl::Status MakeNoCloudIso(const FsIdentity& user, const std::string& dir,
     }
     return absl::OkStatus();
   }));
+  const std::string iso = absl::StrCat(dir, "/", kNoCloudIsoFile);
   SpawnOptions o;
-  o.argv = {kGenisoimage, "-quiet", "-output", dir + "/noCloud.iso.tmp", "-volid", "cidata",
+  o.argv = {kGenisoimage, "-quiet", "-output", iso + ".tmp", "-volid", "cidata",
             "-joliet", "-rock"};
   for (const auto& [name, content] : files) o.argv.push_back(src + "/" + name);
   o.env = {"PATH=/usr/bin:/bin", "LC_ALL=C"};
@@ -95,7 +97,6 @@ absl::Status MakeNoCloudIso(const FsIdentity& user, const std::string& dir,
   if (!r.ok()) return Annotate(r.status(), "genisoimage");
   if (!r->success()) return absl::InternalError("genisoimage: " + r->output);
   return RunWithFsIdentity(user, [&]() -> absl::Status {
-    std::string iso = dir + "/noCloud.iso";
     if (rename((iso + ".tmp").c_str(), iso.c_str()) < 0) return absl::ErrnoToStatus(errno, "rename " + iso);
     return absl::OkStatus();
   });

@@ -153,7 +153,7 @@ absl::Status VolumeManager::PrepareCloudInit(const kvnode::v1::VirtualMachineIns
   const VmiPaths vp = paths_.vmi(vmi.metadata().uid());
   RETURN_IF_ERROR(MakeDiskDir(id, vp, vol.name()));
   const std::string dir = vp.disk_dir(vol.name());
-  if (ExistsAs(id, dir + "/noCloud.iso")) return absl::OkStatus();
+  if (ExistsAs(id, vp.nocloud_iso(vol.name()))) return absl::OkStatus();
   const std::string& ns = vmi.metadata().namespace_();
   SecretReader secrets = [this, &ns](const std::string& name, const std::string& key) {
     return secrets_.Read(ns, name, key);
@@ -224,7 +224,7 @@ absl::Status VolumeManager::PrepareVmi(const kvnode::v1::VirtualMachineInstance&
   const std::string& ns = vmi.metadata().namespace_();
   const VmiPaths vp = paths_.vmi(vmi.metadata().uid());
   for (const Volume& vol : vmi.spec().volumes()) {
-    const std::string overlay = vp.disk_dir(vol.name()) + "/disk.qcow2";
+    const std::string overlay = vp.volume_disk(vol.name());
     switch (vol.source_case()) {
       case Volume::kPersistentVolumeClaim:
         RETURN_IF_ERROR(PrepareClaim(ns, vol.persistent_volume_claim().claim_name(), user, share_group));

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/file_tree.h"
 #include "agent/base/logging.h"
+#include "agent/base/state_layout.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/uuid.h"
 #include "agent/manifest/backend_storage.h"
@@ -34,7 +35,7 @@ bool IsFinal(const kvnode::v1::VirtualMachineInstance& vmi) {
 bool DiskLocked(const ClaimDirChain& where) {
   auto dir = OpenDirChain(where.base, where.names, 0711, false);
   if (!dir.ok()) return false;
-  int fd = openat(*dir, "disk.img", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  int fd = openat(*dir, kDiskImageFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   close(*dir);
   if (fd < 0) return false;
   struct flock probe = {};
@@ -189,7 +190,7 @@ ClaimDirChain VolumeManager::ClaimDir(const PersistentVolumeClaim& pvc) const {
 }
 
 std::string VolumeManager::ClaimImage(const PersistentVolumeClaim& pvc) const {
-  return ClaimDir(pvc).path() + "/disk.img";
+  return DiskImageIn(ClaimDir(pvc).path());
 }
 
 ClaimDirChain VolumeManager::NewClaimDir(const std::string& class_name, const std::string& ns,
@@ -238,7 +239,7 @@ absl::Status VolumeManager::ProvisionLocked(PersistentVolumeClaim* pvc) {
   if (sc.volume_mode == kVolumeModeBlock) return BindDeviceLocked(pvc, sc);
   const ClaimDirChain where = ClaimDirOf(sc, paths_, ns, name);
   ASSIGN_OR_RETURN(int dir, OpenDirChain(where.base, where.names, 0711, true));
-  absl::Status s = CreateSparseFile(dir, "disk.img", RequestedBytes(*pvc), config_.rest_uid,
+  absl::Status s = CreateSparseFile(dir, kDiskImageFile, RequestedBytes(*pvc), config_.rest_uid,
                                     config_.rest_gid, 0600);
   if (s.ok() && fsync(dir) < 0) s = absl::ErrnoToStatus(errno, "fsync " + ns + "/" + name);
   close(dir);
@@ -422,7 +423,7 @@ absl::StatusOr<PVCView> VolumeManager::DeletePvc(const std::string& ns, const st
 
 absl::StatusOr<PersistentVolumeClaim> VolumeManager::AdoptLocked(const std::string& ns,
                                                                 const std::string& name) {
-  std::string image = NewClaimDir("", ns, name).path() + "/disk.img";
+  std::string image = DiskImageIn(NewClaimDir("", ns, name).path());
   struct stat st;
   if (lstat(image.c_str(), &st) < 0 || !S_ISREG(st.st_mode)) {
     return absl::NotFoundError(

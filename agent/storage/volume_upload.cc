@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/base/file_tree.h"
 #include "agent/base/logging.h"
+#include "agent/base/state_layout.h"
 #include "agent/base/status_macros.h"
 #include "agent/base/uuid.h"
 #include "agent/storage/disk_image.h"
@@ -64,7 +65,7 @@ absl::StatusOr<std::unique_ptr<VolumeUpload>> VolumeManager::BeginUpload(
     }
     const ClaimDirChain where =
         NewClaimDir(pvc.spec().storage_class_name(), meta.namespace_(), meta.name());
-    const std::string image = where.path() + "/disk.img";
+    const std::string image = DiskImageIn(where.path());
     struct stat st;
     if (lstat(image.c_str(), &st) == 0) {
       return absl::AlreadyExistsError(absl::StrCat(
@@ -224,7 +225,7 @@ absl::StatusOr<kvnode::v1::UploadResult> VolumeUpload::Finish() {
     image.set_virtual_size(info.virtual_size);
     image.set_imported(FormatTimestamp(m->clock_->Now()));
     struct stat st;
-    if (stat((dir_ + "/disk.img").c_str(), &st) == 0) {
+    if (stat(DiskImageIn(dir_).c_str(), &st) == 0) {
       image.set_disk_bytes(static_cast<int64_t>(st.st_blocks) * 512);
     }
     RETURN_IF_ERROR(m->puller_->RecordImported(image));

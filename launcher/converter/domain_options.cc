@@ -50,7 +50,7 @@ struct Layout {
     auto dir = claims.dirs.find(claim);
     return dir == claims.dirs.end() ? node.volume_dir(ns, claim) : dir->second;
   }
-  std::string ClaimImage(const std::string& claim) const { return ClaimDir(claim) + "/disk.img"; }
+  std::string ClaimImage(const std::string& claim) const { return DiskImageIn(ClaimDir(claim)); }
   bool IsBlock(const std::string& claim) const { return claims.block.count(claim) > 0; }
 };
 
@@ -62,7 +62,7 @@ void SetClaim(const Layout& l, const std::string& claim, VolumeSource* src) {
 // Returns false for a volume kind without a node-side layout (none set).
 bool LayOutVolume(const Volume& vol, const Layout& l, VolumeSource* src) {
   src->set_name(vol.name());
-  const std::string disk_dir = l.vmi.disk_dir(vol.name());
+  const std::string disk = l.vmi.volume_disk(vol.name());
   const NodePaths& node = l.node;
   switch (vol.source_case()) {
     case Volume::kPersistentVolumeClaim:
@@ -73,7 +73,7 @@ bool LayOutVolume(const Volume& vol, const Layout& l, VolumeSource* src) {
       return true;
     case Volume::kContainerDisk: {
       auto pulled = l.claims.container_disks.find(vol.name());
-      SetOverlay(src, disk_dir + "/disk.qcow2",
+      SetOverlay(src, disk,
                  pulled != l.claims.container_disks.end()
                      ? pulled->second
                      : ContainerDiskImagePath(node, vol.container_disk().image(),
@@ -81,10 +81,10 @@ bool LayOutVolume(const Volume& vol, const Layout& l, VolumeSource* src) {
       return true;
     }
     case Volume::kCloudInitNoCloud:
-      SetFile(src, disk_dir + "/noCloud.iso", kRaw);
+      SetFile(src, l.vmi.nocloud_iso(vol.name()), kRaw);
       return true;
     case Volume::kEmptyDisk:
-      SetFile(src, disk_dir + "/disk.qcow2", kQcow2);
+      SetFile(src, disk, kQcow2);
       return true;
     case Volume::kHostDisk: {
       const std::string& path = vol.host_disk().path();
@@ -95,7 +95,7 @@ bool LayOutVolume(const Volume& vol, const Layout& l, VolumeSource* src) {
     }
     case Volume::kEphemeral: {
       const std::string& claim = vol.ephemeral().persistent_volume_claim().claim_name();
-      SetOverlay(src, disk_dir + "/disk.qcow2", l.ClaimImage(claim));
+      SetOverlay(src, disk, l.ClaimImage(claim));
       if (l.IsBlock(claim)) src->set_backing_type(kBlock);
       return true;
     }
