@@ -77,7 +77,9 @@ absl::Status VmController::Recover() {
       if (it != by_uid.end()) owner = it->second;
     }
     if (owner == nullptr) {
-      (void)store_->Delete(kRevisionKind, &rev);  // its VM is gone
+      deletes_  // its VM is gone
+          .Delete(kRevisionKind, rev, "ControllerRevision " + rev.metadata().name())
+          .IgnoreError();
     } else if (!owner->revision.has_value() || owner->revision->revision() < rev.revision()) {
       owner->revision = rev;
     }
@@ -87,7 +89,7 @@ absl::Status VmController::Recover() {
     if (!FromJson(o.json, &e).ok()) continue;
     auto it = by_uid.find(e.vm_uid());
     if (it == by_uid.end()) {
-      (void)store_->Delete(kExecutionKind, &e);
+      deletes_.Delete(kExecutionKind, e, "execution of VM " + e.vm_uid()).IgnoreError();
       continue;
     }
     Record* r = it->second;

@@ -38,6 +38,7 @@ VmController::VmController(VmControllerConfig config, Store* store, VmiClient* v
                            Clock* clock, RandomInt random)
     : config_(std::move(config)),
       store_(store),
+      deletes_(store),
       vmis_(vmis),
       clock_(clock),
       random_(std::move(random)) {
@@ -71,10 +72,25 @@ void VmController::EnqueueLocked(const Key& key, absl::Time when) {
   wake_.SignalAll();
 }
 
+void VmController::DeleteFor(const VirtualMachine& vm, const std::string& kind,
+                             const google::protobuf::Message& object) {
+  deletes_
+      .Delete(kind, object,
+              absl::StrCat(kind, " of VM ", vm.metadata().namespace_(), "/", vm.metadata().name()))
+      .IgnoreError();  // kept and made again (deletes_)
+}
+
+std::string VmController::Degraded() { return deletes_.Describe(); }
+
 void VmController::WorkerLoop() {
   absl::MutexLock lock(&mu_);
+  absl::Time next_delete_retry = absl::InfinitePast();
   while (!quit_) {
     absl::Time now = clock_->Now();
+    if (now >= next_delete_retry) {
+      deletes_.Retry();
+      next_delete_retry = now + absl::Seconds(1);
+    }
     if (now >= next_resync_) {
       for (const auto& [key, r] : vms_) EnqueueLocked(key, now);
       next_resync_ = now + config_.resync_period;
@@ -215,7 +231,10 @@ void VmController::EventLocked(const VirtualMachine& vm, const std::string& type
   e.set_message(message);
   e.set_source("kvnode-handler");
   spdlog::info("VM {}/{}: {} {}: {}", o->namespace_(), o->name(), type, reason, message);
-  (void)store_->RecordEvent(e, clock_->Now());
+  // Best effort, as Kubernetes' events are: the log line above keeps what the store refused.
+  if (absl::Status s = store_->RecordEvent(e, clock_->Now()); !s.ok()) {
+    spdlog::warn("event not stored: {}", s.ToString());
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -254,7 +273,7 @@ std::optional<VirtualMachineInstance> VmController::OwnVmiLocked(Record* r, bool
 
 void VmController::DropRevisionLocked(Record* r) {
   if (!r->revision.has_value()) return;
-  (void)store_->Delete(kRevisionKind, &*r->revision);
+  DeleteFor(r->vm, kRevisionKind, *r->revision);
   r->revision.reset();
 }
 
@@ -308,7 +327,7 @@ absl::Status VmController::StartVmiLocked(Record* r, VirtualMachine* vm, const S
           oldest = it;
         }
       }
-      (void)store_->Delete(kExecutionKind, &oldest->second);
+      DeleteFor(r->vm, kExecutionKind, oldest->second);
       r->executions.erase(oldest);
     }
   }
@@ -367,9 +386,9 @@ void VmController::RemoveVmLocked(const Key& key) {
   if (config_.instancetypes != nullptr) {
     config_.instancetypes->DeleteRevisionsOf(r->vm.metadata().uid());
   }
-  for (auto& [uid, e] : r->executions) (void)store_->Delete(kExecutionKind, &e);
+  for (auto& [uid, e] : r->executions) DeleteFor(r->vm, kExecutionKind, e);
   VirtualMachine gone = r->vm;
-  (void)store_->Delete(kVmKind, &gone);
+  DeleteFor(gone, kVmKind, gone);
   EventLocked(gone, "Normal", "Deleted", "VirtualMachine deleted");
   vms_.erase(it);
   queue_.erase(key);
@@ -658,8 +677,11 @@ void VmController::LetMigratedVmGoLocked(const VirtualMachineInstance& vmi) {
     RemoveVmLocked(key);
   }
   if (!released) return;
-  VirtualMachineInstance left = vmi;
-  (void)store_->Delete(kMigratedAwayVmiKind, &left);
+  deletes_
+      .Delete(kMigratedAwayVmiKind, vmi,
+              absl::StrCat("migrated-away VMI ", vmi.metadata().namespace_(), "/",
+                           vmi.metadata().name()))
+      .IgnoreError();  // kept and made again
 }
 
 void VmController::LetMigratedVmsGoLocked() {
@@ -696,7 +718,7 @@ void VmController::AdoptWaitingVmsLocked() {
       EnqueueLocked(key, clock_->Now());
       spdlog::info("VM {}/{} adopted: it came with its migrated VMI", o.ns, o.name);
     }
-    (void)store_->Delete(kMigratedVmKind, &vm);
+    DeleteFor(vm, kMigratedVmKind, vm);
   }
 }
 

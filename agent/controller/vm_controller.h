@@ -35,6 +35,7 @@
 #include "agent/storage/vm_volumes.h"
 #include "agent/controller/vmi_client.h"
 #include "agent/manifest/admission.h"
+#include "agent/store/pending_deletes.h"
 #include "agent/store/store.h"
 #include "kvnode/v1/kubevirt.pb.h"
 #include "kvnode/v1/node.pb.h"
@@ -136,6 +137,8 @@ class VmController : public VmHandover {
   // Follows the change log up to now and runs every sync that is due by the clock; returns
   // how many ran. Repeats until nothing is due (at most `max_rounds`).
   int SyncDueForTest(int max_rounds = 20);
+  // Why the handler is degraded, or "": deletes the store refused, made again every second.
+  std::string Degraded();
   // Queues a sync of every VM now (what the worker does every resync_period).
   void Resync();
 
@@ -248,10 +251,17 @@ class VmController : public VmHandover {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkerLoop();
   void FollowerLoop();
+  // Deletes `object` of `kind` for VM `vm` (its name in the log and /readyz); a refused one is
+  // kept and made again (deletes_).
+  void DeleteFor(const kvnode::v1::VirtualMachine& vm, const std::string& kind,
+                 const google::protobuf::Message& object);
 
   // Constant after construction.
   const VmControllerConfig config_;
   Store* const store_;
+  // Deletes the store refused (a deleted VM would come back at the next start): made again by
+  // the worker at most every second, the handler degraded until then.
+  PendingDeletes deletes_;
   VmiClient* const vmis_;
   Clock* const clock_;
   const RandomInt random_;

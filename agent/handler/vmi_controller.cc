@@ -56,6 +56,7 @@ VmiController::VmiController(HandlerConfig config, Store* store, LauncherPods* p
       paths_(config_.state_dir, config_.run_dir),
       store_(store),
       pods_(pods),
+      deletes_(store),
       clock_(clock),
       work_(config_.workers) {
   janitor_ = std::thread([this] { JanitorLoop(); });
@@ -119,14 +120,11 @@ std::string VmiController::Degraded() {
                            r->unpersisted_error);
     }
   }
-  for (const auto& [uid, undeleted] : undeleted_) {
-    if (n++ == 0) {
-      first = absl::StrCat(undeleted.first.metadata().namespace_(), "/",
-                           undeleted.first.metadata().name(), " (deleted): ", undeleted.second);
-    }
-  }
-  if (n == 0) return "";
-  return absl::StrCat(n, n == 1 ? " VMI" : " VMIs", " not written to the store (", first, ")");
+  std::string deletes = deletes_.Describe();
+  if (n == 0) return deletes;
+  std::string writes =
+      absl::StrCat(n, n == 1 ? " VMI" : " VMIs", " not written to the store (", first, ")");
+  return deletes.empty() ? writes : writes + "; " + deletes;
 }
 
 void VmiController::EventLocked(const VirtualMachineInstance& vmi, const std::string& type,
@@ -173,11 +171,11 @@ void VmiController::RemoveLocked(const std::string& uid) {
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return;
   Record* r = it->second.get();
-  if (absl::Status s = store_->Delete(kVmiKind, &r->vmi).status(); !s.ok()) {
-    spdlog::error("VMI {}/{}: delete from the store: {}; trying again", r->vmi.metadata().namespace_(),
-                  r->vmi.metadata().name(), s.ToString());
-    undeleted_[uid] = {r->vmi, std::string(s.message())};
-  }
+  // A refused delete is kept and made again by the janitor (PendingDeletes says so).
+  deletes_
+      .Delete(kVmiKind, r->vmi,
+              absl::StrCat("VMI ", r->vmi.metadata().namespace_(), "/", r->vmi.metadata().name()))
+      .IgnoreError();
   uid_by_name_.erase({r->vmi.metadata().namespace_(), r->vmi.metadata().name()});
   VirtualMachineInstance vmi = r->vmi;
   by_uid_.erase(it);
@@ -673,15 +671,7 @@ void VmiController::JanitorLoop() {
     mu_.AwaitWithTimeout(absl::Condition(&quit_), config_.janitor_interval);
     if (quit_) return;
     ApplySharedCpusLocked();
-    for (auto it = undeleted_.begin(); it != undeleted_.end();) {
-      absl::Status s = store_->Delete(kVmiKind, &it->second.first).status();
-      if (s.ok()) {
-        it = undeleted_.erase(it);
-      } else {
-        it->second.second = std::string(s.message());
-        ++it;
-      }
-    }
+    deletes_.Retry();
     absl::Time now = clock_->Now();
     for (auto& [uid, r] : by_uid_) {
       if (!r->unpersisted_type.empty()) PersistOrRetryLocked(r.get(), r->unpersisted_type);

@@ -42,6 +42,7 @@
 #include "agent/metrics/metrics.h"
 #include "agent/network/pod_network.h"
 #include "agent/storage/volume_manager.h"
+#include "agent/store/pending_deletes.h"
 #include "agent/store/store.h"
 #include "agent/handler/launcher_pods.h"
 #include "agent/supervisor/launcher_ids.h"
@@ -370,7 +371,7 @@ class VmiController {
     bool refresh_failed = false;
     // A store write of this VMI failed: the kind of the write to make again ("ADDED" or
     // "MODIFIED") and why it failed; empty when the store has the VMI as memory has it.
-    // (A removed VMI whose delete failed waits in undeleted_ instead.)
+    // (A removed VMI whose delete failed waits in deletes_ instead.)
     std::string unpersisted_type;
     std::string unpersisted_error;
     // Looks in a row at a domain that did not have the vCPUs or memory asked for yet
@@ -611,6 +612,9 @@ class VmiController {
   const NodePaths paths_;
   Store* const store_;
   LauncherPods* const pods_;
+  // VMIs removed from memory whose delete the store refused: the janitor deletes them again,
+  // and the handler is degraded until it could (a restart would bring them back).
+  PendingDeletes deletes_;
   Clock* const clock_;
 
   absl::Mutex mu_;
@@ -620,10 +624,7 @@ class VmiController {
   std::vector<int> shared_cpus_ ABSL_GUARDED_BY(cpus_mu_);
   std::map<std::string, std::unique_ptr<Record>> by_uid_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, std::string> uid_by_name_ ABSL_GUARDED_BY(mu_);
-  // VMIs removed from memory whose delete the store refused, with why: the janitor deletes
-  // them again, and the handler is degraded until it could (a restart would bring them back).
-  std::map<std::string, std::pair<kvnode::v1::VirtualMachineInstance, std::string>> undeleted_
-      ABSL_GUARDED_BY(mu_);
+
   absl::CondVar changed_;
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
 

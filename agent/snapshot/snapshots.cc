@@ -202,7 +202,10 @@ void Snapshots::Event(const google::protobuf::Message& object, const char* kind,
   e.set_message(message);
   e.set_source("kvnode-handler");
   spdlog::info("{} {}/{}: {} {}: {}", kind, o->namespace_(), o->name(), type, reason, message);
-  (void)store_->RecordEvent(e, clock_->Now());
+  // Best effort, as Kubernetes' events are: the log line above keeps what the store refused.
+  if (absl::Status s = store_->RecordEvent(e, clock_->Now()); !s.ok()) {
+    spdlog::warn("event not stored: {}", s.ToString());
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
