@@ -32,7 +32,9 @@ class FakeLauncher final : public kvnode::v1::Launcher::Service {
     absl::MutexLock lock(&pods_->mu_);
     if (grpc::Status refused = RefusedLocked(); !refused.ok()) return refused;
     pods_->syncs_[spec_.vmi_uid].push_back(*req);
-    if (domain_.exists()) {  // synchronized again: nothing changes
+    if (domain_.exists() || req->options().incoming()) {
+      // Synchronized again: nothing changes. A migration target's libvirtd waits for the
+      // incoming domain (ResumeIncoming) without one of its own.
       resp->set_success(true);
       return grpc::Status::OK;
     }
@@ -243,6 +245,18 @@ void FakeLauncherPods::KillQemu(const std::string& vmi_uid) {
   for (pid_t pid : PidsLocked(vmi_uid)) {
     if (processes_.at(pid).launcher == nullptr) ExitLocked(pid, SIGKILL);
   }
+}
+
+void FakeLauncherPods::ResumeIncoming(const std::string& vmi_uid) {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<FakeLauncher> l = LauncherOfLocked(vmi_uid);
+  if (l == nullptr || l->domain_.exists()) return;
+  l->domain_.set_state("Running");
+  l->domain_.set_reason("Migrated");
+  l->domain_.set_exists(true);
+  l->domain_.set_qemu_pid(NewPidLocked(vmi_uid, nullptr));
+  l->domain_.set_acpi_enabled(true);
+  l->SendLocked("ADDED", "Resumed/Migrated");
 }
 
 void FakeLauncherPods::GuestPowersOff(const std::string& vmi_uid) {

@@ -58,6 +58,9 @@ class FakeLauncherPods : public LauncherPods {
   // The VMI's QEMU dies: a live launcher reports the domain Failed and exits, as libvirt's
   // Stopped/Failed event makes it.
   void KillQemu(const std::string& vmi_uid);
+  // The migrated domain arrives in the VMI's target launcher and resumes there (libvirt's
+  // Resumed/Migrated), as its source's Finish step makes it.
+  void ResumeIncoming(const std::string& vmi_uid);
   // The VMI's guest powers itself off (libvirt: Stopped/Shutdown).
   void GuestPowersOff(const std::string& vmi_uid);
 

@@ -39,6 +39,55 @@ VirtualMachineInstance PlainVmi(const std::string& name) {
   return vmi;
 }
 
+// The VM controller's side of a migration (vm_handover.h): takes every VM, and says which it took.
+class FakeVmHandover : public VmHandover {
+ public:
+  std::optional<kvnode::v1::VirtualMachine> OwnerOf(const VirtualMachineInstance&) override {
+    return std::nullopt;
+  }
+  absl::Status CanAdopt(const kvnode::v1::VirtualMachine&) override { return absl::OkStatus(); }
+  absl::Status Adopt(const kvnode::v1::VirtualMachine& vm) override {
+    absl::MutexLock lock(&mu_);
+    adopted_.push_back(vm.metadata().name());
+    return absl::OkStatus();
+  }
+  std::vector<std::string> adopted() {
+    absl::MutexLock lock(&mu_);
+    return adopted_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> adopted_ ABSL_GUARDED_BY(mu_);
+};
+
+constexpr char kMigratingUid[] = "6a0e3c1e-5b7d-4f2a-9c41-2d8e7f3b9a10";
+constexpr char kVmUid[] = "0b8f9d2c-1e4a-4c6b-8d7e-3f5a9b1c2d4e";
+
+// A VMI as its source node sends it to be migrated here: Running there, controlled by VM
+// `name`.
+VirtualMachineInstance MigratingVmi(const std::string& name) {
+  VirtualMachineInstance vmi = PlainVmi(name);
+  vmi.mutable_metadata()->set_uid(kMigratingUid);
+  auto* owner = vmi.mutable_metadata()->add_owner_references();
+  owner->set_api_version("kubevirt.io/v1");
+  owner->set_kind("VirtualMachine");
+  owner->set_name(name);
+  owner->set_uid(kVmUid);
+  owner->set_controller(true);
+  vmi.mutable_status()->set_phase("Running");
+  vmi.mutable_status()->set_node_name("node02");
+  return vmi;
+}
+
+kvnode::v1::VirtualMachine OwnerVm(const std::string& name) {
+  kvnode::v1::VirtualMachine vm;
+  vm.mutable_metadata()->set_namespace_("default");
+  vm.mutable_metadata()->set_name(name);
+  vm.mutable_metadata()->set_uid(kVmUid);
+  return vm;
+}
+
 std::vector<std::string> Reasons(const std::vector<kvnode::v1::Event>& events) {
   std::vector<std::string> reasons;
   for (const auto& e : events) reasons.push_back(e.reason());
@@ -139,6 +188,7 @@ class VmiControllerTest : public ::testing::Test {
   std::unique_ptr<LauncherIds> ids_;
   HandlerConfig config_;
   FakeLauncherPods pods_;
+  FakeVmHandover handover_;  // outlives the controller that may call it
   std::unique_ptr<VmiController> controller_;
 };
 
@@ -365,6 +415,70 @@ TEST_F(VmiControllerTest, DeletingAVmiWhoseLauncherDoesNotAnswerEndsItsPodByForc
   ASSERT_TRUE(Eventually([&] { return !controller_->Get(Ref("unreachable")).ok(); }));
   EXPECT_FALSE(pods_.HasCgroup(uid));
   EXPECT_TRUE(pods_.shutdowns(uid).empty());  // never heard
+}
+
+TEST_F(VmiControllerTest, AMigrationTargetStaysHiddenUntilTheDomainResumesHereWithItsVm) {
+  controller_->SetVmHandover(&handover_);
+  kvnode::v1::VirtualMachine vm = OwnerVm("moving");
+  auto target = controller_->PrepareMigrationTarget(MigratingVmi("moving"), {}, &vm, kSettle);
+  ASSERT_TRUE(target.ok()) << target.status();
+  EXPECT_EQ(target->launcher_pid, pods_.LauncherPid(kMigratingUid));
+  ASSERT_EQ(pods_.syncs(kMigratingUid).size(), 1u);
+  EXPECT_TRUE(pods_.syncs(kMigratingUid)[0].options().incoming());
+  // Nothing of it is this node's yet: not listed, not found, no guest booted.
+  EXPECT_TRUE(controller_->IsPendingMigrationTarget(kMigratingUid));
+  EXPECT_EQ(controller_->Get(Ref("moving")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(controller_->List("").empty());
+  EXPECT_EQ(pods_.QemuPid(kMigratingUid), 0);
+  EXPECT_TRUE(handover_.adopted().empty());
+  pods_.ResumeIncoming(kMigratingUid);
+  ASSERT_TRUE(Eventually([&] { return controller_->Get(Ref("moving")).ok(); }));
+  VirtualMachineInstance vmi = AwaitPhase("moving", phase::kRunning);
+  EXPECT_EQ(vmi.metadata().uid(), kMigratingUid);  // the same VMI, not a new one
+  EXPECT_EQ(vmi.status().node_name(), "node01");
+  EXPECT_FALSE(controller_->IsPendingMigrationTarget(kMigratingUid));
+  // The VM goes to the VM controller (on the work queue: its lock comes first).
+  EXPECT_TRUE(Eventually([&] { return !handover_.adopted().empty(); }));
+  EXPECT_THAT(handover_.adopted(), ElementsAre("moving"));
+  EXPECT_EQ(pods_.launchers_started(), 1);
+}
+
+TEST_F(VmiControllerTest, AnAbortedMigrationTargetLeavesNothingBehind) {
+  auto target = controller_->PrepareMigrationTarget(MigratingVmi("aborted"), {}, nullptr, kSettle);
+  ASSERT_TRUE(target.ok()) << target.status();
+  ASSERT_TRUE(controller_->AbortMigrationTarget(kMigratingUid).ok());
+  EXPECT_TRUE(Eventually([&] { return !controller_->IsPendingMigrationTarget(kMigratingUid); }));
+  EXPECT_TRUE(Eventually([&] {
+    return !pods_.HasCgroup(kMigratingUid) && !ids_->Find(kMigratingUid).has_value();
+  }));
+  struct stat st;
+  EXPECT_NE(stat(target->vmi_dir.c_str(), &st), 0);
+  EXPECT_EQ(controller_->Get(Ref("aborted")).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(VmiControllerTest, ATargetWhoseDomainResumedWhileTheHandlerWasDownIsThisNodesVmi) {
+  auto target = controller_->PrepareMigrationTarget(MigratingVmi("arrived"), {}, nullptr, kSettle);
+  ASSERT_TRUE(target.ok()) << target.status();
+  StopHandler();
+  pods_.ResumeIncoming(kMigratingUid);
+  pods_.ForgetWatches();  // its event is delivered to nobody: the handler is down
+  StartHandler();
+  // The restarted handler asks the target launcher (on its work queue, after Recover).
+  ASSERT_TRUE(Eventually([&] { return controller_->Get(Ref("arrived")).ok(); }));
+  VirtualMachineInstance vmi = AwaitPhase("arrived", phase::kRunning);
+  EXPECT_EQ(vmi.status().launcher().pid(), target->launcher_pid);
+  EXPECT_TRUE(vmi.status().migration_state().completed());
+  EXPECT_EQ(pods_.launchers_started(), 1);
+}
+
+TEST_F(VmiControllerTest, ATargetWhoseDomainNeverCameIsEndedAfterAHandlerRestart) {
+  auto target = controller_->PrepareMigrationTarget(MigratingVmi("stranded"), {}, nullptr, kSettle);
+  ASSERT_TRUE(target.ok()) << target.status();
+  RestartHandler();
+  // The migration died with the old handler's tunnel: the target pod goes.
+  EXPECT_TRUE(Eventually([&] { return !pods_.HasCgroup(kMigratingUid); }));
+  EXPECT_TRUE(Eventually([&] { return !controller_->IsPendingMigrationTarget(kMigratingUid); }));
+  EXPECT_EQ(controller_->Get(Ref("stranded")).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(VmiControllerTest, OnlyRootOrTheVmisOwnLauncherMayNotifyAboutIt) {
