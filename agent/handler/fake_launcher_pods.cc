@@ -259,6 +259,12 @@ void FakeLauncherPods::ResumeIncoming(const std::string& vmi_uid) {
   l->SendLocked("ADDED", "Resumed/Migrated");
 }
 
+void FakeLauncherPods::MigrateAway(const std::string& vmi_uid) {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<FakeLauncher> l = LauncherOfLocked(vmi_uid);
+  if (l != nullptr && l->domain_.exists()) l->FinishLocked("Migrated", false, false);
+}
+
 void FakeLauncherPods::GuestPowersOff(const std::string& vmi_uid) {
   absl::MutexLock lock(&mu_);
   std::shared_ptr<FakeLauncher> l = LauncherOfLocked(vmi_uid);

@@ -61,6 +61,9 @@ class FakeLauncherPods : public LauncherPods {
   // The migrated domain arrives in the VMI's target launcher and resumes there (libvirt's
   // Resumed/Migrated), as its source's Finish step makes it.
   void ResumeIncoming(const std::string& vmi_uid);
+  // The VMI's domain left for the migration's target (libvirt: Stopped/Migrated); its
+  // launcher ends.
+  void MigrateAway(const std::string& vmi_uid);
   // The VMI's guest powers itself off (libvirt: Stopped/Shutdown).
   void GuestPowersOff(const std::string& vmi_uid);
 

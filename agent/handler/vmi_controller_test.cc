@@ -481,6 +481,53 @@ TEST_F(VmiControllerTest, ATargetWhoseDomainNeverCameIsEndedAfterAHandlerRestart
   EXPECT_EQ(controller_->Get(Ref("stranded")).status().code(), absl::StatusCode::kNotFound);
 }
 
+kvnode::v1::VirtualMachineInstanceMigrationState MigrationTo(const std::string& node) {
+  kvnode::v1::VirtualMachineInstanceMigrationState state;
+  state.set_migration_uid("m-1");
+  state.set_source_node("node01");
+  state.set_target_node(node);
+  return state;
+}
+
+TEST_F(VmiControllerTest, ASourceVmiLeavesTheNodeWhenItsDomainMigratedAway) {
+  const std::string uid = Create("leaving").metadata().uid();
+  AwaitPhase("leaving", phase::kRunning);
+  auto begun = controller_->BeginMigrationOut(Ref("leaving"), MigrationTo("node02"));
+  ASSERT_TRUE(begun.ok()) << begun.status();
+  // A second migration is refused while this one runs.
+  EXPECT_EQ(controller_->BeginMigrationOut(Ref("leaving"), MigrationTo("node03")).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  pods_.MigrateAway(uid);
+  controller_->CompleteMigrationOut(uid);
+  EXPECT_TRUE(Eventually([&] { return !controller_->Get(Ref("leaving")).ok(); }));
+  EXPECT_TRUE(Eventually([&] { return !pods_.HasCgroup(uid) && !ids_->Find(uid).has_value(); }));
+  EXPECT_THAT(EventReasons("leaving"), ::testing::Contains("Migrated"));
+  EXPECT_EQ(pods_.launchers_started(), 1);  // its launcher was not replaced
+}
+
+TEST_F(VmiControllerTest, AMigratingLauncherThatDiesIsNotReplacedAndTheVmiStaysIfTheTargetFailed) {
+  const std::string uid = Create("stays").metadata().uid();
+  AwaitPhase("stays", phase::kRunning);
+  ASSERT_TRUE(controller_->BeginMigrationOut(Ref("stays"), MigrationTo("node02")).ok());
+  ASSERT_TRUE(controller_
+                  ->UpdateMigrationState(uid, [](auto* ms) {
+                    ms->set_failed(true);
+                    ms->set_failure_reason("the target refused");
+                  })
+                  .ok());
+  controller_->EndMigrationOut(uid);
+  VirtualMachineInstance vmi = AwaitPhase("stays", phase::kRunning);
+  EXPECT_TRUE(vmi.status().migration_state().failed());
+  EXPECT_THAT(EventReasons("stays"), ::testing::Contains("MigrationFailed"));
+  // It may migrate again.
+  EXPECT_TRUE(controller_->BeginMigrationOut(Ref("stays"), MigrationTo("node03")).ok());
+  // Its launcher dies mid-migration: a migration's launchers end with it, nothing is replaced.
+  pods_.CrashLauncher(uid);
+  VirtualMachineInstance failed = AwaitPhase("stays", phase::kFailed);
+  EXPECT_EQ(failed.status().reason(), "LauncherExited");
+  EXPECT_EQ(pods_.launchers_started(), 1);
+}
+
 TEST_F(VmiControllerTest, OnlyRootOrTheVmisOwnLauncherMayNotifyAboutIt) {
   const std::string a = Create("speaker").metadata().uid();
   const std::string b = Create("victim").metadata().uid();
