@@ -8,6 +8,11 @@
 //   → Scheduled (launcher said LauncherReady; Launcher.Sync sent) → Running (domain event)
 //   → Succeeded/Failed (final domain event, final-status.json, or the launcher's death).
 //
+// Processes, cgroups, the VMI's dirs and its launcher's socket are reached only through
+// LauncherPods (launcher_pods.h); vmi_controller_test runs this class against a fake of it.
+// Timestamps the VMI records and liveness silences come from the injected Clock; waits and RPC
+// deadlines are real time (absl::Now), as absl::CondVar and gRPC measure them.
+//
 // Thread-safe. API calls return quickly: slow steps run on the work queue. Lock order:
 // mu_ before the VolumeManager's (DomainOptionsFor asks it for Block claims) and the store's
 // own mutex; never call a launcher while holding mu_.
