@@ -340,7 +340,13 @@ absl::StatusOr<VirtualMachine> VmController::Delete(const ObjectRef& ref,
     bool foreign = false;
     auto vmi = OwnVmiLocked(r, &foreign);
     if (vmi.has_value() && IsDeleting(&*vmi)) {
-      (void)vmis_->Delete(meta->namespace_(), meta->name(), vmi->metadata().uid(), grace);
+      // Best effort: without it the VMI goes with the grace it was deleted with.
+      if (absl::Status s = vmis_->Delete(meta->namespace_(), meta->name(), vmi->metadata().uid(),
+                                         grace);
+          !s.ok()) {
+        spdlog::warn("VM {}/{}: shorten its VMI's grace: {}", meta->namespace_(), meta->name(),
+                     s.ToString());
+      }
     }
   }
   EnqueueLocked(key, clock_->Now());
@@ -377,7 +383,9 @@ absl::StatusOr<VirtualMachine> VmController::LifecycleLocked(const ObjectRef& re
               std::string(what) + " requested" + detail);
   if (out.shutdown_grace.has_value() && ptr != nullptr) {
     VirtualMachine vm = r->vm;
-    (void)StopVmiLocked(r, &vm, *ptr, out.shutdown_grace, std::string(what) + " request");
+    // A stop that failed is said by its FailedDelete event, and the sync queued below tries
+    // again (the request stays in the VM's status until it is done).
+    StopVmiLocked(r, &vm, *ptr, out.shutdown_grace, std::string(what) + " request").IgnoreError();
     // Safe to go on when the store refuses it (PersistLocked logs it): the request is already
     // made, and the sync queued below derives the VM's status again and stores it.
     if (!MessageDifferencer::Equals(vm, r->vm)) (void)PersistLocked(r, vm, "MODIFIED");

@@ -374,7 +374,11 @@ void VmController::SyncRevisionLocked(Record* r, VirtualMachine* vm,
       MessageDifferencer::Equals(r->revision->spec().template_(), now.template_())) {
     VirtualMachineInstance updated = *vmi;
     (*updated.mutable_metadata()->mutable_annotations())[kVmGenerationAnnotation] = generation;
-    (void)vmis_->UpdateOwnership(updated);
+    // A stamp that did not take is stamped again at the next sync (the generations differ).
+    if (absl::Status s = vmis_->UpdateOwnership(updated); !s.ok()) {
+      spdlog::warn("VM {}/{}: stamp generation {} on its VMI: {}", vm->metadata().namespace_(),
+                   vm->metadata().name(), generation, s.ToString());
+    }
   }
 }
 

@@ -314,9 +314,10 @@ absl::Status StartMetrics(Handler* h) {
     if (!h->ready) return HttpResponse{503, "text/plain; charset=utf-8", "starting\n"};
     // Memory holds what the store lacks: a restart now would lose it.
     std::string degraded = h->controller->Degraded();
-    if (h->vm_controller != nullptr) {
-      std::string vms = h->vm_controller->Degraded();
-      if (!vms.empty()) degraded += (degraded.empty() ? "" : "; ") + vms;
+    for (const std::string& more :
+         {h->vm_controller != nullptr ? h->vm_controller->Degraded() : std::string(),
+          h->snapshots != nullptr ? h->snapshots->Degraded() : std::string()}) {
+      if (!more.empty()) degraded += (degraded.empty() ? "" : "; ") + more;
     }
     if (!degraded.empty()) {
       return HttpResponse{503, "text/plain; charset=utf-8", "degraded: " + degraded + "\n"};

@@ -63,7 +63,7 @@ absl::Status MigrationController::Recover() {
       st->set_failed(true);
       st->set_failure_reason("the source handler restarted during the migration");
       if (st->end_timestamp().empty()) st->set_end_timestamp(FormatTimestamp(clock_->Now()));
-      (void)Save(&vmim, "MODIFIED");
+      SaveProgress(&vmim);
     }
     finished_[vmim.metadata().uid()] = vmim;
   }
@@ -75,13 +75,16 @@ absl::Status MigrationController::Recover() {
       continue;
     }
     std::string end = FormatTimestamp(clock_->Now());
-    (void)vmis_->UpdateMigrationState(vmi.metadata().uid(),
-                                      [&](VirtualMachineInstanceMigrationState* st) {
-                                        st->set_failed(true);
-                                        st->set_failure_reason(
-                                            "the source handler restarted during the migration");
-                                        st->set_end_timestamp(end);
-                                      });
+    // It is on this node (just listed); NotFound only if it left in between.
+    vmis_
+        ->UpdateMigrationState(vmi.metadata().uid(),
+                               [&](VirtualMachineInstanceMigrationState* st) {
+                                 st->set_failed(true);
+                                 st->set_failure_reason(
+                                     "the source handler restarted during the migration");
+                                 st->set_end_timestamp(end);
+                               })
+        .IgnoreError();
     vmis_->EndMigrationOut(vmi.metadata().uid());
   }
   return absl::OkStatus();
@@ -134,6 +137,16 @@ MigrationController::~MigrationController() {
 absl::Status MigrationController::Save(VirtualMachineInstanceMigration* vmim,
                                        const std::string& type) {
   return store_->Put(kVmimKind, vmim, type).status();
+}
+
+void MigrationController::SaveProgress(VirtualMachineInstanceMigration* vmim) {
+  // The next step's write carries it, and a restarted handler resolves a migration whose
+  // stored phase is behind (Create): a refused write is late, not lost.
+  if (absl::Status s = Save(vmim, "MODIFIED"); !s.ok()) {
+    spdlog::warn("VirtualMachineInstanceMigration {}/{}: phase {} not stored: {}",
+                 vmim->metadata().namespace_(), vmim->metadata().name(), vmim->status().phase(),
+                 s.ToString());
+  }
 }
 
 absl::StatusOr<VirtualMachineInstanceMigration> MigrationController::Migrate(
@@ -278,7 +291,7 @@ void MigrationController::Publish(Outbound* m, const std::string& phase) {
     t->set_phase(phase);
     t->set_phase_transition_timestamp(FormatTimestamp(clock_->Now()));
   }
-  (void)Save(&m->vmim, "MODIFIED");
+  SaveProgress(&m->vmim);
 }
 
 void MigrationController::UpdateState(
@@ -286,9 +299,10 @@ void MigrationController::UpdateState(
   {
     absl::MutexLock lock(&mu_);
     update(m->vmim.mutable_status()->mutable_migration_state());
-    (void)Save(&m->vmim, "MODIFIED");
+    SaveProgress(&m->vmim);
   }
-  (void)vmis_->UpdateMigrationState(m->vmi_uid, update);  // NotFound once the VMI left
+  // NotFound once the VMI left this node: its migration state went with it.
+  vmis_->UpdateMigrationState(m->vmi_uid, update).IgnoreError();
 }
 
 bool MigrationController::Stopping() {

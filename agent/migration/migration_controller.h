@@ -119,6 +119,9 @@ class MigrationController {
                    const std::function<void(kvnode::v1::VirtualMachineInstanceMigrationState*)>& update);
   bool AbortRequested(Outbound* m) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A write of a migration's progress: a refused one is logged (see the definition).
+  void SaveProgress(kvnode::v1::VirtualMachineInstanceMigration* vmim)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Save(kvnode::v1::VirtualMachineInstanceMigration* vmim, const std::string& type)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets the VMIM's phase (with its transition time) and state, and stores it.

@@ -119,7 +119,7 @@ bool Paused(const kvnode::v1::VirtualMachineInstance& vmi) {
 
 Snapshots::Snapshots(Store* store, VolumeManager* volumes, SnapshotHost* host, Clock* clock,
                      NodePaths paths)
-    : store_(store), volumes_(volumes), host_(host), clock_(clock), paths_(std::move(paths)) {}
+    : store_(store), deletes_(store), volumes_(volumes), host_(host), clock_(clock), paths_(std::move(paths)) {}
 
 Snapshots::~Snapshots() {
   {
@@ -129,11 +129,18 @@ Snapshots::~Snapshots() {
   if (thread_.joinable()) thread_.join();
 }
 
+void Snapshots::DeleteLater(const char* kind, const google::protobuf::Message& object,
+                            const kvnode::v1::ObjectMeta& meta) {
+  deletes_.Delete(kind, object, absl::StrCat(kind, " ", meta.namespace_(), "/", meta.name()))
+      .IgnoreError();  // kept and made again at the next pass (deletes_)
+}
+
 void Snapshots::Start() { thread_ = std::thread([this] { Loop(); }); }
 
 void Snapshots::Loop() {
   while (true) {
     const int64_t seen = store_->CurrentResourceVersion();
+    deletes_.Retry();
     SyncOnce();
     {
       absl::MutexLock lock(&mu_);
@@ -395,8 +402,11 @@ void Snapshots::SyncSnapshot(VirtualMachineSnapshot s) {
     Condition(conds, "Ready", false, "Not ready", now);
     auto content = GetContent(ns, ContentNameFor(s));
     if (content.ok() && !content->status().ready_to_use() && !copying_.count(ContentNameFor(s))) {
-      (void)RemoveContentFiles(ns, content->metadata().name());
-      (void)store_->Delete(kVmSnapshotContentKind, &*content);
+      // Files a failed removal left are named by the next content's removal of the same name.
+      if (absl::Status removed = RemoveContentFiles(ns, content->metadata().name()); !removed.ok()) {
+        spdlog::warn("snapshot {}/{}: {}", ns, s.metadata().name(), removed.ToString());
+      }
+      DeleteLater(kVmSnapshotContentKind, *content, content->metadata());
     }
     if (vm.ok()) (void)host_->HoldForSnapshot(*vm, name, /*hold=*/false);
     PutIfChanged(kVmSnapshotKind, &s, before);
@@ -628,12 +638,11 @@ void Snapshots::FinishDeletion(const VirtualMachineSnapshot& s) {
       spdlog::error("snapshot {}/{}: {}", ns, s.metadata().name(), removed.ToString());
       return;
     }
-    (void)store_->Delete(kVmSnapshotContentKind, &*content);
+    DeleteLater(kVmSnapshotContentKind, *content, content->metadata());
   }
   auto vm = host_->GetVm(ns, s.spec().source().name());
   if (vm.ok()) (void)host_->HoldForSnapshot(*vm, s.metadata().name(), /*hold=*/false);
-  VirtualMachineSnapshot gone = s;
-  (void)store_->Delete(kVmSnapshotKind, &gone);
+  DeleteLater(kVmSnapshotKind, s, s.metadata());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@
 #include "agent/base/state_layout.h"
 #include "agent/snapshot/snapshot_rules.h"
 #include "agent/storage/volume_manager.h"
+#include "agent/store/pending_deletes.h"
 #include "agent/store/store.h"
 #include "kvnode/v1/launcher.pb.h"
 #include "kvnode/v1/snapshot.pb.h"
@@ -81,6 +82,9 @@ class Snapshots {
   // Stops the thread.
   ~Snapshots();
   void Start();
+  // Why the handler is degraded, or "": deletes the store refused (a snapshot or its content
+  // that would come back at the next start), made again every pass.
+  std::string Degraded() const { return deletes_.Describe(); }
 
   absl::StatusOr<Applied<kvnode::v1::VirtualMachineSnapshot>> ApplySnapshot(
       kvnode::v1::VirtualMachineSnapshot snapshot, bool dry_run);
@@ -136,10 +140,15 @@ class Snapshots {
   // Writes `object` (kind) when it differs from `before`.
   template <typename T>
   void PutIfChanged(const char* kind, T* object, const T& before);
+  // Deletes `object` (of `kind`, with metadata `meta`); a refused delete is made again
+  // (deletes_).
+  void DeleteLater(const char* kind, const google::protobuf::Message& object,
+                   const kvnode::v1::ObjectMeta& meta);
   void Event(const google::protobuf::Message& object, const char* kind, const std::string& type,
              const std::string& reason, const std::string& message);
 
   Store* const store_;
+  PendingDeletes deletes_;
   VolumeManager* const volumes_;
   SnapshotHost* const host_;
   Clock* const clock_;

@@ -136,7 +136,10 @@ absl::Status VolumeManager::BindDeviceLocked(PersistentVolumeClaim* pvc, const S
   if (s.ok() && fsync(dir) < 0) s = absl::ErrnoToStatus(errno, "fsync " + ns + "/" + name);
   close(dir);
   if (!s.ok()) {
-    (void)store_->Delete(kPvKind, &pv);
+    // Left Bound to a claim that does not exist, it is made Released at the next start (above).
+    if (absl::Status undone = store_->Delete(kPvKind, &pv).status(); !undone.ok()) {
+      spdlog::warn("PersistentVolume {}: undo: {}", pv.metadata().name(), undone.ToString());
+    }
     return Annotate(s, "bind " + device.path + " to " + ns + "/" + name);
   }
   SetPhase(pvc, "Bound");

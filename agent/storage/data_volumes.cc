@@ -269,7 +269,11 @@ bool VolumeManager::UpdateDv(const DataVolume& dv, const std::string& phase,
       running_message(next) == running_message(*current) && phase != dv_phase::kFailed) {
     return true;
   }
-  (void)store_->Put(kDataVolumeKind, &next, "MODIFIED");
+  // The import reports again (its next progress or its end): a refused write is only late.
+  if (absl::Status s = store_->Put(kDataVolumeKind, &next, "MODIFIED").status(); !s.ok()) {
+    spdlog::warn("DataVolume {}/{}: status not stored: {}", next.metadata().namespace_(),
+                 next.metadata().name(), s.ToString());
+  }
   return true;
 }
 

@@ -125,7 +125,7 @@ GoldenImages::Poll GoldenImages::PollIfDue(const DataImportCron& cron, absl::Tim
 
 void GoldenImages::RefreshDataSource(DataSource ds) {
   if (SetDataSourceStatus(&ds, volumes_->EvaluateDataSource(ds), clock_->Now())) {
-    (void)store_->Put(kDataSourceKind, &ds, "MODIFIED");
+    StoreDerived(kDataSourceKind, &ds, "MODIFIED");
   }
 }
 
@@ -247,12 +247,18 @@ absl::StatusOr<DataImportCron> GoldenImages::DeleteDataImportCron(const std::str
   if (cron.spec().retention_policy() == "None") {
     // CDI's cleanup: what the cron made goes with it.
     for (const DataVolume& dv : ImportsOf(cron)) {
-      (void)volumes_->DeleteDataVolume(ns, dv.metadata().name());
+      if (absl::Status s = volumes_->DeleteDataVolume(ns, dv.metadata().name()).status();
+          !s.ok()) {
+        spdlog::warn("DataImportCron {}/{}: delete its import {}: {}", ns, name,
+                     dv.metadata().name(), s.ToString());
+      }
     }
     auto ds = LoadKind<DataSource>(store_, kDataSourceKind, "datasources", ns,
                                    cron.spec().managed_data_source());
     if (ds.ok() && Label(ds->metadata(), kDataImportCronLabel) == name) {
-      (void)store_->Delete(kDataSourceKind, &*ds);
+      if (absl::Status s = store_->Delete(kDataSourceKind, &*ds).status(); !s.ok()) {
+        spdlog::warn("DataImportCron {}/{}: delete its DataSource: {}", ns, name, s.ToString());
+      }
     }
   }
   spdlog::info("DataImportCron {}/{} deleted (retentionPolicy {})", ns, name,
@@ -359,7 +365,7 @@ absl::Time GoldenImages::SyncCron(DataImportCron cron, const Poll& poll, absl::T
   }
   status->set_last_execution_timestamp(Annotation(cron.metadata(), kAnnLastCronTime));
   if (!MessageDifferencer::Equals(cron, before)) {
-    (void)store_->Put(kDataImportCronKind, &cron, "MODIFIED");
+    StoreDerived(kDataImportCronKind, &cron, "MODIFIED");
   }
   // The next poll: the schedule's time, or in a second while this one has not answered (a
   // pull still running, a registry error: the image cache's back-off keeps that cheap).
@@ -427,7 +433,7 @@ void GoldenImages::UpdateManagedDataSource(const DataImportCron& cron) {
   }
   // Its status follows in the same pass (RefreshDataSource, after every cron).
   if (type == "ADDED" || !MessageDifferencer::Equals(ds, before)) {
-    (void)store_->Put(kDataSourceKind, &ds, type);
+    StoreDerived(kDataSourceKind, &ds, type);
   }
 }
 
@@ -451,7 +457,21 @@ void GoldenImages::CollectOldImports(const DataImportCron& cron) {
     if (name == last) continue;
     spdlog::info("DataImportCron {}/{}: deleting old import {}", cron.metadata().namespace_(),
                  cron.metadata().name(), name);
-    (void)volumes_->DeleteDataVolume(cron.metadata().namespace_(), name);
+    // One that stays (a failed delete) is old still at the next poll, and deleted then.
+    if (absl::Status s =
+            volumes_->DeleteDataVolume(cron.metadata().namespace_(), name).status();
+        !s.ok()) {
+      spdlog::warn("DataImportCron {}/{}: delete old import {}: {}",
+                   cron.metadata().namespace_(), cron.metadata().name(), name, s.ToString());
+    }
+  }
+}
+
+void GoldenImages::StoreDerived(const char* kind, google::protobuf::Message* object,
+                                const std::string& type) {
+  // Derived again at the next poll, and stored then: a refused write loses nothing.
+  if (absl::Status s = store_->Put(kind, object, type).status(); !s.ok()) {
+    spdlog::warn("{}: status not stored: {}", kind, s.ToString());
   }
 }
 

@@ -62,6 +62,9 @@ class GoldenImages {
 
  private:
   void Loop();
+  // Stores a status this class derived (and derives again at every pass); a refused write is
+  // logged, not retried.
+  void StoreDerived(const char* kind, google::protobuf::Message* object, const std::string& type);
   // A cron's registry poll, when its time has come (due), and what the image cache answered.
   struct Poll {
     bool due = false;

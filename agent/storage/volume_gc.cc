@@ -59,7 +59,13 @@ void VolumeManager::CollectLoop() {
       for (const auto& f : meta->finalizers()) orphan |= f == kOrphanFinalizer;
       OnOwnerDeleted(meta->namespace_(), meta->uid(), c.kind + " " + meta->name(), orphan);
     }
-    if (!changes->empty()) (void)store_->SetSetting(kCursorSetting, std::to_string(cursor));
+    // A cursor not stored only makes the next start look at these changes again (their
+    // owners' references are gone already: nothing happens twice).
+    if (!changes->empty()) {
+      if (absl::Status s = store_->SetSetting(kCursorSetting, std::to_string(cursor)); !s.ok()) {
+        spdlog::warn("garbage collector cursor not stored: {}", s.ToString());
+      }
+    }
   }
 }
 
@@ -71,7 +77,11 @@ void VolumeManager::OnOwnerDeleted(const std::string& ns, const std::string& uid
     for (int i = refs->size() - 1; i >= 0; --i) {
       if (refs->Get(i).uid() == uid) refs->DeleteSubrange(i, 1);
     }
-    (void)store_->Put(kind, object, "MODIFIED");
+    if (absl::Status s = store_->Put(kind, object, "MODIFIED").status(); !s.ok()) {
+      // It keeps its reference to the owner that is gone; said here, and left.
+      spdlog::warn("{} {}/{}: orphaning it: {}", kind, ns, meta->name(), s.ToString());
+      return;
+    }
     spdlog::info("{} {}/{} orphaned by {}", kind, ns, meta->name(), what);
   };
   // DataVolumes it owned: deleted (their claims follow when the collector sees that).

@@ -7,7 +7,8 @@ namespace kvnode {
 
 PendingDeletes::PendingDeletes(Store* store)
     : deleter_([store](const std::string& kind, google::protobuf::Message* object) {
-        return store->Delete(kind, object).status();
+        // Never a newer object that took the name meanwhile.
+        return store->DeleteSame(kind, object).status();
       }) {}
 
 absl::Status PendingDeletes::Delete(const std::string& kind,

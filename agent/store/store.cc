@@ -163,7 +163,7 @@ absl::Status Store::Migrate() {
 }
 
 absl::StatusOr<int64_t> Store::Write(const std::string& kind, google::protobuf::Message* object,
-                                     const std::string& type, bool remove) {
+                                     const std::string& type, bool remove, bool same_uid) {
   kvnode::v1::ObjectMeta* meta = MutableMetadata(object);
   if (meta == nullptr) return absl::InternalError("object without metadata");
   absl::MutexLock lock(&mu_);
@@ -176,9 +176,17 @@ absl::StatusOr<int64_t> Store::Write(const std::string& kind, google::protobuf::
     return s;
   };
   if (remove) {
-    Statement del(db_, "DELETE FROM objects WHERE kind=? AND namespace=? AND name=?");
+    Statement del(db_, same_uid ? "DELETE FROM objects WHERE kind=? AND namespace=? AND name=? "
+                                  "AND uid=?"
+                                : "DELETE FROM objects WHERE kind=? AND namespace=? AND name=?");
     del.Bind(1, kind).Bind(2, meta->namespace_()).Bind(3, meta->name());
+    if (same_uid) del.Bind(4, meta->uid());
     if (absl::Status s = del.Run(); !s.ok()) return rollback(s);
+    if (same_uid && sqlite3_changes(db_) == 0) {
+      // Gone already, or the name is a newer object's now: nothing to delete, nothing to log.
+      if (absl::Status s = Exec("ROLLBACK"); !s.ok()) return s;
+      return resource_version_;
+    }
   } else {
     Statement put(db_,
                   "INSERT INTO objects (kind, namespace, name, uid, resource_version, data) "
@@ -213,6 +221,11 @@ absl::StatusOr<int64_t> Store::Put(const std::string& kind, google::protobuf::Me
 
 absl::StatusOr<int64_t> Store::Delete(const std::string& kind, google::protobuf::Message* object) {
   return Write(kind, object, "DELETED", true);
+}
+
+absl::StatusOr<int64_t> Store::DeleteSame(const std::string& kind,
+                                          google::protobuf::Message* object) {
+  return Write(kind, object, "DELETED", true, /*same_uid=*/true);
 }
 
 absl::StatusOr<std::vector<StoredObject>> Store::List(const std::string& kind) {

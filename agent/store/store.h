@@ -54,6 +54,10 @@ class Store {
                               const std::string& type);
   // Removes the object and logs DELETED with its last state (stamped with the new version).
   absl::StatusOr<int64_t> Delete(const std::string& kind, google::protobuf::Message* object);
+  // Delete, but only while the stored object of that name has `object`'s uid: a delete made
+  // again later (PendingDeletes) never removes a newer object that took the name. Nothing is
+  // logged when there is no such object; returns the current resourceVersion then.
+  absl::StatusOr<int64_t> DeleteSame(const std::string& kind, google::protobuf::Message* object);
 
   absl::StatusOr<std::vector<StoredObject>> List(const std::string& kind);
   // Changes after `after`, oldest first, at most `limit`.
@@ -97,7 +101,7 @@ class Store {
   absl::Status Exec(const std::string& sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<int64_t> Write(const std::string& kind, google::protobuf::Message* object,
-                                const std::string& type, bool remove);
+                                const std::string& type, bool remove, bool same_uid = false);
 
   absl::Mutex mu_;
   absl::CondVar written_;  // signalled after every committed write

@@ -55,6 +55,33 @@ TEST_F(StoreTest, PutStampsRisingResourceVersionsAndSurvivesReopen) {
   EXPECT_EQ(*(*store)->Put("VirtualMachineInstance", &c, "ADDED"), 3);
 }
 
+TEST_F(StoreTest, DeleteSameNeverRemovesANewerObjectThatTookTheName) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto old = Vmi("x");
+  ASSERT_TRUE((*store)->Put("VirtualMachineInstance", &old, "ADDED").ok());
+  auto newer = Vmi("x");
+  newer.mutable_metadata()->set_uid("uid-x-2");  // deleted and created again meanwhile
+  ASSERT_TRUE((*store)->Put("VirtualMachineInstance", &newer, "ADDED").ok());
+  const int64_t before = (*store)->CurrentResourceVersion();
+  auto late = Vmi("x");  // the old one's delete, made again
+  auto rv = (*store)->DeleteSame("VirtualMachineInstance", &late);
+  ASSERT_TRUE(rv.ok()) << rv.status();
+  EXPECT_EQ(*rv, before);  // nothing deleted, nothing logged
+  auto listed = (*store)->List("VirtualMachineInstance");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].uid, "uid-x-2");
+  auto changes = (*store)->ChangesSince(before, 10);
+  ASSERT_TRUE(changes.ok());
+  EXPECT_TRUE(changes->empty());
+  // The object it names is deleted.
+  ASSERT_TRUE((*store)->DeleteSame("VirtualMachineInstance", &newer).ok());
+  listed = (*store)->List("VirtualMachineInstance");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
+}
+
 TEST_F(StoreTest, ChangeLogReplaysWhatAWatcherMissed) {
   auto store = Store::Open(path_);
   ASSERT_TRUE(store.ok());
