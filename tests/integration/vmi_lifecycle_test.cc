@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <thread>
 
@@ -117,14 +118,30 @@ spec:
 
 // vCPUs overcommit as in KubeVirt: 4 vCPUs on this 2-core machine request 400m of CPU (vCPUs /
 // the default CPU allocation ratio 10), are admitted, and the guest's kernel brings all 4 up.
+//
+// Under TCG, 4 vCPU threads on 2 host cores once left a secondary vCPU's timer unserved during
+// the guest kernel's boot (RCU stall warnings every 21 s, no progress): that is QEMU's emulation
+// on an overloaded host, not what this test is about, so such a boot is tried once more (with a
+// new VMI); any other failure, or a second stall, fails the test.
 TEST_F(VmiLifecycleTest, FourVcpusOvercommitTwoCoresAndTheGuestSeesThem) {
-  VirtualMachineInstance vmi =
-      StartGuest("four-vcpus", "normal", 0, [](VirtualMachineInstance* v) {
-        v->mutable_spec()->mutable_domain()->mutable_cpu()->set_cores(4);
-      });
-  ASSERT_EQ(vmi.status().phase(), "Running") << vmi.status().reason();
-  EXPECT_TRUE(SerialShows(vmi.metadata().uid(), "KVNODE-GUEST-SIZE cpus=4 "))
-      << handler_->SerialLog(vmi.metadata().uid());
+  for (const std::string name : {"four-vcpus", "four-vcpus-again"}) {
+    VirtualMachineInstance vmi = StartGuest(name, "normal", 0, [](VirtualMachineInstance* v) {
+      v->mutable_spec()->mutable_domain()->mutable_cpu()->set_cores(4);
+    });
+    ASSERT_EQ(vmi.status().phase(), "Running") << vmi.status().reason();
+    const std::string uid = vmi.metadata().uid();
+    if (SerialShows(uid, "KVNODE-GUEST-SIZE cpus=4 ")) return;
+    const std::string console = handler_->SerialLog(uid);
+    if (name == "four-vcpus" && absl::StrContains(console, "rcu_preempt detected stalls")) {
+      std::cerr << "the guest kernel stalled under TCG (" << name << "); booting it again:\n"
+                << console << "\n";
+      Delete(name, 0);
+      ExpectNoProcessesLeft(uid);
+      continue;
+    }
+    ADD_FAILURE() << "the guest did not show its 4 vCPUs:\n" << console;
+    return;
+  }
 }
 
 // The memory balloon's free page reporting as the guest sees it (the virtio feature it
