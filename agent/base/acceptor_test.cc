@@ -29,13 +29,17 @@ int ListenLoopback(int* port) {
   return fd;
 }
 
+// A socket connected to 127.0.0.1:`port`, or -1 when nothing listens there.
 int Dial(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr = {};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(port);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
   return fd;
 }
 
@@ -53,9 +57,11 @@ TEST(AcceptorTest, EachConnectionGoesToTheCallbackWithTheIndexOfItsListener) {
     listeners.push_back(listener);
   });
   ASSERT_TRUE(acceptor.ok()) << acceptor.status();
-  close(Dial(port_b));
-  close(Dial(port_a));
-  close(Dial(port_b));
+  for (int port : {port_b, port_a, port_b}) {
+    int fd = Dial(port);
+    ASSERT_GE(fd, 0);
+    close(fd);
+  }
   absl::MutexLock lock(&mu);
   ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(
                                       +[](std::vector<size_t>* l) { return l->size() == 3; },
@@ -77,14 +83,7 @@ TEST(AcceptorTest, StopEndsAnIdleLoopAndClosesTheListeningSockets) {
   (*acceptor)->Stop();  // returns although no connection ever came
   (*acceptor)->Stop();  // and again: nothing happens
   EXPECT_EQ(fcntl(fd, F_GETFD), -1);  // closed
-  // Nobody listens on the port any more.
-  int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  EXPECT_NE(connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  close(c);
+  EXPECT_EQ(Dial(port), -1);  // nobody listens on the port any more
   EXPECT_EQ(accepted.load(), 0);
 }
 
