@@ -22,7 +22,6 @@
 #include <functional>
 #include "agent/model/vmi_status.h"
 #include "agent/supervisor/process_watcher.h"
-#include "grpcpp/create_channel_posix.h"
 #include "grpcpp/grpcpp.h"
 #include "launcher/converter/domain_options.h"
 #include "launcher/converter/domain_xml.h"

@@ -17,17 +17,20 @@ absl::Status PendingDeletes::Delete(const std::string& kind,
   std::unique_ptr<google::protobuf::Message> copy(object.New());
   copy->CopyFrom(object);
   absl::Status s = deleter_(kind, copy.get());
+  const kvnode::v1::ObjectMeta* meta = MutableMetadata(copy.get());
+  const std::string key = meta == nullptr ? what : meta->namespace_() + "/" + meta->name();
   absl::MutexLock lock(&mu_);
-  // A kept delete of the same object is superseded by this one (done, or kept in its place).
+  // A kept delete of the same object (by kind and name, not by `what`, which may describe
+  // several) is superseded by this one: done, or kept in its place.
   for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-    if (it->kind == kind && it->what == what) {
+    if (it->kind == kind && it->key == key) {
       pending_.erase(it);
       break;
     }
   }
   if (s.ok()) return s;
   spdlog::error("{}: the store did not take its delete: {}; trying again", what, s.ToString());
-  pending_.push_back({kind, what, std::string(s.message()), std::move(copy)});
+  pending_.push_back({kind, key, what, std::string(s.message()), std::move(copy)});
   return s;
 }
 

@@ -39,7 +39,7 @@ class PendingDeletes {
 
  private:
   struct Pending {
-    std::string kind, what, error;
+    std::string kind, key, what, error;  // key: the object's namespace/name
     std::unique_ptr<google::protobuf::Message> object;
   };
   const Deleter deleter_;

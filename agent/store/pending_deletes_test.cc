@@ -63,5 +63,18 @@ TEST(PendingDeletesTest, ASecondDeleteOfTheSameObjectReplacesTheKeptOne) {
   EXPECT_EQ(store.deleted["VirtualMachine/web"], 1);
 }
 
+TEST(PendingDeletesTest, ObjectsThatShareADescriptionAreEachKept) {
+  FlakyStore store;
+  PendingDeletes pending(store.deleter());
+  store.full = true;
+  // Two executions of one VM: one description, two objects.
+  EXPECT_FALSE(pending.Delete("Execution", Vm("e1"), "execution of VM default/db").ok());
+  EXPECT_FALSE(pending.Delete("Execution", Vm("e2"), "execution of VM default/db").ok());
+  store.full = false;
+  EXPECT_EQ(pending.Retry(), 0u);
+  EXPECT_EQ(store.deleted["Execution/e1"], 1);
+  EXPECT_EQ(store.deleted["Execution/e2"], 1);
+}
+
 }  // namespace
 }  // namespace kvnode
