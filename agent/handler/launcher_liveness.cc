@@ -59,17 +59,10 @@ void VmiController::CheckLivenessLocked(Record* r, absl::Time now) {
 }
 
 void VmiController::ProbeLauncher(const std::string& uid) {
-  auto stub = LauncherStub(uid);
-  bool ok = false;
-  if (stub.ok()) {
-    grpc::ClientContext ctx;
-    absl::Duration deadline =
-        std::clamp(config_.launcher_probe_interval, absl::Seconds(1), kMaxPingDeadline);
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-    kvnode::v1::PingRequest req;
-    kvnode::v1::LauncherResponse resp;
-    ok = CheckLauncherCall(uid, (*stub)->Ping(&ctx, req, &resp)).ok();
-  }
+  const bool ok =
+      launchers_
+          .Ping(uid, std::clamp(config_.launcher_probe_interval, absl::Seconds(1), kMaxPingDeadline))
+          .ok();
   bool refresh = false;
   {
     absl::MutexLock lock(&mu_);

@@ -56,6 +56,8 @@ VmiController::VmiController(HandlerConfig config, Store* store, LauncherPods* p
       paths_(config_.state_dir, config_.run_dir),
       store_(store),
       pods_(pods),
+      launchers_(paths_, pods, config_.ids,
+                 [this](const std::string& uid) { return CurrentLauncher(uid); }),
       deletes_(store),
       clock_(clock),
       work_(config_.workers) {
@@ -179,6 +181,7 @@ void VmiController::RemoveLocked(const std::string& uid) {
   uid_by_name_.erase({r->vmi.metadata().namespace_(), r->vmi.metadata().name()});
   VirtualMachineInstance vmi = r->vmi;
   by_uid_.erase(it);
+  launchers_.Forget(uid);
   changed_.SignalAll();
   work_.Schedule([this, uid, vmi] {
     TearDownPodNetwork(uid);
@@ -191,24 +194,20 @@ void VmiController::Count(const char* counter, const Labels& labels) {
 }
 
 absl::StatusOr<kvnode::v1::DomainStats> VmiController::DomainStatsOf(const std::string& uid) {
-  ASSIGN_OR_RETURN(auto stub, LauncherStub(uid));
-  grpc::ClientContext ctx;
-  WithDeadline(&ctx, absl::Seconds(2));
-  kvnode::v1::PingRequest req;
   kvnode::v1::DomainStats stats;
-  RETURN_IF_ERROR(FromGrpcStatus(CheckLauncherCall(uid, stub->GetDomainStats(&ctx, req, &stats))));
+  RETURN_IF_ERROR(FromGrpcStatus(launchers_.Invoke(
+      uid, absl::ZeroDuration(), absl::Seconds(2),
+      [&](LauncherClient::Stub* stub, grpc::ClientContext* ctx) {
+        return stub->GetDomainStats(ctx, kvnode::v1::PingRequest(), &stats);
+      })));
   return stats;
 }
 
-grpc::Status VmiController::CheckLauncherCall(const std::string& uid, grpc::Status status) {
-  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return status;
+std::optional<LauncherClient::Launcher> VmiController::CurrentLauncher(const std::string& uid) {
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
-  if (it != by_uid_.end()) {
-    it->second->stub = nullptr;
-    it->second->channel = nullptr;
-  }
-  return status;
+  if (it == by_uid_.end()) return std::nullopt;
+  return LauncherClient::Launcher{it->second->launcher_pid, it->second->launcher_start_time};
 }
 
 std::map<std::string, int> VmiController::PhaseCounts() {
@@ -387,12 +386,10 @@ grpc::Status VmiController::CallRunningLauncher(const ObjectRef& ref, absl::Dura
     }
     vmi = (*r)->vmi;
   }
-  const std::string uid = vmi.metadata().uid();
-  auto stub = LauncherStub(uid);
-  if (!stub.ok()) return ToGrpcStatus(stub.status());
-  grpc::ClientContext ctx;
-  WithDeadline(&ctx, deadline);
-  return CheckLauncherCall(uid, call(vmi, stub->get(), &ctx));
+  return launchers_.Invoke(vmi.metadata().uid(), absl::ZeroDuration(), deadline,
+                          [&](LauncherClient::Stub* stub, grpc::ClientContext* ctx) {
+                            return call(vmi, stub, ctx);
+                          });
 }
 
 absl::StatusOr<VirtualMachineInstance> VmiController::AwaitVmi(
@@ -464,7 +461,6 @@ absl::StatusOr<VirtualMachineInstance> VmiController::Act(const ObjectRef& ref,
 }
 
 absl::StatusOr<std::string> VmiController::DomainXml(const ObjectRef& ref) {
-  std::shared_ptr<kvnode::v1::Launcher::Stub> stub;
   VirtualMachineInstance vmi;
   bool alive;
   {
@@ -474,16 +470,8 @@ absl::StatusOr<std::string> VmiController::DomainXml(const ObjectRef& ref) {
     alive = r->launcher_alive && r->launcher_ready;
   }
   if (alive) {
-    auto connected = LauncherStub(vmi.metadata().uid());
-    if (connected.ok()) stub = *connected;
-  }
-  if (stub != nullptr) {
-    grpc::ClientContext ctx;
-    WithDeadline(&ctx, absl::Seconds(10));
-    kvnode::v1::GetDomainRequest req;
-    req.set_include_xml(true);
     kvnode::v1::DomainStatus resp;
-    grpc::Status s = CheckLauncherCall(vmi.metadata().uid(), stub->GetDomain(&ctx, req, &resp));
+    grpc::Status s = launchers_.GetDomain(vmi.metadata().uid(), /*include_xml=*/true, &resp);
     if (s.ok() && !resp.xml().empty()) return resp.xml();
   }
   // No live domain: what the converter would produce for it.

@@ -49,6 +49,7 @@
 #include "agent/storage/volume_manager.h"
 #include "agent/store/pending_deletes.h"
 #include "agent/store/store.h"
+#include "agent/handler/launcher_client.h"
 #include "agent/handler/launcher_pods.h"
 #include "agent/supervisor/launcher_ids.h"
 #include "kvnode/v1/kubevirt.pb.h"
@@ -316,8 +317,6 @@ class VmiController {
  private:
   struct Record {
     kvnode::v1::VirtualMachineInstance vmi;
-    std::shared_ptr<grpc::Channel> channel;
-    std::shared_ptr<kvnode::v1::Launcher::Stub> stub;
     pid_t launcher_pid = 0;
     uint64_t launcher_start_time = 0;
     bool launcher_alive = false;
@@ -494,9 +493,9 @@ class VmiController {
   // Asks a (re-adopted or recovered) launcher for its domain and applies it; syncs or shuts
   // it down when its VMI needs that.
   void RefreshLauncher(const std::string& uid);
-  // Asks the VMI's launcher for its domain (10 s at most), with its live XML if asked.
-  grpc::Status FetchDomain(const std::string& uid, kvnode::v1::DomainStatus* domain,
-                           bool include_xml = false);
+  // The launcher the record of `uid` has (for launchers_), nullopt when there is no record.
+  std::optional<LauncherClient::Launcher> CurrentLauncher(const std::string& uid)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // What LaunchPod made for one execution.
   struct PodLaunch {
@@ -582,14 +581,6 @@ class VmiController {
   // The converter's options for `vmi`, with its namespace's Block claims as block devices.
   kvnode::v1::DomainOptions DomainOptionsFor(const kvnode::v1::VirtualMachineInstance& vmi);
 
-  // A stub on a connection to the launcher of `uid`, made with the VMI identity's rights (its
-  // socket lives in a dir that user controls). The record's connection is reused while it is
-  // healthy; otherwise this connects again, retrying until `wait` has passed (a launcher that
-  // is still starting). Call without mu_.
-  absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> LauncherStub(
-      const std::string& uid, absl::Duration wait = absl::ZeroDuration());
-  // Returns `status`; when it says the connection is gone, forgets the cached stub.
-  grpc::Status CheckLauncherCall(const std::string& uid, grpc::Status status);
   absl::Status PrepareVmiDir(const kvnode::v1::VirtualMachineInstance& vmi,
                              const LauncherIdentity& id);
   // `migration_target`: the claims keep the source's group until the VMI is this node's.
@@ -617,6 +608,8 @@ class VmiController {
   const NodePaths paths_;
   Store* const store_;
   LauncherPods* const pods_;
+  // The connections to the launchers; used without mu_.
+  LauncherClient launchers_;
   // VMIs removed from memory whose delete the store refused: the janitor deletes them again,
   // and the handler is degraded until it could (a restart would bring them back).
   PendingDeletes deletes_;

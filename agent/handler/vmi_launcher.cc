@@ -33,71 +33,12 @@ using kvnode::v1::DomainStatus;
 using kvnode::v1::ObjectRef;
 using kvnode::v1::VirtualMachineInstance;
 
-namespace {
-
-// One call to a launcher that may still be starting: on the stub `connected` gave (its failure
-// is the call's status), within `deadline`.
-grpc::Status CallLauncher(
-    const absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>>& connected,
-    absl::Duration deadline,
-    const std::function<grpc::Status(kvnode::v1::Launcher::Stub*, grpc::ClientContext*)>& call) {
-  if (!connected.ok()) return ToGrpcStatus(connected.status());
-  grpc::ClientContext ctx;
-  WithDeadline(&ctx, deadline);
-  return call(connected->get(), &ctx);
-}
-
-}  // namespace
 
 void VmiController::ScheduleStartLocked(Record* r) {
   if (r->start_scheduled) return;
   r->start_scheduled = true;
   std::string uid = r->vmi.metadata().uid();
   work_.Schedule([this, uid] { StartLauncher(uid); });
-}
-
-absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> VmiController::LauncherStub(
-    const std::string& uid, absl::Duration wait) {
-  pid_t launcher = 0;
-  uint64_t started = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = by_uid_.find(uid);
-    if (it == by_uid_.end()) return absl::NotFoundError("no VMI with uid " + uid);
-    if (it->second->stub != nullptr) return it->second->stub;
-    launcher = it->second->launcher_pid;
-    started = it->second->launcher_start_time;
-  }
-  // The socket lives in a dir the VMI's identity controls: connected with its rights.
-  ASSIGN_OR_RETURN(FsIdentity id, FsIdentityOfUid(uid));
-  const std::string socket = paths_.vmi(uid).launcher_socket();
-  const absl::Time deadline = absl::Now() + wait;
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> connected = pods_->ConnectLauncher(socket, id);
-  // A launcher still starting is waited for; one that died (or was replaced) meanwhile is not:
-  // the call fails at once instead of holding a worker until `wait` has passed (its exit is
-  // handled on the same work queue, so the record may not know it yet: the process is asked).
-  auto same_launcher = [&] {
-    if (pods_->StartTime(launcher) != std::optional<uint64_t>(started)) return false;
-    absl::MutexLock lock(&mu_);
-    auto it = by_uid_.find(uid);
-    return it != by_uid_.end() && it->second->launcher_pid == launcher;
-  };
-  while (!connected.ok() && absl::Now() < deadline && same_launcher()) {
-    absl::SleepFor(absl::Milliseconds(50));
-    connected = pods_->ConnectLauncher(socket, id);
-  }
-  if (!connected.ok()) return Annotate(connected.status(), "launcher of VMI " + uid);
-  std::shared_ptr<grpc::Channel> channel = *connected;
-  auto stub = std::shared_ptr<kvnode::v1::Launcher::Stub>(kvnode::v1::Launcher::NewStub(channel));
-  // Calls over a dead connection fail UNAVAILABLE; CheckLauncherCall then drops it, and the
-  // next call connects again.
-  absl::MutexLock lock(&mu_);
-  auto it = by_uid_.find(uid);
-  if (it != by_uid_.end()) {
-    it->second->channel = channel;
-    it->second->stub = stub;
-  }
-  return stub;
 }
 
 absl::Status VmiController::PrepareVmiDir(const VirtualMachineInstance& vmi,
@@ -232,8 +173,6 @@ void VmiController::StartLauncher(const std::string& uid) {
   KeepOnSharedCpusLocked(*r);
   r->launcher_started = clock_->Now();
   r->last_seen = r->launcher_started;
-  r->stub = nullptr;
-  r->channel = nullptr;
   const VmiPaths vp = paths_.vmi(uid);
   auto* ls = r->vmi.mutable_status()->mutable_launcher();
   ls->set_pid(launch->handle.pid);
@@ -414,12 +353,7 @@ grpc::Status VmiController::SyncLauncher(const std::string& uid) {
     req.mutable_options()->set_adopt(r->vmi.status().phase() == phase::kRunning &&
                                      !r->migration_target);
   }
-  grpc::Status s = CallLauncher(
-      LauncherStub(uid, absl::Seconds(10)), absl::Seconds(120),
-      [&](kvnode::v1::Launcher::Stub* stub, grpc::ClientContext* ctx) {
-        kvnode::v1::LauncherResponse resp;
-        return CheckLauncherCall(uid, stub->Sync(ctx, req, &resp));
-      });
+  grpc::Status s = launchers_.Sync(uid, req);
   if (s.ok() && req.options().incoming()) {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
@@ -446,14 +380,7 @@ void VmiController::ShutdownLauncher(const std::string& uid, int64_t grace) {
     if (it == by_uid_.end() || !it->second->launcher_alive) return;
   }
   // A launcher that is still starting gets a little time to serve.
-  grpc::Status s = CallLauncher(
-      LauncherStub(uid, absl::Seconds(10)), absl::Seconds(10),
-      [&](kvnode::v1::Launcher::Stub* stub, grpc::ClientContext* ctx) {
-        kvnode::v1::LauncherShutdownRequest req;
-        req.set_grace_period_seconds(grace);
-        kvnode::v1::LauncherResponse resp;
-        return CheckLauncherCall(uid, stub->Shutdown(ctx, req, &resp));
-      });
+  grpc::Status s = launchers_.Shutdown(uid, grace);
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return;
@@ -517,8 +444,6 @@ void VmiController::OnLauncherExit(const std::string& uid, pid_t pid,
   Record* r = it->second.get();
   r->launcher_alive = false;
   r->launcher_ready = false;
-  r->stub = nullptr;
-  r->channel = nullptr;
   if (MigrationLauncherExitLocked(r, final_status)) return;
   if (!killed.ok()) EventLocked(r->vmi, "Warning", "CleanupFailed", std::string(killed.message()));
   bool changed = false;
@@ -651,8 +576,6 @@ bool VmiController::ReplaceLauncher(const std::string& uid, pid_t pid, const std
   r->launcher_alive = true;
   r->launcher_started = clock_->Now();
   r->last_seen = r->launcher_started;
-  r->stub = nullptr;
-  r->channel = nullptr;
   auto* ls = r->vmi.mutable_status()->mutable_launcher();
   ls->set_pid(handle->pid);
   ls->set_start_time(std::to_string(handle->start_time));

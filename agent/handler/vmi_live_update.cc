@@ -197,7 +197,7 @@ void VmiController::SyncLiveUpdate(const std::string& uid) {
                                    : grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                                                   "its cgroup: " + std::string(grown.message()));
   kvnode::v1::DomainStatus domain;
-  grpc::Status fetched = FetchDomain(uid, &domain, /*include_xml=*/true);
+  grpc::Status fetched = launchers_.GetDomain(uid, /*include_xml=*/true, &domain);
   pugi::xml_document xml;
   const bool parsed = fetched.ok() && xml.load_string(domain.xml().c_str());
   const DomainVcpus vcpus = parsed ? VcpusOf(xml.document_element()) : DomainVcpus();

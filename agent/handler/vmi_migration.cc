@@ -172,7 +172,7 @@ absl::StatusOr<int> VmiController::LauncherNetns(const std::string& uid) {
 
 absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> VmiController::MigrationLauncher(
     const std::string& uid) {
-  return LauncherStub(uid, absl::Seconds(5));
+  return launchers_.Connect(uid, absl::Seconds(5));
 }
 
 bool VmiController::MigrationDomainEventLocked(Record* r, const kvnode::v1::DomainEvent& event) {
@@ -202,6 +202,7 @@ bool VmiController::MigrationLauncherExitLocked(Record* r,
     ForgetTargetLocked(r);
     VirtualMachineInstance vmi = r->vmi;
     by_uid_.erase(uid);
+    launchers_.Forget(uid);
     changed_.SignalAll();
     work_.Schedule([this, uid, vmi] { CleanupVmiDir(uid, vmi); });
     return true;
@@ -401,7 +402,7 @@ absl::Status VmiController::RecoverMigrationTargetsLocked(std::vector<std::strin
 
 void VmiController::ResolveRecoveredTarget(const std::string& uid) {
   kvnode::v1::DomainStatus domain;
-  grpc::Status s = FetchDomain(uid, &domain);
+  grpc::Status s = launchers_.GetDomain(uid, /*include_xml=*/false, &domain);
   {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
@@ -604,6 +605,7 @@ absl::Status VmiController::AbortMigrationTarget(const std::string& uid) {
     if (!started && !it->second->start_scheduled) {
       ForgetTargetLocked(it->second.get());
       by_uid_.erase(it);
+      launchers_.Forget(uid);
       changed_.SignalAll();
     }
   }

@@ -94,21 +94,17 @@ void VmiController::RunProbe(const std::string& uid, bool readiness) {
     }
   } else {
     // exec and guestAgentPing: the guest agent, through the launcher.
-    auto stub = LauncherStub(uid);
-    if (!stub.ok()) {
-      result = stub.status();
-    } else {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout + absl::Seconds(2)));
-      kvnode::v1::GuestProbeRequest req;
-      for (const auto& arg : probe.exec().command()) req.add_exec_command(arg);
-      req.set_timeout_seconds(static_cast<int32_t>(absl::ToInt64Seconds(timeout)));
-      kvnode::v1::LauncherResponse resp;
-      grpc::Status s = CheckLauncherCall(uid, (*stub)->ProbeGuest(&ctx, req, &resp));
-      result = !s.ok()            ? FromGrpcStatus(s)
-               : resp.success() ? absl::OkStatus()
-                                : absl::UnavailableError(resp.message());
-    }
+    kvnode::v1::GuestProbeRequest req;
+    for (const auto& arg : probe.exec().command()) req.add_exec_command(arg);
+    req.set_timeout_seconds(static_cast<int32_t>(absl::ToInt64Seconds(timeout)));
+    kvnode::v1::LauncherResponse resp;
+    grpc::Status s = launchers_.Invoke(uid, absl::ZeroDuration(), timeout + absl::Seconds(2),
+                                       [&](LauncherClient::Stub* stub, grpc::ClientContext* ctx) {
+                                         return stub->ProbeGuest(ctx, req, &resp);
+                                       });
+    result = !s.ok()            ? FromGrpcStatus(s)
+             : resp.success() ? absl::OkStatus()
+                              : absl::UnavailableError(resp.message());
   }
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);

@@ -197,17 +197,6 @@ void VmiController::MarkLauncherLostLocked(Record* r, const std::string& message
   PersistOrRetryLocked(r, "MODIFIED");
 }
 
-grpc::Status VmiController::FetchDomain(const std::string& uid, kvnode::v1::DomainStatus* domain,
-                                        bool include_xml) {
-  auto stub = LauncherStub(uid, absl::Seconds(10));
-  if (!stub.ok()) return ToGrpcStatus(stub.status());
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  kvnode::v1::GetDomainRequest req;
-  req.set_include_xml(include_xml);
-  return CheckLauncherCall(uid, (*stub)->GetDomain(&ctx, req, domain));
-}
-
 void VmiController::RemoveLeftoverPods(std::vector<std::string> cgroups,
                                        std::vector<std::string> dirs) {
   for (const std::string& uid : cgroups) {
@@ -253,7 +242,7 @@ void VmiController::RefreshLauncher(const std::string& uid) {
     if (it == by_uid_.end() || !it->second->launcher_alive) return;
   }
   kvnode::v1::DomainStatus domain;
-  grpc::Status s = FetchDomain(uid, &domain);
+  grpc::Status s = launchers_.GetDomain(uid, /*include_xml=*/false, &domain);
   bool need_sync = false, need_shutdown = false;
   int64_t grace = 0;
   {
