@@ -5,7 +5,7 @@
 #include "agent/cli/get_objects.h"
 #include "agent/cli/output.h"
 #include "agent/manifest/conditions.h"
-#include "agent/storage/data_source_rules.h"
+#include "agent/model/cdi_names.h"
 #include "grpcpp/grpcpp.h"
 #include "kvnode/v1/storage_service.grpc.pb.h"
 

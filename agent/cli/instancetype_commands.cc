@@ -10,7 +10,7 @@
 #include "agent/cli/cli.h"
 #include "agent/cli/output.h"
 #include "agent/manifest/instancetype.h"
-#include "agent/store/store.h"
+#include "agent/model/object_json.h"
 #include "grpcpp/grpcpp.h"
 
 namespace kvnode {

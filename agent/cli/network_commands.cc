@@ -4,7 +4,8 @@
 #include "absl/time/clock.h"
 #include "agent/cli/cli.h"
 #include "agent/cli/get_objects.h"
-#include "agent/network/network_attachment.h"
+#include "agent/model/network_ref.h"
+#include "agent/network/cni_config.h"
 
 namespace kvnode {
 namespace {

@@ -9,7 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/base/clock.h"
-#include "agent/store/store.h"
+#include "agent/model/object_json.h"
 #include "yaml-cpp/yaml.h"
 
 namespace kvnode {

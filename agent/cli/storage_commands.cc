@@ -16,7 +16,7 @@
 #include "agent/cli/get_objects.h"
 #include "agent/cli/output.h"
 #include "agent/manifest/quantity.h"
-#include "agent/storage/image_puller.h"
+#include "agent/model/registry_auth.h"
 #include "grpcpp/grpcpp.h"
 #include "kvnode/v1/storage_service.grpc.pb.h"
 

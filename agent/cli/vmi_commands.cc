@@ -17,7 +17,7 @@
 #include "agent/cli/vm_views.h"
 #include "agent/model/vmi_status.h"
 #include "agent/manifest/loader.h"
-#include "agent/store/store.h"
+#include "agent/model/object_json.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"

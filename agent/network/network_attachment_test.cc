@@ -160,14 +160,6 @@ TEST(ParseCniConfigTest, BadIpamIsRefusedNamingTheField) {
               HasSubstr("spec.config.ipam.pool: unknown field"));
 }
 
-TEST(ParseNetworkNameTest, ANameWithoutNamespaceIsInTheVmisNamespace) {
-  NetworkRef a = ParseNetworkName("lan", "prod");
-  EXPECT_EQ(a.ToString(), "prod/lan");
-  NetworkRef b = ParseNetworkName("infra/storage-net", "prod");
-  EXPECT_EQ(b.namespace_, "infra");
-  EXPECT_EQ(b.name, "storage-net");
-}
-
 kvnode::v1::NetworkAttachmentDefinition Nad(const std::string& name, const std::string& config) {
   kvnode::v1::NetworkAttachmentDefinition nad;
   nad.mutable_metadata()->set_name(name);

@@ -14,21 +14,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/manifest/admission.h"
+#include "agent/model/cdi_names.h"
 #include "agent/storage/storage_class.h"
 #include "kvnode/v1/storage.pb.h"
 
 namespace kvnode {
 
-inline constexpr char kDataSourceKind[] = "DataSource";
-inline constexpr char kDataImportCronKind[] = "DataImportCron";
-// CDI's labels and annotations (pkg/common/common.go, dataimportcron-controller.go).
-inline constexpr char kDataImportCronLabel[] = "cdi.kubevirt.io/dataImportCron";
-inline constexpr char kDataImportCronCleanupLabel[] = "cdi.kubevirt.io/dataImportCron.cleanup";
-inline constexpr char kAnnSourceDesiredDigest[] =
-    "cdi.kubevirt.io/storage.import.sourceDesiredDigest";
-inline constexpr char kAnnNextCronTime[] = "cdi.kubevirt.io/storage.import.nextCronTime";
-inline constexpr char kAnnLastCronTime[] = "cdi.kubevirt.io/storage.import.lastCronTime";
-inline constexpr char kAnnLastUseTime[] = "cdi.kubevirt.io/storage.import.lastUseTime";
 inline constexpr int kDefaultImportsToKeep = 3;
 
 // Namespace "default" when empty, apiVersion and kind.

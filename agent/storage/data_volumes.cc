@@ -23,6 +23,7 @@
 #include "agent/base/subprocess.h"
 #include "agent/base/uuid.h"
 #include "agent/manifest/owner_refs.h"
+#include "agent/model/registry_auth.h"
 #include "agent/storage/disk_image.h"
 #include "agent/storage/dv_rules.h"
 #include "agent/storage/image_reference.h"

@@ -4,15 +4,12 @@
 #include <cstdio>
 #include <set>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "agent/base/sha1.h"
 #include "agent/storage/image_puller.h"
 #include "agent/storage/image_reference.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace kvnode {
 namespace {
@@ -84,17 +81,6 @@ std::string SkopeoErrorMessage(const std::string& stderr_text) {
     message.pop_back();
   }
   return message;
-}
-
-std::string DockerConfigJson(const std::string& registry, const std::string& username,
-                             const std::string& password) {
-  google::protobuf::Struct root;
-  auto& entry = *(*root.mutable_fields())["auths"].mutable_struct_value()->mutable_fields();
-  auto& creds = *entry[registry].mutable_struct_value()->mutable_fields();
-  creds["auth"].set_string_value(absl::Base64Escape(username + ":" + password));
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(root, &json);  // a Struct always converts
-  return json;
 }
 
 std::string PulledImageEntry(const std::string& digest, const std::string& path) {

@@ -83,11 +83,6 @@ std::string RegistriesConf(const RegistryOptions& options);
 // x: manifest unknown". Pure.
 std::string SkopeoErrorMessage(const std::string& stderr_text);
 
-// A docker config JSON (the .dockerconfigjson of a kubernetes.io/dockerconfigjson Secret) for
-// one registry and one user (CDI's registry secretRef: accessKeyId and secretKey). Pure.
-std::string DockerConfigJson(const std::string& registry, const std::string& username,
-                             const std::string& password);
-
 // The cache entry of a pulled image: "sha256-<hex>", plus a short hash of the containerDisk
 // path when one is given. Pure.
 std::string PulledImageEntry(const std::string& digest, const std::string& path);

@@ -112,14 +112,6 @@ TEST(SkopeoErrorMessageTest, KeepsWhatTheRegistrySaid) {
   EXPECT_EQ(SkopeoErrorMessage("plain text\n"), "plain text");
 }
 
-TEST(DockerConfigJsonTest, IsWhatKubectlCreateSecretDockerRegistryWrites) {
-  std::string json = DockerConfigJson("10.244.0.1:5000", "kvnode", "s3cret");
-  // base64("kvnode:s3cret")
-  EXPECT_THAT(json, HasSubstr("\"10.244.0.1:5000\":{\"auth\":\"a3Zub2RlOnMzY3JldA==\"}"));
-  EXPECT_THAT(json, HasSubstr("\"auths\""));
-  EXPECT_THAT(json, Not(HasSubstr("s3cret")));
-}
-
 TEST(PulledImageEntryTest, DigestNamesTheEntryAndAPathMakesItsOwn) {
   EXPECT_EQ(PulledImageEntry(kDigest, ""),
             "sha256-4ea516fac82a0cabd1dfc83ddf26fe32d3af12ca663e37966eff3d41593ccb71");

@@ -56,15 +56,6 @@ class Statement {
 
 }  // namespace
 
-kvnode::v1::ObjectMeta* MutableMetadata(google::protobuf::Message* object) {
-  const auto* field = object->GetDescriptor()->FindFieldByName("metadata");
-  if (field == nullptr || field->message_type() != kvnode::v1::ObjectMeta::descriptor()) {
-    return nullptr;
-  }
-  return static_cast<kvnode::v1::ObjectMeta*>(
-      object->GetReflection()->MutableMessage(object, field));
-}
-
 absl::Status InitNewObjectMeta(kvnode::v1::ObjectMeta* meta, absl::Time now) {
   if (!meta->uid().empty() && !IsCanonicalUuid(meta->uid())) {
     return absl::InvalidArgumentError("metadata.uid: \"" + meta->uid() + "\" is not a UUID");
@@ -76,29 +67,6 @@ absl::Status InitNewObjectMeta(kvnode::v1::ObjectMeta* meta, absl::Time now) {
   meta->clear_deletion_timestamp();
   meta->clear_deletion_grace_period_seconds();
   meta->clear_finalizers();
-  return absl::OkStatus();
-}
-
-const kvnode::v1::ObjectMeta* Metadata(const google::protobuf::Message& object) {
-  const auto* field = object.GetDescriptor()->FindFieldByName("metadata");
-  if (field == nullptr || field->message_type() != kvnode::v1::ObjectMeta::descriptor()) {
-    return nullptr;
-  }
-  return static_cast<const kvnode::v1::ObjectMeta*>(
-      &object.GetReflection()->GetMessage(object, field));
-}
-
-std::string ToJson(const google::protobuf::Message& message, bool pretty) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.add_whitespace = pretty;
-  (void)google::protobuf::util::MessageToJsonString(message, &out, opts);
-  return out;
-}
-
-absl::Status FromJson(const std::string& json, google::protobuf::Message* message) {
-  auto s = google::protobuf::util::JsonStringToMessage(json, message);
-  if (!s.ok()) return absl::InternalError(absl::StrCat("decode stored object: ", s.ToString()));
   return absl::OkStatus();
 }
 

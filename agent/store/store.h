@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/model/object_json.h"
 #include "google/protobuf/message.h"
 #include "kvnode/v1/node.pb.h"
 
@@ -112,10 +113,6 @@ class Store {
   int max_events_ ABSL_GUARDED_BY(mu_) = kDefaultMaxEvents;
 };
 
-// The ObjectMeta of a top-level object (VirtualMachine, VirtualMachineInstance, ...), found by
-// reflection on its `metadata` field; nullptr when it has none.
-kvnode::v1::ObjectMeta* MutableMetadata(google::protobuf::Message* object);
-const kvnode::v1::ObjectMeta* Metadata(const google::protobuf::Message& object);
 // What the API server sets on an object it creates: its UID when the client gave none (a UID
 // that is not a UUID is InvalidArgument naming metadata.uid), the creation time, generation 1,
 // and no resourceVersion, deletion or finalizers.
@@ -141,10 +138,6 @@ struct Applied {
   T object;
   std::string result;
 };
-
-// proto3 JSON with KubeVirt's names, and back.
-std::string ToJson(const google::protobuf::Message& message, bool pretty = false);
-absl::Status FromJson(const std::string& json, google::protobuf::Message* message);
 
 template <typename T>
 std::vector<T> ListObjects(Store* store, const std::string& kind, const std::string& ns) {
