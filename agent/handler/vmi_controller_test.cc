@@ -552,3 +552,88 @@ TEST_F(VmiControllerTest, OnlyRootOrTheVmisOwnLauncherMayNotifyAboutIt) {
 
 }  // namespace
 }  // namespace kvnode
+
+namespace kvnode {
+namespace {
+
+// The node's CPU manager, as the kubelet's static policy (--reserved-cpus 0 on a node of two
+// cores with two threads each: CPUs 1-3 may be dedicated): a VMI with dedicatedCpuPlacement
+// takes a whole core; one that finds too few waits Pending (Unschedulable, naming who holds
+// them); the pool is rebuilt from the stored VMIs after a restart (nothing taken twice); a VMI
+// that ends gives its CPUs back and the waiting one starts on them.
+class CpuPoolTest : public VmiControllerTest {
+ protected:
+  void SetUp() override {
+    config_.host_cpus = {{0, 0, 0}, {1, 0, 0}, {2, 1, 0}, {3, 1, 0}};
+    config_.limits.dedicated_cpus = {1, 2, 3};
+    VmiControllerTest::SetUp();
+  }
+
+  VirtualMachineInstance CreateDedicated(const std::string& name, uint32_t cores) {
+    VirtualMachineInstance vmi = PlainVmi(name);
+    auto* cpu = vmi.mutable_spec()->mutable_domain()->mutable_cpu();
+    cpu->set_cores(cores);
+    cpu->set_dedicated_cpu_placement(true);
+    auto synced = controller_->Sync(vmi, /*dry_run=*/false);
+    EXPECT_TRUE(synced.ok()) << synced.status();
+    return synced.ok() ? synced->vmi : VirtualMachineInstance();
+  }
+
+  static std::vector<int> Held(const VirtualMachineInstance& vmi) {
+    const auto& cpus = vmi.status().launcher().dedicated_cpus();
+    return {cpus.begin(), cpus.end()};
+  }
+
+  static const kvnode::v1::Condition* Scheduled(const VirtualMachineInstance& vmi) {
+    return FindCondition(vmi.status().conditions(), "PodScheduled");
+  }
+};
+
+TEST_F(CpuPoolTest, DedicatedCpusAreTakenOnceGivenBackAndRebuiltAfterARestart) {
+  CreateDedicated("db", 2);
+  VirtualMachineInstance db = AwaitPhase("db", phase::kRunning);
+  EXPECT_THAT(Held(db), ElementsAre(2, 3));  // a whole core, not CPU 1 and a sibling
+  // The launcher is told to pin vCPU i to the i-th of them.
+  const auto& pinning = pods_.syncs(db.metadata().uid()).back().options().cpu_pinning();
+  EXPECT_THAT(std::vector<int>(pinning.vcpus().begin(), pinning.vcpus().end()), ElementsAre(2, 3));
+
+  // Two more do not fit in the one CPU left: Pending, with the scheduler's words.
+  CreateDedicated("cache", 2);
+  VirtualMachineInstance cache = Await("cache", [](const VirtualMachineInstance& v) {
+    return Scheduled(v) != nullptr;
+  });
+  ASSERT_NE(Scheduled(cache), nullptr);
+  EXPECT_EQ(cache.status().phase(), phase::kPending);
+  EXPECT_EQ(Scheduled(cache)->reason(), "Unschedulable");
+  EXPECT_THAT(Scheduled(cache)->message(),
+              ::testing::HasSubstr("It needs 2 dedicated CPUs; 1 of 3 are free, held by "
+                                   "default/db (2-3)"));
+  EXPECT_TRUE(Held(cache).empty());
+  EXPECT_EQ(pods_.LauncherPid(cache.metadata().uid()), 0);
+
+  // One fits beside it.
+  CreateDedicated("web", 1);
+  VirtualMachineInstance web = AwaitPhase("web", phase::kRunning);
+  EXPECT_THAT(Held(web), ElementsAre(1));
+
+  // A restarted handler knows who holds what from the stored VMIs: the running ones keep their
+  // CPUs, and the waiting one still waits.
+  RestartHandler();
+  db = AwaitPhase("db", phase::kRunning);
+  web = AwaitPhase("web", phase::kRunning);
+  EXPECT_THAT(Held(db), ElementsAre(2, 3));
+  EXPECT_THAT(Held(web), ElementsAre(1));
+  cache = Await("cache", [](const VirtualMachineInstance& v) { return Scheduled(v) != nullptr; });
+  EXPECT_EQ(cache.status().phase(), phase::kPending);
+  EXPECT_TRUE(Held(cache).empty());
+
+  // db ends: its core is free again, and cache starts on it.
+  ASSERT_TRUE(controller_->Delete(Ref("db"), std::nullopt).ok());
+  cache = AwaitPhase("cache", phase::kRunning);
+  EXPECT_THAT(Held(cache), ElementsAre(2, 3));
+  EXPECT_EQ(Scheduled(cache), nullptr);
+  EXPECT_EQ(AwaitPhase("web", phase::kRunning).status().launcher().dedicated_cpus_size(), 1);
+}
+
+}  // namespace
+}  // namespace kvnode
