@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/base/clock.h"
@@ -309,16 +310,18 @@ bool GuestSize(const std::string& console, int* cpus, int64_t* mem_kib) {
 // KubeVirt's LiveUpdate rollout (the default) on a running 1Gi guest: sockets raised from 1 to 2
 // (maxSockets defaults to 4 × sockets) and memory from 1Gi to 1152Mi (maxGuest defaults to 4 ×
 // guest; a virtio-mem device): the same guest, without a reboot, brings its second CPU online
-// and its MemTotal grows by 128Mi — the CPU change (and the VMI cgroup's CPU weight with it)
-// also when the handler dies between storing it and asking the launcher. Memory that hotplug
-// cannot give (not in 2Mi blocks) sets RestartRequired in KubeVirt's words; the restart clears
-// it, and the next guest boots with all of it.
+// and its MemTotal grows by 128Mi; the VMI cgroup's CPU weight and memory limit grow with them
+// (the VMI's limits.memory by what was plugged, as KubeVirt's VM controller patches it). Each
+// change also completes when the handler dies between storing it and asking the launcher.
+// Memory that hotplug cannot give (not in 2Mi blocks) sets RestartRequired in KubeVirt's words;
+// the restart clears it, and the next guest boots with all of it.
 TEST_F(VmTest, MoreSocketsAndMemoryAreHotPluggedAndWhatCannotBeWaitsForARestart) {
   ASSERT_TRUE(handler_->PrepareDisk("default", "mem-root").ok());
   VirtualMachine vm = GuestVm("mem", "Always", "mem-root");
   auto* domain = vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain();
   domain->mutable_resources()->mutable_requests()->erase("memory");
   domain->mutable_memory()->set_guest("1Gi");
+  (*domain->mutable_resources()->mutable_limits())["memory"] = "2Gi";
   ASSERT_TRUE(api_->Apply(vm).ok());
   auto first = api_->WaitRunning("mem");
   ASSERT_TRUE(first.ok()) << first.status();
@@ -343,20 +346,38 @@ TEST_F(VmTest, MoreSocketsAndMemoryAreHotPluggedAndWhatCannotBeWaitsForARestart)
     return CgroupControllerFile(qemu, "cpu", v1_cpu ? "cpu.shares" : "cpu.weight");
   };
   EXPECT_EQ(cpu_weight(), v1_cpu ? "102" : "1");
+  // Its memory limit: limits.memory plus the VMI's overhead.
+  const bool v1_memory =
+      !CgroupControllerFile(qemu, "memory", "memory.limit_in_bytes").empty();
+  auto memory_limit = [&]() -> int64_t {
+    const std::string text = CgroupControllerFile(
+        qemu, "memory", v1_memory ? "memory.limit_in_bytes" : "memory.max");
+    int64_t bytes = -1;
+    return absl::SimpleAtoi(text, &bytes) ? bytes : -1;
+  };
+  const int64_t boot_memory_limit = memory_limit();
+  EXPECT_GT(boot_memory_limit, int64_t{2} << 30);
+  EXPECT_LT(boot_memory_limit, int64_t{3} << 30);
+  // The handler dies (failpoint live-update-stored) after it stored a change and before it
+  // asked the launcher; the handler started next finishes the change.
+  auto apply_across_a_kill = [&] {
+    setenv("KVNODE_FAILPOINT", "live-update-stored", 1);
+    handler_->Kill();
+    absl::Status relaunched = handler_->Restart();
+    unsetenv("KVNODE_FAILPOINT");
+    ASSERT_TRUE(relaunched.ok()) << relaunched;
+    ASSERT_TRUE(api_->Apply(vm).ok());
+    auto died = handler_->WaitExit(absl::Seconds(60));
+    ASSERT_TRUE(died.has_value()) << "the failpoint was not reached\n" << handler_->Log();
+    EXPECT_EQ(WEXITSTATUS(*died), 86);
+    ASSERT_TRUE(handler_->Restart().ok());
+  };
 
   auto* cpu = vm.mutable_spec()->mutable_template_()->mutable_spec()->mutable_domain()
                   ->mutable_cpu();
   cpu->set_sockets(2);
-  setenv("KVNODE_FAILPOINT", "live-update-stored", 1);
-  handler_->Kill();
-  absl::Status relaunched = handler_->Restart();
-  unsetenv("KVNODE_FAILPOINT");
-  ASSERT_TRUE(relaunched.ok()) << relaunched;
-  ASSERT_TRUE(api_->Apply(vm).ok());
-  auto died = handler_->WaitExit(absl::Seconds(60));
-  ASSERT_TRUE(died.has_value()) << "the failpoint was not reached\n" << handler_->Log();
-  EXPECT_EQ(WEXITSTATUS(*died), 86);
-  ASSERT_TRUE(handler_->Restart().ok());
+  apply_across_a_kill();
+  if (HasFatalFailure()) return;
   std::optional<VirtualMachineInstance> plugged;
   EXPECT_TRUE(Eventually([&] {
     plugged = api_->Vmi("mem");
@@ -379,14 +400,20 @@ TEST_F(VmTest, MoreSocketsAndMemoryAreHotPluggedAndWhatCannotBeWaitsForARestart)
     return SerialShows(uid, online, absl::Seconds(3));
   }, absl::Seconds(45), absl::Milliseconds(10))) << handler_->SerialLog(uid);
 
-  // 128Mi more memory: the guest's MemTotal grows by it (less the kernel's own page structs).
+  // 128Mi more memory, across the handler's death too: the guest's MemTotal grows by it (less
+  // the kernel's own page structs), and the cgroup's memory limit by exactly it.
   domain->mutable_memory()->set_guest("1152Mi");
-  ASSERT_TRUE(api_->Apply(vm).ok());
+  apply_across_a_kill();
+  if (HasFatalFailure()) return;
   EXPECT_TRUE(Eventually([&] {
     plugged = api_->Vmi("mem");
     return plugged.has_value() && plugged->status().memory().guest_current() == "1152Mi" &&
            !HasCondition(*plugged, "HotMemoryChange");
   }, absl::Seconds(60))) << (plugged ? plugged->DebugString() : "no VMI");
+  ASSERT_TRUE(plugged.has_value());
+  EXPECT_EQ(plugged->metadata().uid(), uid);
+  EXPECT_EQ(plugged->spec().domain().resources().limits().at("memory"), "2176Mi");
+  EXPECT_EQ(memory_limit(), boot_memory_limit + (int64_t{128} << 20));
   int64_t mem_kib = 0;
   EXPECT_TRUE(Eventually([&] {
     (void)handler_->TypeOnConsole(
