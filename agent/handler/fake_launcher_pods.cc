@@ -18,6 +18,16 @@
 
 namespace kvnode {
 
+FakeNodeState::FakeNodeState(const std::string& name) : temp_(name) {
+  if (!temp_.ok()) return;
+  auto ids = LauncherIds::Create(temp_.store(), LauncherIdRange{}, {});
+  if (!ids.ok()) {
+    ADD_FAILURE() << ids.status();
+    return;
+  }
+  ids_ = std::move(*ids);
+}
+
 using kvnode::v1::DomainEvent;
 using kvnode::v1::DomainStatus;
 using kvnode::v1::LauncherEvent;

@@ -20,11 +20,28 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/base/work_queue.h"
 #include "agent/handler/launcher_pods.h"
+#include "agent/store/temp_store.h"
+#include "agent/supervisor/launcher_ids.h"
 #include "kvnode/v1/launcher.grpc.pb.h"
 
 namespace kvnode {
 
 class FakeLauncher;
+
+// What a node keeps for its VMIs, for a unit test: a temp dir (removed at the end) with the
+// store and the launcher identities in it. Check ok() (a gtest failure says why it is not).
+class FakeNodeState {
+ public:
+  explicit FakeNodeState(const std::string& name);
+  bool ok() const { return ids_ != nullptr; }
+  const std::string& dir() const { return temp_.dir(); }
+  Store* store() const { return temp_.store(); }
+  LauncherIds* ids() const { return ids_.get(); }
+
+ private:
+  TempStore temp_;
+  std::unique_ptr<LauncherIds> ids_;
+};
 
 class FakeLauncherPods : public LauncherPods {
  public:

@@ -3,12 +3,8 @@
 // died, and a connection dropped when a call finds it gone.
 #include "agent/handler/launcher_client.h"
 
-#include <stdlib.h>
-
 #include "absl/strings/match.h"
-#include "agent/base/file_tree.h"
 #include "agent/handler/fake_launcher_pods.h"
-#include "agent/store/store.h"
 #include "gtest/gtest.h"
 
 namespace kvnode {
@@ -50,25 +46,16 @@ class SlowToServePods : public FakeLauncherPods {
 class LauncherClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/launcher-client-test-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    auto store = Store::Open(dir_ + "/kvnode.db");
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    auto ids = LauncherIds::Create(store_.get(), LauncherIdRange{}, {});
-    ASSERT_TRUE(ids.ok()) << ids.status();
-    ids_ = std::move(*ids);
+    ASSERT_TRUE(node_.ok());
+    ids_ = node_.ids();
     client_ = std::make_unique<LauncherClient>(
-        paths_, &pods_, ids_.get(), [this](const std::string& uid) {
+        paths_, &pods_, ids_, [this](const std::string& uid) {
           absl::MutexLock lock(&mu_);
           return uid == kUid && has_vmi_ ? std::optional(current_) : std::nullopt;
         });
   }
 
-  void TearDown() override {
-    client_.reset();
-    RemoveTreeUnder("/tmp", dir_.substr(dir_.rfind('/') + 1));
-  }
+  void TearDown() override { client_.reset(); }
 
   // A launcher for the VMI, which the controller then names as the VMI's.
   LauncherHandle StartLauncher() {
@@ -85,10 +72,9 @@ class LauncherClientTest : public ::testing::Test {
     return *handle;
   }
 
-  std::string dir_;
+  FakeNodeState node_{"launcher-client-test"};
   NodePaths paths_{"/var/lib/kvnode-launcher-client-test", "/run/kvnode-launcher-client-test"};
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<LauncherIds> ids_;
+  LauncherIds* ids_ = nullptr;
   SlowToServePods pods_;
   absl::Mutex mu_;
   bool has_vmi_ ABSL_GUARDED_BY(mu_) = false;

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "agent/base/file_tree.h"
 #include "agent/handler/fake_launcher_pods.h"
 #include "agent/model/vmi_status.h"
 #include "agent/manifest/conditions.h"
@@ -97,19 +96,15 @@ std::vector<std::string> Reasons(const std::vector<kvnode::v1::Event>& events) {
 class VmiControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/vmi-controller-test-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    auto store = Store::Open(dir_ + "/kvnode.db");
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    auto ids = LauncherIds::Create(store_.get(), LauncherIdRange{}, {});
-    ASSERT_TRUE(ids.ok()) << ids.status();
-    ids_ = std::move(*ids);
+    ASSERT_TRUE(node_.ok());
+    dir_ = node_.dir();
+    store_ = node_.store();
+    ids_ = node_.ids();
     config_.node_name = "node01";
     config_.state_dir = dir_ + "/state";
     config_.run_dir = dir_ + "/run";
     config_.virt_type = "qemu";
-    config_.ids = ids_.get();
+    config_.ids = ids_;
     config_.workers = 2;
     config_.limits.pod_network_supported = false;
     config_.janitor_interval = absl::Milliseconds(20);
@@ -119,11 +114,10 @@ class VmiControllerTest : public ::testing::Test {
 
   void TearDown() override {
     StopHandler();
-    RemoveTreeUnder(DirName(dir_), dir_.substr(dir_.rfind('/') + 1));
   }
 
   void StartHandler() {
-    controller_ = std::make_unique<VmiController>(config_, store_.get(), &pods_, Clock::Real());
+    controller_ = std::make_unique<VmiController>(config_, store_, &pods_, Clock::Real());
     VmiController* c = controller_.get();
     pods_.SetNotifier({[c](const kvnode::v1::DomainEvent& e) { c->OnDomainEvent(e); },
                        [c](const kvnode::v1::LauncherEvent& e) { c->OnLauncherEvent(e); }});
@@ -183,9 +177,10 @@ class VmiControllerTest : public ::testing::Test {
     return events.ok() ? Reasons(*events) : std::vector<std::string>();
   }
 
+  FakeNodeState node_{"vmi-controller-test"};
   std::string dir_;
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<LauncherIds> ids_;
+  Store* store_ = nullptr;
+  LauncherIds* ids_ = nullptr;
   HandlerConfig config_;
   FakeLauncherPods pods_;
   FakeVmHandover handover_;  // outlives the controller that may call it

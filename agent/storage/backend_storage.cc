@@ -158,7 +158,7 @@ absl::StatusOr<PersistentVolumeClaim> VolumeManager::EnsureBackendStorageLocked(
   close(dir);
   if (!made.ok()) return Annotate(made, "backend storage " + ns + "/" + name + " in " + where.path());
   Failpoint("backend-storage-renamed");
-  SetPhase(&pvc, "Bound");
+  SetClaimPhase(&pvc, "Bound");
   absl::Status put = store_->Put(kPvcKind, &pvc, "ADDED").status();
   if (!put.ok()) {
     (void)RemoveClaimDirLocked(pvc, false);
@@ -305,7 +305,7 @@ absl::Status VolumeManager::RestoreBackendStorage(const std::string& ns, const s
   close(dir);
   RETURN_IF_ERROR(Annotate(s, "restore backend storage " + ns + "/" + name));
   if (!stored.ok()) {
-    SetPhase(&pvc, "Bound");
+    SetClaimPhase(&pvc, "Bound");
     RETURN_IF_ERROR(store_->Put(kPvcKind, &pvc, "ADDED").status());
   }
   spdlog::info("VM {}/{}: backend storage {} restored from {}", ns, vm, name, copy_dir);

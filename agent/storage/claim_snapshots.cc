@@ -75,7 +75,7 @@ absl::Status VolumeManager::RestoreNewClaim(PersistentVolumeClaim pvc, const std
       (*meta->mutable_annotations())[kRestoredByAnnotation] = restore_key;
       pvc.mutable_spec()->set_volume_name("pvc-" + meta->uid());
       pvc.clear_status();
-      SetPhase(&pvc, "Pending");
+      SetClaimPhase(&pvc, "Pending");
       RETURN_IF_ERROR(store_->Put(kPvcKind, &pvc, "ADDED").status());
     }
     where = ClaimDir(pvc);
@@ -90,7 +90,7 @@ absl::Status VolumeManager::RestoreNewClaim(PersistentVolumeClaim pvc, const std
   RETURN_IF_ERROR(PublishDisk(dir, config_.rest_uid, config_.rest_gid, 0600));
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(PersistentVolumeClaim stored, LoadPvcLocked(ns, name));
-  SetPhase(&stored, "Bound");
+  SetClaimPhase(&stored, "Bound");
   return store_->Put(kPvcKind, &stored, "MODIFIED").status();
 }
 

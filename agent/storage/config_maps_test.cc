@@ -1,8 +1,6 @@
 #include "agent/storage/config_maps.h"
 
-#include <stdlib.h>
-#include <unistd.h>
-
+#include "agent/store/temp_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -44,28 +42,14 @@ TEST(ConfigMapRules, TheCaBundleIsEveryValueThatHoldsACertificate) {
 
 class ConfigMapsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/kvnode-cm-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    auto store = Store::Open(dir_ + "/state.db");
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-  }
-  void TearDown() override {
-    store_.reset();
-    for (const char* f : {"/state.db", "/state.db-wal", "/state.db-shm"}) {
-      unlink((dir_ + f).c_str());
-    }
-    rmdir(dir_.c_str());
-  }
-  std::string dir_;
-  std::unique_ptr<Store> store_;
+  void SetUp() override { ASSERT_TRUE(temp_.ok()); }
+  TempStore temp_{"kvnode-cm"};
+  Store* const store_ = temp_.store();
   FakeClock clock_{absl::FromUnixSeconds(1800000000)};
 };
 
 TEST_F(ConfigMapsTest, ApplyGetListDeleteAndImmutability) {
-  ConfigMaps cms(store_.get(), &clock_);
+  ConfigMaps cms(store_, &clock_);
   auto added = cms.Apply(Cm("registry-ca", {{"ca.crt", kPem}}), false);
   ASSERT_TRUE(added.ok()) << added.status();
   EXPECT_EQ(added->result, "ADDED");

@@ -107,7 +107,7 @@ absl::StatusOr<DataVolume> VolumeManager::CreateDataVolumeLocked(DataVolume dv) 
   claim.mutable_metadata()->set_creation_timestamp(meta->creation_timestamp());
   (*claim.mutable_metadata()->mutable_annotations())[kReclaimPolicyAnnotation] = sc.reclaim_policy;
   claim.mutable_spec()->set_volume_name("pvc-" + claim.metadata().uid());
-  SetPhase(&claim, "Pending");
+  SetClaimPhase(&claim, "Pending");
   const ClaimDirChain where = ClaimDirOf(sc, paths_, meta->namespace_(), meta->name());
   ASSIGN_OR_RETURN(int dir, OpenDirChain(where.base, where.names, 0711, true));
   close(dir);
@@ -350,7 +350,7 @@ void VolumeManager::Import(DataVolume dv) {
     auto current = LoadDvLocked(ns, name);
     auto claim = LoadPvcLocked(ns, name);
     if (current.ok() && current->metadata().uid() == dv.metadata().uid() && claim.ok()) {
-      SetPhase(&*claim, "Bound");
+      SetClaimPhase(&*claim, "Bound");
       s = store_->Put(kPvcKind, &*claim, "MODIFIED").status();
       retry_at_.erase(dv.metadata().uid());
     }

@@ -8,6 +8,7 @@
 
 #include "agent/base/clock.h"
 #include "agent/storage/image_reference.h"
+#include "agent/store/temp_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -130,24 +131,14 @@ namespace {
 
 class ImageCacheTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/kvnode-images-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    auto store = Store::Open(dir_ + "/kvnode.db");
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-  }
-  void TearDown() override {
-    puller_.reset();
-    std::system(("rm -rf " + dir_).c_str());
-  }
+  void SetUp() override { ASSERT_TRUE(temp_.ok()); }
+  void TearDown() override { puller_.reset(); }
   void MakePuller(int64_t limit, std::set<std::string> in_use) {
     ImagePullerConfig config;
     config.state_dir = dir_;
     config.importer = {getuid(), getgid(), {}};
     config.cache_limit_bytes = limit;
-    puller_ = std::make_unique<ImagePuller>(config, store_.get(), &clock_,
+    puller_ = std::make_unique<ImagePuller>(config, store_, &clock_,
                                             [in_use] { return in_use; });
     ASSERT_TRUE(puller_->Init().ok());
   }
@@ -172,8 +163,9 @@ class ImageCacheTest : public ::testing::Test {
     return on_disk && recorded;
   }
 
-  std::string dir_;
-  std::unique_ptr<Store> store_;
+  TempStore temp_{"kvnode-images"};
+  const std::string dir_ = temp_.dir();
+  Store* const store_ = temp_.store();
   FakeClock clock_{absl::FromUnixSeconds(1800000000)};
   std::unique_ptr<ImagePuller> puller_;
 };

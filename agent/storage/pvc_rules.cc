@@ -95,6 +95,15 @@ absl::StatusOr<std::string> ChooseDevice(const std::string& class_name, int64_t 
                                           absl::StrJoin(passed, "; "), ")"));
 }
 
+void SetClaimPhase(PersistentVolumeClaim* pvc, const std::string& phase) {
+  auto* status = pvc->mutable_status();
+  status->set_phase(phase);
+  if (phase == "Bound") {
+    *status->mutable_access_modes() = pvc->spec().access_modes();
+    (*status->mutable_capacity())["storage"] = FormatBinaryQuantity(RequestedBytes(*pvc));
+  }
+}
+
 int64_t RequestedBytes(const PersistentVolumeClaim& pvc) {
   auto it = pvc.spec().resources().requests().find("storage");
   if (it == pvc.spec().resources().requests().end()) return 0;

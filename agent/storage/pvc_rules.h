@@ -42,6 +42,9 @@ AdmissionReview AdmitPvc(const kvnode::v1::PersistentVolumeClaim& pvc,
 // The requested size in bytes of an admitted claim.
 int64_t RequestedBytes(const kvnode::v1::PersistentVolumeClaim& pvc);
 
+// status.phase; a Bound claim also shows its access modes and its requested size as capacity.
+void SetClaimPhase(kvnode::v1::PersistentVolumeClaim* pvc, const std::string& phase);
+
 // A device of a Block class as binding sees it: its size, and why it cannot be used now ("" when
 // it is free): "bound to default/db", "Released (claim default/old)", or an inspection error.
 struct DeviceCandidate {

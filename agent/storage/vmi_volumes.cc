@@ -91,7 +91,7 @@ absl::Status VolumeManager::PrepareClaim(const std::string& ns, const std::strin
         " is not a regular file or block device (symlinks are not followed)"));
   }
   if (S_ISBLK(st.st_mode)) {
-    absl::Status device = RefreshDeviceNodeLocked(*pvc, st.st_rdev);
+    absl::Status device = pool_.RefreshDeviceNode(*pvc, st.st_rdev);
     if (!device.ok()) return WithVolumeReason(device, "FailedPvcLost");
   }
   // The VMI's identity must be able to open it (and no other VMI's); never follow a link while

@@ -69,7 +69,9 @@ VolumeManager::VolumeManager(VolumeConfig config, Store* store, Clock* clock)
       store_(store),
       clock_(clock),
       secrets_(config_.state_dir),
-      config_maps_(store, clock) {
+      config_maps_(store, clock),
+      pool_(store, clock, &block_devices_, config_.state_dir, config_.rest_uid,
+            config_.rest_gid) {
   ImagePullerConfig images;
   images.state_dir = config_.state_dir;
   images.importer = config_.importer;
@@ -129,7 +131,7 @@ VolumeManager::~VolumeManager() {
     absl::MutexLock lock(&mu_);
     quit_ = true;
   }
-  if (collector_.joinable()) collector_.join();
+  collector_.reset();
   if (importer_.joinable()) importer_.join();
 }
 
@@ -206,7 +208,7 @@ PVCView VolumeManager::ViewLocked(const PersistentVolumeClaim& pvc) {
   view.set_reclaim_policy(policy == pvc.metadata().annotations().end() ? kReclaimDelete
                                                                         : policy->second);
   if (pvc.spec().volume_mode() == kVolumeModeBlock) {
-    view.set_device(DeviceOfLocked(pvc));
+    view.set_device(pool_.DeviceOf(pvc));
     for (const auto& c : pvc.status().conditions()) {
       if (c.type() == "Bound" && c.status() == "False") view.set_pending_reason(c.message());
     }
@@ -223,20 +225,11 @@ PVCView VolumeManager::ViewLocked(const PersistentVolumeClaim& pvc) {
   return view;
 }
 
-void VolumeManager::SetPhase(PersistentVolumeClaim* pvc, const std::string& phase) {
-  auto* status = pvc->mutable_status();
-  status->set_phase(phase);
-  if (phase == "Bound") {
-    *status->mutable_access_modes() = pvc->spec().access_modes();
-    (*status->mutable_capacity())["storage"] = FormatBinaryQuantity(RequestedBytes(*pvc));
-  }
-}
-
 absl::Status VolumeManager::ProvisionLocked(PersistentVolumeClaim* pvc) {
   const std::string& ns = pvc->metadata().namespace_();
   const std::string& name = pvc->metadata().name();
   ASSIGN_OR_RETURN(StorageClass sc, config_.classes.Find(pvc->spec().storage_class_name()));
-  if (sc.volume_mode == kVolumeModeBlock) return BindDeviceLocked(pvc, sc);
+  if (sc.volume_mode == kVolumeModeBlock) return pool_.Bind(pvc, sc);
   const ClaimDirChain where = ClaimDirOf(sc, paths_, ns, name);
   ASSIGN_OR_RETURN(int dir, OpenDirChain(where.base, where.names, 0711, true));
   absl::Status s = CreateSparseFile(dir, kDiskImageFile, RequestedBytes(*pvc), config_.rest_uid,
@@ -244,7 +237,7 @@ absl::Status VolumeManager::ProvisionLocked(PersistentVolumeClaim* pvc) {
   if (s.ok() && fsync(dir) < 0) s = absl::ErrnoToStatus(errno, "fsync " + ns + "/" + name);
   close(dir);
   if (!s.ok()) return Annotate(s, "provision volume " + ns + "/" + name + " in " + where.path());
-  SetPhase(pvc, "Bound");
+  SetClaimPhase(pvc, "Bound");
   return absl::OkStatus();
 }
 
@@ -265,7 +258,7 @@ absl::StatusOr<VolumeManager::ApplyResult> VolumeManager::ApplyPvc(PersistentVol
       // Volume expansion: the disk grows first, so the claim never says more than it has.
       (*next.mutable_spec()->mutable_resources()->mutable_requests())["storage"] =
           pvc.spec().resources().requests().at("storage");
-      SetPhase(&next, "Bound");  // capacity follows the request
+      SetClaimPhase(&next, "Bound");  // capacity follows the request
       if (!dry_run) {
         RETURN_IF_ERROR(Annotate(GrowRawFile(ClaimImage(*stored), RequestedBytes(pvc)),
                                  "expand PersistentVolumeClaim " + pvc.metadata().name()));
@@ -301,7 +294,7 @@ absl::StatusOr<VolumeManager::ApplyResult> VolumeManager::ApplyPvc(PersistentVol
   pvc.clear_status();
   result.result = "ADDED";
   if (dry_run) {
-    SetPhase(&pvc, "Pending");
+    SetClaimPhase(&pvc, "Pending");
     result.pvc = pvc;
     return result;
   }
@@ -437,7 +430,7 @@ absl::StatusOr<PersistentVolumeClaim> VolumeManager::AdoptLocked(const std::stri
       FormatBinaryQuantity(st.st_size);
   DefaultPvc(&pvc, config_.classes);
   pvc.mutable_spec()->set_volume_name("pvc-" + meta->uid());
-  SetPhase(&pvc, "Bound");
+  SetClaimPhase(&pvc, "Bound");
   RETURN_IF_ERROR(store_->Put(kPvcKind, &pvc, "ADDED").status());
   spdlog::info("PersistentVolumeClaim {}/{}: adopted the disk found at {} (reclaim Retain)", ns,
                name, image);
@@ -472,7 +465,7 @@ absl::Status VolumeManager::Recover() {
                          &st) == 0;
     if (pvc.status().phase() == "Bound" && !present) {
       spdlog::warn("PersistentVolumeClaim {}/{}: its disk is gone; phase Lost", o.ns, o.name);
-      SetPhase(&pvc, "Lost");
+      SetClaimPhase(&pvc, "Lost");
       RETURN_IF_ERROR(store_->Put(kPvcKind, &pvc, "MODIFIED").status());
     }
   }

@@ -35,11 +35,13 @@
 #include "agent/base/state_layout.h"
 #include "agent/base/user_fs.h"
 #include "agent/storage/vm_volumes.h"
+#include "agent/storage/block_device_pool.h"
 #include "agent/storage/config_maps.h"
 #include "agent/storage/data_source_rules.h"
 #include "agent/storage/image_puller.h"
 #include "agent/storage/secret_store.h"
 #include "agent/storage/storage_class.h"
+#include "agent/storage/volume_collector.h"
 #include "agent/store/store.h"
 #include "kvnode/v1/kubevirt.pb.h"
 #include "launcher/converter/domain_options.h"
@@ -77,7 +79,7 @@ std::vector<std::string> ClaimsOf(const kvnode::v1::VirtualMachineInstance& vmi)
 // (nvram/, swtpm/), not a disk.img (agent/manifest/backend_storage.h).
 bool IsBackendStorageClaim(const kvnode::v1::PersistentVolumeClaim& pvc);
 
-class VolumeManager : public VmVolumes {
+class VolumeManager : public VmVolumes, public OwnedVolumes {
  public:
   VolumeManager(VolumeConfig config, Store* store, Clock* clock);
   ~VolumeManager() override;
@@ -98,7 +100,7 @@ class VolumeManager : public VmVolumes {
   };
   absl::StatusOr<ApplyResult> ApplyPvc(kvnode::v1::PersistentVolumeClaim pvc, bool dry_run);
   absl::StatusOr<kvnode::v1::PVCView> GetPvc(const std::string& ns, const std::string& name);
-  std::vector<kvnode::v1::PVCView> ListPvcs(const std::string& ns);
+  std::vector<kvnode::v1::PVCView> ListPvcs(const std::string& ns) override;
   // Refused while a live VMI uses the claim. Reclaim policy Delete removes the disk; Retain
   // keeps the claim's dir (renamed to <claim>.retained-<uid>). For a claim bound to a device,
   // Delete wipes the device's first MiB and frees it; Retain leaves its PersistentVolume
@@ -106,7 +108,10 @@ class VolumeManager : public VmVolumes {
   // found, or a claim a migration brought) only loses its record here: its dir stays where it
   // is, since the node that made it (or another that uses it) still names it.
   absl::StatusOr<kvnode::v1::PVCView> DeletePvc(const std::string& ns, const std::string& name,
-                                                bool dry_run);
+                                                bool dry_run) override;
+  // OwnedVolumes: the owner reference to `owner_uid` removed from a DataVolume or claim.
+  absl::Status Disown(const std::string& kind, const std::string& ns, const std::string& name,
+                      const std::string& owner_uid) override;
   const StorageClasses& classes() const { return config_.classes; }
 
   // --- Devices of Block classes (block_volumes.cc) ---
@@ -171,10 +176,9 @@ class VolumeManager : public VmVolumes {
   // What deleting the VM would do to each of its volumes.
   absl::StatusOr<std::vector<kvnode::v1::VolumeReviewItem>> ReviewVmDeletion(
       const std::string& ns, const std::string& name, const std::string& propagation);
-  // Starts the garbage collector: it follows the Store's change log and, for each deleted
-  // VirtualMachine, deletes the claims it owned or — when it was deleted with propagation
-  // Orphan — removes its owner reference from them. Its position in the log is kept in the
-  // Store, so a handler restart misses nothing. Stopped by the destructor.
+  // Starts the garbage collector (volume_collector.h) on this node's volumes: what a deleted
+  // VM or DataVolume owned is deleted, or disowned when it went with propagation Orphan.
+  // Stopped by the destructor.
   void StartCollector();
 
   // --- Snapshots and restores of claims (claim_snapshots.cc) ---
@@ -226,10 +230,10 @@ class VolumeManager : public VmVolumes {
   absl::StatusOr<ApplyDvResult> ApplyDataVolume(kvnode::v1::DataVolume dv, bool dry_run);
   absl::StatusOr<kvnode::v1::DataVolume> GetDataVolume(const std::string& ns,
                                                        const std::string& name);
-  std::vector<kvnode::v1::DataVolume> ListDataVolumes(const std::string& ns);
+  std::vector<kvnode::v1::DataVolume> ListDataVolumes(const std::string& ns) override;
   // Removes the DataVolume; the garbage collector then deletes the claim it owns.
   absl::StatusOr<kvnode::v1::DataVolume> DeleteDataVolume(const std::string& ns,
-                                                          const std::string& name);
+                                                          const std::string& name) override;
   // VmVolumes: the VM's dataVolumeTemplates as DataVolumes owned by it, and their state.
   VolumeFacts EnsureDataVolumes(const kvnode::v1::VirtualMachine& vm) override;
   absl::StatusOr<std::map<std::string, std::string>> ClaimLabels(const std::string& ns,
@@ -314,28 +318,15 @@ class VolumeManager : public VmVolumes {
   // Makes the claim's dir and an empty sparse disk.img of its size, and marks it Bound.
   absl::Status ProvisionLocked(kvnode::v1::PersistentVolumeClaim* pvc)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SetPhase(kvnode::v1::PersistentVolumeClaim* pvc, const std::string& phase);
-  // Binds the smallest free device of `sc` that fits: a PersistentVolume, the device node as
-  // disk.img in the claim's dir, phase Bound. When none fits the claim is Pending with a
-  // condition saying why (not an error).
-  absl::Status BindDeviceLocked(kvnode::v1::PersistentVolumeClaim* pvc, const StorageClass& sc)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tries again to bind every Pending Block claim (a device was freed, or the handler started).
   void BindPendingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The device of a deleted claim: wiped and freed (Delete) or Released (Retain).
+  // The device of a deleted claim: wiped and freed (Delete; Pending claims are then bound) or
+  // Released (Retain).
   absl::Status ReleaseDeviceLocked(const kvnode::v1::PersistentVolumeClaim& pvc)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A Bound PersistentVolume whose claim is gone (a crash between the two writes) is Released.
+  // A Bound PersistentVolume whose claim is gone (a crash between the two writes) is Released;
+  // then Pending claims are bound.
   absl::Status RecoverDevicesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::vector<kvnode::v1::PersistentVolume>> ListPvsLocked()
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A Block claim's device node (of `node_rdev`) is made again when the device path of its
-  // PersistentVolume now resolves to another device number; an error when the device is gone.
-  absl::Status RefreshDeviceNodeLocked(const kvnode::v1::PersistentVolumeClaim& pvc,
-                                       dev_t node_rdev) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The device a claim is bound to, "" when none.
-  std::string DeviceOfLocked(const kvnode::v1::PersistentVolumeClaim& pvc)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A claim a VMI names but the store lacks, whose disk.img was put there by hand (in the
   // default class's dir): recorded as a Retain claim (kvnode did not make its data). NotFound
   // when there is no such disk.
@@ -400,11 +391,6 @@ class VolumeManager : public VmVolumes {
   absl::StatusOr<std::string> PullSecret(const std::string& ns, const std::string& name);
   // Cache entries live VMIs run on, and those held for VMIs being started.
   std::set<std::string> ImagesInUse();
-  void CollectLoop();
-  // A deleted owner (VirtualMachine or DataVolume): its claims and DataVolumes are deleted, or
-  // orphaned when it went with propagation Orphan.
-  void OnOwnerDeleted(const std::string& ns, const std::string& uid, const std::string& what,
-                      bool orphan);
   absl::StatusOr<kvnode::v1::DataVolume> LoadDvLocked(const std::string& ns,
                                                       const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -448,7 +434,7 @@ class VolumeManager : public VmVolumes {
   absl::Mutex mu_;
   VmiLister lister_ ABSL_GUARDED_BY(mu_);
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread collector_;
+  std::unique_ptr<VolumeCollector> collector_;
   std::thread importer_;
   // When a failed import is tried again, by DataVolume UID (the importer's own).
   std::map<std::string, absl::Time> retry_at_;
@@ -457,6 +443,9 @@ class VolumeManager : public VmVolumes {
   // Cache entries held for a VMI (by its UID) from PrepareVmi to ReturnToRoot.
   std::map<std::string, std::set<std::string>> held_images_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ImagePuller> puller_;
+  // The devices of Block classes; used with mu_ held.
+  LinuxBlockDevices block_devices_;
+  BlockDevicePool pool_ ABSL_GUARDED_BY(mu_);
 };
 
 // One upload in progress: the client's bytes go to a temp file in the target's dir; Finish

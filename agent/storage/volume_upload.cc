@@ -79,7 +79,7 @@ absl::StatusOr<std::unique_ptr<VolumeUpload>> VolumeManager::BeginUpload(
     (*meta.mutable_annotations())[kReclaimPolicyAnnotation] = sc->reclaim_policy;
     (*meta.mutable_annotations())[kUploadAnnotation] = "in-progress";
     pvc.mutable_spec()->set_volume_name("pvc-" + meta.uid());
-    SetPhase(&pvc, "Pending");
+    SetClaimPhase(&pvc, "Pending");
     ASSIGN_OR_RETURN(int dir, OpenDirChain(where.base, where.names, 0711, true));
     close(dir);
     upload->dir_ = where.path();
@@ -252,7 +252,7 @@ absl::Status VolumeUpload::BindUploadedClaim(kvnode::v1::UploadResult* result) {
       }
     }
     pvc_.mutable_metadata()->mutable_annotations()->erase(kUploadAnnotation);
-    m->SetPhase(&pvc_, "Bound");
+    SetClaimPhase(&pvc_, "Bound");
     RETURN_IF_ERROR(m->store_->Put(kPvcKind, &pvc_, "MODIFIED").status());
     m->uploading_.erase(dv_.metadata().uid());
   }
