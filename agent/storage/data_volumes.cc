@@ -39,12 +39,6 @@ using kvnode::v1::DataVolume;
 constexpr char kCurl[] = "/usr/bin/curl";
 constexpr char kImportPart[] = "import.part";
 
-bool NeedsImport(const DataVolume& dv) {
-  const std::string& p = dv.status().phase();
-  return p == dv_phase::kPending || p == dv_phase::kImportScheduled ||
-         p == dv_phase::kImportInProgress;
-}
-
 // An upload DataVolume waits for `kvctl image-upload dv` (CDI's UploadReady); the others for
 // the importer.
 const char* FirstPhase(const DataVolume& dv) {
@@ -174,7 +168,6 @@ absl::StatusOr<DataVolume> VolumeManager::DeleteDataVolume(const std::string& ns
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(DataVolume dv, LoadDvLocked(ns, name));
   RETURN_IF_ERROR(store_->Delete(kDataVolumeKind, &dv).status());
-  retry_at_.erase(dv.metadata().uid());
   return dv;
 }
 
@@ -279,98 +272,47 @@ bool VolumeManager::UpdateDv(const DataVolume& dv, const std::string& phase,
 }
 
 void VolumeManager::StartImporter() {
-  importer_ = std::thread([this] { ImportLoop(); });
+  importer_ = std::make_unique<DataVolumeImporter>(this, clock_);
+  importer_->Start();
 }
 
-void VolumeManager::ImportLoop() {
-  {
-    // A crash cut off these imports: they start again from the beginning.
-    for (DataVolume& dv : ListDataVolumes("")) {
-      if (dv.status().phase() == dv_phase::kImportInProgress) {
-        spdlog::warn("DataVolume {}/{}: import interrupted (handler restart); starting again",
-                     dv.metadata().namespace_(), dv.metadata().name());
-        UpdateDv(dv, dv_phase::kImportScheduled, "N/A", "import interrupted; starting again");
-      }
-    }
-  }
-  while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&quit_), absl::Milliseconds(500));
-      if (quit_) return;
-    }
-    absl::Time now = clock_->Now();
-    for (DataVolume& dv : ListDataVolumes("")) {
-      bool due = NeedsImport(dv);
-      if (dv.status().phase() == dv_phase::kFailed) {
-        absl::MutexLock lock(&mu_);
-        auto it = retry_at_.find(dv.metadata().uid());
-        due = it == retry_at_.end() || it->second <= now;
-      }
-      if (due) Import(dv);
-      absl::MutexLock lock(&mu_);
-      if (quit_) return;
-    }
-  }
+absl::Status VolumeManager::ImportReady(const DataVolume& dv) {
+  if (!dv.spec().has_source_ref()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  return CloneSourceLocked(dv).status();
 }
 
-void VolumeManager::Import(DataVolume dv) {
-  const std::string& ns = dv.metadata().namespace_();
+absl::Status VolumeManager::Populate(const DataVolume& dv) {
   const std::string& name = dv.metadata().name();
-  if (dv.spec().has_source_ref()) {
-    // CDI waits, Pending, until the DataSource is there and Ready.
-    absl::Status source;
-    {
-      absl::MutexLock lock(&mu_);
-      source = CloneSourceLocked(dv).status();
-    }
-    if (!source.ok()) {
-      UpdateDv(dv, dv_phase::kPending, "N/A", std::string(source.message()));
-      return;
-    }
-  }
-  if (!UpdateDv(dv, dv_phase::kImportScheduled, "N/A", "")) return;
   int64_t size = 0;
   std::string dir;
   {
     absl::MutexLock lock(&mu_);
-    auto claim = LoadPvcLocked(ns, name);
+    auto claim = LoadPvcLocked(dv.metadata().namespace_(), name);
     if (claim.ok()) {
       size = RequestedBytes(*claim);
       dir = ClaimDir(*claim).path();
     }
   }
-  absl::Status s = size > 0 ? absl::OkStatus()
-                            : absl::NotFoundError("its claim \"" + name + "\" is gone");
-  if (s.ok() && UpdateDv(dv, dv_phase::kImportInProgress, dv.spec().source().has_http() ? "0.0%" : "N/A", "")) {
-    s = Populate(dv, dir, size);
+  if (size <= 0) return absl::NotFoundError("its claim \"" + name + "\" is gone");
+  absl::Status s = Populate(dv, dir, size);
+  if (!s.ok()) {
+    for (const char* f : {"/import.part", "/disk.img.tmp"}) unlink((dir + f).c_str());
   }
-  if (s.ok()) {
-    absl::MutexLock lock(&mu_);
-    auto current = LoadDvLocked(ns, name);
-    auto claim = LoadPvcLocked(ns, name);
-    if (current.ok() && current->metadata().uid() == dv.metadata().uid() && claim.ok()) {
-      SetClaimPhase(&*claim, "Bound");
-      s = store_->Put(kPvcKind, &*claim, "MODIFIED").status();
-      retry_at_.erase(dv.metadata().uid());
-    }
+  return s;
+}
+
+absl::Status VolumeManager::BindPopulated(const DataVolume& dv) {
+  const std::string& ns = dv.metadata().namespace_();
+  const std::string& name = dv.metadata().name();
+  absl::MutexLock lock(&mu_);
+  auto current = LoadDvLocked(ns, name);
+  auto claim = LoadPvcLocked(ns, name);
+  if (!current.ok() || current->metadata().uid() != dv.metadata().uid() || !claim.ok()) {
+    return absl::OkStatus();  // deleted meanwhile: nothing to bind
   }
-  if (s.ok()) {
-    UpdateDv(dv, dv_phase::kSucceeded, "100.0%", "Import Complete");
-    spdlog::info("DataVolume {}/{}: Succeeded", ns, name);
-    return;
-  }
-  for (const char* f : {"/import.part", "/disk.img.tmp"}) unlink((dir + f).c_str());
-  spdlog::warn("DataVolume {}/{}: import failed: {}", ns, name, std::string(s.message()));
-  auto current = GetDataVolume(ns, name);
-  int restarts = current.ok() ? current->status().restart_count() : 0;
-  {
-    absl::MutexLock lock(&mu_);
-    retry_at_[dv.metadata().uid()] =
-        clock_->Now() + std::min(absl::Seconds(30), absl::Seconds(1) * (1 << std::min(restarts, 5)));
-  }
-  UpdateDv(dv, dv_phase::kFailed, current.ok() ? current->status().progress() : "N/A",
-           std::string(s.message()));
+  SetClaimPhase(&*claim, "Bound");
+  return store_->Put(kPvcKind, &*claim, "MODIFIED").status();
 }
 
 absl::Status VolumeManager::Populate(const DataVolume& dv, const std::string& dir, int64_t size) {

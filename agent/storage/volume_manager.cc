@@ -132,7 +132,7 @@ VolumeManager::~VolumeManager() {
     quit_ = true;
   }
   collector_.reset();
-  if (importer_.joinable()) importer_.join();
+  importer_.reset();
 }
 
 void VolumeManager::SetVmiLister(VmiLister lister) {

@@ -37,6 +37,7 @@
 #include "agent/storage/vm_volumes.h"
 #include "agent/storage/block_device_pool.h"
 #include "agent/storage/config_maps.h"
+#include "agent/storage/data_volume_importer.h"
 #include "agent/storage/data_source_rules.h"
 #include "agent/storage/image_puller.h"
 #include "agent/storage/secret_store.h"
@@ -79,7 +80,7 @@ std::vector<std::string> ClaimsOf(const kvnode::v1::VirtualMachineInstance& vmi)
 // (nvram/, swtpm/), not a disk.img (agent/manifest/backend_storage.h).
 bool IsBackendStorageClaim(const kvnode::v1::PersistentVolumeClaim& pvc);
 
-class VolumeManager : public VmVolumes, public OwnedVolumes {
+class VolumeManager : public VmVolumes, public OwnedVolumes, public ImportTargets {
  public:
   VolumeManager(VolumeConfig config, Store* store, Clock* clock);
   ~VolumeManager() override;
@@ -229,7 +230,7 @@ class VolumeManager : public VmVolumes, public OwnedVolumes {
   // Creates the DataVolume and its claim (Pending until populated); the importer populates it.
   absl::StatusOr<ApplyDvResult> ApplyDataVolume(kvnode::v1::DataVolume dv, bool dry_run);
   absl::StatusOr<kvnode::v1::DataVolume> GetDataVolume(const std::string& ns,
-                                                       const std::string& name);
+                                                       const std::string& name) override;
   std::vector<kvnode::v1::DataVolume> ListDataVolumes(const std::string& ns) override;
   // Removes the DataVolume; the garbage collector then deletes the claim it owns.
   absl::StatusOr<kvnode::v1::DataVolume> DeleteDataVolume(const std::string& ns,
@@ -240,9 +241,16 @@ class VolumeManager : public VmVolumes, public OwnedVolumes {
                                                                  const std::string& name) override;
   absl::StatusOr<kvnode::v1::DataVolume> DataVolumeNamed(const std::string& ns,
                                                          const std::string& name) override;
-  // Starts the importer thread (blank, http, pvc sources, one at a time; failures retried
-  // with a growing delay). An import a crash interrupted starts again from the beginning.
+  // Starts the importer (data_volume_importer.h) on this node's DataVolumes: blank, http,
+  // registry and clone sources, one at a time, failures retried with a growing delay. Stopped
+  // by the destructor.
   void StartImporter();
+  // ImportTargets: what an import does to the node.
+  bool UpdateDv(const kvnode::v1::DataVolume& dv, const std::string& phase,
+                const std::string& progress, const std::string& message) override;
+  absl::Status ImportReady(const kvnode::v1::DataVolume& dv) override;
+  absl::Status Populate(const kvnode::v1::DataVolume& dv) override;
+  absl::Status BindPopulated(const kvnode::v1::DataVolume& dv) override;
 
   // --- Clone sources and DataSources (clone_sources.cc) ---
   // A DataSource's readiness now (its claim, the DataVolume filling it, the DataSource it
@@ -408,17 +416,12 @@ class VolumeManager : public VmVolumes, public OwnedVolumes {
   // The requested size of that claim ("" when not a clone or not resolvable now).
   std::string CloneSourceSizeLocked(const kvnode::v1::DataVolume& dv)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ImportLoop();
-  // Populates the claim of `dv`; the DataVolume's status follows.
-  void Import(kvnode::v1::DataVolume dv);
+  // Fills the claim's `dir` (of `size` bytes) from the DataVolume's source.
   absl::Status Populate(const kvnode::v1::DataVolume& dv, const std::string& dir, int64_t size);
   // curl, as the importer, fetches the http source into `part` (at most what a claim of
   // `claim_bytes` takes).
   absl::Status Download(const kvnode::v1::DataVolume& dv, const std::string& part,
                         int64_t claim_bytes);
-  // Stores a new status for the DataVolume of this UID if it still exists; false when gone.
-  bool UpdateDv(const kvnode::v1::DataVolume& dv, const std::string& phase,
-                const std::string& progress, const std::string& message);
   absl::Status BeginDataVolumeUpload(const kvnode::v1::ObjectRef& ref, VolumeUpload* upload);
   absl::Status RemoveClaimDirLocked(const kvnode::v1::PersistentVolumeClaim& pvc, bool retain)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -435,9 +438,7 @@ class VolumeManager : public VmVolumes, public OwnedVolumes {
   VmiLister lister_ ABSL_GUARDED_BY(mu_);
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<VolumeCollector> collector_;
-  std::thread importer_;
-  // When a failed import is tried again, by DataVolume UID (the importer's own).
-  std::map<std::string, absl::Time> retry_at_;
+  std::unique_ptr<DataVolumeImporter> importer_;
   // DataVolumes (by UID) an upload is filling now.
   std::set<std::string> uploading_ ABSL_GUARDED_BY(mu_);
   // Cache entries held for a VMI (by its UID) from PrepareVmi to ReturnToRoot.
