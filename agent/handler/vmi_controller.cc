@@ -546,7 +546,7 @@ void VmiController::OnDomainEvent(const kvnode::v1::DomainEvent& event) {
   auto it = by_uid_.find(event.vmi_uid());
   if (it == by_uid_.end()) return;
   Record* r = it->second.get();
-  r->Seen(clock_->Now());
+  r->liveness_state.Seen(clock_->Now());
   if (MigrationDomainEventLocked(r, event)) return;
   std::string before = r->vmi.status().phase();
   bool was_paused = FindCondition(r->vmi.status().conditions(), "Paused") != nullptr;
@@ -584,7 +584,7 @@ void VmiController::OnLauncherEvent(const kvnode::v1::LauncherEvent& event) {
   auto it = by_uid_.find(event.vmi_uid());
   if (it == by_uid_.end()) return;
   Record* r = it->second.get();
-  r->Seen(clock_->Now());
+  r->liveness_state.Seen(clock_->Now());
   EventLocked(r->vmi, event.type().empty() ? "Normal" : event.type(), event.reason(),
               event.message());
   if (event.reason() == "LibvirtdRestarted") Count(kHelperRestarts, {{"helper", "libvirtd"}});

@@ -50,6 +50,7 @@
 #include "agent/store/pending_deletes.h"
 #include "agent/store/store.h"
 #include "agent/handler/launcher_client.h"
+#include "agent/handler/launcher_liveness.h"
 #include "agent/handler/launcher_pods.h"
 #include "agent/supervisor/launcher_ids.h"
 #include "kvnode/v1/kubevirt.pb.h"
@@ -332,19 +333,8 @@ class VmiController {
     bool resources_held = false;
     bool shutdown_sent = false;
     absl::Time launcher_started;
-    // Liveness: last time the launcher answered or notified; probe bookkeeping.
-    absl::Time last_seen;
-    absl::Time last_probe;
-    bool probing = false;
-    bool unresponsive = false;
-    // Pings in a row that got no answer; silence counts only after kMinFailedPings of them, so
-    // a node too busy to run the launcher (or the pings) promptly never fails its guests.
-    int failed_pings = 0;
-    // The launcher answered or notified at `now`: it is not silent.
-    void Seen(absl::Time now) {
-      last_seen = now;
-      failed_pings = 0;
-    }
+    // Whether the launcher answers (pings, silence, launcher_liveness.h).
+    LauncherLiveness liveness_state;
     // When this handler accepted the VMI (for the start latency; unknown after a restart).
     absl::Time synced_at = absl::InfinitePast();
     // Live migration (vmi_migration.cc). A target record is not in uid_by_name_ and is stored

@@ -172,7 +172,7 @@ void VmiController::StartLauncher(const std::string& uid) {
   // was: it gets the pool as it is now, before its libvirtd starts QEMU.
   KeepOnSharedCpusLocked(*r);
   r->launcher_started = clock_->Now();
-  r->last_seen = r->launcher_started;
+  r->liveness_state.Seen(r->launcher_started);
   const VmiPaths vp = paths_.vmi(uid);
   auto* ls = r->vmi.mutable_status()->mutable_launcher();
   ls->set_pid(launch->handle.pid);
@@ -575,7 +575,7 @@ bool VmiController::ReplaceLauncher(const std::string& uid, pid_t pid, const std
   r->launcher_start_time = handle->start_time;
   r->launcher_alive = true;
   r->launcher_started = clock_->Now();
-  r->last_seen = r->launcher_started;
+  r->liveness_state.Seen(r->launcher_started);
   auto* ls = r->vmi.mutable_status()->mutable_launcher();
   ls->set_pid(handle->pid);
   ls->set_start_time(std::to_string(handle->start_time));

@@ -379,7 +379,7 @@ absl::Status VmiController::RecoverMigrationTargetsLocked(std::vector<std::strin
     r->launcher_start_time = start;
     r->launcher_alive = true;
     r->launcher_started = clock_->Now();
-    r->last_seen = r->launcher_started;
+    r->liveness_state.Seen(r->launcher_started);
     by_uid_[uid] = std::move(r);
     WatchLauncher(uid, launcher.pid(), start);
     resolve->push_back(uid);
@@ -412,7 +412,7 @@ void VmiController::ResolveRecoveredTarget(const std::string& uid) {
       // libvirt resumed the guest here (its Finish step) while the handler was down: the
       // source handed it over, so the migration completed even if the source could not say so.
       r->launcher_ready = true;
-      r->Seen(clock_->Now());
+      r->liveness_state.Seen(clock_->Now());
       auto* ms = r->vmi.mutable_status()->mutable_migration_state();
       ms->set_completed(true);
       ms->set_failed(false);

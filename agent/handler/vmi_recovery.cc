@@ -48,7 +48,7 @@ absl::Status VmiController::Recover() {
         rec->launcher_start_time = start;
         rec->launcher_alive = true;
         rec->launcher_started = clock_->Now();
-        rec->last_seen = rec->launcher_started;
+        rec->liveness_state.Seen(rec->launcher_started);
         WatchLauncher(uid, launcher.pid(), start);
         if (config_.pod_network != nullptr) {
           // Its DHCP server too (one that died while the handler was down is started again).
@@ -274,7 +274,7 @@ void VmiController::RefreshLauncher(const std::string& uid) {
     }
     r->refresh_failed = false;
     r->launcher_ready = true;
-    r->Seen(clock_->Now());
+    r->liveness_state.Seen(clock_->Now());
     if (domain.exists()) {
       if (ApplyDomainStatus(&r->vmi, domain, clock_->Now())) {
         UpdateReadyLocked(r);
