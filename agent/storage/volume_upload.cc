@@ -185,8 +185,14 @@ void VolumeUpload::Abort() {
   if (!target_.has_pvc() || pvc_.metadata().uid().empty()) return;
   auto stored = m->LoadPvcLocked(pvc_.metadata().namespace_(), pvc_.metadata().name());
   if (stored.ok() && stored->metadata().uid() == pvc_.metadata().uid()) {
-    (void)m->store_->Delete(kPvcKind, &*stored);
-    (void)m->RemoveClaimDirLocked(*stored, false);
+    // The claim first: a dir left without it is the next upload's to replace; a Pending claim
+    // left is the user's to delete (said here).
+    absl::Status s = m->store_->Delete(kPvcKind, &*stored).status();
+    if (s.ok()) s = m->RemoveClaimDirLocked(*stored, false);
+    if (!s.ok()) {
+      spdlog::warn("PersistentVolumeClaim {}/{}: the failed upload's claim not removed: {}",
+                   pvc_.metadata().namespace_(), pvc_.metadata().name(), s.ToString());
+    }
   }
 }
 
