@@ -20,7 +20,7 @@ using kvnode::v1::VirtualMachineInstance;
 
 void VmiController::WatchDhcpLocked(Record* r, pid_t pid, uint64_t start_time) {
   if (pid <= 0) return;
-  r->dhcp_pid = pid;
+  r->dhcp.pid = pid;
   const std::string uid = r->vmi.metadata().uid();
   absl::Status s = pods_->Watch(pid, start_time, [this, uid, pid](std::optional<int> status) {
     work_.Schedule([this, uid, pid, status] { OnDhcpExit(uid, pid, status); });
@@ -36,16 +36,16 @@ void VmiController::OnDhcpExit(const std::string& uid, pid_t pid,
   Record* r = it->second.get();
   // Only the pod's current DHCP server of a VMI that still runs matters; the teardown of an
   // ended pod ends it on purpose.
-  if (r->dhcp_pid != pid || !r->launcher_alive || IsFinalPhase(r->vmi.status().phase())) return;
+  if (r->dhcp.pid != pid || !r->launcher_alive || IsFinalPhase(r->vmi.status().phase())) return;
   DhcpGoneLocked(r, absl::StrCat("dnsmasq (the pod's DHCP server) ",
                                  wait_status ? DescribeWaitStatus(*wait_status) : "exited"));
 }
 
 void VmiController::DhcpGoneLocked(Record* r, const std::string& how) {
   const std::string uid = r->vmi.metadata().uid();
-  r->dhcp_pid = 0;
-  r->dhcp_exit = how;
-  HelperRestarts::Decision d = r->dhcp_restarts.OnExit(clock_->Now());
+  r->dhcp.pid = 0;
+  r->dhcp.exit = how;
+  HelperRestarts::Decision d = r->dhcp.restarts.OnExit(clock_->Now());
   if (!d.give_up) {
     work_.ScheduleAfter(d.delay, [this, uid] { RestartDhcp(uid); });
     spdlog::warn("VMI {}: {}; starting it again in {}", uid, how, absl::FormatDuration(d.delay));
@@ -67,7 +67,7 @@ void VmiController::RestartDhcp(const std::string& uid) {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
     // The pod ended meanwhile, or a DHCP server runs again already (a handler restart).
-    if (it == by_uid_.end() || !it->second->launcher_alive || it->second->dhcp_pid != 0) return;
+    if (it == by_uid_.end() || !it->second->launcher_alive || it->second->dhcp.pid != 0) return;
     vmi = it->second->vmi;
   }
   // The pod network's Setup is idempotent: it starts what is missing (the DHCP server).
@@ -82,13 +82,13 @@ void VmiController::RestartDhcp(const std::string& uid) {
   Record* r = it->second.get();
   if (!attachment.ok()) {
     // Counted as another exit: tried again later, or a crash loop.
-    DhcpGoneLocked(r, r->dhcp_exit + "; starting it again failed: " +
+    DhcpGoneLocked(r, r->dhcp.exit + "; starting it again failed: " +
                           std::string(attachment.status().message()));
     return;
   }
   WatchDhcpLocked(r, attachment->dhcp_pid, attachment->dhcp_start_time);
   EventLocked(r->vmi, "Warning", "DhcpServerRestarted",
-              r->dhcp_exit + "; started again (pid " + std::to_string(attachment->dhcp_pid) + ")");
+              r->dhcp.exit + "; started again (pid " + std::to_string(attachment->dhcp_pid) + ")");
   Count(kHelperRestarts, {{"helper", "dnsmasq"}});
 }
 

@@ -80,7 +80,7 @@ VmiController::~VmiController() {
 // ---------------------------------------------------------------------------------------------
 
 absl::Status VmiController::Persist(Record* r, const std::string& type) {
-  if (r->migration_target) return absl::OkStatus();  // not this node's VMI yet
+  if (r->migration.target) return absl::OkStatus();  // not this node's VMI yet
   // A VMI whose first write failed is still new to the store and its watchers.
   const std::string& kind = r->unpersisted_type == "ADDED" ? r->unpersisted_type : type;
   auto rv = store_->Put(kVmiKind, &r->vmi, kind);

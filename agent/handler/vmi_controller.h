@@ -337,19 +337,26 @@ class VmiController {
     LauncherLiveness liveness_state;
     // When this handler accepted the VMI (for the start latency; unknown after a restart).
     absl::Time synced_at = absl::InfinitePast();
-    // Live migration (vmi_migration.cc). A target record is not in uid_by_name_ and is stored
-    // only as a kMigrationTargetKind object until the migrated domain resumes here
-    // (`migration_target` false again), when it becomes the node's VMI.
-    bool migration_target = false;
-    bool incoming_ready = false;
-    kvnode::v1::VirtualMachineInstanceStatus source_status;
-    // The VM that came with the migration (stored as kMigratedVmKind while the record is a
-    // target), adopted by this node's VM controller when the domain resumes here.
-    std::optional<kvnode::v1::VirtualMachine> owner_vm;
-    // A target's node-local claims made for block migration (MigrationTarget::copied_claims).
-    std::map<std::string, std::string> copied_claims;
-    bool migrating_out = false;
-    bool migrated_away = false;
+    // Live migration (vmi_migration.cc).
+    struct Migration {
+      // A target record is not in uid_by_name_ and is stored only as a kMigrationTargetKind
+      // object until the migrated domain resumes here (`target` false again), when it becomes
+      // the node's VMI.
+      bool target = false;
+      // The target's launcher is ready for the incoming domain.
+      bool incoming_ready = false;
+      // The VMI's status as its source had it (the phase history the target carries on).
+      kvnode::v1::VirtualMachineInstanceStatus source_status;
+      // The VM that came with the migration (stored as kMigratedVmKind while the record is a
+      // target), adopted by this node's VM controller when the domain resumes here.
+      std::optional<kvnode::v1::VirtualMachine> owner_vm;
+      // A target's node-local claims made for block migration (MigrationTarget::copied_claims).
+      std::map<std::string, std::string> copied_claims;
+      // Source: the domain is being sent away; it left (MarkMigratedAwayLocked).
+      bool out = false;
+      bool away = false;
+    };
+    Migration migration;
     // Readiness and liveness probes, from when the domain runs (vmi_probes.cc).
     std::unique_ptr<ProbeState> readiness;
     std::unique_ptr<ProbeState> liveness;
@@ -357,9 +364,12 @@ class VmiController {
     // ends the VMI.
     HelperRestarts launcher_restarts;
     // The pod's DHCP server (dnsmasq), supervised while the launcher lives (dhcp_supervision.cc).
-    pid_t dhcp_pid = 0;
-    HelperRestarts dhcp_restarts;
-    std::string dhcp_exit;  // how it ended last
+    struct Dhcp {
+      pid_t pid = 0;
+      HelperRestarts restarts;
+      std::string exit;  // how it ended last
+    };
+    Dhcp dhcp;
     // A re-adopted launcher that did not answer (its libvirtd restarting, say) is asked again
     // each second (vmi_recovery.cc); only the first failure is an event.
     bool refresh_failed = false;

@@ -118,7 +118,7 @@ void VmiController::StartLauncher(const std::string& uid) {
       r->start_scheduled = false;
       return;
     }
-    migration_target = r->migration_target;
+    migration_target = r->migration.target;
     if (!HoldResourcesLocked(r)) {
       r->start_scheduled = false;  // the janitor tries again
       return;
@@ -347,18 +347,18 @@ grpc::Status VmiController::SyncLauncher(const std::string& uid) {
     *req.mutable_options() = DomainOptionsFor(r->vmi);
     ApplyPodInterfaces(uid, req.mutable_options());
     req.mutable_options()->set_start_paused(r->vmi.spec().start_strategy() == "Paused");
-    req.mutable_options()->set_incoming(r->migration_target);
+    req.mutable_options()->set_incoming(r->migration.target);
     // A Running VMI's launcher (one that replaced a dead launcher) only ever takes a running
     // domain over: its guest is never booted a second time.
     req.mutable_options()->set_adopt(r->vmi.status().phase() == phase::kRunning &&
-                                     !r->migration_target);
+                                     !r->migration.target);
   }
   grpc::Status s = launchers_.Sync(uid, req);
   if (s.ok() && req.options().incoming()) {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
-    if (it != by_uid_.end() && it->second->migration_target) {
-      it->second->incoming_ready = true;
+    if (it != by_uid_.end() && it->second->migration.target) {
+      it->second->migration.incoming_ready = true;
       PersistTargetLocked(it->second.get());  // before the source may send the domain
     }
     changed_.SignalAll();
@@ -503,7 +503,7 @@ bool VmiController::ReplaceLauncher(const std::string& uid, pid_t pid, const std
     std::string why;
     if (r->launcher_pid != pid) {
       why = "it is no longer the VMI's launcher";
-    } else if (r->migration_target || r->migrating_out) {
+    } else if (r->migration.target || r->migration.out) {
       why = "the VMI is migrating";
     } else if (r->vmi.status().phase() != phase::kRunning) {
       why = absl::StrCat("the VMI is ", r->vmi.status().phase(), ", not Running");
@@ -588,7 +588,7 @@ bool VmiController::ReplaceLauncher(const std::string& uid, pid_t pid, const std
   // The pod's DHCP server goes on under the new launcher (watched already, unless the handler
   // restarted meanwhile).
   if (attachment.has_value() && !attachment->interface_name.empty() &&
-      r->dhcp_pid != attachment->dhcp_pid) {
+      r->dhcp.pid != attachment->dhcp_pid) {
     WatchDhcpLocked(r, attachment->dhcp_pid, attachment->dhcp_start_time);
   }
   EndSpawnLocked(r, /*started=*/true);

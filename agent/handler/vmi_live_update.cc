@@ -91,7 +91,7 @@ absl::Status VmiController::BeginLiveUpdateLocked(Record* r, const VirtualMachin
 absl::Status VmiController::UpdateCpu(const ObjectRef& ref, const kvnode::v1::CPU& cpu) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Record * r, LiveUpdatableLocked(ref));
-  if (r->migrating_out || r->migration_target) {
+  if (r->migration.out || r->migration.target) {
     return absl::FailedPreconditionError("CPU hotplug is not allowed while VMI is migrating");
   }
   if (HasCondition(r->vmi, kHotVcpuChangeCondition)) {
@@ -129,7 +129,7 @@ absl::Status VmiController::UpdateCpu(const ObjectRef& ref, const kvnode::v1::CP
 absl::Status VmiController::UpdateMemory(const ObjectRef& ref, const std::string& guest) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Record * r, LiveUpdatableLocked(ref));
-  if (r->migrating_out || r->migration_target) {
+  if (r->migration.out || r->migration.target) {
     return absl::FailedPreconditionError("memory hotplug is not allowed while VMI is migrating");
   }
   if (HasCondition(r->vmi, kHotMemoryChangeCondition)) {

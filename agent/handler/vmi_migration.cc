@@ -59,15 +59,15 @@ absl::StatusOr<VirtualMachineInstance> VmiController::BeginMigrationOut(
     return absl::FailedPreconditionError("cannot migrate VMI " + ref.name() +
                                          ": a CPU or memory hotplug is in progress");
   }
-  if (r->migrating_out) {
+  if (r->migration.out) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot migrate VMI ", ref.name(), ": migration ",
         status.migration_state().migration_uid(), " is in progress"));
   }
-  r->migrating_out = true;
+  r->migration.out = true;
   *r->vmi.mutable_status()->mutable_migration_state() = state;
   // KubeVirt's words: BlockMigration when disks were copied, LiveMigration otherwise.
-  bool copied = !r->copied_claims.empty() || !CopiedVmiDisksOf(r->vmi).empty();
+  bool copied = !r->migration.copied_claims.empty() || !CopiedVmiDisksOf(r->vmi).empty();
   r->vmi.mutable_status()->set_migration_method(copied ? "BlockMigration" : "LiveMigration");
   r->vmi.mutable_status()->set_migration_transport("Unix");
   RETURN_IF_ERROR(Persist(r, "MODIFIED"));
@@ -97,7 +97,7 @@ void VmiController::EndMigrationOut(const std::string& uid) {
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return;
   Record* r = it->second.get();
-  r->migrating_out = false;
+  r->migration.out = false;
   const auto& st = r->vmi.status().migration_state();
   if (!r->launcher_alive) {
     // Its launcher exited while the handler was down, and the target does not have it.
@@ -124,7 +124,7 @@ void VmiController::CompleteMigrationOut(const std::string& uid) {
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return;  // its launcher's exit already let it go
   Record* r = it->second.get();
-  r->migrated_away = true;
+  r->migration.away = true;
   if (r->launcher_alive) return;  // MigrationLauncherExitLocked removes it
   MarkMigratedAwayLocked(r);
   EventLocked(r->vmi, "Normal", "Migrated",
@@ -177,17 +177,17 @@ absl::StatusOr<std::shared_ptr<kvnode::v1::Launcher::Stub>> VmiController::Migra
 
 bool VmiController::MigrationDomainEventLocked(Record* r, const kvnode::v1::DomainEvent& event) {
   const auto& d = event.status();
-  if (r->migration_target) {
+  if (r->migration.target) {
     // Only a resume means the migration finished here (libvirt resumes the target in its
     // Finish step, after the source handed over); until then nothing is this node's.
     if (absl::StartsWith(event.libvirt_event(), "Resumed/")) PromoteTargetLocked(r, d);
     return true;
   }
-  if (!r->migrating_out) return false;
+  if (!r->migration.out) return false;
   // The source pauses the guest for the last pages, then the domain leaves: neither is a
   // change of the VMI (KubeVirt's virt-handler ignores them too).
   if (d.final() && d.reason() == "Migrated") {
-    r->migrated_away = true;
+    r->migration.away = true;
     return true;
   }
   return d.state() == "Paused" && (d.reason() == "Migration" || d.reason() == "Migrated");
@@ -196,7 +196,7 @@ bool VmiController::MigrationDomainEventLocked(Record* r, const kvnode::v1::Doma
 bool VmiController::MigrationLauncherExitLocked(Record* r,
                                                 const std::optional<kvnode::v1::DomainStatus>& final) {
   std::string uid = r->vmi.metadata().uid();
-  if (r->migration_target) {
+  if (r->migration.target) {
     // A target that never took the VMI: nothing of it is this node's.
     spdlog::info("migration target launcher of VMI {} ended; removing its pod", uid);
     ForgetTargetLocked(r);
@@ -207,7 +207,7 @@ bool VmiController::MigrationLauncherExitLocked(Record* r,
     work_.Schedule([this, uid, vmi] { CleanupVmiDir(uid, vmi); });
     return true;
   }
-  bool left = r->migrated_away || (r->migrating_out && final.has_value() &&
+  bool left = r->migration.away || (r->migration.out && final.has_value() &&
                                    final->reason() == "Migrated");
   if (!left) return false;
   MarkMigratedAwayLocked(r);
@@ -240,12 +240,12 @@ std::string VmiController::BackendStorageDirOf(const VirtualMachineInstance& vmi
 }
 
 void VmiController::PromoteTargetLocked(Record* r, const kvnode::v1::DomainStatus& domain) {
-  r->migration_target = false;
+  r->migration.target = false;
   // The source let go of the disks: their group becomes this VMI identity's too.
   TakeClaimsLocked(r);
   auto* status = r->vmi.mutable_status();
-  status->set_phase(r->source_status.phase());
-  *status->mutable_phase_transition_timestamps() = r->source_status.phase_transition_timestamps();
+  status->set_phase(r->migration.source_status.phase());
+  *status->mutable_phase_transition_timestamps() = r->migration.source_status.phase_transition_timestamps();
   status->set_node_name(config_.node_name);
   ApplyDomainStatus(&r->vmi, domain, clock_->Now());
   auto* ms = status->mutable_migration_state();
@@ -259,9 +259,9 @@ void VmiController::PromoteTargetLocked(Record* r, const kvnode::v1::DomainStatu
   ForgetTargetLocked(r, /*keep_vm=*/true);
   EventLocked(r->vmi, "Normal", "Migrated",
               absl::StrCat("The VirtualMachineInstance migrated to node ", config_.node_name));
-  if (r->owner_vm.has_value()) {
-    kvnode::v1::VirtualMachine vm = *r->owner_vm;
-    r->owner_vm.reset();
+  if (r->migration.owner_vm.has_value()) {
+    kvnode::v1::VirtualMachine vm = *r->migration.owner_vm;
+    r->migration.owner_vm.reset();
     work_.Schedule([this, vm] { AdoptArrivedVm(vm); });  // the VM controller's lock comes first
   }
   changed_.SignalAll();
@@ -308,11 +308,11 @@ std::optional<kvnode::v1::VirtualMachine> VmiController::OwnerVm(const VirtualMa
 void VmiController::PersistTargetLocked(Record* r) {
   VirtualMachineInstance stored = r->vmi;
   auto* status = stored.mutable_status();
-  status->set_phase(r->source_status.phase());
-  *status->mutable_phase_transition_timestamps() = r->source_status.phase_transition_timestamps();
+  status->set_phase(r->migration.source_status.phase());
+  *status->mutable_phase_transition_timestamps() = r->migration.source_status.phase_transition_timestamps();
   auto rv = store_->Put(kMigrationTargetKind, &stored, "ADDED");
-  if (rv.ok() && r->owner_vm.has_value()) {
-    kvnode::v1::VirtualMachine vm = *r->owner_vm;
+  if (rv.ok() && r->migration.owner_vm.has_value()) {
+    kvnode::v1::VirtualMachine vm = *r->migration.owner_vm;
     rv = store_->Put(kMigratedVmKind, &vm, "ADDED");
   }
   if (!rv.ok()) {
@@ -328,8 +328,8 @@ void VmiController::ForgetTargetLocked(Record* r, bool keep_vm) {
     work_.Schedule([this, stored] { config_.volumes->DropCopiedClaims(stored); });
   }
   auto rv = store_->Delete(kMigrationTargetKind, &stored);
-  if (rv.ok() && r->owner_vm.has_value() && !keep_vm) {
-    kvnode::v1::VirtualMachine vm = *r->owner_vm;
+  if (rv.ok() && r->migration.owner_vm.has_value() && !keep_vm) {
+    kvnode::v1::VirtualMachine vm = *r->migration.owner_vm;
     rv = store_->Delete(kMigratedVmKind, &vm);
   }
   if (!rv.ok()) {
@@ -352,7 +352,7 @@ absl::Status VmiController::RecoverMigrationTargetsLocked(std::vector<std::strin
         Annotate(FromJson(o.json, &r->vmi), "migration target " + o.ns + "/" + o.name));
     const std::string uid = r->vmi.metadata().uid();
     if (auto vm = waiting.find({o.ns, o.name}); vm != waiting.end()) {
-      r->owner_vm = vm->second;
+      r->migration.owner_vm = vm->second;
       waiting.erase(vm);
     }
     const auto& launcher = r->vmi.status().launcher();
@@ -371,9 +371,9 @@ absl::Status VmiController::RecoverMigrationTargetsLocked(std::vector<std::strin
       ForgetTargetLocked(r.get());
       continue;
     }
-    r->migration_target = true;
-    r->incoming_ready = true;
-    r->source_status = r->vmi.status();
+    r->migration.target = true;
+    r->migration.incoming_ready = true;
+    r->migration.source_status = r->vmi.status();
     r->vmi.mutable_status()->set_phase(phase::kScheduled);
     r->launcher_pid = launcher.pid();
     r->launcher_start_time = start;
@@ -406,7 +406,7 @@ void VmiController::ResolveRecoveredTarget(const std::string& uid) {
   {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
-    if (it == by_uid_.end() || !it->second->migration_target) return;
+    if (it == by_uid_.end() || !it->second->migration.target) return;
     Record* r = it->second.get();
     if (s.ok() && domain.exists() && domain.state() == "Running") {
       // libvirt resumed the guest here (its Finish step) while the handler was down: the
@@ -509,10 +509,10 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
     }
     auto record = std::make_unique<Record>();
     record->vmi = vmi;
-    record->migration_target = true;
-    record->copied_claims = std::move(copied);
-    if (owner_vm != nullptr) record->owner_vm = *owner_vm;
-    record->source_status = vmi.status();
+    record->migration.target = true;
+    record->migration.copied_claims = std::move(copied);
+    if (owner_vm != nullptr) record->migration.owner_vm = *owner_vm;
+    record->migration.source_status = vmi.status();
     // The target runs each containerDisk on the image the source runs (by digest).
     auto images = vmi.status().launcher().container_disks();
     record->vmi.mutable_status()->clear_launcher();
@@ -530,7 +530,7 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
     // Synchronized=False: the pod could not be made (no pod IP, no disk); an image still
     // being pulled is waited for.
     const auto* sync = FindCondition(r->vmi.status().conditions(), "Synchronized");
-    return r->incoming_ready || IsFinalPhase(r->vmi.status().phase()) ||
+    return r->migration.incoming_ready || IsFinalPhase(r->vmi.status().phase()) ||
            (sync != nullptr && sync->reason() != kImagePullingReason);
   };
   absl::Time deadline = absl::Now() + timeout;
@@ -540,7 +540,7 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
     return absl::UnavailableError("the target launcher ended before it was ready");
   }
   Record* r = it->second.get();
-  if (!r->incoming_ready) {
+  if (!r->migration.incoming_ready) {
     const auto* sync = FindCondition(r->vmi.status().conditions(), "Synchronized");
     std::string why = sync != nullptr ? sync->message() : "launcher not ready in time";
     std::string id = uid;
@@ -555,7 +555,7 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
   t.vmi_dir = paths_.vmi(uid).root();
   t.socket_dir = paths_.vmi(uid).socket_dir();
   t.launcher_pid = r->launcher_pid;
-  t.copied_claims = r->copied_claims;
+  t.copied_claims = r->migration.copied_claims;
   for (const auto& i : r->vmi.status().interfaces()) {
     if (!i.ip_address().empty()) t.pod_ip = i.ip_address();
   }
@@ -565,7 +565,7 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
 absl::StatusOr<std::string> VmiController::MigrationTargetSocket(const std::string& uid) {
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
-  if (it == by_uid_.end() || !it->second->migration_target || !it->second->incoming_ready) {
+  if (it == by_uid_.end() || !it->second->migration.target || !it->second->migration.incoming_ready) {
     return absl::NotFoundError("no migration target is prepared for VMI " + uid + " on node " +
                                config_.node_name);
   }
@@ -586,7 +586,7 @@ std::optional<std::string> VmiController::MigrationSourceOf(const std::string& u
 bool VmiController::IsPendingMigrationTarget(const std::string& uid) {
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
-  return it != by_uid_.end() && it->second->migration_target;
+  return it != by_uid_.end() && it->second->migration.target;
 }
 
 absl::Status VmiController::AbortMigrationTarget(const std::string& uid) {
@@ -596,7 +596,7 @@ absl::Status VmiController::AbortMigrationTarget(const std::string& uid) {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
     if (it == by_uid_.end()) return absl::OkStatus();
-    if (!it->second->migration_target) {
+    if (!it->second->migration.target) {
       return absl::FailedPreconditionError("VMI " + uid + " already runs on node " +
                                            config_.node_name);
     }
@@ -624,14 +624,14 @@ absl::StatusOr<VirtualMachineInstance> VmiController::CompleteMigrationTarget(
   absl::MutexLock lock(&mu_);
   auto pending = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = by_uid_.find(uid);
-    return it != by_uid_.end() && it->second->migration_target;
+    return it != by_uid_.end() && it->second->migration.target;
   };
   absl::Time deadline = absl::Now() + timeout;
   while (pending() && absl::Now() < deadline) changed_.WaitWithDeadline(&mu_, deadline);
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return absl::NotFoundError("VMI " + uid + " is not on node " + config_.node_name);
   Record* r = it->second.get();
-  if (r->migration_target) {
+  if (r->migration.target) {
     return absl::DeadlineExceededError("the migrated domain did not resume on node " +
                                        config_.node_name);
   }
@@ -642,7 +642,7 @@ absl::StatusOr<VirtualMachineInstance> VmiController::CompleteMigrationTarget(
   ms->set_target_node_domain_detected(detected);
   ms->set_target_node_domain_ready_timestamp(ready);
   // KubeVirt's words: BlockMigration when disks were copied, LiveMigration otherwise.
-  bool copied = !r->copied_claims.empty() || !CopiedVmiDisksOf(r->vmi).empty();
+  bool copied = !r->migration.copied_claims.empty() || !CopiedVmiDisksOf(r->vmi).empty();
   r->vmi.mutable_status()->set_migration_method(copied ? "BlockMigration" : "LiveMigration");
   r->vmi.mutable_status()->set_migration_transport("Unix");
   SetLiveMigratableCondition(&r->vmi, ClaimClassesOf(r->vmi), clock_->Now());

@@ -35,7 +35,7 @@ absl::Status VmiController::Recover() {
     by_uid_[uid] = std::move(r);
     // A migration this node was the source of, unfinished when the handler stopped: the
     // migration controller resolves it with the target (the domain may be there now).
-    rec->migrating_out = IsMigratingOutFrom(rec->vmi.status(), config_.node_name);
+    rec->migration.out = IsMigratingOutFrom(rec->vmi.status(), config_.node_name);
     const auto& launcher = rec->vmi.status().launcher();
     bool alive = false;
     if (launcher.pid() > 0) {
@@ -78,7 +78,7 @@ absl::Status VmiController::Recover() {
       ScheduleStartLocked(rec);
       continue;
     }
-    if (rec->migrating_out) {
+    if (rec->migration.out) {
       rec->vmi.mutable_status()->mutable_launcher()->set_pid(0);
       rec->vmi.mutable_status()->mutable_launcher()->set_qemu_pid(0);
       continue;
@@ -282,7 +282,7 @@ void VmiController::RefreshLauncher(const std::string& uid) {
       }
     } else if (!IsFinalPhase(r->vmi.status().phase())) {
       // A domain that left in a migration is never started again here.
-      need_sync = r->vmi.metadata().deletion_timestamp().empty() && !r->migrating_out;
+      need_sync = r->vmi.metadata().deletion_timestamp().empty() && !r->migration.out;
     }
     if (!r->vmi.metadata().deletion_timestamp().empty()) {
       need_shutdown = true;
