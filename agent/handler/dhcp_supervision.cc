@@ -36,7 +36,7 @@ void VmiController::OnDhcpExit(const std::string& uid, pid_t pid,
   Record* r = it->second.get();
   // Only the pod's current DHCP server of a VMI that still runs matters; the teardown of an
   // ended pod ends it on purpose.
-  if (r->dhcp.pid != pid || !r->launcher_alive || IsFinalPhase(r->vmi.status().phase())) return;
+  if (r->dhcp.pid != pid || !r->launcher.alive || IsFinalPhase(r->vmi.status().phase())) return;
   DhcpGoneLocked(r, absl::StrCat("dnsmasq (the pod's DHCP server) ",
                                  wait_status ? DescribeWaitStatus(*wait_status) : "exited"));
 }
@@ -67,7 +67,7 @@ void VmiController::RestartDhcp(const std::string& uid) {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
     // The pod ended meanwhile, or a DHCP server runs again already (a handler restart).
-    if (it == by_uid_.end() || !it->second->launcher_alive || it->second->dhcp.pid != 0) return;
+    if (it == by_uid_.end() || !it->second->launcher.alive || it->second->dhcp.pid != 0) return;
     vmi = it->second->vmi;
   }
   // The pod network's Setup is idempotent: it starts what is missing (the DHCP server).
@@ -78,7 +78,7 @@ void VmiController::RestartDhcp(const std::string& uid) {
                      : absl::NotFoundError("VMI " + uid + " has no launcher identity");
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
-  if (it == by_uid_.end() || !it->second->launcher_alive) return;
+  if (it == by_uid_.end() || !it->second->launcher.alive) return;
   Record* r = it->second.get();
   if (!attachment.ok()) {
     // Counted as another exit: tried again later, or a crash loop.

@@ -16,32 +16,32 @@ constexpr absl::Duration kMaxPingDeadline = absl::Seconds(5);
 }  // namespace
 
 void VmiController::CheckLivenessLocked(Record* r, absl::Time now) {
-  if (!r->launcher_alive || !r->launcher_ready || IsFinalPhase(r->vmi.status().phase())) return;
+  if (!r->launcher.alive || !r->launcher.ready || IsFinalPhase(r->vmi.status().phase())) return;
   const std::string uid = r->vmi.metadata().uid();
-  if (r->liveness_state.StartPing(now, config_.launcher_probe_interval)) {
+  if (r->launcher.liveness.StartPing(now, config_.launcher_probe_interval)) {
     liveness_.Schedule([this, uid] { ProbeLauncher(uid); });
   }
   const LauncherLiveness::Timeouts timeouts{config_.launcher_probe_interval,
                                             config_.launcher_unresponsive_timeout,
                                             config_.launcher_failure_timeout};
-  LauncherLiveness::Verdict verdict = r->liveness_state.Check(now, timeouts);
+  LauncherLiveness::Verdict verdict = r->launcher.liveness.Check(now, timeouts);
   if (verdict == LauncherLiveness::Verdict::kUnresponsive) {
     auto* status = r->vmi.mutable_status();
     SetPhase(status, phase::kUnknown, now);
     status->set_reason("LauncherUnresponsive");
     SetCondition(status->mutable_conditions(), "Ready", "False", "LauncherUnresponsive",
                  absl::StrCat("The launcher has not answered for ",
-                              absl::FormatDuration(r->liveness_state.silent(now))),
+                              absl::FormatDuration(r->launcher.liveness.silent(now))),
                  now);
     PersistOrRetryLocked(r, "MODIFIED");
     EventLocked(r->vmi, "Warning", "LauncherUnresponsive",
-                absl::StrCat("launcher pid ", r->launcher_pid, " does not answer"));
-    verdict = r->liveness_state.Check(now, timeouts);  // silent past both at once
+                absl::StrCat("launcher pid ", r->launcher.pid, " does not answer"));
+    verdict = r->launcher.liveness.Check(now, timeouts);  // silent past both at once
   }
   if (verdict == LauncherLiveness::Verdict::kFailed) {
     FailVmi(&r->vmi, "LauncherUnresponsive",
             absl::StrCat("The launcher did not answer for ",
-                         absl::FormatDuration(r->liveness_state.silent(now)),
+                         absl::FormatDuration(r->launcher.liveness.silent(now)),
                          "; it and its QEMU were stopped."),
             now);
     PersistOrRetryLocked(r, "MODIFIED");
@@ -62,7 +62,7 @@ void VmiController::ProbeLauncher(const std::string& uid) {
     auto it = by_uid_.find(uid);
     if (it == by_uid_.end()) return;
     Record* r = it->second.get();
-    if (r->liveness_state.PingDone(ok, clock_->Now()) && !IsFinalPhase(r->vmi.status().phase())) {
+    if (r->launcher.liveness.PingDone(ok, clock_->Now()) && !IsFinalPhase(r->vmi.status().phase())) {
       r->vmi.mutable_status()->set_reason("");
       EventLocked(r->vmi, "Normal", "LauncherResponsive", "launcher answers again");
       refresh = true;

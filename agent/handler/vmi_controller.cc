@@ -207,7 +207,7 @@ std::optional<LauncherClient::Launcher> VmiController::CurrentLauncher(const std
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return std::nullopt;
-  return LauncherClient::Launcher{it->second->launcher_pid, it->second->launcher_start_time};
+  return LauncherClient::Launcher{it->second->launcher.pid, it->second->launcher.start_time};
 }
 
 std::map<std::string, int> VmiController::PhaseCounts() {
@@ -354,7 +354,7 @@ absl::StatusOr<VirtualMachineInstance> VmiController::Delete(const ObjectRef& re
     meta->set_deletion_grace_period_seconds(g);
   }
   VirtualMachineInstance snapshot = r->vmi;
-  if (!r->launcher_alive) {
+  if (!r->launcher.alive) {
     // Nothing runs (never started, or already ended): gone at once.
     std::string uid = meta->uid();
     if (!IsFinalPhase(r->vmi.status().phase())) {
@@ -379,7 +379,7 @@ grpc::Status VmiController::CallRunningLauncher(const ObjectRef& ref, absl::Dura
     absl::MutexLock lock(&mu_);
     auto r = MustFindLocked(ref);
     if (!r.ok()) return ToGrpcStatus(r.status());
-    if ((*r)->vmi.status().phase() != phase::kRunning || !(*r)->launcher_alive) {
+    if ((*r)->vmi.status().phase() != phase::kRunning || !(*r)->launcher.alive) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           absl::StrCat("VMI ", ref.name(), " is not running (phase ",
                                        (*r)->vmi.status().phase(), ")"));
@@ -467,7 +467,7 @@ absl::StatusOr<std::string> VmiController::DomainXml(const ObjectRef& ref) {
     absl::MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(Record * r, MustFindLocked(ref));
     vmi = r->vmi;
-    alive = r->launcher_alive && r->launcher_ready;
+    alive = r->launcher.alive && r->launcher.ready;
   }
   if (alive) {
     kvnode::v1::DomainStatus resp;
@@ -546,7 +546,7 @@ void VmiController::OnDomainEvent(const kvnode::v1::DomainEvent& event) {
   auto it = by_uid_.find(event.vmi_uid());
   if (it == by_uid_.end()) return;
   Record* r = it->second.get();
-  r->liveness_state.Seen(clock_->Now());
+  r->launcher.liveness.Seen(clock_->Now());
   if (MigrationDomainEventLocked(r, event)) return;
   std::string before = r->vmi.status().phase();
   bool was_paused = FindCondition(r->vmi.status().conditions(), "Paused") != nullptr;
@@ -584,21 +584,21 @@ void VmiController::OnLauncherEvent(const kvnode::v1::LauncherEvent& event) {
   auto it = by_uid_.find(event.vmi_uid());
   if (it == by_uid_.end()) return;
   Record* r = it->second.get();
-  r->liveness_state.Seen(clock_->Now());
+  r->launcher.liveness.Seen(clock_->Now());
   EventLocked(r->vmi, event.type().empty() ? "Normal" : event.type(), event.reason(),
               event.message());
   if (event.reason() == "LibvirtdRestarted") Count(kHelperRestarts, {{"helper", "libvirtd"}});
   if (event.reason() == "LauncherReady") {
-    if (r->spawning) {
-      r->ready_while_spawning = true;  // applied once the spawn is recorded
-    } else if (!r->launcher_ready) {
+    if (r->launcher.spawning) {
+      r->launcher.ready_while_spawning = true;  // applied once the spawn is recorded
+    } else if (!r->launcher.ready) {
       LauncherReadyLocked(r);
     }
   }
 }
 
 void VmiController::LauncherReadyLocked(Record* r) {
-  r->launcher_ready = true;
+  r->launcher.ready = true;
   // A launcher that replaced a dead one finds its VMI Running: it stays so.
   if (r->vmi.status().phase() != phase::kRunning &&
       SetPhase(r->vmi.mutable_status(), phase::kScheduled, clock_->Now())) {
@@ -613,14 +613,14 @@ void VmiController::BeginSpawn(const std::string& uid) {
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return;
-  it->second->spawning = true;
-  it->second->ready_while_spawning = false;
+  it->second->launcher.spawning = true;
+  it->second->launcher.ready_while_spawning = false;
 }
 
 void VmiController::EndSpawnLocked(Record* r, bool started) {
-  r->spawning = false;
-  r->launcher_ready = false;
-  if (std::exchange(r->ready_while_spawning, false) && started) LauncherReadyLocked(r);
+  r->launcher.spawning = false;
+  r->launcher.ready = false;
+  if (std::exchange(r->launcher.ready_while_spawning, false) && started) LauncherReadyLocked(r);
 }
 
 void VmiController::CleanupVmiDir(const std::string& uid,
@@ -664,21 +664,21 @@ void VmiController::JanitorLoop() {
     for (auto& [uid, r] : by_uid_) {
       if (!r->unpersisted_type.empty()) PersistOrRetryLocked(r.get(), r->unpersisted_type);
       const std::string& p = r->vmi.status().phase();
-      if (p == phase::kPending && !r->launcher_alive && !r->start_scheduled &&
+      if (p == phase::kPending && !r->launcher.alive && !r->start_scheduled &&
           r->vmi.metadata().deletion_timestamp().empty()) {
         ScheduleStartLocked(r.get());  // e.g. waiting for its PVC
       }
       CheckLivenessLocked(r.get(), now);
-      if (r->launcher_alive && !r->launcher_ready &&
-          now - r->launcher_started > config_.launcher_ready_timeout) {
-        r->launcher_started = absl::InfiniteFuture();
+      if (r->launcher.alive && !r->launcher.ready &&
+          now - r->launcher.started > config_.launcher_ready_timeout) {
+        r->launcher.started = absl::InfiniteFuture();
         std::string id = uid;
         if (p == phase::kRunning && r->vmi.status().launcher().qemu_pid() > 0) {
           // A guest runs: only the launcher goes, and a new one takes the guest over.
           EventLocked(r->vmi, "Warning", "LauncherNotReady",
                       "launcher did not become ready in time; replacing it");
-          pid_t pid = r->launcher_pid;
-          uint64_t start = r->launcher_start_time;
+          pid_t pid = r->launcher.pid;
+          uint64_t start = r->launcher.start_time;
           work_.Schedule([this, pid, start] { pods_->Kill(pid, start); });
         } else {
           EventLocked(r->vmi, "Warning", "LauncherNotReady",

@@ -318,23 +318,30 @@ class VmiController {
  private:
   struct Record {
     kvnode::v1::VirtualMachineInstance vmi;
-    pid_t launcher_pid = 0;
-    uint64_t launcher_start_time = 0;
-    bool launcher_alive = false;
-    bool launcher_ready = false;
-    // A launcher is being spawned (its pid not known yet); a LauncherReady that comes meanwhile
-    // is kept in `ready_while_spawning` and applied once the spawn is recorded, so that the
-    // record never forgets a launcher that was quick to get ready.
-    bool spawning = false;
-    bool ready_while_spawning = false;
+    // The VMI's launcher process (vmi_launcher.cc).
+    struct Launcher {
+      pid_t pid = 0;
+      uint64_t start_time = 0;
+      bool alive = false;
+      bool ready = false;  // it said LauncherReady
+      // A launcher is being spawned (its pid not known yet); a LauncherReady that comes
+      // meanwhile is kept in `ready_while_spawning` and applied once the spawn is recorded, so
+      // that the record never forgets a launcher that was quick to get ready.
+      bool spawning = false;
+      bool ready_while_spawning = false;
+      absl::Time started;
+      // Whether it answers (pings, silence, launcher_liveness.h).
+      LauncherLiveness liveness;
+      // Exits of the launchers of this VMI that were replaced (ReplaceLauncher): a crash loop
+      // ends the VMI.
+      HelperRestarts restarts;
+    };
+    Launcher launcher;
     bool start_scheduled = false;
     // The node's CPU and memory are held for it (RequestOf): from the start that fit until it
     // ends, or until a start that failed gives them back.
     bool resources_held = false;
     bool shutdown_sent = false;
-    absl::Time launcher_started;
-    // Whether the launcher answers (pings, silence, launcher_liveness.h).
-    LauncherLiveness liveness_state;
     // When this handler accepted the VMI (for the start latency; unknown after a restart).
     absl::Time synced_at = absl::InfinitePast();
     // Live migration (vmi_migration.cc).
@@ -360,9 +367,6 @@ class VmiController {
     // Readiness and liveness probes, from when the domain runs (vmi_probes.cc).
     std::unique_ptr<ProbeState> readiness;
     std::unique_ptr<ProbeState> liveness;
-    // Exits of the launchers of this VMI that were replaced (ReplaceLauncher): a crash loop
-    // ends the VMI.
-    HelperRestarts launcher_restarts;
     // The pod's DHCP server (dnsmasq), supervised while the launcher lives (dhcp_supervision.cc).
     struct Dhcp {
       pid_t pid = 0;

@@ -29,7 +29,7 @@ std::vector<int> HeldCpus(const kvnode::v1::VirtualMachineInstance& vmi) {
 using kvnode::v1::VirtualMachineInstance;
 
 bool VmiController::HoldsNodeLocked(const Record& r) {
-  return !IsFinalPhase(r.vmi.status().phase()) && (r.resources_held || r.launcher_alive);
+  return !IsFinalPhase(r.vmi.status().phase()) && (r.resources_held || r.launcher.alive);
 }
 
 std::vector<int> VmiController::DedicatedCpusHeldLocked(const Record* except) {
@@ -93,7 +93,7 @@ void VmiController::ApplySharedCpusLocked() {
     shared_cpus_ = shared;
   }
   for (const auto& [uid, r] : by_uid_) {
-    if (r->launcher_alive) KeepOnSharedCpusLocked(*r);
+    if (r->launcher.alive) KeepOnSharedCpusLocked(*r);
   }
 }
 

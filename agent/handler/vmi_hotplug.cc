@@ -92,7 +92,7 @@ absl::Status VmiController::UpdateVolumes(
     if (r->vmi.metadata().uid() != current.metadata().uid()) {
       return absl::AbortedError("the VMI changed meanwhile; try again");
     }
-    if (r->vmi.status().phase() != phase::kRunning || !r->launcher_alive) {
+    if (r->vmi.status().phase() != phase::kRunning || !r->launcher.alive) {
       return absl::FailedPreconditionError("VMI is not running");
     }
     VirtualMachineInstance before = r->vmi;
@@ -160,7 +160,7 @@ void VmiController::SyncHotplug(const std::string& uid) {
   {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
-    if (it == by_uid_.end() || !it->second->launcher_alive) return;
+    if (it == by_uid_.end() || !it->second->launcher.alive) return;
     vmi = it->second->vmi;
   }
   std::optional<LauncherIdentity> id =
@@ -242,7 +242,7 @@ void VmiController::SyncHotplug(const std::string& uid) {
 
 void VmiController::ResumeHotplugsLocked() {
   for (const auto& [uid, r] : by_uid_) {
-    if (!r->launcher_alive || r->vmi.status().phase() != phase::kRunning) continue;
+    if (!r->launcher.alive || r->vmi.status().phase() != phase::kRunning) continue;
     const std::string u = uid;
     if (HotplugPending(r->vmi)) work_.Schedule([this, u] { SyncHotplug(u); });
     // A CPU or memory hotplug a crash cut short: the spec and the condition were stored

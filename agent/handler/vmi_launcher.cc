@@ -113,7 +113,7 @@ void VmiController::StartLauncher(const std::string& uid) {
     auto it = by_uid_.find(uid);
     if (it == by_uid_.end()) return;
     Record* r = it->second.get();
-    if (r->launcher_alive || IsFinalPhase(r->vmi.status().phase()) ||
+    if (r->launcher.alive || IsFinalPhase(r->vmi.status().phase()) ||
         !r->vmi.metadata().deletion_timestamp().empty()) {
       r->start_scheduled = false;
       return;
@@ -165,14 +165,14 @@ void VmiController::StartLauncher(const std::string& uid) {
   RemoveCondition(r->vmi.mutable_status()->mutable_conditions(), "Synchronized");
   // Its claims are known now (a disk found by hand was adopted by PrepareVolumes).
   SetLiveMigratableCondition(&r->vmi, ClaimClassesOf(r->vmi), clock_->Now());
-  r->launcher_pid = launch->handle.pid;
-  r->launcher_start_time = launch->handle.start_time;
-  r->launcher_alive = true;
+  r->launcher.pid = launch->handle.pid;
+  r->launcher.start_time = launch->handle.start_time;
+  r->launcher.alive = true;
   // A dedicated VMI may have taken CPUs while this launcher was spawned into the pool as it
   // was: it gets the pool as it is now, before its libvirtd starts QEMU.
   KeepOnSharedCpusLocked(*r);
-  r->launcher_started = clock_->Now();
-  r->liveness_state.Seen(r->launcher_started);
+  r->launcher.started = clock_->Now();
+  r->launcher.liveness.Seen(r->launcher.started);
   const VmiPaths vp = paths_.vmi(uid);
   auto* ls = r->vmi.mutable_status()->mutable_launcher();
   ls->set_pid(launch->handle.pid);
@@ -339,7 +339,7 @@ grpc::Status VmiController::SyncLauncher(const std::string& uid) {
   {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
-    if (it == by_uid_.end() || !it->second->launcher_alive) {
+    if (it == by_uid_.end() || !it->second->launcher.alive) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the VMI has no live launcher");
     }
     Record* r = it->second.get();
@@ -377,7 +377,7 @@ void VmiController::ShutdownLauncher(const std::string& uid, int64_t grace) {
   {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
-    if (it == by_uid_.end() || !it->second->launcher_alive) return;
+    if (it == by_uid_.end() || !it->second->launcher.alive) return;
   }
   // A launcher that is still starting gets a little time to serve.
   grpc::Status s = launchers_.Shutdown(uid, grace);
@@ -390,7 +390,7 @@ void VmiController::ShutdownLauncher(const std::string& uid, int64_t grace) {
   }
   EventLocked(it->second->vmi, "Warning", "ShutdownFailed", s.error_message());
   // A launcher that cannot be reached: end it by force, so deletion never hangs.
-  if (it->second->launcher_pid > 0) {
+  if (it->second->launcher.pid > 0) {
     EndPod(uid);
   }
 }
@@ -428,7 +428,7 @@ void VmiController::OnLauncherExit(const std::string& uid, pid_t pid,
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
     // Only the VMI's current launcher decides its fate.
-    if (it == by_uid_.end() || it->second->launcher_pid != pid) return;
+    if (it == by_uid_.end() || it->second->launcher.pid != pid) return;
   }
   // A guest outlives its launcher: a new one takes it over when it still runs.
   const std::string how = wait_status ? DescribeWaitStatus(*wait_status) : "exited";
@@ -442,8 +442,8 @@ void VmiController::OnLauncherExit(const std::string& uid, pid_t pid,
   auto it = by_uid_.find(uid);
   if (it == by_uid_.end()) return;
   Record* r = it->second.get();
-  r->launcher_alive = false;
-  r->launcher_ready = false;
+  r->launcher.alive = false;
+  r->launcher.ready = false;
   if (MigrationLauncherExitLocked(r, final_status)) return;
   if (!killed.ok()) EventLocked(r->vmi, "Warning", "CleanupFailed", std::string(killed.message()));
   bool changed = false;
@@ -501,7 +501,7 @@ bool VmiController::ReplaceLauncher(const std::string& uid, pid_t pid, const std
     // Only a running guest of this node, with no end in sight, outlives its launcher; a
     // migration's launchers end with it (vmi_migration.cc).
     std::string why;
-    if (r->launcher_pid != pid) {
+    if (r->launcher.pid != pid) {
       why = "it is no longer the VMI's launcher";
     } else if (r->migration.target || r->migration.out) {
       why = "the VMI is migrating";
@@ -516,7 +516,7 @@ bool VmiController::ReplaceLauncher(const std::string& uid, pid_t pid, const std
       spdlog::info("VMI {}: launcher {} {}; not replaced: {}", uid, pid, how, why);
       return false;
     }
-    HelperRestarts::Decision d = r->launcher_restarts.OnExit(clock_->Now());
+    HelperRestarts::Decision d = r->launcher.restarts.OnExit(clock_->Now());
     if (d.give_up) {  // it keeps dying: the VMI fails saying so
       if (end != nullptr) {
         *end = {"LauncherCrashLoop",
@@ -571,11 +571,11 @@ bool VmiController::ReplaceLauncher(const std::string& uid, pid_t pid, const std
     spdlog::error("VMI {}: replace its launcher: {}", uid, handle.status().ToString());
     return false;
   }
-  r->launcher_pid = handle->pid;
-  r->launcher_start_time = handle->start_time;
-  r->launcher_alive = true;
-  r->launcher_started = clock_->Now();
-  r->liveness_state.Seen(r->launcher_started);
+  r->launcher.pid = handle->pid;
+  r->launcher.start_time = handle->start_time;
+  r->launcher.alive = true;
+  r->launcher.started = clock_->Now();
+  r->launcher.liveness.Seen(r->launcher.started);
   auto* ls = r->vmi.mutable_status()->mutable_launcher();
   ls->set_pid(handle->pid);
   ls->set_start_time(std::to_string(handle->start_time));

@@ -57,7 +57,7 @@ absl::StatusOr<VmiController::Record*> VmiController::LiveUpdatableLocked(const 
   if (!ref.uid().empty() && r->vmi.metadata().uid() != ref.uid()) {
     return absl::AbortedError("the VMI changed meanwhile; try again");
   }
-  if (r->vmi.status().phase() != phase::kRunning || !r->launcher_alive) {
+  if (r->vmi.status().phase() != phase::kRunning || !r->launcher.alive) {
     return absl::FailedPreconditionError("VMI is not running");
   }
   return r;
@@ -178,7 +178,7 @@ void VmiController::SyncLiveUpdate(const std::string& uid) {
   {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
-    if (it == by_uid_.end() || !it->second->launcher_alive ||
+    if (it == by_uid_.end() || !it->second->launcher.alive ||
         (!HasCondition(it->second->vmi, kHotVcpuChangeCondition) &&
          !HasCondition(it->second->vmi, kHotMemoryChangeCondition))) {
       return;
@@ -206,7 +206,7 @@ void VmiController::SyncLiveUpdate(const std::string& uid) {
              : -1;
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
-  if (it == by_uid_.end() || !it->second->launcher_alive) return;
+  if (it == by_uid_.end() || !it->second->launcher.alive) return;
   Record* r = it->second.get();
   auto* status = r->vmi.mutable_status();
   auto* conditions = status->mutable_conditions();

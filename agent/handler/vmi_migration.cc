@@ -39,7 +39,7 @@ absl::StatusOr<VirtualMachineInstance> VmiController::BeginMigrationOut(
         "cannot migrate VMI ", ref.name(), ": ", cond->reason(), ": ", cond->message()));
   }
   const auto& status = r->vmi.status();
-  if (status.phase() != phase::kRunning || !r->launcher_alive || !r->launcher_ready) {
+  if (status.phase() != phase::kRunning || !r->launcher.alive || !r->launcher.ready) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot migrate VMI ", ref.name(), ": it is not running (phase ", status.phase(), ")"));
   }
@@ -99,7 +99,7 @@ void VmiController::EndMigrationOut(const std::string& uid) {
   Record* r = it->second.get();
   r->migration.out = false;
   const auto& st = r->vmi.status().migration_state();
-  if (!r->launcher_alive) {
+  if (!r->launcher.alive) {
     // Its launcher exited while the handler was down, and the target does not have it.
     MarkLauncherLostLocked(r,
                            "The launcher exited during a migration while the handler was not "
@@ -125,7 +125,7 @@ void VmiController::CompleteMigrationOut(const std::string& uid) {
   if (it == by_uid_.end()) return;  // its launcher's exit already let it go
   Record* r = it->second.get();
   r->migration.away = true;
-  if (r->launcher_alive) return;  // MigrationLauncherExitLocked removes it
+  if (r->launcher.alive) return;  // MigrationLauncherExitLocked removes it
   MarkMigratedAwayLocked(r);
   EventLocked(r->vmi, "Normal", "Migrated",
               absl::StrCat("The VirtualMachineInstance migrated to node ",
@@ -137,7 +137,7 @@ void VmiController::CompleteMigrationOut(const std::string& uid) {
 bool VmiController::HasLiveLauncher(const std::string& uid) {
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(uid);
-  return it != by_uid_.end() && it->second->launcher_alive;
+  return it != by_uid_.end() && it->second->launcher.alive;
 }
 
 absl::StatusOr<int> VmiController::LauncherNetns(const std::string& uid) {
@@ -146,12 +146,12 @@ absl::StatusOr<int> VmiController::LauncherNetns(const std::string& uid) {
   {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(uid);
-    if (it == by_uid_.end() || !it->second->launcher_alive) {
+    if (it == by_uid_.end() || !it->second->launcher.alive) {
       return absl::NotFoundError("VMI " + uid + " has no running launcher on node " +
                                  config_.node_name);
     }
-    pid = it->second->launcher_pid;
-    started = it->second->launcher_start_time;
+    pid = it->second->launcher.pid;
+    started = it->second->launcher.start_time;
   }
   const std::string path = absl::StrCat("/proc/", pid, "/ns/net");
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -375,11 +375,11 @@ absl::Status VmiController::RecoverMigrationTargetsLocked(std::vector<std::strin
     r->migration.incoming_ready = true;
     r->migration.source_status = r->vmi.status();
     r->vmi.mutable_status()->set_phase(phase::kScheduled);
-    r->launcher_pid = launcher.pid();
-    r->launcher_start_time = start;
-    r->launcher_alive = true;
-    r->launcher_started = clock_->Now();
-    r->liveness_state.Seen(r->launcher_started);
+    r->launcher.pid = launcher.pid();
+    r->launcher.start_time = start;
+    r->launcher.alive = true;
+    r->launcher.started = clock_->Now();
+    r->launcher.liveness.Seen(r->launcher.started);
     by_uid_[uid] = std::move(r);
     WatchLauncher(uid, launcher.pid(), start);
     resolve->push_back(uid);
@@ -411,8 +411,8 @@ void VmiController::ResolveRecoveredTarget(const std::string& uid) {
     if (s.ok() && domain.exists() && domain.state() == "Running") {
       // libvirt resumed the guest here (its Finish step) while the handler was down: the
       // source handed it over, so the migration completed even if the source could not say so.
-      r->launcher_ready = true;
-      r->liveness_state.Seen(clock_->Now());
+      r->launcher.ready = true;
+      r->launcher.liveness.Seen(clock_->Now());
       auto* ms = r->vmi.mutable_status()->mutable_migration_state();
       ms->set_completed(true);
       ms->set_failed(false);
@@ -554,7 +554,7 @@ absl::StatusOr<VmiController::MigrationTarget> VmiController::PrepareMigrationTa
   MigrationTarget t;
   t.vmi_dir = paths_.vmi(uid).root();
   t.socket_dir = paths_.vmi(uid).socket_dir();
-  t.launcher_pid = r->launcher_pid;
+  t.launcher_pid = r->launcher.pid;
   t.copied_claims = r->migration.copied_claims;
   for (const auto& i : r->vmi.status().interfaces()) {
     if (!i.ip_address().empty()) t.pod_ip = i.ip_address();
@@ -600,7 +600,7 @@ absl::Status VmiController::AbortMigrationTarget(const std::string& uid) {
       return absl::FailedPreconditionError("VMI " + uid + " already runs on node " +
                                            config_.node_name);
     }
-    started = it->second->launcher_alive;
+    started = it->second->launcher.alive;
     vmi = it->second->vmi;
     if (!started && !it->second->start_scheduled) {
       ForgetTargetLocked(it->second.get());

@@ -40,7 +40,7 @@ void VmiController::ProbeLoop() {
     absl::Time now = clock_->Now();
     for (auto& [uid, r] : by_uid_) {
       const VirtualMachineInstance& vmi = r->vmi;
-      bool running = vmi.status().phase() == phase::kRunning && r->launcher_alive &&
+      bool running = vmi.status().phase() == phase::kRunning && r->launcher.alive &&
                      vmi.metadata().deletion_timestamp().empty() && !IsPaused(vmi);
       for (bool readiness : {true, false}) {
         bool has = readiness ? vmi.spec().has_readiness_probe() : vmi.spec().has_liveness_probe();

@@ -44,11 +44,11 @@ absl::Status VmiController::Recover() {
       auto now_start = pods_->StartTime(launcher.pid());
       alive = now_start.has_value() && *now_start == start;
       if (alive) {
-        rec->launcher_pid = launcher.pid();
-        rec->launcher_start_time = start;
-        rec->launcher_alive = true;
-        rec->launcher_started = clock_->Now();
-        rec->liveness_state.Seen(rec->launcher_started);
+        rec->launcher.pid = launcher.pid();
+        rec->launcher.start_time = start;
+        rec->launcher.alive = true;
+        rec->launcher.started = clock_->Now();
+        rec->launcher.liveness.Seen(rec->launcher.started);
         WatchLauncher(uid, launcher.pid(), start);
         if (config_.pod_network != nullptr) {
           // Its DHCP server too (one that died while the handler was down is started again).
@@ -86,7 +86,7 @@ absl::Status VmiController::Recover() {
     // Its launcher is gone but its guest may still run: a new launcher takes it over (or, when
     // there is nothing to take over, the VMI ends as a launcher's death ends it).
     if (p == phase::kRunning && launcher.pid() > 0 && launcher.qemu_pid() > 0) {
-      rec->launcher_pid = launcher.pid();
+      rec->launcher.pid = launcher.pid();
       rec->resources_held = true;  // its guest keeps its CPUs (dedicated ones too) and memory
       pid_t pid = launcher.pid();
       replacing.insert(uid);
@@ -112,7 +112,7 @@ absl::Status VmiController::Recover() {
   // Finished VMIs whose deletion was under way are removed now.
   std::vector<std::string> remove;
   for (const auto& [uid, r] : by_uid_) {
-    if (!r->launcher_alive && !r->vmi.metadata().deletion_timestamp().empty()) remove.push_back(uid);
+    if (!r->launcher.alive && !r->vmi.metadata().deletion_timestamp().empty()) remove.push_back(uid);
   }
   for (const auto& uid : remove) RemoveLocked(uid);
   ResumeHotplugsLocked();
@@ -122,7 +122,7 @@ absl::Status VmiController::Recover() {
   if (config_.pod_network != nullptr) {
     std::set<std::string> live;
     for (const auto& [uid, r] : by_uid_) {
-      if (r->launcher_alive || !IsFinalPhase(r->vmi.status().phase())) live.insert(uid);
+      if (r->launcher.alive || !IsFinalPhase(r->vmi.status().phase())) live.insert(uid);
     }
     auto cleaned = config_.pod_network->CleanupOrphans(live);
     if (!cleaned.ok()) {
@@ -142,7 +142,7 @@ absl::Status VmiController::Recover() {
   for (const std::string& uid : pods_->List()) {
     auto it = by_uid_.find(uid);
     if (replacing.count(uid) > 0) continue;
-    if (it == by_uid_.end() || !it->second->launcher_alive) leftover_cgroups.push_back(uid);
+    if (it == by_uid_.end() || !it->second->launcher.alive) leftover_cgroups.push_back(uid);
   }
   for (const std::string& parent : {paths_.vmis_dir(), paths_.run_dir()}) {
     DIR* d = opendir(parent.c_str());
@@ -239,7 +239,7 @@ void VmiController::RefreshLauncher(const std::string& uid) {
   {
     absl::MutexLock l(&mu_);
     auto it = by_uid_.find(uid);
-    if (it == by_uid_.end() || !it->second->launcher_alive) return;
+    if (it == by_uid_.end() || !it->second->launcher.alive) return;
   }
   kvnode::v1::DomainStatus domain;
   grpc::Status s = launchers_.GetDomain(uid, /*include_xml=*/false, &domain);
@@ -257,14 +257,14 @@ void VmiController::RefreshLauncher(const std::string& uid) {
                     "launcher did not answer: " + s.error_message() + "; asking again");
       }
       r->refresh_failed = true;
-      pid_t pid = r->launcher_pid;
+      pid_t pid = r->launcher.pid;
       work_.ScheduleAfter(absl::Seconds(1), [this, uid, pid] {
         {
           absl::MutexLock l(&mu_);
           auto again = by_uid_.find(uid);
           // Not when another launcher serves the VMI now, or it became ready meanwhile.
-          if (again == by_uid_.end() || again->second->launcher_pid != pid ||
-              again->second->launcher_ready) {
+          if (again == by_uid_.end() || again->second->launcher.pid != pid ||
+              again->second->launcher.ready) {
             return;
           }
         }
@@ -273,8 +273,8 @@ void VmiController::RefreshLauncher(const std::string& uid) {
       return;
     }
     r->refresh_failed = false;
-    r->launcher_ready = true;
-    r->liveness_state.Seen(clock_->Now());
+    r->launcher.ready = true;
+    r->launcher.liveness.Seen(clock_->Now());
     if (domain.exists()) {
       if (ApplyDomainStatus(&r->vmi, domain, clock_->Now())) {
         UpdateReadyLocked(r);
