@@ -71,7 +71,8 @@ VolumeManager::VolumeManager(VolumeConfig config, Store* store, Clock* clock)
       secrets_(config_.state_dir),
       config_maps_(store, clock),
       pool_(store, clock, &block_devices_, config_.state_dir, config_.rest_uid,
-            config_.rest_gid) {
+            config_.rest_gid),
+      vmi_disks_(paths_, config_.host_disk_roots, config_.rest_uid, config_.rest_gid, this) {
   ImagePullerConfig images;
   images.state_dir = config_.state_dir;
   images.importer = config_.importer;

@@ -42,6 +42,7 @@
 #include "agent/storage/image_puller.h"
 #include "agent/storage/secret_store.h"
 #include "agent/storage/storage_class.h"
+#include "agent/storage/vmi_disks.h"
 #include "agent/storage/volume_collector.h"
 #include "agent/store/store.h"
 #include "kvnode/v1/kubevirt.pb.h"
@@ -80,7 +81,10 @@ std::vector<std::string> ClaimsOf(const kvnode::v1::VirtualMachineInstance& vmi)
 // (nvram/, swtpm/), not a disk.img (agent/manifest/backend_storage.h).
 bool IsBackendStorageClaim(const kvnode::v1::PersistentVolumeClaim& pvc);
 
-class VolumeManager : public VmVolumes, public OwnedVolumes, public ImportTargets {
+class VolumeManager : public VmVolumes,
+                      public OwnedVolumes,
+                      public ImportTargets,
+                      public VmiVolumeSources {
  public:
   VolumeManager(VolumeConfig config, Store* store, Clock* clock);
   ~VolumeManager() override;
@@ -299,6 +303,21 @@ class VolumeManager : public VmVolumes, public OwnedVolumes, public ImportTarget
   // could not be: the identity must then stay held.
   absl::Status ReturnToRoot(const std::optional<kvnode::v1::VirtualMachineInstance>& vmi,
                             uid_t uid);
+  // VmiVolumeSources: what VmiDisks asks of the node.
+  absl::Status PrepareClaim(const std::string& ns, const std::string& claim, const FsIdentity& id,
+                            bool share_group, std::string* image) override;
+  absl::StatusOr<CachedDisk> HoldContainerDisk(const kvnode::v1::VirtualMachineInstance& vmi,
+                                               const kvnode::v1::Volume& volume) override;
+  absl::StatusOr<std::string> ReadSecret(const std::string& ns, const std::string& name,
+                                         const std::string& key) override;
+  // The VM's backend storage handed to the VMI's identity (its contents; the claim's dir stays
+  // root's); EFI variables of another firmware removed. Nothing for a VMI that needs none.
+  // On a migration target the store is made empty (its NVRAM from the firmware's template):
+  // the migration stream carries the flash's contents, which QEMU writes into the target's
+  // file once loaded, and the TPM's state blobs, which the target's swtpm keeps.
+  absl::Status PrepareBackendStorage(const kvnode::v1::VirtualMachineInstance& vmi,
+                                     const FsIdentity& id, bool migration_target) override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   friend class VolumeUpload;
@@ -341,10 +360,6 @@ class VolumeManager : public VmVolumes, public OwnedVolumes, public ImportTarget
   absl::StatusOr<kvnode::v1::PersistentVolumeClaim> AdoptLocked(const std::string& ns,
                                                                 const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The bound claim of a VMI volume, its disk handed to the VMI's identity; *image is set to
-  // its disk.img.
-  absl::Status PrepareClaim(const std::string& ns, const std::string& claim,
-                            const FsIdentity& id, bool share_group, std::string* image = nullptr);
   absl::Status AdoptMigratingClaimLocked(const std::string& ns, const MigratingClaim& claim,
                                          const std::string& node)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -370,23 +385,11 @@ class VolumeManager : public VmVolumes, public OwnedVolumes, public ImportTarget
   absl::StatusOr<kvnode::v1::PersistentVolumeClaim> EnsureBackendStorageLocked(
       const kvnode::v1::VirtualMachineInstance& vmi, bool migration_target)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The VM's backend storage handed to the VMI's identity (its contents; the claim's dir stays
-  // root's); EFI variables of another firmware removed. Nothing for a VMI that needs none.
-  // On a migration target the store is made empty (its NVRAM from the firmware's template):
-  // the migration stream carries the flash's contents, which QEMU writes into the target's
-  // file once loaded, and the TPM's state blobs, which the target's swtpm keeps.
-  absl::Status PrepareBackendStorage(const kvnode::v1::VirtualMachineInstance& vmi,
-                                     const FsIdentity& id, bool migration_target)
-      ABSL_LOCKS_EXCLUDED(mu_);
   // What `uid` owns in the backend storage dirs `stores` becomes root's again.
   absl::Status ReturnBackendStorageToRoot(const std::vector<std::string>& stores, uid_t uid);
   // The bytes the claim's files take.
   int64_t BackendStorageBytes(const kvnode::v1::PersistentVolumeClaim& pvc) const;
 
-  absl::Status PrepareCloudInit(const kvnode::v1::VirtualMachineInstance& vmi,
-                                const kvnode::v1::Volume& volume, const FsIdentity& id);
-  absl::Status PrepareHostDisk(const kvnode::v1::HostDisk& disk, const std::string& volume,
-                               const FsIdentity& id, bool share_group);
   // The cached disk of a containerDisk volume of `vmi` (pulled when its policy says so).
   absl::StatusOr<CachedDisk> ContainerDiskImage(const kvnode::v1::VirtualMachineInstance& vmi,
                                                 const kvnode::v1::Volume& volume);
@@ -447,6 +450,7 @@ class VolumeManager : public VmVolumes, public OwnedVolumes, public ImportTarget
   // The devices of Block classes; used with mu_ held.
   LinuxBlockDevices block_devices_;
   BlockDevicePool pool_ ABSL_GUARDED_BY(mu_);
+  VmiDisks vmi_disks_;
 };
 
 // One upload in progress: the client's bytes go to a temp file in the target's dir; Finish
