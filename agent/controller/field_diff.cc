@@ -5,7 +5,7 @@
 #include <set>
 
 #include "agent/manifest/field_errors.h"
-#include "google/protobuf/util/json_util.h"
+#include "agent/model/object_json.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace kvnode {
@@ -17,12 +17,7 @@ using google::protobuf::Reflection;
 
 constexpr char kUnset[] = "<unset>";
 
-std::string MessageText(const Message& m) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions opts;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, opts);
-  return out;
-}
+std::string MessageText(const Message& m) { return ToJson(m); }
 
 // The text of element `index` (or of the singular field when index < 0).
 std::string ValueText(const Message& m, const FieldDescriptor* f, int index) {

@@ -492,12 +492,17 @@ bool MigrationController::FollowJob(Outbound* m, std::string* reason, bool* abor
         monitor.Observe(job.data_remaining_bytes(), job.data_total_bytes(), clock_->Now());
     if (d.action == MigrationMonitor::Action::kAbort && !abort_sent) {
       *reason = d.reason;
-      abort_sent = true;
       grpc::ClientContext ctx;
       WithDeadline(&ctx, absl::Seconds(30));
       kvnode::v1::PingRequest req;
       kvnode::v1::LauncherResponse resp;
-      (void)(*launcher)->AbortMigration(&ctx, req, &resp);
+      grpc::Status aborted = (*launcher)->AbortMigration(&ctx, req, &resp);
+      // A refused abort is asked again at the next look while the monitor still says so.
+      abort_sent = aborted.ok();
+      if (!aborted.ok()) {
+        spdlog::warn("migration {}: abort ({}) not taken by the source launcher: {}",
+                     m->vmim.metadata().name(), d.reason, aborted.error_message());
+      }
     } else if (d.action == MigrationMonitor::Action::kPostCopy) {
       grpc::ClientContext ctx;
       WithDeadline(&ctx, absl::Seconds(30));

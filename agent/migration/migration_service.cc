@@ -202,7 +202,9 @@ void MigrationService::WatchdogLoop() {
       mu_.Unlock();
       if (vmis_->IsPendingMigrationTarget(uid)) {
         spdlog::warn("migration target of VMI {}: the source is gone (no tunnel); ending it", uid);
-        (void)vmis_->AbortMigrationTarget(uid);
+        if (absl::Status s = vmis_->AbortMigrationTarget(uid); !s.ok()) {
+          spdlog::warn("migration target of VMI {}: not ended: {}", uid, s.ToString());
+        }
       }
       mu_.Lock();
       it = pending_.begin();  // the map may have changed meanwhile

@@ -551,8 +551,14 @@ absl::StatusOr<PodNetworkAttachment> MasqueradePodNetwork::Setup(const VirtualMa
   auto fail = [&](const absl::Status& st) {
     auto removed = driver_->DestroyPod(names, dhcp);
     if (!removed.ok()) spdlog::error("{}: clean up: {}", context, removed.status().ToString());
-    (void)allocator_->Release(uid);
-    (void)EraseRecord(uid);
+    // The kernel objects are gone (or said above); a lease or record left would keep the IP
+    // from the next VMI until the janitor's next look at the records.
+    if (absl::Status s = allocator_->Release(uid); !s.ok()) {
+      spdlog::error("{}: release its IP: {}", context, s.ToString());
+    }
+    if (absl::Status s = EraseRecord(uid); !s.ok()) {
+      spdlog::error("{}: erase its record: {}", context, s.ToString());
+    }
     return Annotate(st, context);
   };
   auto plan = Plan(vmi, *ips, options, true);

@@ -408,7 +408,7 @@ void Snapshots::SyncSnapshot(VirtualMachineSnapshot s) {
       }
       DeleteLater(kVmSnapshotContentKind, *content, content->metadata());
     }
-    if (vm.ok()) (void)host_->HoldForSnapshot(*vm, name, /*hold=*/false);
+    if (vm.ok()) ReleaseVm(*vm, name);
     PutIfChanged(kVmSnapshotKind, &s, before);
     Event(s, kVmSnapshotKind, "Warning", "VirtualMachineSnapshotFailed",
           "snapshot deadline exceeded");
@@ -497,7 +497,7 @@ void Snapshots::SyncSnapshot(VirtualMachineSnapshot s) {
   if (store.has_value()) lists->add_included_volumes()->assign(store->pvc.metadata().name());
   Condition(conds, "Progressing", false, "Operation complete", done);
   Condition(conds, "Ready", true, "Ready", done);
-  (void)host_->HoldForSnapshot(*vm, name, /*hold=*/false);
+  ReleaseVm(*vm, name);
   PutIfChanged(kVmSnapshotKind, &s, locked);
   Event(s, kVmSnapshotKind, "Normal", "SuccessfulVirtualMachineSnapshotContentCreate",
         "Successfully created VirtualMachineSnapshotContent " + content->metadata().name());
@@ -641,7 +641,7 @@ void Snapshots::FinishDeletion(const VirtualMachineSnapshot& s) {
     DeleteLater(kVmSnapshotContentKind, *content, content->metadata());
   }
   auto vm = host_->GetVm(ns, s.spec().source().name());
-  if (vm.ok()) (void)host_->HoldForSnapshot(*vm, s.metadata().name(), /*hold=*/false);
+  if (vm.ok()) ReleaseVm(*vm, s.metadata().name());
   DeleteLater(kVmSnapshotKind, s, s.metadata());
 }
 
@@ -839,6 +839,13 @@ absl::Status Snapshots::RunRestore(VirtualMachineRestore* r,
     if (!deleted.ok() && !absl::IsNotFound(deleted.status())) return deleted.status();
   }
   return host_->HoldForRestore(vm, r->metadata().name(), /*hold=*/false);
+}
+
+void Snapshots::ReleaseVm(const kvnode::v1::VirtualMachine& vm, const std::string& snapshot) {
+  if (absl::Status s = host_->HoldForSnapshot(vm, snapshot, /*hold=*/false); !s.ok()) {
+    spdlog::warn("snapshot {}/{}: VM {} not let go: {}", vm.metadata().namespace_(), snapshot,
+                 vm.metadata().name(), s.ToString());
+  }
 }
 
 }  // namespace kvnode

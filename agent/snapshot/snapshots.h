@@ -140,6 +140,9 @@ class Snapshots {
   // Writes `object` (kind) when it differs from `before`.
   template <typename T>
   void PutIfChanged(const char* kind, T* object, const T& before);
+  // Lets go of `vm` for snapshot `snapshot` (its end, either way); a refusal is logged: the VM
+  // then stays held, which its status.snapshotInProgress shows, until that snapshot is deleted.
+  void ReleaseVm(const kvnode::v1::VirtualMachine& vm, const std::string& snapshot);
   // Deletes `object` (of `kind`, with metadata `meta`); a refused delete is made again
   // (deletes_).
   void DeleteLater(const char* kind, const google::protobuf::Message& object,

@@ -321,7 +321,9 @@ int RunLauncher(const std::vector<std::string>& args) {
     requests.emplace_back([&manager, signo] {
       int64_t grace = manager.vmi_grace_period_seconds();
       spdlog::info("signal {}: graceful shutdown, grace period {}s", signo, grace);
-      (void)manager.Shutdown(grace);
+      if (absl::Status s = manager.Shutdown(grace); !s.ok()) {
+        spdlog::warn("signal {}: shutdown: {}", signo, s.ToString());
+      }
     });
   }
   close(restart_timer);
