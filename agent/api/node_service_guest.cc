@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <functional>
 #include <thread>
 
@@ -16,6 +18,7 @@
 #include "agent/base/grpc_status.h"
 #include "agent/base/tcp_dial.h"
 #include "agent/base/user_fs.h"
+#include "spdlog/spdlog.h"
 
 namespace kvnode {
 namespace {
@@ -27,7 +30,11 @@ using kvnode::v1::ObjectRef;
 template <typename Out, typename In>
 void Relay(grpc::ServerContext* ctx, grpc::ServerReaderWriter<Out, In>* stream, int fd,
            const std::string& pending) {
-  (void)WriteAll(fd, pending);
+  if (!WriteAll(fd, pending)) {
+    // The socket is gone: the relay below ends at its first read or write.
+    spdlog::warn("guest connection: its first {} bytes not sent: {}", pending.size(),
+                 strerror(errno));
+  }
   std::atomic<bool> done{false};
   // From the client to the socket.
   std::thread input([&] {

@@ -161,7 +161,7 @@ absl::StatusOr<PersistentVolumeClaim> VolumeManager::EnsureBackendStorageLocked(
   SetClaimPhase(&pvc, "Bound");
   absl::Status put = store_->Put(kPvcKind, &pvc, "ADDED").status();
   if (!put.ok()) {
-    (void)RemoveClaimDirLocked(pvc, false);
+    DiscardClaimDirLocked(pvc, "not stored");
     return put;
   }
   spdlog::info("VM {}/{}: backend storage {} made in {} ({}, owned by the VM{})", ns, vm, name,

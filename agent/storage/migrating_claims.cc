@@ -175,7 +175,7 @@ void VolumeManager::DropCopiedClaims(const kvnode::v1::VirtualMachineInstance& v
     }
     PersistentVolumeClaim gone = *pvc;
     if (!store_->Delete(kPvcKind, &gone).ok()) continue;
-    (void)RemoveClaimDirLocked(*pvc, /*retain=*/false);
+    DiscardClaimDirLocked(*pvc, "a failed migration's");
     spdlog::info("PersistentVolumeClaim {}/{}: removed the {} a failed migration of VMI {} left",
                  ns, name,
                  IsBackendStorageClaim(*pvc) ? "backend storage" : "partial copy of the disk",

@@ -302,8 +302,12 @@ absl::StatusOr<VolumeManager::ApplyResult> VolumeManager::ApplyPvc(PersistentVol
   RETURN_IF_ERROR(ProvisionLocked(&pvc));
   absl::Status put = store_->Put(kPvcKind, &pvc, "ADDED").status();
   if (!put.ok()) {
-    (void)RemoveClaimDirLocked(pvc, false);
-    (void)RecoverDevicesLocked();  // its PersistentVolume, if any, is Released
+    DiscardClaimDirLocked(pvc, "not stored");
+    // Its PersistentVolume, if any, is Released (and recovered at the next start otherwise).
+    if (absl::Status s = RecoverDevicesLocked(); !s.ok()) {
+      spdlog::warn("PersistentVolumeClaim {}/{}: its device: {}", meta->namespace_(),
+                   meta->name(), s.ToString());
+    }
     return put;
   }
   if (pvc.status().phase() == "Pending" && pvc.status().conditions_size() > 0) {
@@ -352,6 +356,13 @@ std::vector<PVCView> VolumeManager::ListPvcs(const std::string& ns) {
            std::make_pair(b.pvc().metadata().namespace_(), b.pvc().metadata().name());
   });
   return views;
+}
+
+void VolumeManager::DiscardClaimDirLocked(const PersistentVolumeClaim& pvc, const char* why) {
+  if (absl::Status s = RemoveClaimDirLocked(pvc, /*retain=*/false); !s.ok()) {
+    spdlog::warn("PersistentVolumeClaim {}/{} ({}): its dir not removed: {}",
+                 pvc.metadata().namespace_(), pvc.metadata().name(), why, s.ToString());
+  }
 }
 
 absl::Status VolumeManager::RemoveClaimDirLocked(const PersistentVolumeClaim& pvc, bool retain) {

@@ -426,6 +426,11 @@ class VolumeManager : public VmVolumes,
   absl::Status Download(const kvnode::v1::DataVolume& dv, const std::string& part,
                         int64_t claim_bytes);
   absl::Status BeginDataVolumeUpload(const kvnode::v1::ObjectRef& ref, VolumeUpload* upload);
+  // The dir of a claim that was not stored after all (a write the store refused, a migration
+  // that failed) removed; a failure is logged, naming `why`: the dir is left for an admin, and
+  // a claim of that name made later finds it (a disk there is adopted, not overwritten).
+  void DiscardClaimDirLocked(const kvnode::v1::PersistentVolumeClaim& pvc, const char* why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RemoveClaimDirLocked(const kvnode::v1::PersistentVolumeClaim& pvc, bool retain)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
