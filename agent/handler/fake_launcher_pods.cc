@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 
@@ -12,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "agent/base/atomic_file.h"
+#include "agent/manifest/node_resources.h"
+#include "agent/manifest/quantity.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -43,8 +46,11 @@ class FakeLauncher final : public kvnode::v1::Launcher::Service {
     if (grpc::Status refused = RefusedLocked(); !refused.ok()) return refused;
     pods_->syncs_[spec_.vmi_uid].push_back(*req);
     if (domain_.exists() || req->options().incoming()) {
-      // Synchronized again: nothing changes. A migration target's libvirtd waits for the
+      // Synchronized again: a running domain takes the VMI's vCPUs and memory as they are now
+      // (a live update: vCPUs plugged, the virtio-mem device's requested size, which the
+      // guest takes unless told not to yet). A migration target's libvirtd waits for the
       // incoming domain (ResumeIncoming) without one of its own.
+      if (domain_.exists()) TakeLiveSizesLocked(req->vmi());
       resp->set_success(true);
       return grpc::Status::OK;
     }
@@ -62,6 +68,10 @@ class FakeLauncher final : public kvnode::v1::Launcher::Service {
     domain_.set_exists(true);
     domain_.set_qemu_pid(qemu);
     domain_.set_acpi_enabled(true);
+    if (!req->options().adopt()) {
+      vcpus_ = VcpuCount(req->vmi().spec().domain().cpu());
+      plugged_bytes_ = 0;
+    }
     SendLocked("ADDED", "Started/Booted");
     resp->set_success(true);
     return grpc::Status::OK;
@@ -91,12 +101,22 @@ class FakeLauncher final : public kvnode::v1::Launcher::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status GetDomain(grpc::ServerContext*, const kvnode::v1::GetDomainRequest*,
+  grpc::Status GetDomain(grpc::ServerContext*, const kvnode::v1::GetDomainRequest* req,
                          DomainStatus* resp) override {
     absl::MutexLock lock(&pods_->mu_);
     if (grpc::Status refused = RefusedLocked(); !refused.ok()) return refused;
     ++pods_->domain_reads_[spec_.vmi_uid];
     *resp = domain_;
+    if (req->include_xml() && domain_.exists()) {
+      // What the controller reads of the live domain: the vCPUs online and the memory the
+      // guest took from the virtio-mem device.
+      resp->set_xml(absl::StrCat("<domain type='qemu'><vcpu placement='static' current='",
+                                 vcpus_, "'>", std::max<uint64_t>(vcpus_, 64),
+                                 "</vcpu><devices><memory model='virtio-mem'><target>"
+                                 "<current unit='KiB'>",
+                                 plugged_bytes_ >> 10, "</current></target></memory></devices>"
+                                 "</domain>"));
+    }
     return grpc::Status::OK;
   }
 
@@ -106,6 +126,15 @@ class FakeLauncher final : public kvnode::v1::Launcher::Service {
     if (grpc::Status refused = RefusedLocked(); !refused.ok()) return refused;
     resp->set_success(true);
     return grpc::Status::OK;
+  }
+
+  void TakeLiveSizesLocked(const kvnode::v1::VirtualMachineInstance& vmi)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(pods_->mu_) {
+    vcpus_ = VcpuCount(vmi.spec().domain().cpu());
+    if (!pods_->guests_take_memory_) return;
+    const int64_t guest = QuantityValueOr(vmi.spec().domain().memory().guest(), 0);
+    const int64_t at_boot = QuantityValueOr(vmi.status().memory().guest_at_boot(), guest);
+    plugged_bytes_ = std::max<int64_t>(guest - at_boot, 0);
   }
 
   // The domain ended (`reason`, libvirt's Stopped detail): final-status.json, the final event,
@@ -161,6 +190,9 @@ class FakeLauncher final : public kvnode::v1::Launcher::Service {
   FakeLauncherPods* const pods_;
   const LauncherSpec spec_;
   pid_t pid_ = 0;
+  // The live domain's size: vCPUs online, memory the guest took from its virtio-mem device.
+  uint64_t vcpus_ ABSL_GUARDED_BY(pods_->mu_) = 0;
+  int64_t plugged_bytes_ ABSL_GUARDED_BY(pods_->mu_) = 0;
   std::weak_ptr<FakeLauncher> self_;
   std::unique_ptr<grpc::Server> server_;
   bool exited_ = false;
@@ -217,6 +249,11 @@ void FakeLauncherPods::FailNextStart(absl::Status status) {
 void FakeLauncherPods::SetLaunchersStayUnready(bool unready) {
   absl::MutexLock lock(&mu_);
   unready_ = unready;
+}
+
+void FakeLauncherPods::SetGuestsTakeMemory(bool take) {
+  absl::MutexLock lock(&mu_);
+  guests_take_memory_ = take;
 }
 
 void FakeLauncherPods::SetGuestsIgnoreAcpi(bool ignore) {

@@ -65,6 +65,9 @@ class FakeLauncherPods : public LauncherPods {
   void FailNextStart(absl::Status status);
   // New launchers never say LauncherReady (a launcher stuck in its start-up).
   void SetLaunchersStayUnready(bool unready);
+  // Guests take memory plugged into their virtio-mem device (the default), or leave it there
+  // for now (a live update of memory stays pending).
+  void SetGuestsTakeMemory(bool take);
   // Guests ignore the ACPI power button: a shutdown with a grace period ends only when the
   // grace has passed (the launcher then destroys the domain, as libvirt does).
   void SetGuestsIgnoreAcpi(bool ignore);
@@ -158,6 +161,7 @@ class FakeLauncherPods : public LauncherPods {
   bool unready_ ABSL_GUARDED_BY(mu_) = false;
   std::set<std::string> hung_ ABSL_GUARDED_BY(mu_);
   bool ignore_acpi_ ABSL_GUARDED_BY(mu_) = false;
+  bool guests_take_memory_ ABSL_GUARDED_BY(mu_) = true;
   // Last: its thread ends (finishing what is queued) before the rest goes.
   WorkQueue delivery_{1};
 };

@@ -632,3 +632,68 @@ TEST_F(CpuPoolTest, DedicatedCpusAreTakenOnceGivenBackAndRebuiltAfterARestart) {
 
 }  // namespace
 }  // namespace kvnode
+
+namespace kvnode {
+namespace {
+
+bool HasConditionOf(const VirtualMachineInstance& v, const char* type) {
+  return FindCondition(v.status().conditions(), type) != nullptr;
+}
+
+// KubeVirt's LiveUpdate on this node (vmi_live_update.cc): more sockets and more memory reach
+// the running domain through its launcher; the VMI says HotVCPUChange / HotMemoryChange until
+// the live domain has them; memory the guest has not taken yet keeps the change pending, saying
+// so, also across a handler restart, until it does — the same guest all along.
+TEST_F(VmiControllerTest, LiveUpdatesReachTheRunningDomainAndWaitForTheGuestSayingWhy) {
+  VirtualMachineInstance vmi = PlainVmi("grow");
+  auto* domain = vmi.mutable_spec()->mutable_domain();
+  domain->mutable_memory()->set_guest("1Gi");
+  (*domain->mutable_resources()->mutable_requests())["memory"] = "1Gi";
+  auto synced = controller_->Sync(vmi, /*dry_run=*/false);
+  ASSERT_TRUE(synced.ok()) << synced.status();
+  const std::string uid = synced->vmi.metadata().uid();
+  VirtualMachineInstance running = AwaitPhase("grow", phase::kRunning);
+  ASSERT_EQ(running.spec().domain().cpu().max_sockets(), 4u);
+  ASSERT_EQ(running.spec().domain().memory().max_guest(), "4Gi");
+  ASSERT_EQ(running.status().memory().guest_at_boot(), "1Gi");
+
+  kvnode::v1::CPU cpu = running.spec().domain().cpu();
+  cpu.set_sockets(2);
+  ASSERT_TRUE(controller_->UpdateCpu(Ref("grow"), cpu).ok());
+  VirtualMachineInstance plugged = Await("grow", [](const VirtualMachineInstance& v) {
+    return v.status().current_cpu_topology().sockets() == 2 &&
+           !HasConditionOf(v, "HotVCPUChange");
+  });
+  EXPECT_EQ(plugged.status().current_cpu_topology().sockets(), 2u);
+  EXPECT_EQ(pods_.syncs(uid).back().vmi().spec().domain().cpu().sockets(), 2u);
+  cpu.set_sockets(1);
+  EXPECT_EQ(controller_->UpdateCpu(Ref("grow"), cpu).message(),
+            "Reduction of CPU socket count requires a restart");
+
+  pods_.SetGuestsTakeMemory(false);
+  ASSERT_TRUE(controller_->UpdateMemory(Ref("grow"), "1152Mi").ok());
+  VirtualMachineInstance pending = Await("grow", [](const VirtualMachineInstance& v) {
+    const auto* c = FindCondition(v.status().conditions(), "HotMemoryChange");
+    return c != nullptr && absl::StrContains(c->message(), "the guest has taken");
+  });
+  const auto* waiting = FindCondition(pending.status().conditions(), "HotMemoryChange");
+  ASSERT_NE(waiting, nullptr);
+  EXPECT_EQ(waiting->message(), "the guest has taken 0 of the 128Mi plugged above its boot memory");
+  EXPECT_EQ(pending.status().memory().guest_current(), "1Gi");
+  EXPECT_EQ(controller_->UpdateMemory(Ref("grow"), "1280Mi").message(),
+            "another memory hotplug is in progress");
+
+  RestartHandler();
+  pods_.SetGuestsTakeMemory(true);
+  VirtualMachineInstance done = Await("grow", [](const VirtualMachineInstance& v) {
+    return v.status().memory().guest_current() == "1152Mi" &&
+           !HasConditionOf(v, "HotMemoryChange");
+  });
+  EXPECT_EQ(done.status().memory().guest_current(), "1152Mi");
+  EXPECT_EQ(done.metadata().uid(), uid);
+  EXPECT_EQ(done.status().phase(), phase::kRunning);
+  EXPECT_EQ(pods_.launchers_started(), 1);  // the same launcher and guest throughout
+}
+
+}  // namespace
+}  // namespace kvnode
