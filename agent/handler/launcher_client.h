@@ -8,8 +8,9 @@
 // the next call connects again. A launcher that is still starting is waited for (up to what the
 // call allows); one that died meanwhile is not.
 //
-// Thread-safe. Never call it with the VMI controller's lock held: it asks the controller which
-// launcher a VMI has (CurrentLauncher), and calls block on the network.
+// Thread-safe. Connect and the calls must not be made with the VMI controller's lock held: they
+// ask the controller which launcher a VMI has (CurrentLauncher) and block on the network.
+// Forget takes only this class's own lock (the controller calls it with its lock held).
 #ifndef KVNODE_AGENT_HANDLER_LAUNCHER_CLIENT_H_
 #define KVNODE_AGENT_HANDLER_LAUNCHER_CLIENT_H_
 
