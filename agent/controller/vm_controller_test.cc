@@ -3,13 +3,12 @@
 // RestartRequired, deletion, and recovery from the store.
 #include "agent/controller/vm_controller.h"
 
-#include <unistd.h>
-
 #include "agent/controller/fake_vmi_client.h"
 #include "agent/model/test_util.h"
 #include "agent/controller/vm_history.h"
 #include "agent/model/vmi_status.h"
 #include "agent/manifest/instancetype.h"
+#include "agent/store/temp_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -24,29 +23,22 @@ using testing::T0;
 class VmControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/kvnode-vmctl-test-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    auto store = Store::Open(dir_ + "/kvnode.db");
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    vmis_ = std::make_unique<FakeVmiClient>(store_.get(), &clock_);
+    ASSERT_TRUE(temp_.ok());
+    vmis_ = std::make_unique<FakeVmiClient>(store_, &clock_);
     NewController();
   }
   void TearDown() override {
     controller_.reset();
-    store_.reset();
-    for (const char* suffix : {"", "-wal", "-shm"}) unlink((dir_ + "/kvnode.db" + suffix).c_str());
-    rmdir(dir_.c_str());
   }
 
   void NewController() {
     controller_.reset();
-    types_ = std::make_unique<Instancetypes>(store_.get(), &clock_);
+    types_ = std::make_unique<Instancetypes>(store_, &clock_);
     ASSERT_TRUE(types_->Recover().ok());
     VmControllerConfig config;  // KubeVirt's backoff: 10 s × count², random part 0 here
     config.instancetypes = types_.get();
     config.volumes = volumes_;
-    controller_ = std::make_unique<VmController>(config, store_.get(), vmis_.get(), &clock_,
+    controller_ = std::make_unique<VmController>(config, store_, vmis_.get(), &clock_,
                                                  [](int64_t) { return int64_t{0}; });
     ASSERT_TRUE(controller_->Recover().ok());
   }
@@ -100,9 +92,9 @@ class VmControllerTest : public ::testing::Test {
     return FindCondition(vm.status().conditions(), type);
   }
 
-  std::string dir_;
+  TempStore temp_{"kvnode-vmctl-test"};
+  Store* const store_ = temp_.store();
   FakeClock clock_{T0()};
-  std::unique_ptr<Store> store_;
   std::unique_ptr<FakeVmiClient> vmis_;
   std::unique_ptr<Instancetypes> types_;
   VmVolumes* volumes_ = nullptr;
@@ -457,7 +449,7 @@ TEST_F(VmControllerTest, FewerSocketsOrTheStageStrategyNeedARestart) {
   VmControllerConfig config;
   config.instancetypes = types_.get();
   config.limits.live_update = false;
-  controller_ = std::make_unique<VmController>(config, store_.get(), vmis_.get(), &clock_,
+  controller_ = std::make_unique<VmController>(config, store_, vmis_.get(), &clock_,
                                                [](int64_t) { return int64_t{0}; });
   ASSERT_TRUE(controller_->Recover().ok());
   ApplySockets(2);

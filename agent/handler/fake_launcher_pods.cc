@@ -68,10 +68,13 @@ class FakeLauncher final : public kvnode::v1::Launcher::Service {
     domain_.set_exists(true);
     domain_.set_qemu_pid(qemu);
     domain_.set_acpi_enabled(true);
-    if (!req->options().adopt()) {
-      vcpus_ = VcpuCount(req->vmi().spec().domain().cpu());
-      plugged_bytes_ = 0;
-    }
+    // The domain's size: as booted, or as the running domain this launcher adopts has it.
+    const kvnode::v1::CPU& cpu = req->vmi().spec().domain().cpu();
+    kvnode::v1::CPU most = cpu;
+    most.set_sockets(std::max(cpu.sockets(), cpu.max_sockets()));
+    max_vcpus_ = VcpuCount(most);
+    plugged_bytes_ = 0;
+    TakeLiveSizesLocked(req->vmi());
     SendLocked("ADDED", "Started/Booted");
     resp->set_success(true);
     return grpc::Status::OK;
@@ -111,7 +114,7 @@ class FakeLauncher final : public kvnode::v1::Launcher::Service {
       // What the controller reads of the live domain: the vCPUs online and the memory the
       // guest took from the virtio-mem device.
       resp->set_xml(absl::StrCat("<domain type='qemu'><vcpu placement='static' current='",
-                                 vcpus_, "'>", std::max<uint64_t>(vcpus_, 64),
+                                 vcpus_, "'>", max_vcpus_,
                                  "</vcpu><devices><memory model='virtio-mem'><target>"
                                  "<current unit='KiB'>",
                                  plugged_bytes_ >> 10, "</current></target></memory></devices>"
@@ -192,6 +195,7 @@ class FakeLauncher final : public kvnode::v1::Launcher::Service {
   pid_t pid_ = 0;
   // The live domain's size: vCPUs online, memory the guest took from its virtio-mem device.
   uint64_t vcpus_ ABSL_GUARDED_BY(pods_->mu_) = 0;
+  uint64_t max_vcpus_ ABSL_GUARDED_BY(pods_->mu_) = 0;  // the domain's <vcpu> (maxSockets)
   int64_t plugged_bytes_ ABSL_GUARDED_BY(pods_->mu_) = 0;
   std::weak_ptr<FakeLauncher> self_;
   std::unique_ptr<grpc::Server> server_;

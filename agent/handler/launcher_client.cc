@@ -21,14 +21,11 @@ absl::StatusOr<std::shared_ptr<LauncherClient::Stub>> LauncherClient::Connect(
       kept_.erase(it);  // a launcher that was replaced
     }
   }
-  std::optional<LauncherIdentity> id = ids_ != nullptr ? ids_->Find(uid) : std::nullopt;
-  if (!id.has_value()) {
-    return absl::NotFoundError("VMI " + uid + " holds no launcher identity (it is not running)");
-  }
+  ASSIGN_OR_RETURN(FsIdentity id, FsIdentityOfVmi(ids_, uid));
   const std::string socket = paths_.vmi(uid).launcher_socket();
   const absl::Time deadline = absl::Now() + wait;
   absl::StatusOr<std::shared_ptr<grpc::Channel>> connected =
-      pods_->ConnectLauncher(socket, id->fs());
+      pods_->ConnectLauncher(socket, id);
   // A launcher still starting is waited for; one that died (or was replaced) meanwhile is not:
   // the call fails at once instead of holding its caller until `wait` has passed (the
   // controller may not know of the exit yet: the process is asked).
@@ -40,7 +37,7 @@ absl::StatusOr<std::shared_ptr<LauncherClient::Stub>> LauncherClient::Connect(
   };
   while (!connected.ok() && absl::Now() < deadline && same_launcher()) {
     absl::SleepFor(absl::Milliseconds(50));
-    connected = pods_->ConnectLauncher(socket, id->fs());
+    connected = pods_->ConnectLauncher(socket, id);
   }
   if (!connected.ok()) return Annotate(connected.status(), "launcher of VMI " + uid);
   auto stub = std::shared_ptr<Stub>(kvnode::v1::Launcher::NewStub(*connected));

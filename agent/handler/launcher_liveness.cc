@@ -18,12 +18,12 @@ constexpr absl::Duration kMaxPingDeadline = absl::Seconds(5);
 void VmiController::CheckLivenessLocked(Record* r, absl::Time now) {
   if (!r->launcher.alive || !r->launcher.ready || IsFinalPhase(r->vmi.status().phase())) return;
   const std::string uid = r->vmi.metadata().uid();
-  if (r->launcher.liveness.StartPing(now, config_.launcher_probe_interval)) {
-    liveness_.Schedule([this, uid] { ProbeLauncher(uid); });
-  }
   const LauncherLiveness::Timeouts timeouts{config_.launcher_probe_interval,
                                             config_.launcher_unresponsive_timeout,
                                             config_.launcher_failure_timeout};
+  if (r->launcher.liveness.StartPing(now, timeouts)) {
+    liveness_.Schedule([this, uid] { ProbeLauncher(uid); });
+  }
   LauncherLiveness::Verdict verdict = r->launcher.liveness.Check(now, timeouts);
   if (verdict == LauncherLiveness::Verdict::kUnresponsive) {
     auto* status = r->vmi.mutable_status();

@@ -38,9 +38,10 @@ class LauncherLiveness {
     last_seen_ = now;
     failed_pings_ = 0;
   }
-  // Whether a ping is due at `now`; if so it is counted as sent (one at a time).
-  bool StartPing(absl::Time now, absl::Duration interval) {
-    if (pinging_ || now - last_ping_ < interval) return false;
+  // Whether a ping is due at `now` (one per ping_interval); if so it is counted as sent (one
+  // at a time).
+  bool StartPing(absl::Time now, const Timeouts& t) {
+    if (pinging_ || now - last_ping_ < t.ping_interval) return false;
     pinging_ = true;
     last_ping_ = now;
     return true;

@@ -13,14 +13,14 @@ const LauncherLiveness::Timeouts kTimeouts{absl::Seconds(5), absl::Seconds(30), 
 TEST(LauncherLivenessTest, PingsGoOutOneAtATimeEveryInterval) {
   LauncherLiveness l;
   l.Seen(kStart);
-  EXPECT_TRUE(l.StartPing(kStart, kTimeouts.ping_interval));
-  EXPECT_FALSE(l.StartPing(kStart + absl::Seconds(10), kTimeouts.ping_interval));  // in flight
+  EXPECT_TRUE(l.StartPing(kStart, kTimeouts));
+  EXPECT_FALSE(l.StartPing(kStart + absl::Seconds(10), kTimeouts));  // in flight
   EXPECT_FALSE(l.PingDone(true, kStart + absl::Seconds(10)));
   // The interval counts from the last ping sent.
-  EXPECT_TRUE(l.StartPing(kStart + absl::Seconds(10), kTimeouts.ping_interval));
+  EXPECT_TRUE(l.StartPing(kStart + absl::Seconds(10), kTimeouts));
   EXPECT_FALSE(l.PingDone(true, kStart + absl::Seconds(11)));
-  EXPECT_FALSE(l.StartPing(kStart + absl::Seconds(14), kTimeouts.ping_interval));
-  EXPECT_TRUE(l.StartPing(kStart + absl::Seconds(15), kTimeouts.ping_interval));
+  EXPECT_FALSE(l.StartPing(kStart + absl::Seconds(14), kTimeouts));
+  EXPECT_TRUE(l.StartPing(kStart + absl::Seconds(15), kTimeouts));
 }
 
 TEST(LauncherLivenessTest, SilenceCountsOnlyAfterThreeUnansweredPings) {

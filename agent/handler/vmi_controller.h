@@ -335,6 +335,15 @@ class VmiController {
       // Exits of the launchers of this VMI that were replaced (ReplaceLauncher): a crash loop
       // ends the VMI.
       HelperRestarts restarts;
+      // Launcher `pid` (started at `start_time`) serves the VMI from `now` (spawned, replaced,
+      // or re-adopted): alive, and not silent.
+      void Began(pid_t launcher_pid, uint64_t launcher_start_time, absl::Time now) {
+        pid = launcher_pid;
+        start_time = launcher_start_time;
+        alive = true;
+        started = now;
+        liveness.Seen(now);
+      }
     };
     Launcher launcher;
     bool start_scheduled = false;

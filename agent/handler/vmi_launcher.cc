@@ -84,12 +84,7 @@ absl::StatusOr<LauncherIdentity> VmiController::IdentityFor(const std::string& u
 }
 
 absl::StatusOr<FsIdentity> VmiController::FsIdentityOfUid(const std::string& uid) {
-  std::optional<LauncherIdentity> id =
-      config_.ids != nullptr ? config_.ids->Find(uid) : std::nullopt;
-  if (!id.has_value()) {
-    return absl::NotFoundError("VMI " + uid + " holds no launcher identity (it is not running)");
-  }
-  return id->fs();
+  return FsIdentityOfVmi(config_.ids, uid);
 }
 
 absl::StatusOr<FsIdentity> VmiController::FsIdentityOf(const ObjectRef& ref) {
@@ -165,14 +160,10 @@ void VmiController::StartLauncher(const std::string& uid) {
   RemoveCondition(r->vmi.mutable_status()->mutable_conditions(), "Synchronized");
   // Its claims are known now (a disk found by hand was adopted by PrepareVolumes).
   SetLiveMigratableCondition(&r->vmi, ClaimClassesOf(r->vmi), clock_->Now());
-  r->launcher.pid = launch->handle.pid;
-  r->launcher.start_time = launch->handle.start_time;
-  r->launcher.alive = true;
+  r->launcher.Began(launch->handle.pid, launch->handle.start_time, clock_->Now());
   // A dedicated VMI may have taken CPUs while this launcher was spawned into the pool as it
   // was: it gets the pool as it is now, before its libvirtd starts QEMU.
   KeepOnSharedCpusLocked(*r);
-  r->launcher.started = clock_->Now();
-  r->launcher.liveness.Seen(r->launcher.started);
   const VmiPaths vp = paths_.vmi(uid);
   auto* ls = r->vmi.mutable_status()->mutable_launcher();
   ls->set_pid(launch->handle.pid);
@@ -571,11 +562,7 @@ bool VmiController::ReplaceLauncher(const std::string& uid, pid_t pid, const std
     spdlog::error("VMI {}: replace its launcher: {}", uid, handle.status().ToString());
     return false;
   }
-  r->launcher.pid = handle->pid;
-  r->launcher.start_time = handle->start_time;
-  r->launcher.alive = true;
-  r->launcher.started = clock_->Now();
-  r->launcher.liveness.Seen(r->launcher.started);
+  r->launcher.Began(handle->pid, handle->start_time, clock_->Now());
   auto* ls = r->vmi.mutable_status()->mutable_launcher();
   ls->set_pid(handle->pid);
   ls->set_start_time(std::to_string(handle->start_time));

@@ -375,11 +375,7 @@ absl::Status VmiController::RecoverMigrationTargetsLocked(std::vector<std::strin
     r->migration.incoming_ready = true;
     r->migration.source_status = r->vmi.status();
     r->vmi.mutable_status()->set_phase(phase::kScheduled);
-    r->launcher.pid = launcher.pid();
-    r->launcher.start_time = start;
-    r->launcher.alive = true;
-    r->launcher.started = clock_->Now();
-    r->launcher.liveness.Seen(r->launcher.started);
+    r->launcher.Began(launcher.pid(), start, clock_->Now());
     by_uid_[uid] = std::move(r);
     WatchLauncher(uid, launcher.pid(), start);
     resolve->push_back(uid);

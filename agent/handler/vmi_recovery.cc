@@ -44,11 +44,7 @@ absl::Status VmiController::Recover() {
       auto now_start = pods_->StartTime(launcher.pid());
       alive = now_start.has_value() && *now_start == start;
       if (alive) {
-        rec->launcher.pid = launcher.pid();
-        rec->launcher.start_time = start;
-        rec->launcher.alive = true;
-        rec->launcher.started = clock_->Now();
-        rec->launcher.liveness.Seen(rec->launcher.started);
+        rec->launcher.Began(launcher.pid(), start, clock_->Now());
         WatchLauncher(uid, launcher.pid(), start);
         if (config_.pod_network != nullptr) {
           // Its DHCP server too (one that died while the handler was down is started again).

@@ -39,6 +39,12 @@ using kvnode::v1::DataVolume;
 constexpr char kCurl[] = "/usr/bin/curl";
 constexpr char kImportPart[] = "import.part";
 
+// What an import leaves in the claim's `dir` before it is done: the download and the
+// converted disk not yet published.
+void RemovePartialImport(const std::string& dir) {
+  for (const char* f : {kImportPart, kDiskTempFile}) unlink((dir + "/" + f).c_str());
+}
+
 // An upload DataVolume waits for `kvctl image-upload dv` (CDI's UploadReady); the others for
 // the importer.
 const char* FirstPhase(const DataVolume& dv) {
@@ -297,7 +303,7 @@ absl::Status VolumeManager::Populate(const DataVolume& dv) {
   if (size <= 0) return absl::NotFoundError("its claim \"" + name + "\" is gone");
   absl::Status s = Populate(dv, dir, size);
   if (!s.ok()) {
-    for (const char* f : {"/import.part", "/disk.img.tmp"}) unlink((dir + f).c_str());
+    RemovePartialImport(dir);
   }
   return s;
 }
@@ -316,7 +322,7 @@ absl::Status VolumeManager::BindPopulated(const DataVolume& dv) {
 }
 
 absl::Status VolumeManager::Populate(const DataVolume& dv, const std::string& dir, int64_t size) {
-  for (const char* f : {"/import.part", "/disk.img.tmp"}) unlink((dir + f).c_str());
+  RemovePartialImport(dir);
   const auto& src = dv.spec().source();
   if (src.has_blank()) {
     ASSIGN_OR_RETURN(int fd, OpenDirChain(dir, {}, 0711, false));

@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "agent/base/subprocess.h"
 #include "agent/storage/volume_manager.h"
 #include "agent/store/temp_store.h"
@@ -165,6 +167,9 @@ TEST_F(VmiDisksTest, EachKindOfVolumeGetsWhatItNeedsInTheVmisDir) {
 TEST_F(VmiDisksTest, ALauncherStartedAgainKeepsWhatTheGuestWrote) {
   ASSERT_TRUE(disks_->Prepare(Vmi(), me_, false, nullptr).ok());
   const VmiPaths vp = paths_.vmi(kUid);
+  // What the guest wrote: bytes past the qcow2's end stand for it (nothing reads them but
+  // this test).
+  std::ofstream(vp.volume_disk("scratch"), std::ios::app | std::ios::binary) << "KVNODE-GUEST-DATA";
   struct stat before[2], after[2];
   ASSERT_EQ(stat(vp.volume_disk("scratch").c_str(), &before[0]), 0);
   ASSERT_EQ(stat(vp.nocloud_iso("ci").c_str(), &before[1]), 0);
@@ -175,6 +180,9 @@ TEST_F(VmiDisksTest, ALauncherStartedAgainKeepsWhatTheGuestWrote) {
     EXPECT_EQ(before[i].st_ino, after[i].st_ino);
     EXPECT_EQ(before[i].st_mtim.tv_nsec, after[i].st_mtim.tv_nsec);
   }
+  std::ifstream disk(vp.volume_disk("scratch"), std::ios::binary);
+  const std::string content((std::istreambuf_iterator<char>(disk)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(absl::EndsWith(content, "KVNODE-GUEST-DATA"));
   // A migration target keeps the claims' group and gets an empty firmware store.
   EXPECT_THAT(sources_->claims.back(), HasSubstr("(group kept)"));
   EXPECT_THAT(sources_->backend_storage, ElementsAre(false, true));

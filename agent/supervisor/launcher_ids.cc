@@ -128,6 +128,15 @@ std::optional<LauncherIdentity> LauncherIds::Find(const std::string& vmi_uid) co
   return IdentityOf(it->second, groups_);
 }
 
+absl::StatusOr<FsIdentity> FsIdentityOfVmi(const LauncherIds* ids, const std::string& vmi_uid) {
+  std::optional<LauncherIdentity> id = ids != nullptr ? ids->Find(vmi_uid) : std::nullopt;
+  if (!id.has_value()) {
+    return absl::NotFoundError("VMI " + vmi_uid +
+                               " holds no launcher identity (it is not running)");
+  }
+  return id->fs();
+}
+
 std::string LauncherIds::HolderOf(uid_t uid) const {
   absl::MutexLock lock(&mu_);
   auto it = by_id_.find(static_cast<uint32_t>(uid));

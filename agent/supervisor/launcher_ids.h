@@ -95,6 +95,10 @@ class LauncherIds {
   uint32_t last_ ABSL_GUARDED_BY(mu_) = 0;  // the latest id handed out
 };
 
+// The files' identity VMI `vmi_uid` holds in `ids` (which may be null: none holds one);
+// NotFound, saying the VMI is not running, when it holds none.
+absl::StatusOr<FsIdentity> FsIdentityOfVmi(const LauncherIds* ids, const std::string& vmi_uid);
+
 }  // namespace kvnode
 
 #endif  // KVNODE_AGENT_SUPERVISOR_LAUNCHER_IDS_H_

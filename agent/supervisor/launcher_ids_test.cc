@@ -1,10 +1,8 @@
 #include "agent/supervisor/launcher_ids.h"
 
-#include <stdlib.h>
-
-#include <filesystem>
 #include <set>
 
+#include "agent/store/temp_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -15,23 +13,14 @@ using ::testing::HasSubstr;
 
 class LauncherIdsTest : public ::testing::Test {
  protected:
-  LauncherIdsTest() {
-    char tmpl[] = "/tmp/kvnode-ids-test-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    store_ = std::move(*Store::Open(dir_ + "/kvnode.db"));
-  }
-  ~LauncherIdsTest() override {
-    store_.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
+  void SetUp() override { ASSERT_TRUE(temp_.ok()); }
   std::unique_ptr<LauncherIds> Make(uint32_t first = 200000, uint32_t count = 5) {
-    auto ids = LauncherIds::Create(store_.get(), LauncherIdRange{first, count}, {107});
+    auto ids = LauncherIds::Create(store_, LauncherIdRange{first, count}, {107});
     EXPECT_TRUE(ids.ok()) << ids.status();
     return ids.ok() ? std::move(*ids) : nullptr;
   }
-  std::string dir_;
-  std::unique_ptr<Store> store_;
+  TempStore temp_{"kvnode-ids-test"};
+  Store* const store_ = temp_.store();
 };
 
 TEST_F(LauncherIdsTest, EachVmiGetsAnIdOfItsOwnAfterThePrimerAndTheImporter) {
